@@ -1,0 +1,158 @@
+"""Requests, responses and the one interface both roles (planner, reviewer) use.
+
+INTERFACE CONTRACT (fixed): the agent loop, the reviewer, the caches and the test doubles rely on
+these names and fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_MAX_TOKENS = 16_384
+"""Per-request token cap (paper section 4 and table 5)."""
+
+
+class ToolCall(BaseModel):
+    """A tool call the model emitted.
+
+    Attributes:
+        id: the call id (generated when the model gave none).
+        name: the tool name as emitted.
+        arguments: the raw argument text as emitted (JSON for well-formed calls).
+        parsed: the decoded arguments, or None when ``arguments`` is not a JSON object.
+        error: why decoding failed, when it did (the raw text is kept in ``arguments``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    id: str
+    name: str
+    arguments: str
+    parsed: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class Message(BaseModel):
+    """One chat message in OpenAI's shape."""
+
+    model_config = ConfigDict(frozen=True)
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class ToolSpec(BaseModel):
+    """A native tool offered to the model (function-calling schema)."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+
+ToolChoice = str
+"""``"auto"``, ``"required"``, ``"none"`` or the name of one offered tool."""
+
+
+class ModelRequest(BaseModel):
+    """One model request.
+
+    Attributes:
+        messages: the conversation.
+        tools: native tools offered.
+        tool_choice: ``auto``, ``required``, ``none`` or a tool name.
+        temperature: sampling temperature.
+        top_p: nucleus sampling, if set.
+        max_tokens: per-request output cap in tokens.
+        seed: sampling seed, if set.
+        json_schema: when set, the answer is constrained to JSON matching this schema.
+        provider_options: passed through to the provider (e.g. a reasoning mode).
+        draw: the draw index; part of the cache key so separately sampled draws never merge.
+        purpose: ``planner`` or ``reviewer``; for accounting and cache slots, not the cache key.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice = "auto"
+    temperature: float = 0.7
+    top_p: float | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    seed: int | None = None
+    json_schema: dict[str, Any] | None = None
+    provider_options: dict[str, Any] = Field(default_factory=dict)
+    draw: int = 0
+    purpose: Literal["planner", "reviewer", "other"] = "other"
+
+
+class Usage(BaseModel):
+    """Token usage of one response.
+
+    Attributes:
+        input_tokens: prompt tokens sent.
+        output_tokens: tokens generated.
+        cached_tokens: prompt tokens the provider did not re-evaluate (its prompt cache, or the
+            local model's KV-prefix reuse).
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class ModelResponse(BaseModel):
+    """One model response.
+
+    Attributes:
+        text: the assistant text (None when only tool calls came back).
+        tool_calls: tool calls, possibly malformed (see :class:`ToolCall`).
+        finish_reason: ``stop``, ``length``, ``tool_calls`` or the provider's word.
+        usage: token usage.
+        model: the model id that answered.
+        cached: True when served from the exact-request cache (no model work was done).
+        latency_s: wall seconds of the request (0 for cache hits).
+    """
+
+    text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str = "stop"
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+    cached: bool = False
+    latency_s: float = 0.0
+
+
+class ProviderError(RuntimeError):
+    """A model request failed after retries (HTTP error, timeout, unreachable endpoint).
+
+    Attributes:
+        status: the HTTP status, if any.
+        kind: ``rate_limit``, ``server``, ``timeout``, ``connection``, ``bad_request`` or
+            ``other``.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, kind: str = "other") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A language model usable as planner or reviewer."""
+
+    @property
+    def model_id(self) -> str:
+        """A stable identifier of the model (part of cache keys)."""
+        ...
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer one request.
+
+        Raises:
+            ProviderError: when the model cannot answer (after the client's retries).
+        """
+        ...

@@ -1,0 +1,74 @@
+"""The environment's tool server as the controller sees it: schemas in, results out.
+
+A :class:`ToolServer` is what an environment starts for one workspace (paper section A.1: "the
+environment server receives a separate task workspace for each branch"). The worker's tool proxies
+are generated from :meth:`ToolServer.list_tools`; every primitive call that the controller lets
+through is made with :meth:`ToolServer.call`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ToolSchema(BaseModel):
+    """One tool of an environment server.
+
+    Attributes:
+        name: the tool's name, which is also the proxy function's name in agent code.
+        description: the server's description; becomes the proxy's docstring.
+        input_schema: the tool's JSON schema for its arguments (an ``object`` schema).
+        code_params: names of parameters whose values are executable programs. Patches to them
+            fall outside the data-argument comparison (paper section 3.1) and are rejected.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    code_params: tuple[str, ...] = ()
+
+
+class ToolResult(BaseModel):
+    """The observation a primitive call returns.
+
+    Attributes:
+        text: the text content of the result, concatenated.
+        is_error: true when the server reported a tool error (bad path, bad arguments...).
+        structured: the server's structured content, if any.
+        elapsed_ms: wall time of the call as seen by the controller, in milliseconds.
+    """
+
+    text: str
+    is_error: bool = False
+    structured: dict[str, Any] | None = None
+    elapsed_ms: float = 0.0
+
+
+class ToolServerError(RuntimeError):
+    """The tool server could not be reached, died, or broke the protocol (not a tool error)."""
+
+
+@runtime_checkable
+class ToolServer(Protocol):
+    """A running environment server, used synchronously by the controller."""
+
+    def list_tools(self) -> list[ToolSchema]:
+        """Return the server's tools, in the server's order."""
+        ...
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Make one primitive call.
+
+        Raises:
+            ToolServerError: on transport failure or a dead server. Tool errors are results with
+                ``is_error`` set, never exceptions.
+        """
+        ...
+
+    def close(self) -> None:
+        """Stop the server and release its resources; safe to call twice."""
+        ...

@@ -1,0 +1,144 @@
+"""What crosses between the controller and the worker: boundaries, decisions, block results.
+
+INTERFACE CONTRACT (fixed): the agent loop, the reviewer and the trajectory log rely on these
+names and fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from controlscope.scope import Operation
+from controlscope.tools import ToolResult
+
+
+class CallSite(BaseModel):
+    """Where in agent code a primitive call was made.
+
+    Attributes:
+        module: the block's pseudo-module name (e.g. ``block_3``).
+        function: the innermost enclosing function's name, None at module level.
+        class_name: the innermost enclosing class's name, if any.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    module: str
+    function: str | None = None
+    class_name: str | None = None
+
+    @property
+    def at_module_level(self) -> bool:
+        """True when the call is made directly in the block's top-level code."""
+        return self.function is None and self.class_name is None
+
+
+class Boundary(BaseModel):
+    """A block paused at a primitive call (design.md: "boundary").
+
+    Attributes:
+        block_id: the running block.
+        call_index: 0-based index of this primitive call within the task (all blocks).
+        block_call_index: 0-based index of this call within the block.
+        tool: the pending tool's name.
+        arguments: the pending call's arguments, by parameter name (positional ones named).
+        line: 1-based source line within the block.
+        call_site: module, function and class of the call.
+        module_vars: JSON-serialisable module variables (values truncated; others as
+            ``"<TypeName>"``).
+        local_vars: the same for the calling frame's locals (empty at module level).
+        output: printed output of the block so far (bounded).
+        code: the running block's source.
+    """
+
+    block_id: str
+    call_index: int
+    block_call_index: int
+    tool: str
+    arguments: dict[str, Any]
+    line: int
+    call_site: CallSite
+    module_vars: dict[str, Any] = Field(default_factory=dict)
+    local_vars: dict[str, Any] = Field(default_factory=dict)
+    output: str = ""
+    code: str = ""
+
+
+class PrimitiveCall(BaseModel):
+    """One primitive call as executed (after any patch) with its observation and timing."""
+
+    block_id: str
+    call_index: int
+    tool: str
+    arguments: dict[str, Any]
+    result: ToolResult
+    started_at: float = Field(description="wall clock, seconds since the epoch")
+    elapsed_ms: float
+
+
+BlockStatus = Literal["completed", "error", "cancelled", "timeout", "killed", "budget_exhausted"]
+
+
+class BlockResult(BaseModel):
+    """How a block ended.
+
+    Attributes:
+        block_id: the block.
+        status: ``completed`` (ran to the end), ``error`` (agent code raised), ``cancelled``
+            (replaced, or queued behind a replaced block: a cancellation receipt), ``timeout``
+            (wall-seconds budget; the worker was killed), ``killed`` (the worker died or broke
+            the protocol), ``budget_exhausted`` (ended by the primitive-call budget).
+        output: captured printed output (bounded; truncation marked).
+        error: the traceback text for ``error``, the reason for the others.
+        calls: primitive calls this block made.
+        replaced_by: the id of the block that replaced this one, if any.
+        wall_s: wall seconds the block ran.
+    """
+
+    block_id: str
+    status: BlockStatus
+    output: str = ""
+    error: str | None = None
+    calls: int = 0
+    replaced_by: str | None = None
+    wall_s: float = 0.0
+
+    def receipt(self) -> str:
+        """The tool-message text the planner sees for this block."""
+        parts = [f"[block {self.block_id}: {self.status}; {self.calls} primitive calls]"]
+        if self.output:
+            parts.append(self.output)
+        if self.error:
+            parts.append(self.error)
+        if self.replaced_by:
+            parts.append(f"(replaced by block {self.replaced_by})")
+        return "\n".join(parts)
+
+
+class Limits(BaseModel):
+    """Budgets the worker enforces with the controller (paper section 4, table 5).
+
+    Attributes:
+        block_wall_s: wall seconds one block may run before the worker is killed.
+        task_wall_s: execution seconds for the whole task (review time excluded).
+        primitive_calls: primitive calls per task; further calls raise ``BudgetExhausted``.
+        output_chars: captured printed output kept per block.
+        memory_mb: address-space limit of the worker process.
+        cpu_s: CPU-seconds limit of the worker process.
+        processes: process-count limit inside the sandbox.
+        file_size_mb: largest file the worker may write (in its private /tmp).
+    """
+
+    block_wall_s: float = 300.0
+    task_wall_s: float = 1800.0
+    primitive_calls: int = 100
+    output_chars: int = 20_000
+    memory_mb: int = 2048
+    cpu_s: int = 600
+    processes: int = 64
+    file_size_mb: int = 16
+
+
+Decision = Operation
+"""A realized (already validated) operation sent to the worker at a boundary."""
