@@ -6,7 +6,7 @@ names and fields.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -142,3 +142,34 @@ class Limits(BaseModel):
 
 Decision = Operation
 """A realized (already validated) operation sent to the worker at a boundary."""
+
+
+ReplaceBoundary = Literal["block", "reply"]
+"""What a replacement replaces: the current block only, or the current block and the blocks
+queued behind it in the same reply (those get cancellation receipts). Paper section A.1."""
+
+
+class BoundaryHandler(Protocol):
+    """The controller-side callbacks a worker session drives while blocks run.
+
+    The session calls them in order: ``on_block_start``, then for each primitive call
+    ``on_boundary`` (which returns the realized operation) and, when the call is made,
+    ``on_call``; finally ``on_block_end``.
+    """
+
+    def on_block_start(self, block_id: str, code: str, replaces: str | None) -> None:
+        """A block (or a replacement for block ``replaces``) starts."""
+        ...
+
+    def on_boundary(self, boundary: Boundary) -> Decision:
+        """Decide the pending call; the returned operation is executed as given (already
+        validated against the granted scope)."""
+        ...
+
+    def on_call(self, call: PrimitiveCall) -> None:
+        """A primitive call was made on the environment server."""
+        ...
+
+    def on_block_end(self, result: BlockResult) -> None:
+        """A block ended (including cancellation receipts for queued blocks)."""
+        ...
