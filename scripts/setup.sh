@@ -26,4 +26,5 @@ echo "setup: installing the pinned MCP filesystem server"
 npm ci --no-audit --no-fund --silent
 
 echo "setup: fetching the embedded model (checked by SHA-256)"
-.venv/bin/controlscope model pull
+.venv/bin/controlscope model pull --model 1.5b
+.venv/bin/controlscope model pull --model 0.5b

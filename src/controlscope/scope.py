@@ -3,16 +3,32 @@
 Paper section 3.1 defines nested operation sets A_Keep ⊂ A_Arg ⊂ A_Full; Params (the paper's
 AppWorld V2 "coordinated data edit", section A.2) sits between Arg and Full.
 
-INTERFACE CONTRACT (fixed; the implementation of :func:`validate_operation` is filled in by the
-scope work): other modules rely on the names and fields below.
+INTERFACE CONTRACT (fixed): other modules rely on the names and fields of the records below.
+The reviewer builds proposals with :func:`parse_operation` and judges them with
+:func:`validate_operation`; the worker makes block-data patches effective with
+:class:`DataConstantRewriter` / :func:`block_constants`, the same canonical walk that validation
+uses.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import enum
-from typing import Annotated, Any, Literal
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import jsonschema
+import jsonschema.protocols
+import jsonschema.validators
 from pydantic import BaseModel, ConfigDict, Field
+
+from controlscope.tools import ToolSchema
+
+if TYPE_CHECKING:  # worker.types imports Operation from here
+    from controlscope.worker.types import Boundary
 
 
 class Scope(enum.IntEnum):
@@ -82,7 +98,11 @@ RejectionReason = Literal[
     "structure_changed",
     "syntax_error",
     "empty_patch",
+    "malformed",
 ]
+"""Why a proposal was rejected (it is then executed as ``Keep``).
+
+``malformed`` means the review held no parseable operation."""
 
 
 class Validation(BaseModel):
@@ -103,3 +123,710 @@ class Validation(BaseModel):
     reason: RejectionReason | None = None
     detail: str = ""
     realized: Operation
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing a reviewer's proposal
+# ---------------------------------------------------------------------------------------------
+
+
+class MalformedOperationError(ValueError):
+    """A reviewer's proposal could not be read as an :data:`Operation`.
+
+    The reviewer records it as a ``malformed`` fallback and executes ``Keep`` (paper section A.4:
+    "a malformed review response ... produces a recorded Keep fallback").
+
+    Attributes:
+        kind: the operation kind the proposal named (as given, possibly not a valid kind).
+        detail: what is wrong with it.
+    """
+
+    def __init__(self, kind: object, detail: str) -> None:
+        super().__init__(f"malformed {kind!r} operation: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+_FENCE = re.compile(r"\A```[A-Za-z0-9_+-]*[ \t]*\n(?P<body>.*?)\n?```\Z", re.DOTALL)
+
+
+def _unfence(code: str) -> str:
+    """Strip one Markdown code fence around the whole of ``code`` (small models add them)."""
+    match = _FENCE.match(code.strip())
+    return match.group("body") if match else code
+
+
+def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Operation:
+    """Build an operation from a reviewer's answer.
+
+    ``payload`` is the tool-call arguments (tools mode) or the decision object (JSON mode); keys
+    that the kind does not use (``reason``, ``operation``, a ``code`` next to a patch...) are
+    ignored, so one decision format serves every kind.
+
+    - ``keep``: the payload is ignored.
+    - ``patch_arguments``: ``payload["arguments"]`` must be an object mapping argument names to
+      new values. A JSON *string* holding an object is accepted too (models often encode nested
+      objects as strings). Its content is checked later by :func:`validate_operation`.
+    - ``patch_block_data`` / ``replace_workflow``: ``payload["code"]`` must be a string. One
+      Markdown fence around the whole code (```` ```python ... ``` ````) is removed.
+
+    This function only checks shapes; scope, schema and syntax are judged by
+    :func:`validate_operation`.
+
+    Args:
+        kind: one of ``keep``, ``patch_arguments``, ``patch_block_data``, ``replace_workflow``
+            (surrounding whitespace and case are tolerated).
+        payload: the answer's fields.
+
+    Returns:
+        The operation (a frozen pydantic model).
+
+    Raises:
+        MalformedOperationError: unknown kind, payload not an object, a missing field, or a field
+            of the wrong type.
+    """
+    if not isinstance(kind, str):
+        raise MalformedOperationError(kind, "the operation kind must be a string")
+    name = kind.strip().lower()
+    if name not in REQUIRED_SCOPE:
+        raise MalformedOperationError(
+            kind, f"unknown operation kind; expected one of {sorted(REQUIRED_SCOPE)}"
+        )
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, Mapping):
+        raise MalformedOperationError(
+            kind, f"the payload must be an object, got {type(payload).__name__}"
+        )
+    if name == "keep":
+        return Keep()
+    if name == "patch_arguments":
+        if "arguments" not in payload:
+            raise MalformedOperationError(kind, "missing field 'arguments'")
+        arguments = payload["arguments"]
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError as exc:
+                raise MalformedOperationError(
+                    kind, f"'arguments' is a string that is not JSON: {exc}"
+                ) from exc
+        if not isinstance(arguments, Mapping):
+            raise MalformedOperationError(
+                kind, f"'arguments' must be an object, got {type(arguments).__name__}"
+            )
+        if not all(isinstance(key, str) for key in arguments):
+            raise MalformedOperationError(kind, "argument names must be strings")
+        return PatchArguments(arguments=dict(arguments))
+    if "code" not in payload:
+        raise MalformedOperationError(kind, "missing field 'code'")
+    code = payload["code"]
+    if not isinstance(code, str):
+        raise MalformedOperationError(kind, f"'code' must be a string, got {type(code).__name__}")
+    code = _unfence(code)
+    if name == "patch_block_data":
+        return PatchBlockData(code=code)
+    return ReplaceWorkflow(code=code)
+
+
+# ---------------------------------------------------------------------------------------------
+# Code-valued parameters
+# ---------------------------------------------------------------------------------------------
+
+# fmt: off
+#: Name tokens that mark a parameter as a program (after splitting snake/camel/kebab case).
+CODE_NAME_TOKENS: frozenset[str] = frozenset({
+    "script", "program", "python", "py", "javascript", "js", "typescript", "sql", "shell",
+    "bash", "cmd", "command", "commands", "exec", "eval", "lambda", "snippet", "sourcecode",
+})
+# fmt: on
+
+# fmt: off
+#: Qualifiers that make ``..._code`` / "... code" a data value (a zip code is not a program).
+DATA_CODE_QUALIFIERS: frozenset[str] = frozenset({
+    "access", "activation", "airport", "area", "auth", "authorization", "color", "colour",
+    "confirmation", "country", "coupon", "currency", "discount", "error", "exit", "gift",
+    "http", "invite", "iso", "language", "lang", "locale", "otp", "postal", "product",
+    "promo", "qr", "referral", "region", "reset", "response", "return", "security", "state",
+    "status", "tracking", "verification", "voucher", "zip", "bar", "barcode", "pin",
+})
+# fmt: on
+
+_CODE_MEDIA = re.compile(
+    r"^(text|application)/(x-)?(python|javascript|ecmascript|typescript|sql|sh|shellscript|"
+    r"x-sh|lua|ruby|perl)$"
+)
+_CODE_FORMATS: frozenset[str] = frozenset(
+    {"code", "python", "javascript", "typescript", "sql", "script", "shell", "command"}
+)
+_CODE_DESCRIPTION = re.compile(
+    r"\b(python|javascript|typescript|sql|bash|powershell)\b"
+    r"|\bshell (command|script)s?\b"
+    r"|\bsource code\b"
+    r"|\b(code|script|program|command|expression|statement)s? (to|that will|which will) "
+    r"(run|execute|evaluate|be (run|executed|evaluated))\b"
+    r"|\bexecutable\b",
+    re.IGNORECASE,
+)
+_DATA_CODE_DESCRIPTION = re.compile(
+    r"\b(" + "|".join(sorted(DATA_CODE_QUALIFIERS)) + r")[ _-]?codes?\b", re.IGNORECASE
+)
+_NAME_SPLIT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def _name_tokens(name: str) -> list[str]:
+    """Split ``sourceCode``, ``source_code``, ``source-code`` into ``["source", "code"]``."""
+    return [part.lower() for part in _NAME_SPLIT.findall(name)]
+
+
+def is_code_parameter(name: str, prop: Mapping[str, Any] | None = None) -> bool:
+    """Decide from schema hints whether a tool parameter holds an executable program.
+
+    Paper section 3.1: "parameters that directly encode executable programs fall outside the
+    data-argument comparison". Tools declare such parameters in ``ToolSchema.code_params``; this
+    function catches the undeclared ones. A parameter is code-valued when any of these holds:
+
+    - the property says so: ``"x-code": true``, a ``contentMediaType`` of a program
+      (``text/x-python``, ``application/javascript``, ``application/sql``...), or a ``format`` of
+      ``code``/``python``/``javascript``/``sql``/``script``/``shell``/``command``;
+    - its name has a program token (:data:`CODE_NAME_TOKENS`: ``script``, ``program``,
+      ``python``, ``sql``, ``command``, ``cmd``, ``shell``, ``exec``, ``eval``...), or it is
+      ``code`` / ``source_code`` / ``..._code`` with no data qualifier
+      (:data:`DATA_CODE_QUALIFIERS`: ``zip_code``, ``verification_code``, ``country_code`` are
+      data);
+    - its description names a programming language or says the value is run/executed/evaluated
+      (``"Python code to run"``, ``"shell command"``, ``"source code"``).
+
+    A description about a data code (``"the verification code sent by SMS"``) overrides the
+    ``code`` name and description hints (not the explicit markers and program-name tokens).
+
+    Patterns are data: a regular expression or glob (``pattern``, ``excludePatterns``) is matched,
+    not run, and queries (``query``) are data unless marked as SQL. JSON-schema property
+    schemas nested inside the parameter are not inspected (a patch replaces the top-level value).
+
+    Args:
+        name: the parameter's name.
+        prop: the parameter's JSON-schema property (may be None or empty).
+
+    Returns:
+        True when a patch to this parameter must be rejected as ``code_parameter``.
+    """
+    prop = prop or {}
+    if prop.get("x-code") is True:
+        return True
+    media = prop.get("contentMediaType")
+    if isinstance(media, str) and _CODE_MEDIA.match(media.strip().lower()):
+        return True
+    fmt = prop.get("format")
+    if isinstance(fmt, str) and fmt.strip().lower() in _CODE_FORMATS:
+        return True
+    tokens = _name_tokens(name)
+    if any(token in CODE_NAME_TOKENS for token in tokens):
+        return True
+    texts = [text for key in ("description", "title") if isinstance(text := prop.get(key), str)]
+    if any(_DATA_CODE_DESCRIPTION.search(text) for text in texts):
+        return False
+    if "code" in tokens and not any(token in DATA_CODE_QUALIFIERS for token in tokens):
+        return True
+    return any(_CODE_DESCRIPTION.search(text) for text in texts)
+
+
+def code_parameters(tool: ToolSchema) -> frozenset[str]:
+    """All code-valued parameters of ``tool``: declared ones plus those found by schema hints.
+
+    Args:
+        tool: the tool; its ``input_schema["properties"]`` is inspected with
+            :func:`is_code_parameter`.
+
+    Returns:
+        The parameter names (declared names are included even when the schema lacks them).
+    """
+    found = set(tool.code_params)
+    properties = tool.input_schema.get("properties")
+    if isinstance(properties, Mapping):
+        for name, prop in properties.items():
+            if is_code_parameter(str(name), prop if isinstance(prop, Mapping) else None):
+                found.add(str(name))
+    return frozenset(found)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data constants of a block (Params, paper section A.2: "coordinated data edits")
+# ---------------------------------------------------------------------------------------------
+
+#: Constant types that may change into one another in a block-data patch (JSON scalars).
+SCALAR_TYPES: tuple[type, ...] = (str, int, float, bool, type(None))
+
+_SIGNS = (ast.USub, ast.UAdd)
+
+
+def _is_signed_number(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, _SIGNS)
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, int | float | complex)
+        and not isinstance(node.operand.value, bool)
+    )
+
+
+def constant_value(node: ast.expr) -> Any:
+    """The value of a data-constant site (an ``ast.Constant`` or a signed number such as ``-1``).
+
+    Raises:
+        TypeError: ``node`` is not a data-constant site.
+    """
+    if isinstance(node, ast.Constant):
+        return node.value
+    if _is_signed_number(node):
+        assert isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)
+        number = node.operand.value
+        assert isinstance(number, int | float | complex)
+        return -number if isinstance(node.op, ast.USub) else +number
+    raise TypeError(f"not a data constant: {ast.dump(node)}")
+
+
+class DataConstantRewriter(ast.NodeTransformer):
+    """Replace every data constant of a tree, in canonical order, by ``make(index, node)``.
+
+    The canonical order and the set of *data constants* are the contract between block-data
+    validation (:func:`validate_operation`) and the worker that makes a ``patch_block_data``
+    effective (e.g. by compiling each block with its data constants turned into lookups in a
+    per-block table, then refilling the table from :func:`block_constants` of the new code).
+
+    Data constants are:
+
+    - every ``ast.Constant`` except ``...`` (Ellipsis is syntax), visited depth-first in
+      ``ast`` field order;
+    - a signed number (``-1``, ``+2.5``) counts as ONE constant whose value carries the sign, so
+      ``limit = -1`` may become ``limit = 5``;
+    - the literal text parts of an f-string (``"report.txt"`` in ``f"{d}/report.txt"``); a
+      replacement for such a part is wrapped as ``FormattedValue(make(...), conversion=-1)`` so
+      the tree stays valid. The expressions inside ``{...}`` are ordinary code. A literal part
+      cannot become empty: Python's syntax tree has no empty parts, so ``f"{d}/x"`` ->
+      ``f"{d}"`` is a structure change.
+
+    Not data (they are structure and must stay equal): f-string format specs (``:.2f``) and
+    everything inside them, ``match``/``case`` patterns, docstrings (of the block, functions and
+    classes: text for readers, not data the program uses), and ``...``.
+
+    Args:
+        make: called with the 0-based site index and the original node; returns the expression
+            to put in its place (it must not itself be visited again).
+    """
+
+    def __init__(self, make: Callable[[int, ast.expr], ast.expr]) -> None:
+        self._make = make
+        self._docstrings: set[int] = set()
+        self.count = 0
+
+    def _skip_docstring(
+        self, node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    ) -> None:
+        first = node.body[0] if node.body else None
+        if (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+        ):
+            self._docstrings.add(id(first.value))
+
+    def visit_Module(self, node: ast.Module) -> ast.Module:
+        """Visit a module, keeping its docstring as structure."""
+        self._skip_docstring(node)
+        self.generic_visit(node)
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        """Visit a function, keeping its docstring as structure."""
+        self._skip_docstring(node)
+        self.generic_visit(node)
+        return node
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AsyncFunctionDef:
+        """Visit a coroutine function, keeping its docstring as structure."""
+        self._skip_docstring(node)
+        self.generic_visit(node)
+        return node
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
+        """Visit a class, keeping its docstring as structure."""
+        self._skip_docstring(node)
+        self.generic_visit(node)
+        return node
+
+    def _site(self, node: ast.expr) -> ast.expr:
+        new = self._make(self.count, node)
+        self.count += 1
+        return new
+
+    def visit_Constant(self, node: ast.Constant) -> ast.expr:
+        """Replace a constant (Ellipsis and docstrings stay)."""
+        if node.value is Ellipsis or id(node) in self._docstrings:
+            return node
+        return self._site(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+        """Replace a signed number as one site; other unary operations are visited normally."""
+        if _is_signed_number(node):
+            return self._site(node)
+        self.generic_visit(node)
+        return node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.expr:
+        """Replace f-string literal parts; visit the ``{...}`` expressions but not format specs."""
+        values: list[ast.expr] = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                new = self._site(part)
+                if not isinstance(new, ast.Constant):
+                    new = ast.FormattedValue(value=new, conversion=-1, format_spec=None)
+                values.append(new)
+            elif isinstance(part, ast.FormattedValue):
+                part.value = self.visit(part.value)
+                values.append(part)
+            else:  # pragma: no cover - the grammar allows nothing else
+                values.append(part)
+        node.values = values
+        return node
+
+    def visit_match_case(self, node: ast.match_case) -> ast.match_case:
+        """Keep the case pattern as structure; visit the guard and the body."""
+        if node.guard is not None:
+            node.guard = self.visit(node.guard)
+        node.body = [self.visit(stmt) for stmt in node.body]
+        return node
+
+
+def data_constant_nodes(tree: ast.AST) -> list[ast.expr]:
+    """The data-constant sites of ``tree`` in canonical order, without changing the tree.
+
+    See :class:`DataConstantRewriter` for what counts as a data constant.
+    """
+    found: list[ast.expr] = []
+
+    def keep(_index: int, node: ast.expr) -> ast.expr:
+        found.append(node)
+        return node
+
+    DataConstantRewriter(keep).visit(copy.deepcopy(tree))
+    return found
+
+
+def block_constants(code: str) -> list[Any]:
+    """The values of a block's data constants, in canonical order.
+
+    Two blocks accepted as a block-data patch of one another have lists of equal length whose
+    i-th entries sit at the same place of the same syntax tree.
+
+    Args:
+        code: Python source of one block.
+
+    Returns:
+        The constant values (``-1`` for a signed number; f-string literal text as ``str``).
+
+    Raises:
+        SyntaxError: the code does not parse.
+    """
+    return [constant_value(node) for node in data_constant_nodes(ast.parse(code))]
+
+
+def _skeleton(tree: ast.AST) -> str:
+    """``ast.dump`` of ``tree`` with every data constant replaced by one placeholder name."""
+    rewritten = DataConstantRewriter(lambda _i, _n: ast.Name(id="\0const", ctx=ast.Load())).visit(
+        copy.deepcopy(tree)
+    )
+    return ast.dump(rewritten, annotate_fields=True, include_attributes=False)
+
+
+def _same_value(old: Any, new: Any) -> bool:
+    """Equal type and representation (so ``1`` vs ``1.0`` vs ``True`` differ, and nan == nan)."""
+    return type(old) is type(new) and repr(old) == repr(new)
+
+
+def _type_change_allowed(old: Any, new: Any) -> bool:
+    return type(old) is type(new) or (
+        isinstance(old, SCALAR_TYPES) and isinstance(new, SCALAR_TYPES)
+    )
+
+
+def _compile(code: str, filename: str) -> ast.Module:
+    """Parse and compile ``code``; raise SyntaxError for anything the worker could not run."""
+    try:
+        tree = ast.parse(code, filename=filename, mode="exec")
+        compile(tree, filename, "exec", dont_inherit=True)
+    except SyntaxError:
+        raise
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        raise SyntaxError(f"{type(exc).__name__}: {exc}") from exc
+    return tree
+
+
+def _syntax_detail(exc: SyntaxError) -> str:
+    where = f" (line {exc.lineno})" if exc.lineno else ""
+    return f"{exc.msg or exc}{where}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+
+
+def _reject(
+    granted: Scope, proposal: Operation | None, reason: RejectionReason, detail: str
+) -> Validation:
+    return Validation(
+        granted=granted,
+        proposal=proposal,
+        accepted=False,
+        reason=reason,
+        detail=detail,
+        realized=Keep(),
+    )
+
+
+def _accept(granted: Scope, proposal: Operation) -> Validation:
+    return Validation(granted=granted, proposal=proposal, accepted=True, realized=proposal)
+
+
+def _schema_errors(
+    validator: jsonschema.protocols.Validator, instance: dict[str, Any]
+) -> dict[tuple[tuple[str | int, ...], str, str], str]:
+    errors: dict[tuple[tuple[str | int, ...], str, str], str] = {}
+    for error in validator.iter_errors(instance):
+        path = tuple(error.absolute_path)
+        key = (path, str(error.validator), error.message)
+        where = "/".join(str(p) for p in path) or "(arguments)"
+        errors[key] = f"{where}: {error.message}"
+    return errors
+
+
+def _check_patch_arguments(
+    patch: PatchArguments, granted: Scope, boundary: Boundary, tool: ToolSchema
+) -> Validation:
+    if not patch.arguments:
+        return _reject(granted, patch, "empty_patch", "the patch names no argument")
+    properties = tool.input_schema.get("properties")
+    known = set(properties) if isinstance(properties, Mapping) else set()
+    open_schema = not known and tool.input_schema.get("additionalProperties", True) is not False
+    unknown = sorted(name for name in patch.arguments if name not in known)
+    if unknown and not open_schema:
+        return _reject(
+            granted,
+            patch,
+            "unknown_argument",
+            f"{tool.name} has no parameter {', '.join(map(repr, unknown))}; "
+            f"its parameters are {sorted(known) or 'none'}",
+        )
+    code = sorted(code_parameters(tool) & set(patch.arguments))
+    if code:
+        return _reject(
+            granted,
+            patch,
+            "code_parameter",
+            f"{', '.join(map(repr, code))} of {tool.name} holds an executable program; "
+            "argument patches change data arguments only (paper section 3.1)",
+        )
+    try:
+        json.dumps(patch.arguments, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return _reject(granted, patch, "schema_violation", f"patch values are not JSON: {exc}")
+    if all(
+        name in boundary.arguments and _same_json(boundary.arguments[name], value)
+        for name, value in patch.arguments.items()
+    ):
+        return _reject(
+            granted, patch, "empty_patch", "every patched argument already has that value"
+        )
+    merged = {**boundary.arguments, **patch.arguments}
+    schema = tool.input_schema
+    validator_class = jsonschema.validators.validator_for(
+        schema, default=jsonschema.Draft202012Validator
+    )
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return _reject(
+            granted,
+            patch,
+            "schema_violation",
+            f"the input schema of {tool.name} is itself invalid, so no patch can be checked: "
+            f"{exc.message}",
+        )
+    validator = validator_class(schema)
+    before = _schema_errors(validator, dict(boundary.arguments))
+    after = _schema_errors(validator, merged)
+    new = [text for key, text in after.items() if key not in before]
+    if new:
+        return _reject(
+            granted,
+            patch,
+            "schema_violation",
+            f"patched arguments break the schema of {tool.name}: " + "; ".join(new),
+        )
+    return _accept(granted, patch)
+
+
+def _same_json(old: Any, new: Any) -> bool:
+    try:
+        return json.dumps(old, sort_keys=True) == json.dumps(new, sort_keys=True)
+    except (TypeError, ValueError):
+        return False
+
+
+def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary) -> Validation:
+    try:
+        new_tree = _compile(patch.code, "<patch_block_data>")
+    except SyntaxError as exc:
+        return _reject(
+            granted, patch, "syntax_error", f"the new block does not compile: {_syntax_detail(exc)}"
+        )
+    try:
+        old_tree = _compile(boundary.code, "<block>")
+    except SyntaxError as exc:
+        return _reject(
+            granted,
+            patch,
+            "structure_changed",
+            f"the running block's own code does not compile, so nothing can match it: "
+            f"{_syntax_detail(exc)}",
+        )
+    if _skeleton(old_tree) != _skeleton(new_tree):
+        return _reject(
+            granted,
+            patch,
+            "structure_changed",
+            "the new block's syntax tree differs from the running block's beyond constant "
+            f"values{_first_difference(old_tree, new_tree)}",
+        )
+    old_values = [constant_value(n) for n in data_constant_nodes(old_tree)]
+    new_values = [constant_value(n) for n in data_constant_nodes(new_tree)]
+    changed = 0
+    for index, (old, new) in enumerate(zip(old_values, new_values, strict=True)):
+        if _same_value(old, new):
+            continue
+        if not _type_change_allowed(old, new):
+            return _reject(
+                granted,
+                patch,
+                "structure_changed",
+                f"constant #{index} changes type from {type(old).__name__} to "
+                f"{type(new).__name__} ({old!r} -> {new!r}); only str/int/float/bool/None "
+                "may change into one another",
+            )
+        changed += 1
+    if not changed:
+        return _reject(granted, patch, "empty_patch", "the new block has the same constants")
+    return _accept(granted, patch)
+
+
+def _first_difference(old: ast.Module, new: ast.Module) -> str:
+    """Point at the first top-level statement whose structure differs, to make a rejection
+    actionable."""
+    for old_stmt, new_stmt in zip(old.body, new.body, strict=False):
+        if _skeleton(old_stmt) != _skeleton(new_stmt):
+            return f" (first at the statement on line {new_stmt.lineno} of the new block)"
+    if len(old.body) != len(new.body):
+        return (
+            f" (the block has {len(old.body)} top-level statements, the new code {len(new.body)})"
+        )
+    return ""
+
+
+def _check_replacement(patch: ReplaceWorkflow, granted: Scope) -> Validation:
+    try:
+        tree = _compile(patch.code, "<replace_workflow>")
+    except SyntaxError as exc:
+        return _reject(
+            granted,
+            patch,
+            "syntax_error",
+            f"the replacement does not compile: {_syntax_detail(exc)}",
+        )
+    if not tree.body:
+        return _reject(
+            granted,
+            patch,
+            "empty_patch",
+            "the replacement has no statements; to stop the workflow on purpose, replace it "
+            "with code that says so (e.g. a print of the reason)",
+        )
+    return _accept(granted, patch)
+
+
+def validate_operation(
+    proposal: Operation | None, granted: Scope, *, boundary: Boundary, tool: ToolSchema
+) -> Validation:
+    """Judge a reviewer's proposal at a boundary against the granted scope (paper section 3.1).
+
+    Rules, checked in this order; the first failing one gives the typed ``reason``, and a rejected
+    proposal is realized as ``Keep()`` (design.md: "fallback"):
+
+    1. ``None`` (nothing parseable) -> ``malformed``.
+    2. The operation's least scope (:data:`REQUIRED_SCOPE`) exceeds ``granted`` ->
+       ``out_of_scope``. Scopes nest, so a larger grant accepts every operation a smaller one does.
+    3. ``keep`` is always accepted.
+    4. ``patch_arguments`` (Arg):
+
+       - no argument named -> ``empty_patch``;
+       - a name not among the schema's ``properties`` -> ``unknown_argument`` (a schema with no
+         ``properties`` that allows additional properties leaves names to the schema check);
+       - a code-valued parameter (``tool.code_params`` or schema hints, see
+         :func:`is_code_parameter`) -> ``code_parameter``;
+       - values that are not JSON, or the merged arguments (``boundary.arguments`` updated with
+         the patch) showing a JSON-schema error that the unpatched call did not have (validator
+         from the schema's ``$schema``, default Draft 2020-12) -> ``schema_violation``. An error
+         the pending call already had does not block a patch of another argument: Keep would
+         fail the same way;
+       - every patched value equal to the current one -> ``empty_patch``. A patch sets values; it
+         cannot delete an argument.
+
+    5. ``patch_block_data`` (Params, paper section A.2 "coordinated data edits"): the code must
+       compile (``syntax_error``), and its syntax tree must equal that of ``boundary.code`` after
+       every data constant is blanked (``structure_changed``; comments and layout are free). See
+       :class:`DataConstantRewriter` for data constants: f-string literal text is data, format
+       specs and ``case`` patterns are structure. A constant may change type only among
+       str/int/float/bool/None (other types, e.g. bytes, keep theirs) -> else
+       ``structure_changed``. No constant changed -> ``empty_patch``.
+    6. ``replace_workflow`` (Full): the code must compile (``syntax_error``: module-level
+       ``return``, top-level ``await`` and null bytes included). Code with no statement (empty,
+       blank or comments only) -> ``empty_patch``: an empty code field is the commonest malformed
+       answer of small models, and a reviewer that wants the workflow to stop can say so in code
+       (``print("stopping: ...")``), which keeps the decision visible in the log.
+
+    Args:
+        proposal: the parsed proposal (see :func:`parse_operation`), or None.
+        granted: the scope the reviewer was offered.
+        boundary: the pending call (its ``arguments`` and the running block's ``code``).
+        tool: the schema of the pending call's tool.
+
+    Returns:
+        A :class:`Validation` with granted, proposal, verdict and realized operation.
+
+    Raises:
+        TypeError: ``granted`` is not a :class:`Scope`.
+        ValueError: ``tool`` is not the pending call's tool (a controller bug, not a review).
+    """
+    if not isinstance(granted, Scope):
+        raise TypeError(f"granted must be a Scope, got {type(granted).__name__}")
+    if tool.name != boundary.tool:
+        raise ValueError(
+            f"the tool schema {tool.name!r} does not belong to the pending call {boundary.tool!r}"
+        )
+    if proposal is None:
+        return _reject(granted, None, "malformed", "the review contained no parseable operation")
+    required = REQUIRED_SCOPE[proposal.kind]
+    if required > granted:
+        return _reject(
+            granted,
+            proposal,
+            "out_of_scope",
+            f"{proposal.kind} needs scope {required.name}, granted {granted.name}",
+        )
+    if isinstance(proposal, Keep):
+        return _accept(granted, proposal)
+    if isinstance(proposal, PatchArguments):
+        return _check_patch_arguments(proposal, granted, boundary, tool)
+    if isinstance(proposal, PatchBlockData):
+        return _check_block_data(proposal, granted, boundary)
+    return _check_replacement(proposal, granted)

@@ -93,7 +93,10 @@ class BlockResult(BaseModel):
         error: the traceback text for ``error``, the reason for the others.
         calls: primitive calls this block made.
         replaced_by: the id of the block that replaced this one, if any.
-        wall_s: wall seconds the block ran.
+        wall_s: wall seconds the block ran (review time included).
+        exec_s: execution seconds the block ran (review time excluded; what budgets count).
+        fresh_worker: the block ran in a fresh worker because the previous one was killed
+            (timeout, protocol violation, death): variables of earlier blocks are gone.
     """
 
     block_id: str
@@ -103,10 +106,14 @@ class BlockResult(BaseModel):
     calls: int = 0
     replaced_by: str | None = None
     wall_s: float = 0.0
+    exec_s: float = 0.0
+    fresh_worker: bool = False
 
     def receipt(self) -> str:
         """The tool-message text the planner sees for this block."""
         parts = [f"[block {self.block_id}: {self.status}; {self.calls} primitive calls]"]
+        if self.fresh_worker:
+            parts.append("(ran in a fresh worker: variables of earlier blocks are gone)")
         if self.output:
             parts.append(self.output)
         if self.error:
@@ -128,6 +135,8 @@ class Limits(BaseModel):
         cpu_s: CPU-seconds limit of the worker process.
         processes: process-count limit inside the sandbox.
         file_size_mb: largest file the worker may write (in its private /tmp).
+        cancel_grace_s: execution seconds a replaced block may take to unwind before the
+            worker is killed (the replacement then runs in a fresh worker).
     """
 
     block_wall_s: float = 300.0
@@ -138,6 +147,7 @@ class Limits(BaseModel):
     cpu_s: int = 600
     processes: int = 64
     file_size_mb: int = 16
+    cancel_grace_s: float = 2.0
 
 
 Decision = Operation

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up (idempotent) and run the main job on the embedded defaults: the local 1.5B model as
+# planner and continuous Full reviewer, the real MCP filesystem server, and a generated
+# student-database task with 25 students. The run is recorded under runs/demo/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/controlscope run --task student_database/english_talent --students 25 --seed 0 \
+  --scope full --schedule continuous --model local --out runs/demo "$@"

@@ -1,0 +1,149 @@
+"""Task workspaces: one fresh directory per branch, removed afterwards, and a content hash.
+
+Paper appendix A.1: "The environment server receives a separate task workspace for each branch";
+appendix A.4: source programs replay in independent workspaces, and task-relevant original
+modification times are preserved and compared while times of files written during execution are
+tracked apart. :func:`content_hash` follows that rule: it hashes relative names and bytes, and, when
+asked, the modification times that were set explicitly to the past (``os.utime`` in a generator),
+never the times of files written by the run itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from controlscope.envs.base import TaskError
+
+__all__ = ["HISTORICAL_MARGIN_S", "Workspace", "content_hash"]
+
+HISTORICAL_MARGIN_S = 86_400.0
+"""A file's modification time counts as task-relevant (historical) when it is at least this many
+seconds older than the moment of hashing. Generators date files years back; a run lasts at most
+1,800 s (paper section 4), so nothing a run writes is this old."""
+
+_CHUNK = 1 << 20
+
+
+class Workspace:
+    """A fresh, empty task workspace directory; a context manager that removes it afterwards.
+
+    Example::
+
+        with Workspace(prefix="english_talent-") as ws:
+            key = env.setup(task, seed, ws.path)
+
+    Attributes:
+        path: the absolute, symlink-resolved directory (the MCP server reports resolved paths).
+    """
+
+    def __init__(self, root: Path | None = None, *, prefix: str = "cs-ws-") -> None:
+        """Create the directory.
+
+        Args:
+            root: the parent directory (created when missing); the system temp dir when ``None``.
+            prefix: the directory name's prefix; characters other than letters, digits, ``-`` and
+                ``_`` are replaced by ``_``.
+
+        Raises:
+            TaskError: the directory cannot be created (unwritable root, a file in the way...).
+        """
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in prefix) or "cs-ws-"
+        try:
+            if root is not None:
+                Path(root).mkdir(parents=True, exist_ok=True)
+            made = tempfile.mkdtemp(prefix=safe, dir=None if root is None else str(root))
+        except OSError as error:
+            where = "the system temp directory" if root is None else str(root)
+            raise TaskError(f"cannot create a task workspace under {where}: {error}") from error
+        self.path = Path(made).resolve()
+        self._removed = False
+
+    def remove(self) -> None:
+        """Delete the workspace and everything in it; safe to call twice."""
+        if self._removed:
+            return
+        self._removed = True
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.remove()
+
+
+def content_hash(
+    root: Path,
+    *,
+    historical_mtimes: bool = False,
+    now: float | None = None,
+) -> str:
+    """Hash a workspace's tree: relative names, file bytes and, optionally, historical mtimes.
+
+    Directories (including empty ones) count by name; files by name and content; symlinks by name
+    and target (never followed). With ``historical_mtimes``, a file's modification time (whole
+    seconds) is included when it is at least :data:`HISTORICAL_MARGIN_S` older than ``now``: the
+    task-relevant times a generator set, which a correct run preserves (``move_file`` keeps them),
+    while files the run wrote carry the current time and are left out (paper appendix A.4).
+
+    Args:
+        root: the workspace directory.
+        historical_mtimes: include task-relevant modification times (time-sensitive tasks).
+        now: the reference time, seconds since the epoch (``time.time()`` when ``None``).
+
+    Returns:
+        A hex SHA-256 digest (64 characters); equal trees give equal digests.
+
+    Raises:
+        TaskError: ``root`` is not a directory or cannot be read.
+    """
+    base = Path(root)
+    if not base.is_dir():
+        raise TaskError(f"cannot hash workspace {base}: not a directory")
+    cutoff = (time.time() if now is None else now) - HISTORICAL_MARGIN_S
+    digest = hashlib.sha256()
+    try:
+        for rel, kind, extra in sorted(_walk(base, historical_mtimes, cutoff)):
+            digest.update(f"{kind}\0{rel}\0{extra}\n".encode("utf-8", "surrogateescape"))
+    except OSError as error:
+        raise TaskError(f"cannot hash workspace {base}: {error}") from error
+    return digest.hexdigest()
+
+
+def _walk(base: Path, historical_mtimes: bool, cutoff: float) -> list[tuple[str, str, str]]:
+    entries: list[tuple[str, str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        here = Path(dirpath)
+        for name in dirnames + filenames:
+            path = here / name
+            rel = path.relative_to(base).as_posix()
+            if path.is_symlink():
+                entries.append((rel, "L", os.readlink(path)))
+            elif path.is_dir():
+                entries.append((rel, "D", ""))
+            else:
+                stat = path.stat()
+                extra = f"{stat.st_size}:{_file_digest(path)}"
+                if historical_mtimes and stat.st_mtime < cutoff:
+                    extra += f":{int(stat.st_mtime)}"
+                entries.append((rel, "F", extra))
+    return entries
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

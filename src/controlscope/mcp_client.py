@@ -1,0 +1,375 @@
+"""A synchronous :class:`~controlscope.tools.ToolServer` on the official ``mcp`` SDK.
+
+The controller is synchronous: it answers one boundary at a time. The SDK is asynchronous. An
+:class:`McpToolServer` bridges the two with one background thread that runs an asyncio loop and
+holds the client session for the server's whole life; :meth:`McpToolServer.call` submits a
+coroutine to that loop and waits for it with a timeout. Every primitive call the controller lets
+through goes this way (paper section A.1: "the environment server receives a separate task
+workspace for each branch"), so the hot path is one ``run_coroutine_threadsafe`` round trip.
+
+The client never advertises MCP roots: the filesystem server would replace its allowed directories
+(the task workspace) with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import mcp_types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from controlscope.tools import ToolResult, ToolSchema, ToolServerError
+
+__all__ = ["McpToolServer"]
+
+_T = TypeVar("_T")
+
+#: Bytes of the server's stderr quoted in a :class:`ToolServerError`.
+_STDERR_TAIL_BYTES = 2000
+#: Seconds that :meth:`McpToolServer.close` waits for the session to wind down.
+_CLOSE_TIMEOUT_S = 10.0
+
+
+class McpToolServer:
+    """One running MCP server, used synchronously (implements :class:`ToolServer`).
+
+    Build it with :meth:`stdio` (a subprocess, e.g. the npm filesystem server) or
+    :meth:`in_memory` (an in-process ``MCPServer``, for tests). The session lives on a dedicated
+    daemon thread; :meth:`close` stops it and the server (safe to call twice). Also a context
+    manager.
+
+    Errors: a tool error (bad path, bad arguments, an exception in the tool, a JSON-RPC error the
+    server returned for the call) is a :class:`ToolResult` with ``is_error`` set. A transport
+    failure, a dead server, a timeout or a closed client raise :class:`ToolServerError` whose
+    message ends with the tail of the server's stderr when there is one.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        timeout_s: float = 60.0,
+        label: str = "mcp server",
+        stderr_file: IO[str] | None = None,
+    ) -> None:
+        """Connect to ``target`` and wait until the session is initialised.
+
+        Prefer the :meth:`stdio` and :meth:`in_memory` constructors.
+
+        Args:
+            target: what ``mcp.Client`` accepts: a transport (async context manager yielding
+                streams), an ``MCPServer`` or low-level ``Server``.
+            timeout_s: seconds allowed for start-up and for each call.
+            label: a name for error messages.
+            stderr_file: the file the server's stderr goes to (read back for error messages);
+                closed by :meth:`close`.
+
+        Raises:
+            ToolServerError: the server did not start or the handshake failed within
+                ``timeout_s``.
+        """
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        self._timeout_s = float(timeout_s)
+        self._label = label
+        self._stderr_file = stderr_file
+        self._tools: list[ToolSchema] | None = None
+        self._client: Client | None = None
+        self._closed = False
+        self._dead: str | None = None
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._start_error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run_loop, args=(target,), name=f"mcp-client:{label}", daemon=True
+        )
+        self._thread.start()
+        if not self._ready.wait(self._timeout_s):
+            self._shutdown()
+            raise ToolServerError(
+                f"{label}: no session within {self._timeout_s:g} s{self._stderr_tail()}"
+            )
+        if self._start_error is not None or self._client is None:
+            error = self._start_error
+            tail = self._stderr_tail()
+            self._shutdown()
+            raise ToolServerError(f"{label}: could not start: {_describe(error)}{tail}") from error
+
+    # ----------------------------------------------------------------------------- constructors
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float = 60.0,
+        stderr_path: str | os.PathLike[str] | None = None,
+    ) -> McpToolServer:
+        """Start ``command args...`` as a subprocess and connect over stdin/stdout.
+
+        Args:
+            command: the executable (e.g. ``node``).
+            args: its arguments.
+            cwd: working directory of the server process.
+            env: extra environment variables, merged over the SDK's safe default environment.
+            timeout_s: seconds allowed for start-up and for each call.
+            stderr_path: a file that receives the server's stderr (appended); an anonymous
+                temporary file when ``None``. Either way it is quoted in error messages.
+
+        Returns:
+            A connected server.
+
+        Raises:
+            ToolServerError: the command cannot be run or does not complete the handshake.
+        """
+        params = StdioServerParameters(
+            command=command,
+            args=list(args),
+            cwd=None if cwd is None else Path(cwd),
+            env=None if env is None else dict(env),
+        )
+        stderr_file: IO[str]
+        if stderr_path is None:
+            stderr_file = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        else:
+            stderr_file = open(stderr_path, "a+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        label = f"{Path(command).name} {' '.join(args)}".strip()
+        return cls(
+            stdio_client(params, errlog=stderr_file),
+            timeout_s=timeout_s,
+            label=label,
+            stderr_file=stderr_file,
+        )
+
+    @classmethod
+    def in_memory(
+        cls, server: MCPServer | Server[Any], *, timeout_s: float = 60.0
+    ) -> McpToolServer:
+        """Connect to an in-process server (tests).
+
+        Args:
+            server: an ``mcp.server.mcpserver.MCPServer`` or low-level ``Server``.
+            timeout_s: seconds allowed for start-up and for each call.
+
+        Returns:
+            A connected server.
+        """
+        name = getattr(server, "name", None) or type(server).__name__
+        return cls(server, timeout_s=timeout_s, label=f"in-memory {name}")
+
+    # ----------------------------------------------------------------------------- the loop
+
+    def _run_loop(self, target: Any) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._hold_session(target))
+        finally:
+            self._ready.set()
+            with contextlib.suppress(Exception):
+                self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.close()
+
+    async def _hold_session(self, target: Any) -> None:
+        self._stop = asyncio.Event()
+        try:
+            # mode="legacy": the initialize handshake, which the npm server speaks; no probe
+            # round trip at start-up. No list_roots_callback: roots are never advertised.
+            client = Client(target, mode="legacy", cache=None, read_timeout_seconds=None)
+            async with client:
+                self._client = client
+                self._ready.set()
+                await self._stop.wait()
+        except BaseException as error:  # reported to the caller, never lost
+            if not self._ready.is_set():
+                self._start_error = error
+            else:
+                self._dead = _describe(error)
+        finally:
+            self._client = None
+
+    def _submit(self, coro: Coroutine[Any, Any, _T], what: str) -> _T:
+        if self._closed:
+            coro.close()
+            raise ToolServerError(f"{self._label}: {what} on a closed server")
+        if self._dead is not None or not self._thread.is_alive():
+            coro.close()
+            raise ToolServerError(
+                f"{self._label}: the session ended ({self._dead or 'thread exited'}); "
+                f"{what} cannot be made{self._stderr_tail()}"
+            )
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            # A little longer than the SDK's own read timeout, which answers first.
+            return future.result(self._timeout_s + 1.0)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ToolServerError(
+                f"{self._label}: {what} got no answer within {self._timeout_s:g} s"
+                f"{self._stderr_tail()}"
+            ) from None
+        except concurrent.futures.CancelledError:
+            raise ToolServerError(
+                f"{self._label}: {what} was cancelled (the server stopped){self._stderr_tail()}"
+            ) from None
+
+    def _session_client(self) -> Client:
+        client = self._client
+        if client is None:
+            raise ToolServerError(f"{self._label}: the session is closed")
+        return client
+
+    # ----------------------------------------------------------------------------- ToolServer
+
+    def list_tools(self) -> list[ToolSchema]:
+        """Return the server's tools in the server's order (fetched once, then cached).
+
+        Returns:
+            One :class:`ToolSchema` per tool; ``code_params`` is empty (MCP has no notion of it).
+
+        Raises:
+            ToolServerError: transport failure or a dead server.
+        """
+        if self._tools is None:
+            self._tools = self._submit(self._list_tools(), "tools/list")
+        return list(self._tools)
+
+    async def _list_tools(self) -> list[ToolSchema]:
+        client = self._session_client()
+        tools: list[ToolSchema] = []
+        cursor: str | None = None
+        try:
+            while True:
+                page = await client.list_tools(cursor=cursor)
+                tools.extend(
+                    ToolSchema(
+                        name=t.name,
+                        description=t.description or "",
+                        input_schema=dict(t.input_schema),
+                    )
+                    for t in page.tools
+                )
+                cursor = page.next_cursor
+                if cursor is None:
+                    return tools
+        except MCPError as error:
+            raise ToolServerError(f"{self._label}: tools/list failed: {error.message}") from error
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Make one primitive call and wait for its result.
+
+        Args:
+            name: the tool's name.
+            arguments: its arguments (JSON-serialisable).
+
+        Returns:
+            The observation: text content joined with newlines, ``is_error``, structured content,
+            and ``elapsed_ms`` (wall time seen by the caller, milliseconds).
+
+        Raises:
+            ToolServerError: transport failure, dead server, timeout, or a closed client.
+        """
+        start = time.perf_counter()
+        result = self._submit(self._call(name, arguments), f"call of {name!r}")
+        return result.model_copy(update={"elapsed_ms": (time.perf_counter() - start) * 1000.0})
+
+    async def _call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        client = self._session_client()
+        try:
+            raw = await client.call_tool(name, arguments, read_timeout_seconds=self._timeout_s)
+        except MCPError as error:
+            if error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+                raise ToolServerError(
+                    f"{self._label}: call of {name!r} failed: {error.message}{self._stderr_tail()}"
+                ) from error
+            # A JSON-RPC error about this call (unknown tool, invalid params): a tool error.
+            return ToolResult(text=f"MCP error {error.code}: {error.message}", is_error=True)
+        return _to_result(raw)
+
+    def close(self) -> None:
+        """Stop the session and the server process; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        stop = self._stop
+        if stop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(stop.set)
+        self._thread.join(_CLOSE_TIMEOUT_S)
+        if self._stderr_file is not None:
+            with contextlib.suppress(OSError):
+                self._stderr_file.close()
+
+    def __enter__(self) -> McpToolServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------------------- diagnostics
+
+    def stderr_text(self) -> str:
+        """Return what the server wrote to stderr so far ("" for in-memory servers)."""
+        f = self._stderr_file
+        if f is None or f.closed:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            # pread leaves the file offset alone: the server process shares it.
+            fd = f.fileno()
+            data = os.pread(fd, os.fstat(fd).st_size, 0)
+            return data.decode("utf-8", errors="replace")
+        return ""
+
+    def _stderr_tail(self) -> str:
+        text = self.stderr_text().strip()
+        if not text:
+            return ""
+        return f"\n--- server stderr (tail) ---\n{text[-_STDERR_TAIL_BYTES:]}"
+
+
+def _describe(error: BaseException | None) -> str:
+    """One line for an exception, unwrapping single-member exception groups."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    if error is None:
+        return "unknown error"
+    if isinstance(error, MCPError):
+        return f"MCP error {error.code}: {error.message}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _to_result(raw: mcp_types.CallToolResult) -> ToolResult:
+    """Map an SDK result to a :class:`ToolResult` (text parts joined with newlines)."""
+    parts: list[str] = []
+    for item in raw.content:
+        if isinstance(item, mcp_types.TextContent):
+            parts.append(item.text)
+        else:
+            mime = getattr(item, "mime_type", None) or getattr(item, "mimeType", None)
+            parts.append(f"[{item.type} content{f' ({mime})' if mime else ''}]")
+    structured = raw.structured_content
+    return ToolResult(
+        text="\n".join(parts),
+        is_error=bool(raw.is_error),
+        structured=dict(structured) if isinstance(structured, dict) else None,
+    )

@@ -1,0 +1,179 @@
+"""Token accounting by role, keeping logical totals apart from uncached ones (paper A.5).
+
+*Logical* totals count every response a trajectory used, including those served from the
+exact-request cache: they describe the model work the trajectories represent. *Uncached* totals
+count only successful responses the model actually produced in this run: a narrower component of
+actual API use. Failed requests are counted apart and enter neither.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pydantic import BaseModel, Field
+
+from controlscope.models.types import ChatModel, ModelRequest, ModelResponse, ProviderError
+
+__all__ = ["AccountedModel", "LedgerSummary", "RoleTotals", "TokenLedger", "TokenTotals"]
+
+
+class TokenTotals(BaseModel):
+    """Sums over a set of responses.
+
+    Attributes:
+        requests: responses counted.
+        input_tokens: prompt tokens sent.
+        output_tokens: tokens generated.
+        cached_tokens: prompt tokens the provider (or the local model's KV-prefix reuse) did not
+            re-evaluate; a subset of ``input_tokens``.
+    """
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+    def add(self, response: ModelResponse) -> None:
+        """Count one response."""
+        self.requests += 1
+        self.input_tokens += response.usage.input_tokens
+        self.output_tokens += response.usage.output_tokens
+        self.cached_tokens += response.usage.cached_tokens
+
+    def merged(self, other: TokenTotals) -> TokenTotals:
+        """Return the sum of two totals."""
+        return TokenTotals(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+
+class RoleTotals(BaseModel):
+    """The account of one role (planner, reviewer, other) or of all roles.
+
+    Attributes:
+        logical: every successful response, cached or not.
+        uncached: successful responses not served from the exact-request cache.
+        cache_hits: responses served from the exact-request cache (``logical.requests -
+            uncached.requests``).
+        failed_requests: requests that ended in a :class:`ProviderError`.
+        latency_s: summed wall seconds of the uncached responses.
+    """
+
+    logical: TokenTotals = Field(default_factory=TokenTotals)
+    uncached: TokenTotals = Field(default_factory=TokenTotals)
+    cache_hits: int = 0
+    failed_requests: int = 0
+    latency_s: float = 0.0
+
+    def merged(self, other: RoleTotals) -> RoleTotals:
+        """Return the sum of two accounts."""
+        return RoleTotals(
+            logical=self.logical.merged(other.logical),
+            uncached=self.uncached.merged(other.uncached),
+            cache_hits=self.cache_hits + other.cache_hits,
+            failed_requests=self.failed_requests + other.failed_requests,
+            latency_s=self.latency_s + other.latency_s,
+        )
+
+
+class LedgerSummary(BaseModel):
+    """The ledger's record for ``summary.json``.
+
+    Attributes:
+        roles: one account per role seen.
+        total: the sum over roles.
+    """
+
+    roles: dict[str, RoleTotals] = Field(default_factory=dict)
+    total: RoleTotals = Field(default_factory=RoleTotals)
+
+
+class TokenLedger:
+    """Adds up model responses by role; thread-safe.
+
+    Example:
+        >>> ledger = TokenLedger()
+        >>> ledger.add("planner", ModelResponse(text="x"))
+        >>> ledger.summary().roles["planner"].logical.requests
+        1
+    """
+
+    def __init__(self) -> None:
+        self._roles: dict[str, RoleTotals] = {}
+        self._lock = threading.Lock()
+
+    def _role(self, role: str) -> RoleTotals:
+        if not role:
+            raise ValueError("a ledger role must be a non-empty string")
+        return self._roles.setdefault(role, RoleTotals())
+
+    def add(self, role: str, response: ModelResponse) -> None:
+        """Count one successful response under ``role`` (``planner``, ``reviewer``, ...).
+
+        Raises:
+            ValueError: when ``role`` is empty.
+        """
+        with self._lock:
+            account = self._role(role)
+            account.logical.add(response)
+            if response.cached:
+                account.cache_hits += 1
+            else:
+                account.uncached.add(response)
+                account.latency_s += response.latency_s
+
+    def add_failure(self, role: str) -> None:
+        """Count one request under ``role`` that ended in a provider error.
+
+        Raises:
+            ValueError: when ``role`` is empty.
+        """
+        with self._lock:
+            self._role(role).failed_requests += 1
+
+    def summary(self) -> LedgerSummary:
+        """Return a snapshot of the accounts (later additions do not change it)."""
+        with self._lock:
+            roles = {name: account.model_copy(deep=True) for name, account in self._roles.items()}
+        total = RoleTotals()
+        for account in roles.values():
+            total = total.merged(account)
+        return LedgerSummary(roles=dict(sorted(roles.items())), total=total)
+
+
+class AccountedModel:
+    """Wrap a :class:`ChatModel` so every response (and failure) enters a ledger.
+
+    Args:
+        inner: the model.
+        ledger: the ledger.
+        role: the role to count under; ``None`` uses each request's ``purpose``.
+    """
+
+    def __init__(self, inner: ChatModel, ledger: TokenLedger, role: str | None = None) -> None:
+        self.inner = inner
+        self.ledger = ledger
+        self.role = role
+
+    @property
+    def model_id(self) -> str:
+        """The inner model's id."""
+        return self.inner.model_id
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer through the inner model and count the outcome.
+
+        Raises:
+            ProviderError: from the inner model (counted as a failed request first).
+        """
+        role = self.role or request.purpose
+        try:
+            response = self.inner.complete(request)
+        except ProviderError:
+            self.ledger.add_failure(role)
+            raise
+        self.ledger.add(role, response)
+        return response

@@ -1,0 +1,104 @@
+"""Build a :class:`~controlscope.models.types.ChatModel` from a short spec string.
+
+Specs (as given to ``--model`` / ``--reviewer-model``):
+
+===========================  ==========================================================
+``local``                    the embedded Qwen2.5-Coder-1.5B-Instruct (the default)
+``local:1.5b``/``local:0.5b``  a known embedded model by name
+``local:PATH.gguf``, ``PATH.gguf``  any GGUF file
+``openai:NAME``              ``NAME`` behind an OpenAI-compatible endpoint
+``openai``                   the model named by ``CONTROLSCOPE_MODEL``
+``scripted:FILE.json``       a :class:`ScriptedModel` loaded from a JSON list of answers
+``replay:DIR``               a :class:`ReplayModel` of one role of ``DIR/events.jsonl``
+===========================  ==========================================================
+
+The local model class (and ``llama_cpp``) is imported only when a ``local`` spec is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlscope.models.openai_client import OpenAIModel
+from controlscope.models.replay import ReplayModel
+from controlscope.models.scripted import ScriptedModel
+from controlscope.models.types import ChatModel
+
+__all__ = ["LOCAL_OPTIONS", "OPENAI_OPTIONS", "make_model"]
+
+LOCAL_OPTIONS = frozenset({"n_ctx", "n_threads", "seed", "verbose"})
+"""Keyword options that :func:`make_model` passes to the local model."""
+
+OPENAI_OPTIONS = frozenset(
+    {"timeout_s", "max_retries", "backoff_s", "max_backoff_s", "json_format", "max_tokens_field"}
+)
+"""Keyword options that :func:`make_model` passes to :class:`OpenAIModel`."""
+
+_SPEC_HELP = (
+    "local, local:1.5b, local:0.5b, local:PATH.gguf, PATH.gguf, openai, openai:NAME, "
+    "scripted:FILE.json, replay:DIR"
+)
+
+
+def _options(kind: str, given: dict[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+    chosen = {key: value for key, value in given.items() if value is not None}
+    unknown = sorted(set(chosen) - allowed)
+    if unknown:
+        raise ValueError(
+            f"option(s) {unknown} do not apply to {kind} models (they take {sorted(allowed)})"
+        )
+    return chosen
+
+
+def make_model(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    role: str | None = None,
+    **options: Any,
+) -> ChatModel:
+    """Return the model a spec names.
+
+    Args:
+        spec: see the module docstring.
+        base_url: endpoint for ``openai`` specs (default: ``OPENAI_BASE_URL``).
+        api_key: key for ``openai`` specs (default: ``OPENAI_API_KEY``).
+        role: which role's calls a ``replay`` spec answers (``planner`` or ``reviewer``).
+        **options: constructor options: :data:`LOCAL_OPTIONS` for local models,
+            :data:`OPENAI_OPTIONS` for ``openai`` ones. Options set to ``None`` are ignored.
+
+    Returns:
+        A ready model. A local model is loaded (and its weights assembled on first use).
+
+    Raises:
+        ValueError: for an unknown spec, an empty path, a ``replay`` spec without ``role``,
+            ``base_url``/``api_key`` with a non-``openai`` spec, or options that do not apply.
+        FileNotFoundError: when a ``scripted`` file or ``replay`` run directory is missing.
+        controlscope.models.weights.WeightsError: when local weights are missing or corrupt.
+    """
+    text = spec.strip()
+    kind, sep, rest = text.partition(":")
+    if not sep and text.lower().endswith(".gguf"):
+        kind, rest = "local", text
+    if kind != "openai" and (base_url is not None or api_key is not None):
+        raise ValueError(f"base_url and api_key apply only to openai specs, not {spec!r}")
+    if kind == "local":
+        name = rest or "1.5b"
+        from controlscope.models.local import LocalModel
+
+        model: ChatModel = LocalModel(name, **_options("local", options, LOCAL_OPTIONS))
+        return model
+    if kind == "openai":
+        chosen = _options("openai", options, OPENAI_OPTIONS)
+        return OpenAIModel(rest or None, base_url=base_url, api_key=api_key, **chosen)
+    if kind in ("scripted", "replay"):
+        if not rest:
+            raise ValueError(f"{kind} spec needs a path: {kind}:PATH")
+        _options(kind, options, frozenset())
+        if kind == "scripted":
+            return ScriptedModel.from_file(rest)
+        if role is None:
+            raise ValueError(f"replay spec {spec!r} needs a role: make_model(spec, role='planner')")
+        return ReplayModel.from_run_dir(rest, role)
+    raise ValueError(f"unknown model spec {spec!r}; expected one of: {_SPEC_HELP}")

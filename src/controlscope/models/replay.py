@@ -1,0 +1,246 @@
+"""A replay model: answers from a recorded trajectory, checking every request against it.
+
+Prefix replay (paper section 3.3) rebuilds a saved state by re-running a trajectory; the model side
+of that is this class. Each request must equal the recorded one; the first that differs fails with
+:class:`ReplayMismatch` naming the first differing field (e.g. ``messages[3].content``), so a
+divergent prefix is caught at the request where it diverges.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from controlscope.models.types import ModelRequest, ModelResponse, ProviderError
+
+__all__ = ["ReplayExhausted", "ReplayMismatch", "ReplayModel", "first_difference"]
+
+EVENTS_FILE = "events.jsonl"
+"""The trajectory log inside a run directory (written by the trajectory store)."""
+
+_ABSENT = "<absent>"
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def first_difference(recorded: Any, received: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """Find the first place where two JSON values differ.
+
+    Mappings are walked in the recorded value's key order (then keys only the received value has),
+    lists by index; a list that is longer or shorter differs at the first missing index.
+
+    Args:
+        recorded: the recorded JSON value.
+        received: the received JSON value.
+        path: the path of these values (``""`` at the root).
+
+    Returns:
+        ``(path, recorded_part, received_part)`` for the first difference, where a missing part is
+        the string ``"<absent>"``; ``None`` when the values are equal.
+    """
+    if isinstance(recorded, dict) and isinstance(received, dict):
+        keys = list(recorded) + [key for key in received if key not in recorded]
+        for key in keys:
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in recorded or key not in received:
+                return sub, recorded.get(key, _ABSENT), received.get(key, _ABSENT)
+            found = first_difference(recorded[key], received[key], sub)
+            if found is not None:
+                return found
+        return None
+    if isinstance(recorded, list) and isinstance(received, list):
+        for index, (left, right) in enumerate(zip(recorded, received, strict=False)):
+            found = first_difference(left, right, f"{path}[{index}]")
+            if found is not None:
+                return found
+        if len(recorded) != len(received):
+            index = min(len(recorded), len(received))
+            left = recorded[index] if index < len(recorded) else _ABSENT
+            right = received[index] if index < len(received) else _ABSENT
+            return f"{path}[{index}]", left, right
+        return None
+    if type(recorded) is not type(received) and not (
+        isinstance(recorded, int | float) and isinstance(received, int | float)
+    ):
+        return path, recorded, received
+    return None if recorded == received else (path, recorded, received)
+
+
+class ReplayMismatch(AssertionError):
+    """A request differs from the recorded one.
+
+    Attributes:
+        index: the 0-based position of the request in the recording.
+        path: the first differing field, e.g. ``messages[3].content`` (``""`` when the recording
+            has no request at this position).
+        recorded: the recorded value there (``"<absent>"`` if none).
+        received: the received value there.
+    """
+
+    def __init__(self, index: int, path: str, recorded: Any, received: Any) -> None:
+        super().__init__(
+            f"request {index} differs from the recording at {path}: recorded "
+            f"{_short(recorded)}, received {_short(received)}"
+        )
+        self.index = index
+        self.path = path
+        self.recorded = recorded
+        self.received = received
+
+
+class ReplayExhausted(ReplayMismatch):
+    """More requests arrived than the recording holds."""
+
+    def __init__(self, index: int, recorded_count: int) -> None:
+        AssertionError.__init__(
+            self,
+            f"request {index} was not recorded: the recording holds {recorded_count} request(s)",
+        )
+        self.index = index
+        self.path = ""
+        self.recorded = _ABSENT
+        self.received = None
+
+
+class ReplayModel:
+    """Answers requests from a recorded trajectory, in order.
+
+    Args:
+        pairs: the recorded ``(request, response)`` pairs in order; a :class:`ProviderError` in
+            place of a response is raised again (a fresh error of the same kind and status) when
+            its request is replayed, as the recorded call failed.
+        model_id: the id reported.
+        ignore: top-level request fields left out of the comparison (e.g. ``{"draw"}``).
+
+    Attributes:
+        position: how many requests have been answered.
+
+    Raises:
+        ValueError: when ``ignore`` names a field that requests do not have.
+    """
+
+    def __init__(
+        self,
+        pairs: Sequence[tuple[ModelRequest, ModelResponse | ProviderError]],
+        *,
+        model_id: str = "replay",
+        ignore: Collection[str] = (),
+    ) -> None:
+        unknown = set(ignore) - set(ModelRequest.model_fields)
+        if unknown:
+            raise ValueError(f"cannot ignore unknown request fields {sorted(unknown)}")
+        self._pairs = tuple(pairs)
+        self._model_id = model_id
+        self._ignore = frozenset(ignore)
+        self.position = 0
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        """The id given at construction."""
+        return self._model_id
+
+    def __len__(self) -> int:
+        """The number of recorded requests."""
+        return len(self._pairs)
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """Check ``request`` against the next recorded one and return its recorded response.
+
+        Raises:
+            ReplayMismatch: when the request differs; names the first differing field.
+            ReplayExhausted: when the recording has no further request.
+            ProviderError: when the recorded call failed with one.
+        """
+        with self._lock:
+            index = self.position
+            if index >= len(self._pairs):
+                raise ReplayExhausted(index, len(self._pairs))
+            recorded, outcome = self._pairs[index]
+            exclude = set(self._ignore)
+            found = first_difference(
+                recorded.model_dump(mode="json", exclude=exclude),
+                request.model_dump(mode="json", exclude=exclude),
+            )
+            if found is not None:
+                raise ReplayMismatch(index, *found)
+            self.position += 1
+        if isinstance(outcome, ProviderError):
+            raise ProviderError(str(outcome), status=outcome.status, kind=outcome.kind)
+        return outcome
+
+    @classmethod
+    def from_run_dir(
+        cls, run_dir: str | Path, role: str, *, ignore: Collection[str] = ()
+    ) -> ReplayModel:
+        """Load the model calls of one role from ``RUN_DIR/events.jsonl``.
+
+        Model-call events are lines with ``"type": "model_call"``, ``"role"``, ``"request"`` (a
+        :class:`ModelRequest` in JSON) and ``"response"`` (a :class:`ModelResponse`), or an
+        ``"error"`` (a string, or an object with ``message``/``kind``/``status``) when the call
+        failed. Other lines are other events and are skipped. A last line cut short (a run killed
+        while writing) is skipped too.
+
+        Args:
+            run_dir: the run directory.
+            role: ``planner`` or ``reviewer`` (any role string the log uses).
+            ignore: passed to the constructor.
+
+        Raises:
+            FileNotFoundError: when the run directory has no ``events.jsonl``.
+            ValueError: for a malformed line (not JSON, or a model call without a valid request,
+                or with neither response nor error); the message names the file and line.
+        """
+        path = Path(run_dir) / EVENTS_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"no trajectory log {path}")
+        lines = path.read_text(encoding="utf-8").splitlines()
+        pairs: list[tuple[ModelRequest, ModelResponse | ProviderError]] = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if number == len(lines):
+                    break  # the run was killed mid-write; everything before it stands
+                raise ValueError(f"{path}:{number}: not JSON: {exc}") from exc
+            if not isinstance(event, dict) or event.get("type") != "model_call":
+                continue
+            if event.get("role") != role:
+                continue
+            pairs.append(_pair_from_event(event, f"{path}:{number}"))
+        return cls(pairs, model_id=f"replay:{role}", ignore=ignore)
+
+
+def _pair_from_event(
+    event: dict[str, Any], where: str
+) -> tuple[ModelRequest, ModelResponse | ProviderError]:
+    try:
+        request = ModelRequest.model_validate(event.get("request"))
+    except ValidationError as exc:
+        raise ValueError(f"{where}: model call without a valid request: {exc}") from exc
+    if event.get("response") is not None:
+        try:
+            return request, ModelResponse.model_validate(event["response"])
+        except ValidationError as exc:
+            raise ValueError(f"{where}: model call with an invalid response: {exc}") from exc
+    error = event.get("error")
+    if isinstance(error, str):
+        return request, ProviderError(error)
+    if isinstance(error, dict):
+        status = error.get("status")
+        return request, ProviderError(
+            str(error.get("message", error)),
+            status=status if isinstance(status, int) else None,
+            kind=str(error.get("kind", "other")),
+        )
+    raise ValueError(f"{where}: model call with neither a response nor an error")

@@ -1,0 +1,214 @@
+"""Ordinary planning: the planner's system prompt and the parsing of its replies into blocks.
+
+The planner sees the environment's tools as ready Python functions with one short worked example
+(the local model needs it: without the example it tends to redefine the tools). It emits code through
+a native ``execute_python`` tool (several calls in one reply are queued blocks) or, for models
+without tool calling, fenced code (paper sections 4 and A.1).
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from controlscope.models.types import Message, ModelResponse, ToolSpec
+from controlscope.tools import ToolSchema
+
+EXECUTE_PYTHON = "execute_python"
+
+PlannerFormat = Literal["tools", "fenced"]
+
+EXECUTE_PYTHON_SPEC = ToolSpec(
+    name=EXECUTE_PYTHON,
+    description=(
+        "Run one Python code block in the persistent agent session. The environment's tools are "
+        "already defined there as Python functions. Returns the block's printed output."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"code": {"type": "string", "description": "Python source of the block"}},
+        "required": ["code"],
+    },
+)
+
+_JSON_TO_PY = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "array": "list",
+    "object": "dict",
+}
+
+
+def _annotation(schema: dict[str, Any]) -> str:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        names = [_JSON_TO_PY.get(str(k), "object") for k in kind if k != "null"]
+        return " | ".join(names) or "object"
+    if kind == "array":
+        items = schema.get("items")
+        if isinstance(items, dict) and items.get("type") in _JSON_TO_PY:
+            return f"list[{_JSON_TO_PY[str(items['type'])]}]"
+        return "list"
+    if isinstance(kind, str):
+        return _JSON_TO_PY.get(kind, "object")
+    return "object"
+
+
+def render_signature(tool: ToolSchema) -> str:
+    """Render one tool as a Python ``def`` line with a one-paragraph docstring.
+
+    Required parameters come first; optional ones get their schema default or ``None``.
+    """
+    props: dict[str, Any] = dict(tool.input_schema.get("properties") or {})
+    required = [p for p in tool.input_schema.get("required", []) if p in props]
+    optional = [p for p in props if p not in required]
+    params: list[str] = []
+    for name in required:
+        params.append(f"{name}: {_annotation(props[name])}")
+    for name in optional:
+        default = props[name].get("default")
+        params.append(f"{name}: {_annotation(props[name])} = {default!r}")
+    params = [p if not keyword.iskeyword(p.split(":")[0]) else f"{p}  # keyword" for p in params]
+    doc = " ".join(tool.description.split())
+    if len(doc) > 300:
+        doc = doc[:297] + "..."
+    return f'def {tool.name}({", ".join(params)}) -> str:\n    """{doc}"""'
+
+
+_EXAMPLE_TOOLS = ("read_text_file", "write_file", "list_directory")
+
+
+def render_system_prompt(
+    tools: Sequence[ToolSchema], *, fmt: PlannerFormat, python_allowed: bool = True
+) -> str:
+    """The planner's system prompt: the tools as Python functions and one worked example.
+
+    Args:
+        tools: the environment's tools, from its server.
+        fmt: ``tools`` when code is sent through the native ``execute_python`` tool, ``fenced``
+            when it is written as one fenced ```python block per reply.
+        python_allowed: False for tasks whose instruction restricts Python; the prompt then asks
+            for one tool call per block with no other computation (paper appendix B).
+    """
+    functions = "\n\n".join(render_signature(t) for t in tools)
+    names = {t.name for t in tools}
+    how = (
+        "To act, call the tool `execute_python` with the code of one block."
+        if fmt == "tools"
+        else "To act, write exactly one ```python fenced code block; it is run and you see its output."
+    )
+    restriction = (
+        ""
+        if python_allowed
+        else (
+            "\nThis task restricts Python: each block may only call the functions above with "
+            "literal arguments and print their results; do not compute with Python.\n"
+        )
+    )
+    example = ""
+    if set(_EXAMPLE_TOOLS) <= names:
+        call = "execute_python with code:" if fmt == "tools" else "```python"
+        end = "" if fmt == "tools" else "\n```"
+        example = (
+            "\nExample.\nTask: write the number of lines of /data/notes.txt to /data/count.txt.\n"
+            f"Assistant: {call}\n"
+            'text = read_text_file(path="/data/notes.txt")\n'
+            "count = len(text.splitlines())\n"
+            'write_file(path="/data/count.txt", content=str(count))\n'
+            "print(count)"
+            f"{end}\nTool: 3\nAssistant: Done: /data/count.txt holds 3.\n"
+        )
+    return (
+        "You solve tasks by writing Python code that calls the functions below. They already "
+        "exist in the Python session: call them directly, never define, import or mock them. Each "
+        "returns the tool's text result and raises ToolError when the tool fails. Variables persist "
+        "between blocks. Use print() to see values. Use absolute paths inside the allowed "
+        f"directory.\n{how}\nWhen the task is complete, answer briefly without code.\n"
+        f"{restriction}\nFunctions:\n\n{functions}\n{example}"
+    )
+
+
+@dataclass(frozen=True)
+class PlannedBlock:
+    """One block the planner queued in a reply.
+
+    Attributes:
+        code: the block's source.
+        tool_call_id: the ``execute_python`` call id (None for fenced code).
+    """
+
+    code: str
+    tool_call_id: str | None
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    """A planner reply split into queued blocks, malformed calls, and a final answer.
+
+    Attributes:
+        blocks: queued blocks, in reply order.
+        malformed: ``(tool_call_id, message)`` for calls that cannot run (wrong tool, bad JSON,
+            missing ``code``); each gets a tool message with the message.
+        final: True when the reply has no code at all (the planner's final answer).
+    """
+
+    blocks: tuple[PlannedBlock, ...]
+    malformed: tuple[tuple[str, str], ...]
+    final: bool
+
+
+_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def parse_reply(response: ModelResponse, *, fmt: PlannerFormat) -> ParsedReply:
+    """Split a planner response into blocks.
+
+    Native ``execute_python`` calls come first; when the response has no tool calls, fenced
+    ```python blocks in its text are used (in either format: small models often answer in text).
+    """
+    blocks: list[PlannedBlock] = []
+    malformed: list[tuple[str, str]] = []
+    for call in response.tool_calls:
+        if call.name != EXECUTE_PYTHON:
+            malformed.append((call.id, f"unknown tool {call.name!r}: use {EXECUTE_PYTHON}"))
+            continue
+        code = call.parsed.get("code") if call.parsed is not None else None
+        if not isinstance(code, str):
+            why = call.error or "the arguments must be a JSON object with a string field 'code'"
+            malformed.append((call.id, f"malformed {EXECUTE_PYTHON} call: {why}"))
+            continue
+        blocks.append(PlannedBlock(code=code, tool_call_id=call.id))
+    if not response.tool_calls and response.text:
+        for match in _FENCE.finditer(response.text):
+            code = match.group(1).strip("\n")
+            if code.strip():
+                blocks.append(PlannedBlock(code=code, tool_call_id=None))
+    final = not blocks and not malformed
+    return ParsedReply(blocks=tuple(blocks), malformed=tuple(malformed), final=final)
+
+
+def assistant_message(response: ModelResponse) -> Message:
+    """The assistant message to append to the planner's history for ``response``."""
+    return Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+
+
+def tool_message(tool_call_id: str, content: str) -> Message:
+    """A tool message answering one ``execute_python`` call."""
+    return Message(role="tool", tool_call_id=tool_call_id, content=content)
+
+
+def first_user_message(instruction: str, roots: Sequence[str]) -> Message:
+    """The task message: the instruction and the directory the tools may use."""
+    where = ", ".join(roots) if roots else "(see list_allowed_directories)"
+    return Message(role="user", content=f"{instruction}\n\nAllowed directory: {where}")
+
+
+def dumps_arguments(arguments: dict[str, Any]) -> str:
+    """Compact JSON of tool arguments for logs and prompts."""
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str)

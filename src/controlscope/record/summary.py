@@ -1,0 +1,178 @@
+"""A run's summary (``summary.json``), computed from its events alone.
+
+Because :func:`summarize` reads nothing but the event log, a summary can be rebuilt from any log,
+including the log of a killed run (``complete`` is then False).
+
+Token accounting follows paper appendix A.5: *logical* totals count every response the trajectory
+used, including responses served from the exact-request cache; *uncached* totals count only the
+responses for which the model did work (``response.cached`` is False).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from controlscope.models.accounting import RoleTotals, TokenLedger
+from controlscope.record.events import Event
+from controlscope.scope import Scope
+
+FALLBACK_KINDS: tuple[str, ...] = (
+    "malformed",
+    "out_of_scope",
+    "invalid_arguments",
+    "provider_error",
+)
+
+
+class RunSummary(BaseModel):
+    """What ``summary.json`` holds for one run.
+
+    Attributes:
+        task: the task id.
+        seed: the task's data seed.
+        scope: the granted scope's name (``keep``, ``arg``, ``params``, ``full``).
+        schedule: the schedule's spec.
+        view: the reviewer's view.
+        replace_boundary: ``block`` or ``reply``.
+        models: model id by role.
+        isolation: the worker's isolation level.
+        success: the native verifier's verdict; None when the run has no final verdict.
+        end_reason: why the run ended; None when the log has no end (a killed run).
+        complete: True when the log ends with ``run_end``.
+        primitive_calls: primitive calls made on the environment server.
+        planning_turns: ordinary planning turns started.
+        blocks: blocks started (replacement blocks included).
+        boundaries: boundaries reached.
+        reviews: reviews for which a reviewer model was asked.
+        patches: realized ``patch_arguments`` operations.
+        block_data_patches: realized ``patch_block_data`` operations.
+        replacements: realized ``replace_workflow`` operations.
+        rejected_proposals: proposals the validation rejected (out of scope or invalid).
+        fallbacks: Keep fallbacks by kind (all four kinds always present).
+        tokens: token use by role (``planner``, ``reviewer``; both always present), as
+            :class:`controlscope.models.accounting.TokenLedger` accounts it: logical vs uncached
+            totals, cache hits, failed requests, model latency.
+        wall_seconds: wall time from ``run_start`` to the last event.
+        review_seconds: summed review latency (recorded apart from execution time, paper 4).
+        model_seconds: summed model latency over both roles.
+        budgets_hit: the budgets that were reached, in order.
+    """
+
+    task: str
+    seed: int
+    scope: str
+    schedule: str
+    view: str
+    replace_boundary: str
+    models: dict[str, str]
+    isolation: str
+    success: bool | None = None
+    end_reason: str | None = None
+    complete: bool = False
+    primitive_calls: int = 0
+    planning_turns: int = 0
+    blocks: int = 0
+    boundaries: int = 0
+    reviews: int = 0
+    patches: int = 0
+    block_data_patches: int = 0
+    replacements: int = 0
+    rejected_proposals: int = 0
+    fallbacks: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(FALLBACK_KINDS, 0))
+    tokens: dict[str, RoleTotals] = Field(
+        default_factory=lambda: {"planner": RoleTotals(), "reviewer": RoleTotals()}
+    )
+    wall_seconds: float = 0.0
+    review_seconds: float = 0.0
+    model_seconds: float = 0.0
+    budgets_hit: list[str] = Field(default_factory=list)
+
+
+class SummaryError(ValueError):
+    """The events cannot be summarized (no ``run_start`` event first)."""
+
+
+_REALIZED_COUNTERS: dict[str, Literal["patches", "block_data_patches", "replacements"]] = {
+    "patch_arguments": "patches",
+    "patch_block_data": "block_data_patches",
+    "replace_workflow": "replacements",
+}
+
+
+def summarize(events: Iterable[Event]) -> RunSummary:
+    """Compute a run's summary from its events alone.
+
+    Args:
+        events: a run's events in ``seq`` order, starting with ``run_start`` (as returned by
+            :func:`controlscope.record.read_events`); a killed run's prefix is fine.
+
+    Returns:
+        The summary. ``success`` comes from the ``final_verdict`` event, ``end_reason`` from
+        ``run_end`` (or ``final_verdict``); counts of reviews, patches and replacements from
+        ``realized_operation`` events; tokens from ``model_call`` events.
+
+    Raises:
+        SummaryError: the first event is not ``run_start``.
+    """
+    items = list(events)
+    if not items or items[0].type != "run_start":
+        raise SummaryError("a run's log must start with a run_start event")
+    start = items[0]
+    summary = RunSummary(
+        task=start.task.id,
+        seed=start.seed,
+        scope=Scope(start.scope).name.lower(),
+        schedule=start.schedule,
+        view=start.view,
+        replace_boundary=start.replace_boundary,
+        models=dict(start.models),
+        isolation=start.isolation,
+    )
+    ledger = TokenLedger()
+    for event in items[1:]:
+        if event.type == "model_call":
+            if event.response is None:
+                ledger.add_failure(event.role)
+            else:
+                ledger.add(event.role, event.response)
+        else:
+            _count(summary, event)
+    summary.tokens.update(ledger.summary().roles)
+    summary.wall_seconds = max(0.0, items[-1].t - start.t)
+    summary.model_seconds = sum(r.latency_s for r in summary.tokens.values())
+    return summary
+
+
+def _count(summary: RunSummary, event: Event) -> None:
+    """Fold one event into ``summary``."""
+    if event.type == "primitive_call":
+        summary.primitive_calls += 1
+    elif event.type == "planner_turn":
+        summary.planning_turns += 1
+    elif event.type == "block_start":
+        summary.blocks += 1
+    elif event.type == "boundary":
+        summary.boundaries += 1
+    elif event.type == "verdict":
+        if event.validation.proposal is not None and not event.validation.accepted:
+            summary.rejected_proposals += 1
+    elif event.type == "realized_operation":
+        if event.model_called:
+            summary.reviews += 1
+            summary.review_seconds += event.latency_s
+        counter = _REALIZED_COUNTERS.get(event.operation.kind)
+        if counter is not None:
+            setattr(summary, counter, getattr(summary, counter) + 1)
+        if event.fallback is not None:
+            summary.fallbacks[event.fallback] = summary.fallbacks.get(event.fallback, 0) + 1
+    elif event.type == "budget":
+        summary.budgets_hit.append(event.budget)
+    elif event.type == "final_verdict":
+        summary.success = event.success
+        summary.end_reason = summary.end_reason or event.end_reason
+    elif event.type == "run_end":
+        summary.end_reason = event.end_reason
+        summary.complete = True

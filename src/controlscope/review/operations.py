@@ -1,0 +1,217 @@
+"""The reviewer's operation interface: native tools per granted scope, a JSON decision format for
+constrained decoding, and the parser that turns an answer into a proposal.
+
+Both formats carry the same decision (paper A.3: "both review requests use the same operation
+schema"): ``keep``; ``patch_arguments(arguments: object)``; ``patch_block_data(code: string)``;
+``replace_workflow(code: string)``, each with a short ``reason`` first (offline.md: a reason before
+the decision improves the local model's choices). Only the kinds the granted scope allows are
+offered (``Keep ⊂ Arg ⊂ Params ⊂ Full``, paper section 3.1).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from controlscope.models.types import ModelResponse, ToolSpec
+from controlscope.scope import (
+    REQUIRED_SCOPE,
+    MalformedOperationError,
+    Operation,
+    OperationKind,
+    Scope,
+    parse_operation,
+)
+
+DecisionMode = Literal["tools", "json"]
+
+_KINDS: tuple[OperationKind, ...] = (
+    "keep",
+    "patch_arguments",
+    "patch_block_data",
+    "replace_workflow",
+)
+
+_REASON = {"type": "string", "description": "One short sentence: why this operation."}
+
+_DESCRIPTIONS: dict[str, str] = {
+    "keep": "Let the program make the pending call unchanged and continue.",
+    "patch_arguments": (
+        "Make the pending call with some data arguments changed; the program continues "
+        "unchanged. `arguments` maps argument names to new values."
+    ),
+    "patch_block_data": (
+        "Rewrite the running block changing only constant values (strings, numbers, booleans); "
+        "its code structure must stay identical. `code` is the whole block."
+    ),
+    "replace_workflow": (
+        "Cancel the pending call and the rest of the workflow; run `code` instead, a new Python "
+        "program in the same namespace (variables so far stay available)."
+    ),
+}
+
+
+def granted_kinds(scope: Scope) -> list[OperationKind]:
+    """The operation kinds ``scope`` grants, smallest scope first."""
+    return [k for k in _KINDS if REQUIRED_SCOPE[k] <= scope]
+
+
+def _payload_properties(kind: str) -> dict[str, Any]:
+    if kind == "patch_arguments":
+        return {
+            "arguments": {
+                "type": "object",
+                "description": "Argument names of the pending call mapped to their new values.",
+            }
+        }
+    if kind in ("patch_block_data", "replace_workflow"):
+        return {"code": {"type": "string", "description": "Python code."}}
+    return {}
+
+
+def operation_tools(scope: Scope) -> list[ToolSpec]:
+    """Native tools for a review under ``scope``: one per granted operation kind.
+
+    Each tool takes ``reason`` (a string) and the kind's payload: ``arguments`` (an object) for
+    ``patch_arguments``, ``code`` (a string) for ``patch_block_data`` and ``replace_workflow``.
+    """
+    tools = []
+    for kind in granted_kinds(scope):
+        payload = _payload_properties(kind)
+        tools.append(
+            ToolSpec(
+                name=kind,
+                description=_DESCRIPTIONS[kind],
+                parameters={
+                    "type": "object",
+                    "properties": {"reason": _REASON, **payload},
+                    "required": ["reason", *payload],
+                },
+            )
+        )
+    return tools
+
+
+def decision_schema(scope: Scope) -> dict[str, Any]:
+    """The JSON schema of one decision under ``scope``, for constrained decoding.
+
+    Every decision is an object ``{"reason": str, "operation": kind, "arguments"?: object,
+    "code"?: str}``. With more than one granted kind the schema is an ``anyOf`` of one branch per
+    kind, so a constrained decoder cannot emit a patch without its payload.
+    """
+    branches = []
+    for kind in granted_kinds(scope):
+        payload = _payload_properties(kind)
+        branches.append(
+            {
+                "type": "object",
+                "properties": {
+                    "reason": {"type": "string"},
+                    "operation": {"const": kind},
+                    **payload,
+                },
+                "required": ["reason", "operation", *payload],
+                "additionalProperties": False,
+            }
+        )
+    if len(branches) == 1:
+        return branches[0]
+    return {"anyOf": branches}
+
+
+@dataclass(frozen=True)
+class ParsedDecision:
+    """What a reviewer's answer held.
+
+    Attributes:
+        operation: the proposal, None when nothing parseable came back.
+        named_kind: the operation kind the answer named, if any (even when malformed).
+        reason: the answer's ``reason`` text, if any.
+        problem: why no operation could be read (None when ``operation`` is set).
+        raw: the answer as text (assistant text, then each tool call as ``name(arguments)``).
+    """
+
+    operation: Operation | None
+    named_kind: str | None
+    reason: str
+    problem: str | None
+    raw: str
+
+
+def raw_answer(response: ModelResponse) -> str:
+    """The response as one text: assistant text, then each tool call as ``name(arguments)``."""
+    parts = [response.text] if response.text else []
+    parts.extend(f"{call.name}({call.arguments})" for call in response.tool_calls)
+    return "\n".join(parts)
+
+
+def parse_decision(response: ModelResponse, mode: DecisionMode) -> ParsedDecision:
+    """Read the reviewer's proposal from a response.
+
+    - ``tools`` mode: the first tool call whose name is an operation kind is the proposal (later
+      ones are ignored); its arguments must decode to an object. With no tool call, a JSON
+      decision object in the text is accepted too (models without native tool calling answer
+      that way).
+    - ``json`` mode: the text must hold a decision object (``{"reason", "operation", ...}``); a
+      Markdown fence around it and text before or after it are tolerated.
+
+    Shapes are checked with :func:`controlscope.scope.parse_operation`; scope and content are
+    judged later by ``validate_operation``.
+    """
+    raw = raw_answer(response)
+    if mode == "tools" and response.tool_calls:
+        for call in response.tool_calls:
+            if call.name.strip().lower() not in REQUIRED_SCOPE:
+                continue
+            if call.parsed is None:
+                problem = call.error or "the tool-call arguments are not a JSON object"
+                return ParsedDecision(None, call.name, "", problem, raw)
+            return _from_payload(call.name, call.parsed, raw)
+        names = ", ".join(call.name for call in response.tool_calls)
+        return ParsedDecision(None, None, "", f"no operation tool was called (got {names})", raw)
+    decision = find_json_object(response.text or "", key="operation")
+    if decision is None:
+        return ParsedDecision(None, None, "", "the answer holds no decision object", raw)
+    kind = decision.get("operation")
+    if not isinstance(kind, str):
+        return ParsedDecision(None, None, "", "the decision's 'operation' is not a string", raw)
+    return _from_payload(kind, decision, raw)
+
+
+def _from_payload(kind: str, payload: dict[str, Any], raw: str) -> ParsedDecision:
+    reason = payload.get("reason")
+    reason_text = reason if isinstance(reason, str) else ""
+    try:
+        operation = parse_operation(kind, payload)
+    except MalformedOperationError as err:
+        return ParsedDecision(None, kind, reason_text, str(err), raw)
+    return ParsedDecision(operation, kind, reason_text, None, raw)
+
+
+_FENCED = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL)
+
+
+def find_json_object(text: str, *, key: str) -> dict[str, Any] | None:
+    """The first JSON object in ``text`` that has ``key`` (whole text, fenced block, or embedded).
+
+    Returns None when there is none.
+    """
+    candidates = [text.strip(), *(m.group(1).strip() for m in _FENCED.finditer(text))]
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and key in value:
+            return value
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, dict) and key in value:
+            return value
+    return None

@@ -1,0 +1,94 @@
+"""The public state ``h`` a reviewer may see at a boundary (paper section 3.1 and A.1).
+
+"h denotes the complete public execution record available at a decision boundary. It includes
+the user goal, observed tool results, current program, pending call, and exposed program
+variables." At each boundary "the reviewer also sees the task history, current block, public tool
+schemas, earlier review decisions, and queued calls" (A.1). Hidden evaluation data never enters it.
+
+The agent loop builds a :class:`PublicState`; a view (:mod:`controlscope.review.views`) decides
+which parts of it a review request shows.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from controlscope.models.types import Message
+from controlscope.record.events import FallbackKind, ScopeName
+from controlscope.scope import Operation
+from controlscope.tools import ToolSchema
+from controlscope.worker.types import Boundary, PrimitiveCall, ReplaceBoundary
+
+
+class DecisionRecord(BaseModel):
+    """An earlier review decision of the trajectory.
+
+    Attributes:
+        call_index: the boundary's call index.
+        block_id: the block that was running.
+        tool: the pending tool at that boundary.
+        granted: the granted scope.
+        operation: the realized operation.
+        fallback: the fallback kind when the reviewer's answer was not executed.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    call_index: int
+    block_id: str
+    tool: str
+    granted: ScopeName
+    operation: Operation
+    fallback: FallbackKind | None = None
+
+
+class PublicState(BaseModel):
+    """The public execution record ``h`` at one boundary.
+
+    Attributes:
+        goal: the user's instruction.
+        history: the planner conversation present when the current reply was generated (the
+            current reply itself excluded; a system message, if present, is not shown).
+        reply_blocks: the code of every block of the current reply, in order.
+        running_block: index into ``reply_blocks`` of the running block; None when the running
+            block is a replacement (its code is ``boundary.code``).
+        queued_blocks: code of the blocks queued behind the running one (the continuation).
+        boundary: the pending call with its arguments, line, call site, variables, printed
+            output and the running block's code.
+        tools: the environment's tool schemas (the API documentation).
+        decisions: earlier review decisions in this trajectory, oldest first.
+        reply_messages: tool messages (receipts) of the current reply's finished blocks.
+        block_calls: primitive calls the running block has made, with their observations.
+        calls_used: primitive calls completed in the task so far.
+        call_budget: the task's primitive-call budget, if any.
+        replace_boundary: what a replacement replaces (``block`` or ``reply``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    goal: str
+    history: tuple[Message, ...] = ()
+    reply_blocks: tuple[str, ...] = ()
+    running_block: int | None = None
+    queued_blocks: tuple[str, ...] = ()
+    boundary: Boundary
+    tools: tuple[ToolSchema, ...] = ()
+    decisions: tuple[DecisionRecord, ...] = ()
+    reply_messages: tuple[str, ...] = ()
+    block_calls: tuple[PrimitiveCall, ...] = ()
+    calls_used: int = 0
+    call_budget: int | None = None
+    replace_boundary: ReplaceBoundary = "reply"
+
+    @property
+    def tool_schema(self) -> ToolSchema:
+        """The pending call's tool schema (a bare schema when the tool is not listed)."""
+        for tool in self.tools:
+            if tool.name == self.boundary.tool:
+                return tool
+        return ToolSchema(name=self.boundary.tool)
+
+    @property
+    def source_line(self) -> str:
+        """The running block's source line of the pending call (empty when out of range)."""
+        lines = self.boundary.code.splitlines()
+        index = self.boundary.line - 1
+        return lines[index].strip() if 0 <= index < len(lines) else ""

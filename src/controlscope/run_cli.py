@@ -1,0 +1,174 @@
+"""``controlscope run``: one task, one scope and schedule, on real parts, recorded.
+
+Exits 0 when the run completed, whatever its verdict; non-zero with a clear message on bad input
+(unknown task, bad scope, unreachable model...), before any model is called where possible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+SCOPES = ("keep", "arg", "params", "full")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register ``run``'s options on ``parser``."""
+    parser.add_argument("--task", required=True, help="task id, e.g. student_database/english_talent")
+    parser.add_argument("--env", default="filesystem", help="environment (default: filesystem)")
+    parser.add_argument("--seed", type=int, default=0, help="the task's data seed (default 0)")
+    parser.add_argument(
+        "--students", type=int, default=None, help="number of students (student tasks)"
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a task generator parameter (repeatable)",
+    )
+    parser.add_argument("--scope", choices=SCOPES, default="full", help="granted scope")
+    parser.add_argument(
+        "--schedule",
+        default="continuous",
+        help="never|continuous|per_block|once[:K]|midpoint:N|protect:n|retain_first (join with +)",
+    )
+    parser.add_argument(
+        "--view", choices=("code_only", "with_feedback"), default="with_feedback"
+    )
+    parser.add_argument("--replace-boundary", choices=("block", "reply"), default="reply")
+    parser.add_argument(
+        "--model",
+        default="local",
+        help="planner model: local | local:0.5b | PATH.gguf | openai:NAME | replay:DIR",
+    )
+    parser.add_argument("--reviewer-model", default=None, help="reviewer model (default: --model)")
+    parser.add_argument("--base-url", default=None, help="OpenAI-compatible base URL")
+    parser.add_argument(
+        "--planner-format",
+        choices=("tools", "fenced"),
+        default=None,
+        help="how the planner emits code (default: fenced for local models, tools otherwise)",
+    )
+    parser.add_argument(
+        "--review-mode",
+        choices=("tools", "json"),
+        default=None,
+        help="how the reviewer answers (default: json for local models, tools otherwise)",
+    )
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--max-tokens", type=int, default=None, help="per-request token cap")
+    parser.add_argument("--draw", type=int, default=0, help="reviewer draw index")
+    parser.add_argument("--max-calls", type=int, default=None, help="primitive-call budget")
+    parser.add_argument("--max-turns", type=int, default=None, help="planning-turn budget")
+    parser.add_argument(
+        "--max-seconds", type=float, default=None, help="execution-seconds budget"
+    )
+    parser.add_argument(
+        "--cache", type=Path, default=None, help="an SQLite exact-request cache file to use"
+    )
+    parser.add_argument("--out", required=True, type=Path, help="run directory to write")
+    parser.add_argument("--quiet", action="store_true", help="no live progress")
+
+
+def _params(args: argparse.Namespace) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--param expects KEY=VALUE, got {item!r}")
+        params[key] = int(value) if value.lstrip("-").isdigit() else value
+    if args.students is not None:
+        params["students"] = args.students
+    return params
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run one task; return 0 when it completed (any verdict), 2 on bad input."""
+    from rich.console import Console
+
+    from controlscope.agent import RunConfig, run_task
+    from controlscope.envs.base import TaskError
+    from controlscope.envs.catalog import get_environment
+    from controlscope.models.types import ProviderError
+    from controlscope.progress import LiveProgress
+    from controlscope.run_setup import build_models
+    from controlscope.scope import Scope
+
+    console = Console(stderr=True)
+    try:
+        env = get_environment(args.env)
+        task = env.task(args.task, **_params(args))
+        budgets = task.budgets.model_copy(
+            update={
+                k: v
+                for k, v in {
+                    "primitive_calls": args.max_calls,
+                    "planning_turns": args.max_turns,
+                    "execution_seconds": args.max_seconds,
+                }.items()
+                if v is not None
+            }
+        )
+        models = build_models(
+            planner=args.model,
+            reviewer=args.reviewer_model,
+            base_url=args.base_url,
+            cache_path=args.cache,
+            need_reviewer=args.schedule != "never" and args.scope != "keep",
+        )
+        config = RunConfig(
+            scope=Scope[args.scope.upper()],
+            schedule=args.schedule,
+            view=args.view,
+            replace_boundary=args.replace_boundary,
+            planner_format=args.planner_format or models.planner_format,
+            review_mode=args.review_mode or models.review_mode,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens or models.max_tokens,
+            draw=args.draw,
+            budgets=budgets,
+        )
+    except (TaskError, ValueError, FileNotFoundError, ProviderError) as err:
+        console.print(f"[red]controlscope run: {err}[/red]")
+        return 2
+    progress = None if args.quiet else LiveProgress(console, task.id, budgets.primitive_calls)
+    try:
+        if progress is not None:
+            progress.start()
+        result = run_task(
+            env,
+            task,
+            seed=args.seed,
+            planner=models.planner,
+            reviewer_model=models.reviewer,
+            config=config,
+            out_dir=args.out,
+            observer=progress.observe if progress is not None else None,
+        )
+    except TaskError as err:
+        console.print(f"[red]controlscope run: {err}[/red]")
+        return 2
+    finally:
+        if progress is not None:
+            progress.stop()
+    s = result.summary
+    verdict = "PASS" if result.verdict.success else "FAIL"
+    out = Console()
+    out.print(
+        f"{task.id} seed={args.seed} scope={args.scope} schedule={args.schedule}: "
+        f"[bold]{verdict}[/bold] ({result.end_reason}; {s.primitive_calls} calls, "
+        f"{s.planning_turns} turns, {s.reviews} reviews, {s.patches} patches, "
+        f"{s.replacements} replacements, {s.rejected_proposals} rejected)"
+    )
+    for check in result.verdict.checks:
+        mark = "ok " if check.passed else "bad"
+        out.print(f"  {mark} {check.name}: {check.reason}")
+    out.print(f"log: {args.out / 'events.jsonl'}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(argparse.ArgumentParser().parse_args()))

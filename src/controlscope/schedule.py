@@ -1,0 +1,517 @@
+"""Schedules: at which boundaries a reviewer is asked (paper sections 3.2, 6.2, B.1, B.2, C.2).
+
+A schedule answers one question per boundary, ``should_review(boundary, ctx)``, and is told what
+was executed there, ``observe(boundary, realized)``, after every boundary whether it was reviewed
+or not. ``should_review`` is a query: asking twice gives the same answer; all state changes happen
+in ``observe``. Schedules compose with scopes freely (the scope says what a review may do, the
+schedule when one happens); a schedule object serves one trajectory.
+
+Specs accepted by :func:`parse_schedule`:
+
+==================  =====================================================================
+``never``           no reviews (the Keep baseline).
+``continuous``      every boundary (a sustained revision policy, paper 3.2).
+``per_block``       the first boundary of each block (AppWorld's one review per natural block).
+``once:K``          the boundary of the primitive call with 0-based index ``K``, once.
+``once``            the paper's local rule (appendix B), see :class:`OnceLocalRule`.
+``midpoint:N``      once, after ``floor(N/2)`` completed calls; ``N`` is the source
+                    trajectory's call count (paper B.1).
+``protect:n``       continuous, but after a replacement no review until ``n`` more primitive
+                    calls have completed (paper B.2).
+``retain_first``    continuous until the first replacement, then no more reviews (paper C.2).
+==================  =====================================================================
+
+``protect:n`` and ``retain_first`` are also modifiers of any base schedule, joined with ``+``:
+``per_block+protect:5``, ``midpoint:40+continuous`` (continuous review from the midpoint on; the
+paper's continuous condition of B.1 shares the first review with the one-time condition).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from controlscope.scope import Operation
+from controlscope.worker.types import Boundary
+
+FILESYSTEM_WRITE_TOOLS: frozenset[str] = frozenset(
+    {"write_file", "edit_file", "move_file", "create_directory"}
+)
+"""The filesystem server's writing tools (appendix B's "writer block")."""
+
+FILESYSTEM_READ_TOOLS: frozenset[str] = frozenset(
+    {
+        "read_file",
+        "read_text_file",
+        "read_media_file",
+        "read_multiple_files",
+        "list_directory",
+        "list_directory_with_sizes",
+        "directory_tree",
+        "search_files",
+        "get_file_info",
+        "list_allowed_directories",
+    }
+)
+"""The filesystem server's information-returning tools (appendix B's "read block")."""
+
+
+@dataclass(frozen=True)
+class ScheduleContext:
+    """What a schedule may consult at a boundary besides the boundary itself.
+
+    Attributes:
+        code: the running block's source.
+        block_index: the block's 0-based index among the trajectory's blocks (replacements
+            included).
+        is_replacement: True when the running block is a replacement.
+        queued_blocks: sources of the blocks queued behind it in the same reply.
+        calls_completed: primitive calls completed in the task so far (the pending call not
+            included); usually ``boundary.call_index``.
+    """
+
+    code: str
+    block_index: int = 0
+    is_replacement: bool = False
+    queued_blocks: tuple[str, ...] = ()
+    calls_completed: int = 0
+
+
+@runtime_checkable
+class Schedule(Protocol):
+    """When to review. ``name`` is the canonical spec (``parse_schedule(s.name)`` rebuilds it)."""
+
+    name: str
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """Return True when the reviewer should be asked at ``boundary`` (no side effects)."""
+        ...
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """Record the operation executed at ``boundary`` (``keep`` when not reviewed)."""
+        ...
+
+
+class _Tracked:
+    """Base for schedules that need the context of the boundary being observed.
+
+    ``should_review`` remembers the ``calls_completed`` it saw for a boundary, so that ``observe``
+    (which only gets the boundary) counts calls the same way; without it ``observe`` falls back to
+    ``boundary.call_index``.
+    """
+
+    def __init__(self) -> None:
+        self._last_key: tuple[str, int] | None = None
+        self._last_completed = 0
+
+    def _remember(self, boundary: Boundary, ctx: ScheduleContext) -> None:
+        self._last_key = (boundary.block_id, boundary.call_index)
+        self._last_completed = ctx.calls_completed
+
+    def _completed_at(self, boundary: Boundary) -> int:
+        if self._last_key == (boundary.block_id, boundary.call_index):
+            return self._last_completed
+        return boundary.call_index
+
+
+class Never:
+    """No reviews: the Keep baseline (every decision is the program's own)."""
+
+    name = "never"
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """Always False."""
+        return False
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """Nothing to track."""
+
+
+class Continuous:
+    """Review at every boundary (a sustained revision policy, paper section 3.2)."""
+
+    name = "continuous"
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """Always True."""
+        return True
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """Nothing to track."""
+
+
+class PerBlock:
+    """Review at the first boundary of each block (replacement blocks are blocks too)."""
+
+    name = "per_block"
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """True for the first boundary of a block not seen before."""
+        return boundary.block_id not in self._seen
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """Mark the boundary's block as seen."""
+        self._seen.add(boundary.block_id)
+
+
+class AtCall(_Tracked):
+    """Review once, at the first boundary after ``k`` completed primitive calls.
+
+    ``once:K`` uses the pending call's index (``boundary.call_index >= K``); ``midpoint:N`` uses
+    the completed-call count (``ctx.calls_completed >= floor(N/2)``, paper B.1). "At or after"
+    rather than "exactly at" keeps the review when a cancelled call shifts the count; the review
+    still happens once only.
+
+    Args:
+        k: the call index / completed-call count.
+        name: the spec this schedule was built from.
+        by_completed: count ``ctx.calls_completed`` (True) or ``boundary.call_index`` (False).
+    """
+
+    def __init__(self, k: int, *, name: str, by_completed: bool) -> None:
+        super().__init__()
+        if k < 0:
+            raise ValueError(f"schedule {name!r}: the call index must be >= 0")
+        self.k = k
+        self.name = name
+        self._by_completed = by_completed
+        self._done = False
+
+    def _reached(self, boundary: Boundary, completed: int) -> bool:
+        return (completed if self._by_completed else boundary.call_index) >= self.k
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """True at the first boundary that reaches the call, until it has been observed."""
+        self._remember(boundary, ctx)
+        return not self._done and self._reached(boundary, ctx.calls_completed)
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """After the chosen boundary has passed, never review again."""
+        if self._reached(boundary, self._completed_at(boundary)):
+            self._done = True
+
+
+class OnceLocalRule(_Tracked):
+    """``once``: one review at the paper's local boundary (appendix B), chosen online.
+
+    The paper picks "the first supported module-level internal boundary of the earliest
+    multi-call writer block, with a read-block fallback" from a complete source trajectory
+    (:func:`local_rule_call_index` does exactly that offline; use ``once:K`` with its result to
+    reproduce it). Online, the future is unknown, so this schedule decides with what is known at
+    a boundary: the running block and the blocks queued behind it.
+
+    - A *multi-call writer* is a block whose code calls writing tools more than once, counted
+      statically (:func:`static_write_count`: each call site counts once, a call site inside a
+      loop or comprehension counts as two, since it can write repeatedly).
+    - A *read block* is a block whose code calls an information-returning tool.
+    - Review at the first module-level boundary (``call_site.at_module_level``) of a multi-call
+      writer; or, when neither the running block nor any queued block is a multi-call writer, at
+      the first module-level boundary of a read block. Then never again.
+
+    Args:
+        write_tools: names of the environment's writing tools.
+        read_tools: names of its information-returning tools.
+    """
+
+    name = "once"
+
+    def __init__(
+        self,
+        *,
+        write_tools: frozenset[str] = FILESYSTEM_WRITE_TOOLS,
+        read_tools: frozenset[str] = FILESYSTEM_READ_TOOLS,
+    ) -> None:
+        super().__init__()
+        self.write_tools = write_tools
+        self.read_tools = read_tools
+        self._done = False
+        self._chosen: tuple[str, int] | None = None
+
+    def _eligible(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        if not boundary.call_site.at_module_level:
+            return False
+        if static_write_count(ctx.code, self.write_tools) > 1:
+            return True
+        if any(static_write_count(q, self.write_tools) > 1 for q in ctx.queued_blocks):
+            return False
+        return static_call_count(ctx.code, self.read_tools) > 0
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """True at the chosen boundary (see the class docstring), once."""
+        if self._done:
+            return False
+        eligible = self._eligible(boundary, ctx)
+        self._chosen = (boundary.block_id, boundary.call_index) if eligible else None
+        return eligible
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """After the chosen boundary has passed, never review again."""
+        if self._chosen == (boundary.block_id, boundary.call_index):
+            self._done = True
+
+
+class Protect(_Tracked):
+    """A base schedule with a protection window after each replacement (paper B.2).
+
+    After a realized ``replace_workflow``, no review happens until ``n`` more primitive calls
+    have completed (counted with ``ctx.calls_completed``: the replaced call is cancelled, so the
+    window ends at the boundary where ``calls_completed >= completed_at_replacement + n``).
+
+    Args:
+        base: the schedule that decides outside the window (``continuous`` for ``protect:n``).
+        n: calls protected after each replacement (>= 0).
+    """
+
+    def __init__(self, base: Schedule, n: int) -> None:
+        super().__init__()
+        if n < 0:
+            raise ValueError("protect:n needs n >= 0")
+        self.base = base
+        self.n = n
+        self.name = f"protect:{n}" if base.name == "continuous" else f"{base.name}+protect:{n}"
+        self._until = 0
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """The base schedule's answer, False inside a protection window."""
+        self._remember(boundary, ctx)
+        if ctx.calls_completed < self._until:
+            return False
+        return self.base.should_review(boundary, ctx)
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """Open a window at a replacement; pass every boundary on to the base schedule."""
+        if realized.kind == "replace_workflow":
+            self._until = self._completed_at(boundary) + self.n
+        self.base.observe(boundary, realized)
+
+
+class RetainFirst:
+    """A base schedule that stops for good after the first replacement (paper C.2, 6.2).
+
+    Args:
+        base: the schedule before the first replacement (``continuous`` for ``retain_first``).
+    """
+
+    def __init__(self, base: Schedule) -> None:
+        self.base = base
+        self.name = "retain_first" if base.name == "continuous" else f"{base.name}+retain_first"
+        self._replaced = False
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """The base schedule's answer until a replacement was realized, then False."""
+        return not self._replaced and self.base.should_review(boundary, ctx)
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """Stop after a realized replacement."""
+        if realized.kind == "replace_workflow":
+            self._replaced = True
+        self.base.observe(boundary, realized)
+
+
+class FromFirst:
+    """Review where ``first`` chooses, then at every boundary from there on.
+
+    ``midpoint:N+continuous`` is the paper's continuous condition of B.1: its first review is the
+    one-time condition's review, and "continuous review can recur after a further public call".
+
+    Args:
+        first: the schedule that places the first review.
+    """
+
+    def __init__(self, first: Schedule) -> None:
+        self.first = first
+        self.name = f"{first.name}+continuous"
+        self._started = False
+        self._fired: tuple[str, int] | None = None
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """True from the first schedule's boundary on."""
+        if self._started:
+            return True
+        fired = self.first.should_review(boundary, ctx)
+        self._fired = (boundary.block_id, boundary.call_index) if fired else None
+        return fired
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """Start continuous review once the first schedule's boundary has passed."""
+        if self._fired == (boundary.block_id, boundary.call_index):
+            self._started = True
+        self.first.observe(boundary, realized)
+
+
+def _int_arg(spec: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"schedule {spec!r}: {text!r} is not an integer") from None
+    if value < 0:
+        raise ValueError(f"schedule {spec!r}: {value} must be >= 0")
+    return value
+
+
+_SPECS = "never, continuous, per_block, once, once:K, midpoint:N, protect:n, retain_first"
+
+
+def parse_schedule(
+    spec: str,
+    *,
+    write_tools: frozenset[str] = FILESYSTEM_WRITE_TOOLS,
+    read_tools: frozenset[str] = FILESYSTEM_READ_TOOLS,
+) -> Schedule:
+    """Build a fresh schedule from its spec (see the module docstring for the grammar).
+
+    Args:
+        spec: e.g. ``"continuous"``, ``"once:6"``, ``"midpoint:40"``, ``"protect:5"``,
+            ``"per_block+retain_first"``.
+        write_tools: the environment's writing tools (for ``once``'s local rule).
+        read_tools: the environment's information-returning tools (for ``once``).
+
+    Raises:
+        ValueError: unknown or malformed spec (the message lists the accepted forms).
+    """
+    parts = [p.strip() for p in spec.strip().split("+")]
+    if not parts or any(not p for p in parts):
+        raise ValueError(f"empty schedule spec {spec!r}; expected one of {_SPECS}")
+    base = _parse_one(parts[0], spec, write_tools, read_tools, base=None)
+    for part in parts[1:]:
+        base = _parse_one(part, spec, write_tools, read_tools, base=base)
+    return base
+
+
+def _parse_one(
+    part: str,
+    spec: str,
+    write_tools: frozenset[str],
+    read_tools: frozenset[str],
+    *,
+    base: Schedule | None,
+) -> Schedule:
+    """Parse one ``+``-separated part; modifiers wrap ``base`` (continuous when it is None)."""
+    head, _, arg = part.partition(":")
+    if base is not None and head not in {"protect", "retain_first", "continuous"}:
+        raise ValueError(
+            f"schedule {spec!r}: only protect:n, retain_first or continuous may follow '+'"
+        )
+    if head == "protect":
+        if not arg:
+            raise ValueError(f"schedule {spec!r}: protect needs a call count, e.g. protect:5")
+        return Protect(base or Continuous(), _int_arg(spec, arg))
+    if arg and head in {"never", "continuous", "per_block", "retain_first"}:
+        raise ValueError(f"schedule {spec!r}: {head} takes no argument")
+    if head == "retain_first":
+        return RetainFirst(base or Continuous())
+    if head == "continuous":
+        return Continuous() if base is None else FromFirst(base)
+    if head == "never":
+        return Never()
+    if head == "per_block":
+        return PerBlock()
+    if head == "once":
+        if not arg:
+            return OnceLocalRule(write_tools=write_tools, read_tools=read_tools)
+        k = _int_arg(spec, arg)
+        return AtCall(k, name=f"once:{k}", by_completed=False)
+    if head == "midpoint":
+        if not arg:
+            raise ValueError(
+                f"schedule {spec!r}: midpoint needs the source trajectory's call count, "
+                "e.g. midpoint:40"
+            )
+        n = _int_arg(spec, arg)
+        return AtCall(n // 2, name=f"midpoint:{n}", by_completed=True)
+    raise ValueError(f"unknown schedule {spec!r}; expected one of {_SPECS}")
+
+
+def static_call_count(code: str, tools: frozenset[str], *, loop_weight: int = 1) -> int:
+    """Count call sites of ``tools`` in ``code``.
+
+    A call site is ``name(...)`` with ``name`` in ``tools`` (the proxies are plain functions).
+    A call site inside a ``for``/``while`` loop or a comprehension counts ``loop_weight`` times.
+    Code that does not parse counts 0.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return 0
+    counter = _CallCounter(tools, loop_weight)
+    counter.visit(tree)
+    return counter.count
+
+
+def static_write_count(code: str, write_tools: frozenset[str] = FILESYSTEM_WRITE_TOOLS) -> int:
+    """Static count of writes in ``code`` for the local rule: call sites of writing tools, a
+    call site inside a loop or comprehension counting as two (it can write more than once)."""
+    return static_call_count(code, write_tools, loop_weight=2)
+
+
+@dataclass
+class _CallCounter(ast.NodeVisitor):
+    tools: frozenset[str]
+    loop_weight: int
+    count: int = 0
+    _depth: int = field(default=0)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id in self.tools:
+            self.count += self.loop_weight if self._depth else 1
+        self.generic_visit(node)
+
+    def _loop(self, node: ast.AST) -> None:
+        self._depth += 1
+        self.generic_visit(node)
+        self._depth -= 1
+
+    visit_For = _loop
+    visit_AsyncFor = _loop
+    visit_While = _loop
+    visit_ListComp = _loop
+    visit_SetComp = _loop
+    visit_DictComp = _loop
+    visit_GeneratorExp = _loop
+
+
+def local_rule_call_index(
+    blocks: Sequence[tuple[str, Sequence[Boundary]]],
+    *,
+    write_tools: frozenset[str] = FILESYSTEM_WRITE_TOOLS,
+    read_tools: frozenset[str] = FILESYSTEM_READ_TOOLS,
+) -> int | None:
+    """The paper's local boundary (appendix B) in a complete source trajectory.
+
+    "The first supported module-level internal boundary of the earliest multi-call writer block,
+    with a read-block fallback": the first module-level boundary of the earliest block with a
+    static write count above one (:func:`static_write_count`); if no block qualifies, the first
+    module-level boundary of the earliest read block. Use the result with ``once:K``.
+
+    Args:
+        blocks: the source trajectory's blocks in order, each as (code, its boundaries in order).
+        write_tools: the environment's writing tools.
+        read_tools: the environment's information-returning tools.
+
+    Returns:
+        The chosen boundary's ``call_index``, or None when no block has a module-level boundary
+        of either kind (the task-program pair is ineligible).
+    """
+
+    def first_module_level(bounds: Sequence[Boundary]) -> int | None:
+        for b in bounds:
+            if b.call_site.at_module_level:
+                return b.call_index
+        return None
+
+    for code, bounds in blocks:
+        if static_write_count(code, write_tools) > 1:
+            index = first_module_level(bounds)
+            if index is not None:
+                return index
+    for code, bounds in blocks:
+        if static_call_count(code, read_tools) > 0:
+            index = first_module_level(bounds)
+            if index is not None:
+                return index
+    return None

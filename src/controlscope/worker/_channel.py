@@ -1,0 +1,112 @@
+"""Controller side of the worker channel: length-prefixed JSON over two pipes, with deadlines.
+
+The worker is untrusted, so every read is bounded in time (the caller's deadline) and in size
+(:data:`MAX_MESSAGE_BYTES`), writes never block forever, and anything that is not a well-formed
+message raises :class:`ProtocolViolation`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import time
+from typing import Any
+
+from controlscope.worker._runtime import HEADER
+
+#: Largest message accepted from the worker (boundary snapshots and output are bounded far below).
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+
+
+class ChannelTimeout(Exception):  # noqa: N818
+    """No complete message arrived before the deadline."""
+
+
+class WorkerGone(Exception):  # noqa: N818
+    """The worker closed its end of the channel (it exited or was killed)."""
+
+
+class ProtocolViolation(Exception):  # noqa: N818
+    """The worker sent something that is not a well-formed message."""
+
+
+class Channel:
+    """Framed JSON messages over a read fd and a write fd (both owned, closed by :meth:`close`)."""
+
+    def __init__(self, rfd: int, wfd: int) -> None:
+        self.rfd, self.wfd = rfd, wfd
+        os.set_blocking(wfd, False)
+        self._buf = bytearray()
+        self._poll_r = select.poll()
+        self._poll_r.register(rfd, select.POLLIN)
+        self._poll_w = select.poll()
+        self._poll_w.register(wfd, select.POLLOUT)
+
+    def send(self, msg: dict[str, Any], timeout: float = 30.0) -> None:
+        """Send one message.
+
+        Raises:
+            WorkerGone: the worker's end is closed.
+            ChannelTimeout: the worker did not drain the pipe within ``timeout`` seconds.
+        """
+        data = json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode()
+        view = memoryview(HEADER.pack(len(data)) + data)
+        deadline = time.monotonic() + timeout
+        while view:
+            try:
+                n = os.write(self.wfd, view)
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._poll_w.poll(left * 1000):
+                    raise ChannelTimeout("the worker does not read its channel") from None
+                continue
+            except (BrokenPipeError, OSError) as exc:
+                raise WorkerGone(str(exc)) from None
+            view = view[n:]
+
+    def recv(self, timeout: float | None) -> dict[str, Any]:
+        """Receive one message, waiting at most ``timeout`` seconds (None: forever).
+
+        Raises:
+            ChannelTimeout: nothing complete arrived in time.
+            WorkerGone: end of file on the channel.
+            ProtocolViolation: oversize, non-JSON or non-object message.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        buf = self._buf
+        while True:
+            if len(buf) >= 4:
+                (n,) = HEADER.unpack_from(buf)
+                if n > MAX_MESSAGE_BYTES:
+                    raise ProtocolViolation(f"message of {n} bytes exceeds {MAX_MESSAGE_BYTES}")
+                if len(buf) >= 4 + n:
+                    data = bytes(buf[4 : 4 + n])
+                    del buf[: 4 + n]
+                    try:
+                        msg = json.loads(data)
+                    except ValueError as exc:
+                        raise ProtocolViolation(f"message is not JSON: {exc}") from None
+                    if not isinstance(msg, dict):
+                        raise ProtocolViolation("message is not a JSON object")
+                    return msg
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._poll_r.poll(left * 1000):
+                    raise ChannelTimeout("no message before the deadline")
+            try:
+                chunk = os.read(self.rfd, 1 << 20)
+            except OSError as exc:
+                raise WorkerGone(str(exc)) from None
+            if not chunk:
+                raise WorkerGone("end of file on the worker channel")
+            buf += chunk
+
+    def close(self) -> None:
+        """Close both fds (idempotent)."""
+        for fd in (self.rfd, self.wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.rfd = self.wfd = -1

@@ -1,0 +1,659 @@
+"""The controller side of the worker: runs a reply's blocks and drives every boundary.
+
+:class:`WorkerSession` owns one worker process (one shared namespace for a trajectory), the
+primitive-call count and the execution clock of a task. It is authoritative: the worker is
+untrusted, every message it sends is checked against the session's own state machine, and a
+message that does not fit (a call from a cancelled block, an unknown tool, a forged
+"cancelled" ending, malformed or oversize data) kills the worker and ends the block ``killed``
+with the reason. Forging a message gains nothing beyond what a proxy call gives: every call
+still passes through the boundary, the budget and the handler.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import logging
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+import warnings
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from controlscope.scope import Keep, PatchArguments, PatchBlockData, ReplaceWorkflow
+from controlscope.tools import ToolResult, ToolSchema, ToolServer, ToolServerError
+from controlscope.worker import _runtime, sandbox
+from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
+from controlscope.worker.proxies import ProxySet, generate_proxies
+from controlscope.worker.types import (
+    BlockResult,
+    BlockStatus,
+    Boundary,
+    BoundaryHandler,
+    CallSite,
+    Decision,
+    Limits,
+    PrimitiveCall,
+    ReplaceBoundary,
+)
+
+log = logging.getLogger(__name__)
+
+#: Seconds the worker may take to start and answer ``ready``.
+START_TIMEOUT_S = 20.0
+_STDERR_TAIL = 2000
+_JSON_SCALARS = (str, int, float, bool, type(None))
+_REPLACEMENT_ID = re.compile(r"^(.*)\.r(\d+)$")
+
+
+class WorkerStartError(RuntimeError):
+    """The worker process could not be started or did not answer ``ready``."""
+
+
+class _Kill(Exception):  # noqa: N818
+    """Internal: the worker must be killed; ``status`` and ``reason`` describe the block's end."""
+
+    def __init__(self, status: BlockStatus, reason: str) -> None:
+        super().__init__(reason)
+        self.status: BlockStatus = status
+        self.reason = reason
+
+
+@dataclass
+class _Block:
+    """Controller-side state of the running block."""
+
+    block_id: str
+    code: str
+    original_tree: ast.Module
+    seq: int
+    started: float = field(default_factory=time.time)
+    exec_s: float = 0.0
+    calls: int = 0
+    output: list[str] = field(default_factory=list)
+    output_chars: int = 0
+    dropped: int = 0
+    budget_hit: bool = False
+    cancelled: bool = False
+    cancel_exec_s: float = 0.0
+    replacement: str | None = None
+
+
+def replacement_id(old_id: str) -> str:
+    """The id of the block replacing ``old_id``: ``"3"`` -> ``"3.r1"``, ``"3.r1"`` -> ``"3.r2"``."""
+    m = _REPLACEMENT_ID.match(old_id)
+    if m:
+        return f"{m.group(1)}.r{int(m.group(2)) + 1}"
+    return f"{old_id}.r1"
+
+
+class WorkerSession:
+    """Runs agent blocks in an isolated worker and pauses at every primitive call.
+
+    One session serves one trajectory: blocks share one namespace (module variables persist
+    across blocks and replies) until the worker is killed (timeout, protocol violation, death),
+    after which the next block starts a fresh worker and its result says so
+    (``fresh_worker``). Paper section 3 and A.1.
+
+    Args:
+        tools: the environment's tool server; proxies are generated from its schemas and every
+            call the controller lets through is made with :meth:`ToolServer.call`.
+        limits: budgets (block and task execution seconds, primitive calls, output, rlimits).
+        isolation: ``"auto"`` (bwrap when it works, else ``none`` with a loud warning),
+            ``"bwrap"`` (required; :class:`RuntimeError` otherwise) or ``"none"``.
+
+    Raises:
+        RuntimeError: ``isolation="bwrap"`` and bwrap is unavailable.
+        ValueError: an unknown isolation request, or tool schemas whose proxies collide.
+    """
+
+    def __init__(
+        self,
+        tools: ToolServer,
+        limits: Limits | None = None,
+        *,
+        isolation: Literal["auto", "bwrap", "none"] = "auto",
+    ) -> None:
+        self._tools = tools
+        self._limits = limits or Limits()
+        self._isolation = sandbox.resolve_isolation(isolation)
+        if self._isolation == "none":
+            msg = (
+                "controlscope worker runs WITHOUT isolation (no bwrap): agent code can read and "
+                "write this machine's files and reach the network"
+            )
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+            log.warning(msg)
+        self._schemas: list[ToolSchema] | None = None
+        self._proxies: ProxySet | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._chan: Channel | None = None
+        self._stderr: Any = None
+        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+        self._seccomp = False
+        self._calls = 0
+        self._task_exec_s = 0.0
+        self._seq = 0
+        self._namespace_lost = False
+        self._closed = False
+
+    # -- properties --------------------------------------------------------------------------
+    @property
+    def isolation(self) -> Literal["bwrap", "none"]:
+        """The isolation really in force: ``bwrap`` or ``none``."""
+        return self._isolation
+
+    @property
+    def seccomp(self) -> bool:
+        """Whether the running worker installed its seccomp filter (no fork/exec/net sockets)."""
+        return self._seccomp
+
+    @property
+    def calls_made(self) -> int:
+        """Primitive calls made so far in this task (all blocks)."""
+        return self._calls
+
+    @property
+    def task_exec_s(self) -> float:
+        """Execution seconds spent so far in this task (review time excluded)."""
+        return self._task_exec_s
+
+    @property
+    def tool_schemas(self) -> list[ToolSchema]:
+        """The tools' schemas, as listed by the server."""
+        if self._schemas is None:
+            self._schemas = self._tools.list_tools()
+        return self._schemas
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id as the controller sees it (bwrap's, under bwrap)."""
+        return self._proc.pid if self._proc is not None else None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker if it is not running (also done lazily by :meth:`run_reply`).
+
+        Raises:
+            WorkerStartError: the process did not start or did not answer in time.
+            RuntimeError: the session was closed.
+        """
+        if self._closed:
+            raise RuntimeError("the worker session is closed")
+        if self._proc is not None:
+            return
+        if self._proxies is None:
+            self._proxies = generate_proxies(self.tool_schemas)
+        c_r, p_w = os.pipe()  # controller -> worker
+        p_r, c_w = os.pipe()  # worker -> controller
+        cwd = "/"
+        if self._isolation == "none":
+            self._tmpdir = tempfile.TemporaryDirectory(prefix="controlscope-worker-")
+            cwd = self._tmpdir.name
+        env = dict(sandbox.WORKER_ENV)
+        if self._tmpdir is not None:
+            env["HOME"] = env["TMPDIR"] = self._tmpdir.name
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self._proc = subprocess.Popen(
+                sandbox.worker_command(self._isolation, c_r, c_w),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._stderr,
+                pass_fds=(c_r, c_w),
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            for fd in (c_r, c_w, p_r, p_w):
+                os.close(fd)
+            raise WorkerStartError(f"cannot start the worker: {exc}") from exc
+        finally:
+            if self._proc is not None:
+                os.close(c_r)
+                os.close(c_w)
+        self._chan = Channel(p_r, p_w)
+        lim = self._limits
+        try:
+            self._chan.send(
+                {
+                    "t": "init",
+                    "proxies": self._proxies.source,
+                    "names": list(self._proxies.params),
+                    "params": {self._proxies.tools[k]: v for k, v in self._proxies.params.items()},
+                    "output_chars": lim.output_chars,
+                    "limits": {
+                        "memory_mb": lim.memory_mb,
+                        "cpu_s": lim.cpu_s,
+                        "processes": lim.processes,
+                        "file_size_mb": lim.file_size_mb,
+                    },
+                }
+            )
+            ready = self._chan.recv(START_TIMEOUT_S)
+        except (ChannelTimeout, WorkerGone, ProtocolViolation) as exc:
+            detail = self._stderr_tail()
+            self._kill()
+            raise WorkerStartError(f"the worker did not start: {exc}; {detail}") from exc
+        if ready.get("t") != "ready":
+            self._kill()
+            raise WorkerStartError(f"the worker answered {ready.get('t')!r} instead of ready")
+        self._seccomp = bool(ready.get("seccomp"))
+        if not self._seccomp:
+            log.warning("worker runs without its seccomp filter (unsupported machine)")
+
+    def close(self) -> None:
+        """Kill the worker and release its resources; idempotent."""
+        self._kill()
+        self._closed = True
+
+    def __enter__(self) -> WorkerSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._kill()
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+            self._namespace_lost = self._seq > 0
+        if self._chan is not None:
+            self._chan.close()
+            self._chan = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+            self._tmpdir = None
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - _STDERR_TAIL))
+            text = self._stderr.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        return f"worker stderr: {text}" if text else ""
+
+    def _death_reason(self) -> str:
+        proc = self._proc
+        if proc is None:
+            return "the worker is gone"
+        try:
+            code = proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            return "the worker closed its channel"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            hint = {"SIGXCPU": " (CPU-seconds limit)", "SIGKILL": " (killed)"}.get(name, "")
+            reason = f"the worker died from signal {name}{hint}"
+        else:
+            reason = f"the worker exited with code {code}"
+            if code - 128 in (signal.SIGXCPU, signal.SIGKILL):
+                reason += f" (signal {signal.Signals(code - 128).name})"
+        tail = self._stderr_tail()
+        return f"{reason}; {tail}" if tail else reason
+
+    # -- running blocks ----------------------------------------------------------------------
+    def run_reply(
+        self,
+        blocks: Sequence[tuple[str, str]],
+        handler: BoundaryHandler,
+        *,
+        replace_boundary: ReplaceBoundary = "reply",
+    ) -> list[BlockResult]:
+        """Run one reply's blocks in order, driving ``handler`` at every boundary.
+
+        A ``replace_workflow`` decision cancels the pending call and unwinds the block (status
+        ``cancelled``, ``replaced_by`` set); the replacement then runs in the same namespace as
+        block ``f"{old_id}.r{n}"`` (see :func:`replacement_id`). With
+        ``replace_boundary="reply"`` the blocks queued behind it get cancellation receipts and
+        do not run; with ``"block"`` they run after the replacement (paper section A.1).
+
+        Args:
+            blocks: ``(block_id, code)`` pairs in reply order.
+            handler: the controller callbacks (block start, boundary, call, block end).
+            replace_boundary: what a replacement replaces.
+
+        Returns:
+            One result per block in event order: each block, its replacements, and receipts.
+
+        Raises:
+            ToolServerError: the environment server failed (the running block is reported
+                ``killed`` to ``handler.on_block_end`` first; the worker is killed).
+            ValueError: the handler returned a ``patch_block_data`` whose code does not keep
+                the block's structure (it must validate operations first).
+            WorkerStartError: the worker could not be started.
+        """
+        if replace_boundary not in ("reply", "block"):
+            raise ValueError(f"replace_boundary must be 'reply' or 'block', not {replace_boundary!r}")
+        queue: deque[tuple[str, str, str | None]] = deque((b, c, None) for b, c in blocks)
+        results: list[BlockResult] = []
+        while queue:
+            block_id, code, replaces = queue.popleft()
+            result = self._run_block(block_id, code, replaces, handler)
+            results.append(result)
+            handler.on_block_end(result)
+            new_id = result.replaced_by
+            if new_id is None:
+                continue
+            replacement = self._pending_replacement
+            self._pending_replacement = None
+            if replace_boundary == "reply":
+                while queue:
+                    q_id, _q_code, _ = queue.popleft()
+                    receipt = BlockResult(
+                        block_id=q_id,
+                        status="cancelled",
+                        error=(
+                            f"not run: queued behind block {block_id}, whose workflow was "
+                            f"replaced by block {new_id}"
+                        ),
+                        replaced_by=new_id,
+                    )
+                    results.append(receipt)
+                    handler.on_block_end(receipt)
+            queue.appendleft((new_id, replacement or "", block_id))
+        return results
+
+    _pending_replacement: str | None = None
+
+    def _run_block(
+        self, block_id: str, code: str, replaces: str | None, handler: BoundaryHandler
+    ) -> BlockResult:
+        handler.on_block_start(block_id, code, replaces)
+        lim = self._limits
+        if self._task_exec_s >= lim.task_wall_s:
+            return BlockResult(
+                block_id=block_id,
+                status="timeout",
+                error=(
+                    f"not run: the task's execution budget of {lim.task_wall_s:g} s is spent"
+                ),
+            )
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            tree = ast.Module(body=[], type_ignores=[])  # the worker reports the syntax error
+        fresh = self._proc is None and self._namespace_lost
+        self.start()
+        self._namespace_lost = False
+        self._seq += 1
+        blk = _Block(block_id=block_id, code=code, original_tree=tree, seq=self._seq)
+        try:
+            result = self._drive(blk, handler)
+        except _Kill as k:
+            self._kill()
+            result = self._result(blk, k.status, k.reason)
+        except BaseException as exc:
+            self._kill()
+            reason = f"controller failure: {type(exc).__name__}: {exc}"
+            if isinstance(exc, ToolServerError):
+                reason = f"the tool server failed: {exc}"
+            result = self._result(blk, "killed", reason)
+            handler.on_block_end(result.model_copy(update={"fresh_worker": fresh}))
+            raise
+        if fresh:
+            result = result.model_copy(update={"fresh_worker": True})
+        if blk.replacement is not None:
+            self._pending_replacement = blk.replacement
+            result = result.model_copy(update={"replaced_by": replacement_id(block_id)})
+        return result
+
+    def _result(
+        self, blk: _Block, status: BlockStatus, error: str | None, extra_dropped: int = 0
+    ) -> BlockResult:
+        output = "".join(blk.output)
+        dropped = max(blk.dropped, extra_dropped)
+        if dropped:
+            output += f"\n…[output truncated: {dropped} more characters were not kept]"
+        if blk.cancelled and status != "cancelled":
+            error = f"{error}; the block was being cancelled" if error else None
+            status = "cancelled"
+        return BlockResult(
+            block_id=blk.block_id,
+            status=status,
+            output=output,
+            error=error,
+            calls=blk.calls,
+            wall_s=time.time() - blk.started,
+            exec_s=blk.exec_s,
+        )
+
+    def _add_output(self, blk: _Block, text: Any, dropped: Any) -> None:
+        if not isinstance(text, str) or not isinstance(dropped, int):
+            raise _Kill("killed", "protocol violation: malformed output fields")
+        room = self._limits.output_chars - blk.output_chars
+        if len(text) > room:
+            blk.dropped += len(text) - max(room, 0)
+            text = text[: max(room, 0)]
+        blk.output.append(text)
+        blk.output_chars += len(text)
+        blk.dropped = max(blk.dropped, dropped)
+
+    def _recv(self, blk: _Block) -> dict[str, Any]:
+        """Receive the worker's next message, charging the wait to the execution clocks."""
+        assert self._chan is not None
+        lim = self._limits
+        if blk.cancelled:
+            budget = lim.cancel_grace_s - blk.cancel_exec_s
+            kind = "cancel"
+        else:
+            block_left = lim.block_wall_s - blk.exec_s
+            task_left = lim.task_wall_s - self._task_exec_s
+            budget = min(block_left, task_left)
+            kind = "block" if block_left <= task_left else "task"
+        t0 = time.perf_counter()
+        try:
+            return self._chan.recv(max(budget, 0.0))
+        except ChannelTimeout:
+            if kind == "cancel":
+                raise _Kill(
+                    "cancelled",
+                    f"the replaced block did not unwind within {lim.cancel_grace_s:g} s; the "
+                    "worker was killed and the replacement runs in a fresh worker",
+                ) from None
+            what = (
+                f"the block's wall-clock budget of {lim.block_wall_s:g} s"
+                if kind == "block"
+                else f"the task's execution budget of {lim.task_wall_s:g} s"
+            )
+            raise _Kill(
+                "timeout",
+                f"{what} was exceeded (review time excluded); the worker was killed and the "
+                "next block starts in a fresh worker",
+            ) from None
+        except WorkerGone:
+            raise _Kill("killed", self._death_reason()) from None
+        except ProtocolViolation as exc:
+            raise _Kill("killed", f"protocol violation: {exc}") from None
+        finally:
+            dt = time.perf_counter() - t0
+            blk.exec_s += dt
+            self._task_exec_s += dt
+            if blk.cancelled:
+                blk.cancel_exec_s += dt
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        assert self._chan is not None
+        try:
+            self._chan.send(msg)
+        except WorkerGone:
+            raise _Kill("killed", self._death_reason()) from None
+        except ChannelTimeout as exc:
+            raise _Kill("killed", f"protocol violation: {exc}") from None
+
+    def _drive(self, blk: _Block, handler: BoundaryHandler) -> BlockResult:
+        self._send({"t": "run", "seq": blk.seq, "id": blk.block_id, "code": blk.code})
+        while True:
+            msg = self._recv(blk)
+            kind = msg.get("t")
+            if kind == "call":
+                self._on_call(blk, msg, handler)
+            elif kind == "end":
+                return self._on_end(blk, msg)
+            else:
+                raise _Kill("killed", f"protocol violation: unexpected message {kind!r}")
+
+    def _on_end(self, blk: _Block, msg: dict[str, Any]) -> BlockResult:
+        status = msg.get("status")
+        error = msg.get("error")
+        if status not in ("completed", "error", "cancelled") or not (
+            error is None or isinstance(error, str)
+        ):
+            raise _Kill("killed", "protocol violation: malformed block end")
+        self._add_output(blk, msg.get("out", ""), msg.get("dropped", 0))
+        if blk.cancelled:
+            return self._result(blk, "cancelled", None)
+        if status == "cancelled":
+            raise _Kill("killed", "protocol violation: a block claimed cancellation unasked")
+        if blk.budget_hit:
+            budget_note = (
+                f"the task's budget of {self._limits.primitive_calls} primitive calls is spent"
+            )
+            return self._result(blk, "budget_exhausted", f"{budget_note}\n{error}" if error else budget_note)
+        return self._result(blk, "completed" if status == "completed" else "error", error)
+
+    def _on_call(self, blk: _Block, msg: dict[str, Any], handler: BoundaryHandler) -> None:
+        if blk.cancelled:
+            raise _Kill("killed", "protocol violation: a primitive call from a cancelled block")
+        tool = msg.get("tool")
+        names = {s.name for s in self.tool_schemas}
+        if tool not in names:
+            raise _Kill("killed", f"protocol violation: call to unknown tool {tool!r}")
+        self._add_output(blk, msg.get("out", ""), msg.get("dropped", 0))
+        if self._calls >= self._limits.primitive_calls:
+            blk.budget_hit = True
+            self._send(
+                {
+                    "t": "budget",
+                    "msg": f"the task's budget of {self._limits.primitive_calls} primitive calls "
+                    "is spent; no further call is made",
+                }
+            )
+            return
+        try:
+            lits = msg.get("lits") or {}
+            if not isinstance(lits, dict):
+                raise TypeError("lits")
+            boundary = Boundary(
+                block_id=blk.block_id,
+                call_index=self._calls,
+                block_call_index=blk.calls,
+                tool=tool,
+                arguments=msg.get("args"),
+                line=msg.get("line"),
+                call_site=CallSite(
+                    module=f"block_{blk.block_id}", function=msg.get("fn"), class_name=msg.get("cls")
+                ),
+                module_vars=msg.get("mv") or {},
+                local_vars=msg.get("lv") or {},
+                output="".join(blk.output),
+                code=blk.code,
+            )
+        except (ValidationError, TypeError) as exc:
+            raise _Kill("killed", f"protocol violation: malformed boundary: {exc}") from None
+        decision: Decision = handler.on_boundary(boundary)
+        arguments = dict(boundary.arguments)
+        reply: dict[str, Any] = {}
+        if isinstance(decision, Keep):
+            pass
+        elif isinstance(decision, PatchArguments):
+            arguments.update(decision.arguments)
+        elif isinstance(decision, PatchBlockData):
+            arguments.update(self._apply_block_data(blk, decision.code, lits))
+            reply["code"] = decision.code
+        elif isinstance(decision, ReplaceWorkflow):
+            blk.cancelled = True
+            blk.replacement = decision.code
+            self._send({"t": "cancel"})
+            return
+        else:
+            raise TypeError(f"unknown decision {decision!r}")
+        result = self._call_tool(blk, tool, arguments, handler)
+        if result.is_error:
+            self._send({"t": "err", "msg": result.text})
+        else:
+            reply.update({"t": "res", "text": result.text})
+            self._send(reply)
+
+    def _apply_block_data(self, blk: _Block, code: str, lits: dict[str, Any]) -> dict[str, Any]:
+        """Check a Params rewrite and return the pending call's re-evaluated literal arguments.
+
+        Semantics: the rewrite must have the block's syntax tree except constant values. From
+        the pending call on, every evaluation of a literal of this block (later statements, loop
+        iterations, functions the block defines, even when called later) yields the rewrite's
+        value; values already computed and stored (variables, default arguments, earlier
+        calls) keep theirs. The pending call's arguments that are plain literals at its call
+        site take the new values; other arguments are unchanged.
+        """
+        try:
+            new_tree = ast.parse(code)
+        except SyntaxError as exc:
+            raise ValueError(f"patch_block_data code does not parse: {exc}") from None
+        if _runtime.structure_key(new_tree) != _runtime.structure_key(blk.original_tree):
+            raise ValueError("patch_block_data code changes the block's structure")
+        values = _runtime.slot_values(new_tree, _runtime.slot_positions(blk.original_tree))
+        blk.code = code
+        out: dict[str, Any] = {}
+        for name, slot in lits.items():
+            if isinstance(slot, int) and 0 <= slot < len(values):
+                value = values[slot]
+                if isinstance(value, _JSON_SCALARS):
+                    out[name] = value
+        return out
+
+    def _call_tool(
+        self, blk: _Block, tool: str, arguments: dict[str, Any], handler: BoundaryHandler
+    ) -> ToolResult:
+        started = time.time()
+        t0 = time.perf_counter()
+        result = self._tools.call(tool, arguments)
+        elapsed = time.perf_counter() - t0
+        blk.exec_s += elapsed
+        self._task_exec_s += elapsed
+        call = PrimitiveCall(
+            block_id=blk.block_id,
+            call_index=self._calls,
+            tool=tool,
+            arguments=arguments,
+            result=result,
+            started_at=started,
+            elapsed_ms=elapsed * 1000,
+        )
+        self._calls += 1
+        blk.calls += 1
+        handler.on_call(call)
+        return result

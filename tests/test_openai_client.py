@@ -1,0 +1,478 @@
+"""Tests of controlscope.models.openai_client.
+
+Two real servers on loopback: a tiny stdlib HTTP server that injects faults (429, 500, a silent
+endpoint, malformed tool calls) and records the JSON bodies it receives, and ``llama_cpp.server``
+serving the real 0.5B model (marked slow).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from controlscope.models import (
+    Message,
+    ModelRequest,
+    OpenAIModel,
+    ProviderError,
+    ToolCall,
+    ToolSpec,
+)
+from controlscope.models.openai_client import request_to_openai
+
+Action = tuple[int, dict[str, Any], dict[str, str]] | str
+
+
+def completion(
+    content: str | None = "hello",
+    tool_calls: list[dict[str, Any]] | None = None,
+    usage: dict[str, Any] | None = None,
+    finish: str = "stop",
+) -> dict[str, Any]:
+    """An OpenAI chat.completion body."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls is not None:
+        message["tool_calls"] = tool_calls
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage or {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+    }
+
+
+class FakeEndpoint:
+    """A scripted OpenAI-compatible endpoint: each POST takes the next action of the script.
+
+    An action is ``(status, body, headers)`` or ``"hang"`` (answer nothing until released).
+    Requests beyond the script get a 200 text answer.
+    """
+
+    def __init__(self) -> None:
+        self.script: list[Action] = []
+        self.bodies: list[dict[str, Any]] = []
+        self.release = threading.Event()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                endpoint.bodies.append(json.loads(self.rfile.read(length)))
+                action: Action = (
+                    endpoint.script.pop(0)
+                    if endpoint.script
+                    else (
+                        200,
+                        completion(),
+                        {},
+                    )
+                )
+                if action == "hang":
+                    endpoint.release.wait(30)
+                    return
+                assert not isinstance(action, str)
+                status, body, headers = action
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[FakeEndpoint]:
+    fake = FakeEndpoint()
+    yield fake
+    fake.close()
+
+
+def make(endpoint: FakeEndpoint, **kwargs: Any) -> OpenAIModel:
+    options: dict[str, Any] = {"timeout_s": 5.0, "max_retries": 3, "backoff_s": 0.01}
+    options.update(kwargs)
+    return OpenAIModel("fake-model", base_url=endpoint.base_url, api_key="k", **options)
+
+
+def user(text: str) -> ModelRequest:
+    return ModelRequest(messages=(Message(role="user", content=text),), max_tokens=16)
+
+
+ERROR_BODY = {"error": {"message": "boom", "type": "server_error"}}
+
+
+def test_text_answer_and_usage_with_cached_tokens(endpoint: FakeEndpoint) -> None:
+    usage = {
+        "prompt_tokens": 120,
+        "completion_tokens": 7,
+        "total_tokens": 127,
+        "prompt_tokens_details": {"cached_tokens": 96},
+    }
+    endpoint.script.append((200, completion("fine", usage=usage), {}))
+    response = make(endpoint).complete(user("hi"))
+    assert response.text == "fine"
+    assert response.finish_reason == "stop"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (120, 7)
+    assert response.usage.cached_tokens == 96
+    assert response.model == "fake-model"
+    assert response.cached is False
+    assert response.latency_s > 0
+
+
+def test_429_then_200_is_retried_and_attempts_counted(endpoint: FakeEndpoint) -> None:
+    endpoint.script.append((429, ERROR_BODY, {"retry-after": "0"}))
+    endpoint.script.append((200, completion("after retry"), {}))
+    model = make(endpoint)
+    assert model.complete(user("hi")).text == "after retry"
+    assert model.last_attempts == 2
+    assert model.total_retries == 1
+    assert len(endpoint.bodies) == 2
+
+
+def test_500_every_time_raises_provider_error_after_retries(endpoint: FakeEndpoint) -> None:
+    endpoint.script.extend([(500, ERROR_BODY, {})] * 5)
+    model = make(endpoint, max_retries=2)
+    with pytest.raises(ProviderError) as caught:
+        model.complete(user("hi"))
+    assert caught.value.kind == "server"
+    assert caught.value.status == 500
+    assert "after 3 attempt(s)" in str(caught.value)
+    assert model.last_attempts == 3
+    assert len(endpoint.bodies) == 3
+
+
+def test_backoff_grows_exponentially(endpoint: FakeEndpoint) -> None:
+    endpoint.script.extend([(503, ERROR_BODY, {})] * 3)
+    model = make(endpoint, max_retries=2, backoff_s=0.2)
+    start = time.monotonic()
+    with pytest.raises(ProviderError):
+        model.complete(user("hi"))
+    # waits of 0.2 and 0.4 s (each up to 25 % longer with jitter)
+    assert 0.6 <= time.monotonic() - start < 3.0
+
+
+def test_400_is_not_retried(endpoint: FakeEndpoint) -> None:
+    endpoint.script.append((400, {"error": {"message": "bad field"}}, {}))
+    model = make(endpoint)
+    with pytest.raises(ProviderError) as caught:
+        model.complete(user("hi"))
+    assert (caught.value.kind, caught.value.status) == ("bad_request", 400)
+    assert model.last_attempts == 1
+
+
+def test_silent_endpoint_times_out_quickly(endpoint: FakeEndpoint) -> None:
+    endpoint.script.extend(["hang", "hang"])
+    model = make(endpoint, timeout_s=0.5, max_retries=1)
+    start = time.monotonic()
+    with pytest.raises(ProviderError) as caught:
+        model.complete(user("hi"))
+    assert caught.value.kind == "timeout"
+    assert model.last_attempts == 2
+    assert time.monotonic() - start < 5.0
+
+
+def test_closed_port_is_a_connection_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    model = OpenAIModel(
+        "m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=1, backoff_s=0.01
+    )
+    with pytest.raises(ProviderError) as caught:
+        model.complete(user("hi"))
+    assert caught.value.kind == "connection"
+    assert caught.value.status is None
+    assert model.last_attempts == 2
+
+
+def test_malformed_tool_call_arguments_are_kept_raw(endpoint: FakeEndpoint) -> None:
+    calls = [
+        {
+            "id": "call_a",
+            "type": "function",
+            "function": {"name": "execute_python", "arguments": '{"code": "print(1)'},
+        },
+        {
+            "id": "call_b",
+            "type": "function",
+            "function": {"name": "execute_python", "arguments": "[1, 2]"},
+        },
+        {
+            "id": "call_c",
+            "type": "function",
+            "function": {"name": "execute_python", "arguments": '{"code": "x = 1"}'},
+        },
+    ]
+    endpoint.script.append((200, completion(None, tool_calls=calls, finish="tool_calls"), {}))
+    response = make(endpoint).complete(user("hi"))
+    bad, not_object, good = response.tool_calls
+    assert bad.parsed is None and bad.error is not None and "not valid JSON" in bad.error
+    assert bad.arguments == '{"code": "print(1)'
+    assert not_object.parsed is None and not_object.error is not None
+    assert good.parsed == {"code": "x = 1"} and good.error is None
+    assert response.finish_reason == "tool_calls"
+    assert response.text is None
+
+
+def test_response_without_choices_is_a_provider_error(endpoint: FakeEndpoint) -> None:
+    body = completion()
+    body["choices"] = []
+    endpoint.script.append((200, body, {}))
+    with pytest.raises(ProviderError) as caught:
+        make(endpoint).complete(user("hi"))
+    assert caught.value.kind == "other"
+
+
+def test_request_mapping_reaches_the_wire(endpoint: FakeEndpoint) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    request = ModelRequest(
+        messages=(
+            Message(role="system", content="sys"),
+            Message(role="user", content="go"),
+            Message(
+                role="assistant",
+                tool_calls=(ToolCall(id="c1", name="execute_python", arguments='{"code": "1"}'),),
+            ),
+            Message(role="tool", content="1", tool_call_id="c1", name="execute_python"),
+        ),
+        tools=(ToolSpec(name="execute_python", parameters=schema),),
+        tool_choice="execute_python",
+        temperature=0.2,
+        top_p=0.9,
+        max_tokens=33,
+        seed=7,
+        json_schema=schema,
+        provider_options={"reasoning_effort": "high", "custom_flag": True},
+    )
+    make(endpoint).complete(request)
+    body = endpoint.bodies[-1]
+    assert body["model"] == "fake-model"
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "execute_python"}}
+    assert body["tools"][0]["function"]["parameters"] == schema
+    assert "max_completion_tokens" not in body
+    assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (
+        0.2,
+        0.9,
+        33,
+        7,
+    )
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"] == schema
+    assert body["reasoning_effort"] == "high" and body["custom_flag"] is True
+    assistant, tool = body["messages"][2], body["messages"][3]
+    assert assistant["tool_calls"][0]["function"]["arguments"] == '{"code": "1"}'
+    assert tool["tool_call_id"] == "c1"
+
+
+def test_max_completion_tokens_field(endpoint: FakeEndpoint) -> None:
+    make(endpoint, max_tokens_field="max_completion_tokens").complete(user("hi"))
+    body = endpoint.bodies[-1]
+    assert body["max_completion_tokens"] == 16 and "max_tokens" not in body
+
+
+def test_unknown_named_tool_choice_is_refused_before_sending() -> None:
+    request = ModelRequest(
+        messages=(Message(role="user", content="x"),),
+        tools=(ToolSpec(name="a"),),
+        tool_choice="b",
+    )
+    with pytest.raises(ValueError, match="names no offered tool"):
+        request_to_openai(request)
+    with pytest.raises(ValueError, match="needs tools"):
+        request_to_openai(ModelRequest(messages=request.messages, tool_choice="required"))
+
+
+def test_configuration_from_environment(
+    endpoint: FakeEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTROLSCOPE_MODEL", "env-model")
+    monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key")
+    model = OpenAIModel()
+    assert model.model_id == "openai:env-model"
+    assert model.base_url == endpoint.base_url
+    model.complete(user("hi"))
+    assert endpoint.bodies[-1]["model"] == "env-model"
+    monkeypatch.delenv("CONTROLSCOPE_MODEL")
+    with pytest.raises(ValueError, match="CONTROLSCOPE_MODEL"):
+        OpenAIModel()
+
+
+# --- the real OpenAI-compatible server: llama_cpp.server with the 0.5B model -------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_until(check: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.25)
+    return False
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Start ``python -m llama_cpp.server`` on loopback; yield its base URL."""
+    pytest.importorskip("llama_cpp.server")
+    from controlscope.models.weights import ensure_weights
+
+    weights = ensure_weights("0.5b")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    threads = str(min(2, os.cpu_count() or 1))
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "llama_cpp.server",
+                "--model", str(weights),
+                "--host", "127.0.0.1", "--port", str(port),
+                "--n_ctx", "2048", "--n_threads", threads,
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def up() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"llama_cpp.server exited: {Path(log).read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1):
+                return True
+        except OSError:
+            return False
+
+    try:
+        assert _wait_until(up, 120), "llama_cpp.server did not come up within 120 s"
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def served(llama_server: str) -> OpenAIModel:
+    return OpenAIModel(
+        "qwen-0.5b", base_url=llama_server, timeout_s=120, max_retries=1, json_format="json_object"
+    )
+
+
+@pytest.mark.slow
+def test_real_server_text_answer(served: OpenAIModel) -> None:
+    request = ModelRequest(
+        messages=(Message(role="user", content="Reply with the single word: yes"),),
+        temperature=0.0,
+        max_tokens=8,
+        seed=1,
+    )
+    response = served.complete(request)
+    assert response.text and response.text.strip()
+    assert response.usage.input_tokens > 5
+    assert 0 < response.usage.output_tokens <= 8
+    assert response.finish_reason in ("stop", "length")
+
+
+@pytest.mark.slow
+def test_real_server_named_tool_call(served: OpenAIModel) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    }
+    request = ModelRequest(
+        messages=(Message(role="user", content="Read the file notes.txt"),),
+        tools=(ToolSpec(name="read_text_file", description="Read a file", parameters=schema),),
+        tool_choice="read_text_file",
+        temperature=0.0,
+        max_tokens=40,
+    )
+    response = served.complete(request)
+    assert len(response.tool_calls) == 1
+    call = response.tool_calls[0]
+    assert call.name == "read_text_file"
+    assert call.parsed is not None, call.error
+    jsonschema.validate(call.parsed, schema)
+
+
+@pytest.mark.slow
+def test_real_server_json_schema_answer(served: OpenAIModel) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string", "maxLength": 60},
+            "decision": {"type": "string", "enum": ["keep", "patch_arguments", "replace_workflow"]},
+        },
+        "required": ["reason", "decision"],
+    }
+    request = ModelRequest(
+        messages=(
+            Message(role="system", content="You review programs. Answer in JSON."),
+            Message(role="user", content="The pending call reads notes.txt. Decide."),
+        ),
+        json_schema=schema,
+        temperature=0.0,
+        max_tokens=60,
+    )
+    response = served.complete(request)
+    assert response.text is not None
+    jsonschema.validate(json.loads(response.text), schema)
+
+
+@pytest.mark.slow
+def test_real_server_rejects_openai_json_schema_format(llama_server: str) -> None:
+    """llama_cpp.server fails on OpenAI's ``json_schema`` format (why ``json_format`` exists)."""
+    model = OpenAIModel("qwen-0.5b", base_url=llama_server, max_retries=0)
+    request = ModelRequest(
+        messages=(Message(role="user", content="x"),), json_schema={"type": "object"}
+    )
+    with pytest.raises(ProviderError) as caught:
+        model.complete(request)
+    # it answers with an HTTP error (a 500 in llama-cpp-python 0.3.36), never a hang
+    assert caught.value.kind in ("bad_request", "server")
+    assert caught.value.status is not None and caught.value.status >= 400
+    assert model.last_attempts == 1

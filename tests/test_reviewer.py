@@ -1,0 +1,504 @@
+"""Tests of the reviewer: views, operation interface, every fallback kind, the event trail.
+
+Tool schemas come from the real MCP filesystem server; the model is the scripted test double
+(and, in the slow test, the embedded local model).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from controlscope.envs.filesystem.server import start_filesystem_server
+from controlscope.models.scripted import ScriptedModel
+from controlscope.models.types import Message, ModelRequest, ModelResponse, ProviderError, ToolCall
+from controlscope.record import TrajectoryWriter, read_events
+from controlscope.review import (
+    DecisionRecord,
+    PublicState,
+    Reviewer,
+    ViewLimits,
+    decision_schema,
+    describe_tool,
+    find_json_object,
+    operation_tools,
+    render_view,
+)
+from controlscope.scope import (
+    Keep,
+    PatchArguments,
+    PatchBlockData,
+    ReplaceWorkflow,
+    Scope,
+)
+from controlscope.tools import ToolResult, ToolSchema
+from controlscope.worker.types import Boundary, CallSite, PrimitiveCall
+
+BLOCK = (
+    "names = read_text_file('students/roster.txt').splitlines()\n"
+    "for n in names:\n"
+    "    print(n)\n"
+    "data = read_text_file('students/MARKER_PATH.csv')\n"
+    "write_file('out/english.txt', data)\n"
+)
+QUEUED = "print(list_directory('out'))\n"
+
+
+@pytest.fixture(scope="module")
+def fs_tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolSchema, ...]]:
+    """The real filesystem server's tool schemas."""
+    workspace = tmp_path_factory.mktemp("ws")
+    server = start_filesystem_server(workspace)
+    try:
+        yield tuple(server.list_tools())
+    finally:
+        server.close()
+
+
+def make_state(tools: tuple[ToolSchema, ...], **overrides: object) -> PublicState:
+    boundary = Boundary(
+        block_id="t1.b0",
+        call_index=3,
+        block_call_index=1,
+        tool="read_text_file",
+        arguments={"path": "students/MARKER_PATH.csv"},
+        line=4,
+        call_site=CallSite(module="t1.b0"),
+        module_vars={"names": ["MARKER_VAR_ann", "bob"], "__builtins__": "<module>"},
+        output="MARKER_OUTPUT_ann\nbob\n",
+        code=BLOCK,
+    )
+    fields: dict[str, object] = {
+        "goal": "Write the English students to out/english.txt. MARKER_GOAL",
+        "history": (
+            Message(role="system", content="MARKER_SYSTEM planner prompt"),
+            Message(role="user", content="MARKER_HISTORY_USER do the task"),
+            Message(
+                role="assistant",
+                tool_calls=(
+                    ToolCall(
+                        id="c0",
+                        name="execute_python",
+                        arguments='{"code": "print(1)"}',
+                        parsed={"code": "print('MARKER_EARLIER_BLOCK')"},
+                    ),
+                ),
+            ),
+            Message(role="tool", content="MARKER_EARLIER_RECEIPT", tool_call_id="c0"),
+        ),
+        "reply_blocks": (BLOCK, QUEUED),
+        "running_block": 0,
+        "queued_blocks": (QUEUED,),
+        "boundary": boundary,
+        "tools": tools,
+        "decisions": (
+            DecisionRecord(
+                call_index=2,
+                block_id="t1.b0",
+                tool="read_text_file",
+                granted=Scope.FULL,
+                operation=PatchArguments(arguments={"path": "MARKER_DECISION"}),
+            ),
+        ),
+        "reply_messages": ("MARKER_REPLY_MESSAGE",),
+        "block_calls": (
+            PrimitiveCall(
+                block_id="t1.b0",
+                call_index=2,
+                tool="read_text_file",
+                arguments={"path": "students/roster.txt"},
+                result=ToolResult(text="MARKER_OBSERVATION ann\nbob"),
+                started_at=0.0,
+                elapsed_ms=1.0,
+            ),
+        ),
+        "calls_used": 3,
+        "call_budget": 100,
+    }
+    fields.update(overrides)
+    return PublicState.model_validate(fields)
+
+
+# -- operation interface ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scope", "names"),
+    [
+        (Scope.KEEP, ["keep"]),
+        (Scope.ARG, ["keep", "patch_arguments"]),
+        (Scope.PARAMS, ["keep", "patch_arguments", "patch_block_data"]),
+        (Scope.FULL, ["keep", "patch_arguments", "patch_block_data", "replace_workflow"]),
+    ],
+)
+def test_operation_tools_follow_the_scope(scope: Scope, names: list[str]) -> None:
+    tools = operation_tools(scope)
+    assert [t.name for t in tools] == names
+    for tool in tools:
+        props = tool.parameters["properties"]
+        assert list(props)[0] == "reason"
+        assert ("arguments" in props) == (tool.name == "patch_arguments")
+        assert ("code" in props) == (tool.name in {"patch_block_data", "replace_workflow"})
+
+
+def test_decision_schema_admits_only_granted_complete_decisions() -> None:
+    arg = decision_schema(Scope.ARG)
+    ok_keep = {"reason": "fine", "operation": "keep"}
+    ok_patch = {"reason": "x", "operation": "patch_arguments", "arguments": {"path": "a"}}
+    jsonschema.validate(ok_keep, arg)
+    jsonschema.validate(ok_patch, arg)
+    for bad in (
+        {"reason": "x", "operation": "replace_workflow", "code": "print(1)"},
+        {"reason": "x", "operation": "patch_arguments"},
+        {"operation": "keep"},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, arg)
+    jsonschema.validate(
+        {"reason": "x", "operation": "replace_workflow", "code": "print(1)"},
+        decision_schema(Scope.FULL),
+    )
+    keep_only = decision_schema(Scope.KEEP)
+    assert keep_only["properties"]["operation"] == {"const": "keep"}
+
+
+def test_decision_schema_compiles_to_a_llama_grammar() -> None:
+    """The local model decodes under this schema; llama.cpp's converter must accept it."""
+    grammar_mod = pytest.importorskip("llama_cpp.llama_grammar")
+    for scope in Scope:
+        gbnf = grammar_mod.json_schema_to_gbnf(json.dumps(decision_schema(scope)))
+        assert "operation" in gbnf
+
+
+def test_find_json_object() -> None:
+    assert find_json_object('{"operation": "keep"}', key="operation") == {"operation": "keep"}
+    fenced = 'Sure:\n```json\n{"reason": "r", "operation": "keep"}\n```'
+    assert find_json_object(fenced, key="operation") == {"reason": "r", "operation": "keep"}
+    embedded = 'I choose {"x": 1} then {"operation": "keep", "reason": "ok"} done'
+    assert find_json_object(embedded, key="operation") == {"operation": "keep", "reason": "ok"}
+    assert find_json_object("keep it", key="operation") is None
+
+
+# -- views -----------------------------------------------------------------------------------
+
+
+def test_describe_tool_from_real_schema(fs_tools: tuple[ToolSchema, ...]) -> None:
+    by_name = {t.name: t for t in fs_tools}
+    line = describe_tool(by_name["read_text_file"])
+    assert line.startswith("read_text_file(path: string, head?: number, tail?: number):")
+    assert "array[string]" in describe_tool(by_name["read_multiple_files"])
+
+
+def test_code_only_view_hides_runtime_feedback(fs_tools: tuple[ToolSchema, ...]) -> None:
+    system, user = render_view(make_state(fs_tools), "code_only", Scope.FULL)
+    assert system.role == "system" and user.role == "user"
+    text = user.content or ""
+    for present in (
+        "MARKER_GOAL",
+        "MARKER_HISTORY_USER",
+        "MARKER_EARLIER_BLOCK",
+        "MARKER_EARLIER_RECEIPT",
+        "MARKER_PATH",  # in the block's code
+        "list_directory('out')",  # the queued block
+        "MARKER_DECISION",
+        "tool: read_text_file",
+        "block line 4 (module level): data = read_text_file('students/MARKER_PATH.csv')",
+    ):
+        assert present in text, present
+    for absent in (
+        "MARKER_SYSTEM",
+        "MARKER_VAR",
+        "MARKER_OUTPUT",
+        "MARKER_OBSERVATION",
+        "MARKER_REPLY_MESSAGE",
+        "arguments:",
+    ):
+        assert absent not in text, absent
+    assert "read_text_file(path: string" in (system.content or "")
+
+
+def test_with_feedback_view_adds_runtime_feedback(fs_tools: tuple[ToolSchema, ...]) -> None:
+    code_only = render_view(make_state(fs_tools), "code_only")[1].content or ""
+    text = render_view(make_state(fs_tools), "with_feedback")[1].content or ""
+    for present in (
+        "MARKER_VAR_ann",
+        "MARKER_OUTPUT_ann",
+        "MARKER_OBSERVATION",
+        "MARKER_REPLY_MESSAGE",
+        'arguments: {"path": "students/MARKER_PATH.csv"}',
+    ):
+        assert present in text and present not in code_only, present
+    assert "__builtins__" not in text
+    # Everything the code-only view shows is still shown.
+    assert "MARKER_DECISION" in text and "MARKER_EARLIER_BLOCK" in text
+
+
+def test_views_describe_only_granted_operations(fs_tools: tuple[ToolSchema, ...]) -> None:
+    state = make_state(fs_tools)
+    arg = render_view(state, "with_feedback", Scope.ARG, mode="json")[0].content or ""
+    full = render_view(state, "with_feedback", Scope.FULL)[0].content or ""
+    assert "patch_arguments" in arg and "replace_workflow" not in arg
+    assert "JSON object" in arg
+    assert "replace_workflow" in full and "queued after it" in full
+    block = make_state(fs_tools, replace_boundary="block")
+    assert "queued after it" not in (render_view(block, "code_only")[0].content or "")
+    with pytest.raises(ValueError, match="unknown view"):
+        render_view(state, "everything", Scope.FULL)  # type: ignore[arg-type]
+
+
+def test_views_are_bounded_and_mark_cuts(fs_tools: tuple[ToolSchema, ...]) -> None:
+    long_history = tuple(
+        Message(role="user" if i % 2 else "assistant", content=f"message {i} " + "x" * 3000)
+        for i in range(60)
+    )
+    boundary = make_state(fs_tools).boundary.model_copy(
+        update={
+            "module_vars": {f"v{i}": "y" * 5000 for i in range(200)},
+            "output": "z" * 50_000,
+        }
+    )
+    state = make_state(fs_tools, history=long_history, boundary=boundary)
+    limits = ViewLimits()
+    text = render_view(state, "with_feedback", limits=limits)[1].content or ""
+    assert len(text) < 16_000
+    assert "earlier messages omitted" in text
+    assert "message 59" in text and "message 0 " not in text
+    assert "more variables omitted" in text
+    assert "chars cut" in text
+    small = render_view(state, "with_feedback", limits=ViewLimits(history_chars=500))
+    assert len(small[1].content or "") < len(text)
+
+
+def test_replacement_block_is_shown_as_running(fs_tools: tuple[ToolSchema, ...]) -> None:
+    repl = "print('MARKER_REPLACEMENT')\nread_text_file('a')\n"
+    state = make_state(
+        fs_tools,
+        running_block=None,
+        boundary=make_state(fs_tools).boundary.model_copy(update={"code": repl, "line": 2}),
+    )
+    text = render_view(state, "code_only")[1].content or ""
+    assert "Replacement block (RUNNING)" in text and "MARKER_REPLACEMENT" in text
+    assert "block line 2 (module level): read_text_file('a')" in text
+
+
+# -- reviews and fallbacks -------------------------------------------------------------------
+
+
+def tool_answer(name: str, args: dict[str, object] | str) -> ModelResponse:
+    return ScriptedModel.tool_call(name, args)
+
+
+def test_accepted_patch_in_tools_mode(fs_tools: tuple[ToolSchema, ...]) -> None:
+    model = ScriptedModel(
+        [
+            tool_answer(
+                "patch_arguments",
+                {"reason": "wrong file", "arguments": {"path": "students/english.csv"}},
+            )
+        ]
+    )
+    reviewer = Reviewer(model, Scope.ARG, draw=2, temperature=0.3, max_tokens=512)
+    outcome = reviewer.review(make_state(fs_tools))
+    assert outcome.fallback is None and outcome.validation.accepted
+    assert outcome.realized == PatchArguments(arguments={"path": "students/english.csv"})
+    assert outcome.reason == "wrong file"
+    assert outcome.model_called and outcome.latency_s > 0
+    (request,) = model.requests
+    assert [t.name for t in request.tools] == ["keep", "patch_arguments"]
+    assert (request.draw, request.temperature, request.max_tokens) == (2, 0.3, 512)
+    assert request.purpose == "reviewer" and request.tool_choice == "auto"
+    assert request.json_schema is None
+    assert outcome.request == request
+
+
+def test_replacement_accepted_under_full(fs_tools: tuple[ToolSchema, ...]) -> None:
+    code = "data = read_text_file('students/english.csv')\nwrite_file('out/english.txt', data)"
+    model = ScriptedModel([tool_answer("replace_workflow", {"reason": "r", "code": code})])
+    outcome = Reviewer(model, Scope.FULL).review(make_state(fs_tools))
+    assert outcome.realized == ReplaceWorkflow(code=code) and outcome.fallback is None
+
+
+def test_block_data_patch_under_params(fs_tools: tuple[ToolSchema, ...]) -> None:
+    code = BLOCK.replace("MARKER_PATH", "english")
+    model = ScriptedModel([tool_answer("patch_block_data", {"reason": "r", "code": code})])
+    outcome = Reviewer(model, Scope.PARAMS).review(make_state(fs_tools))
+    assert outcome.realized == PatchBlockData(code=code) and outcome.fallback is None
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(ModelResponse(text="Looks fine to me."), id="text-without-decision"),
+        pytest.param(tool_answer("patch_arguments", '{"arguments": {"path": '), id="bad-json"),
+        pytest.param(tool_answer("patch_arguments", {"reason": "r"}), id="missing-payload"),
+        pytest.param(tool_answer("execute_python", {"code": "print(1)"}), id="not-an-operation"),
+        pytest.param(ModelResponse(text='{"operation": "delete_all"}'), id="unknown-kind"),
+    ],
+)
+def test_malformed_answers_fall_back_to_keep(
+    fs_tools: tuple[ToolSchema, ...], answer: ModelResponse
+) -> None:
+    outcome = Reviewer(ScriptedModel([answer]), Scope.FULL).review(make_state(fs_tools))
+    assert outcome.fallback == "malformed"
+    assert outcome.realized == Keep() and outcome.proposal is None
+    assert not outcome.validation.accepted and outcome.validation.reason == "malformed"
+    assert outcome.problem and outcome.validation.detail == outcome.problem
+    assert outcome.error is None and outcome.response is not None
+
+
+def test_out_of_scope_falls_back_to_keep(fs_tools: tuple[ToolSchema, ...]) -> None:
+    answer = tool_answer("replace_workflow", {"reason": "r", "code": "print(1)"})
+    outcome = Reviewer(ScriptedModel([answer]), Scope.ARG).review(make_state(fs_tools))
+    assert outcome.fallback == "out_of_scope"
+    assert outcome.proposal == ReplaceWorkflow(code="print(1)")
+    assert outcome.realized == Keep() and outcome.validation.reason == "out_of_scope"
+
+
+@pytest.mark.parametrize(
+    ("scope", "answer", "reason"),
+    [
+        (
+            Scope.ARG,
+            tool_answer("patch_arguments", {"reason": "r", "arguments": {"file": "x"}}),
+            "unknown_argument",
+        ),
+        (
+            Scope.ARG,
+            tool_answer("patch_arguments", {"reason": "r", "arguments": {"path": 7}}),
+            "schema_violation",
+        ),
+        (
+            Scope.PARAMS,
+            tool_answer("patch_block_data", {"reason": "r", "code": "print('other')"}),
+            "structure_changed",
+        ),
+        (
+            Scope.FULL,
+            tool_answer("replace_workflow", {"reason": "r", "code": "def broken(:"}),
+            "syntax_error",
+        ),
+    ],
+)
+def test_invalid_proposals_fall_back_to_keep(
+    fs_tools: tuple[ToolSchema, ...], scope: Scope, answer: ModelResponse, reason: str
+) -> None:
+    outcome = Reviewer(ScriptedModel([answer]), scope).review(make_state(fs_tools))
+    assert outcome.fallback == "invalid_arguments"
+    assert outcome.proposal is not None and outcome.realized == Keep()
+    assert outcome.validation.reason == reason
+
+
+def test_provider_error_falls_back_to_keep(fs_tools: tuple[ToolSchema, ...]) -> None:
+    def fail(request: ModelRequest) -> ModelResponse:
+        raise ProviderError("HTTP 400: context too long", status=400, kind="bad_request")
+
+    outcome = Reviewer(ScriptedModel([fail]), Scope.FULL).review(make_state(fs_tools))
+    assert outcome.fallback == "provider_error"
+    assert outcome.realized == Keep() and outcome.response is None
+    assert (outcome.error_kind, outcome.error_status) == ("bad_request", 400)
+    assert "context too long" in (outcome.error or "")
+    assert "provider error" in outcome.validation.detail
+
+
+def test_other_model_exceptions_propagate(fs_tools: tuple[ToolSchema, ...]) -> None:
+    with pytest.raises(Exception, match="exhausted"):
+        Reviewer(ScriptedModel([]), Scope.FULL).review(make_state(fs_tools))
+
+
+def test_granted_keep_makes_no_model_call(fs_tools: tuple[ToolSchema, ...]) -> None:
+    model = ScriptedModel([])
+    outcome = Reviewer(model, Scope.KEEP).review(make_state(fs_tools))
+    assert model.requests == []
+    assert outcome.realized == Keep() and outcome.fallback is None
+    assert not outcome.model_called and outcome.validation.accepted
+
+
+def test_json_mode(fs_tools: tuple[ToolSchema, ...]) -> None:
+    answer = json.dumps(
+        {"reason": "wrong file", "operation": "patch_arguments", "arguments": {"path": "b.csv"}}
+    )
+    model = ScriptedModel([answer])
+    outcome = Reviewer(model, Scope.FULL, mode="json").review(make_state(fs_tools))
+    assert outcome.realized == PatchArguments(arguments={"path": "b.csv"})
+    (request,) = model.requests
+    assert request.tools == () and request.json_schema == decision_schema(Scope.FULL)
+
+
+def test_tools_mode_accepts_a_json_decision_in_text(fs_tools: tuple[ToolSchema, ...]) -> None:
+    answer = 'I will keep it.\n```json\n{"reason": "ok", "operation": "keep"}\n```'
+    outcome = Reviewer(ScriptedModel([answer]), Scope.ARG).review(make_state(fs_tools))
+    assert outcome.realized == Keep() and outcome.fallback is None and outcome.reason == "ok"
+
+
+def test_code_only_reviewer_request_is_the_code_only_view(
+    fs_tools: tuple[ToolSchema, ...],
+) -> None:
+    model = ScriptedModel([tool_answer("keep", {"reason": "ok"})])
+    state = make_state(fs_tools)
+    Reviewer(model, Scope.ARG, view="code_only").review(state)
+    assert list(model.requests[0].messages) == render_view(state, "code_only", Scope.ARG)
+
+
+def test_bad_reviewer_config_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown view"):
+        Reviewer(ScriptedModel([]), Scope.FULL, view="all")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="decision mode"):
+        Reviewer(ScriptedModel([]), Scope.FULL, mode="xml")  # type: ignore[arg-type]
+
+
+def test_review_events_are_logged_as_they_happen(
+    fs_tools: tuple[ToolSchema, ...], tmp_path: Path
+) -> None:
+    def fail(request: ModelRequest) -> ModelResponse:
+        raise ProviderError("down", kind="connection")
+
+    model = ScriptedModel(
+        [tool_answer("replace_workflow", {"reason": "r", "code": "print(2)"}), fail]
+    )
+    reviewer = Reviewer(model, Scope.FULL)
+    with TrajectoryWriter(tmp_path) as writer:
+        reviewer.review(make_state(fs_tools), log=writer.append)
+        reviewer.review(make_state(fs_tools), log=writer.append)
+        Reviewer(model, Scope.KEEP).review(make_state(fs_tools), log=writer.append)
+    events = read_events(tmp_path)
+    assert [e.type for e in events] == [
+        "review_request",
+        "model_call",
+        "proposal",
+        "verdict",
+        "realized_operation",
+        "review_request",
+        "model_call",
+        "realized_operation",
+        "realized_operation",
+    ]
+    first, failed, keep = events[4], events[7], events[8]
+    assert first.type == "realized_operation" and first.operation.kind == "replace_workflow"
+    assert failed.type == "realized_operation" and failed.fallback == "provider_error"
+    assert keep.type == "realized_operation" and not keep.model_called
+    call = events[6]
+    assert call.type == "model_call" and call.error_kind == "connection"
+    assert call.call_index == 3 and call.response is None
+
+
+@pytest.mark.slow
+def test_local_model_reviews_in_json_mode(fs_tools: tuple[ToolSchema, ...]) -> None:
+    """The embedded 1.5B model, decoding under the decision schema, returns a usable decision."""
+    local = pytest.importorskip("controlscope.models.local")
+    weights = pytest.importorskip("controlscope.models.weights")
+    try:
+        weights.ensure_weights("1.5b")
+    except Exception as err:  # weights not pulled on this machine
+        pytest.skip(f"local weights unavailable: {err}")
+    model = local.LocalModel("1.5b", n_ctx=8192)
+    reviewer = Reviewer(model, Scope.ARG, mode="json", max_tokens=200, temperature=0.0, seed=0)
+    outcome = reviewer.review(make_state(fs_tools))
+    assert outcome.response is not None
+    assert outcome.fallback != "malformed", outcome.raw
+    assert outcome.realized.kind in {"keep", "patch_arguments"}
+    assert outcome.request is not None
+    assert (outcome.response.usage.input_tokens or 0) < 6000

@@ -1,0 +1,681 @@
+"""Tests for scope validation (controlscope.scope): every rule, accepted and rejected.
+
+The filesystem tool schemas come from the real pinned MCP filesystem server, and one test checks
+that argument-patch validation agrees with the server's own argument checking.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+from controlscope.envs.filesystem.server import start_filesystem_server
+from controlscope.scope import (
+    REQUIRED_SCOPE,
+    DataConstantRewriter,
+    Keep,
+    MalformedOperationError,
+    Operation,
+    PatchArguments,
+    PatchBlockData,
+    ReplaceWorkflow,
+    Scope,
+    Validation,
+    block_constants,
+    code_parameters,
+    is_code_parameter,
+    parse_operation,
+    validate_operation,
+)
+from controlscope.tools import ToolSchema
+from controlscope.worker.types import Boundary, CallSite
+
+BLOCK = """\
+import json
+limit = -1
+names = ["a.txt", "b.txt"]
+for name in names:
+    text = read_text_file(path=f"notes/{name}", head=10)
+    if len(text) > 3:
+        print(f"{name}: {len(text):>5d} chars")
+summary = {"count": len(names), "ratio": 0.5, "ok": True, "missing": None}
+print(json.dumps(summary), limit)
+"""
+
+
+@pytest.fixture(scope="module")
+def fs_tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ToolSchema]]:
+    """The real filesystem server's tools, by name; the server stays up for the module."""
+    workspace = tmp_path_factory.mktemp("ws")
+    (workspace / "notes").mkdir()
+    (workspace / "notes" / "a.txt").write_text("alpha\nbeta\ngamma\n")
+    server = start_filesystem_server(workspace)
+    try:
+        tools = {tool.name: tool for tool in server.list_tools()}
+        tools["__server__"] = server  # type: ignore[assignment]
+        yield tools
+    finally:
+        server.close()
+
+
+def boundary(
+    tool: str = "read_text_file",
+    arguments: dict[str, Any] | None = None,
+    code: str = BLOCK,
+) -> Boundary:
+    return Boundary(
+        block_id="b1",
+        call_index=0,
+        block_call_index=0,
+        tool=tool,
+        arguments={"path": "notes/a.txt", "head": 10} if arguments is None else arguments,
+        line=5,
+        call_site=CallSite(module="b1"),
+        code=code,
+    )
+
+
+def check(
+    proposal: Operation | None,
+    granted: Scope,
+    tool: ToolSchema,
+    b: Boundary | None = None,
+) -> Validation:
+    return validate_operation(proposal, granted, boundary=b or boundary(tool.name), tool=tool)
+
+
+def assert_rejected(v: Validation, reason: str, *fragments: str) -> None:
+    assert not v.accepted, v
+    assert v.reason == reason, (v.reason, v.detail)
+    assert v.realized == Keep()
+    assert v.detail
+    for fragment in fragments:
+        assert fragment in v.detail, (fragment, v.detail)
+
+
+def assert_accepted(v: Validation) -> None:
+    assert v.accepted, (v.reason, v.detail)
+    assert v.reason is None
+    assert v.realized == v.proposal
+
+
+# --------------------------------------------------------------------------- parse_operation
+
+
+def test_parse_keep_ignores_payload_and_tolerates_case() -> None:
+    assert parse_operation("keep") == Keep()
+    assert parse_operation(" Keep ", {"reason": "fine", "code": "x"}) == Keep()
+
+
+def test_parse_patch_arguments_object_and_json_string() -> None:
+    op = parse_operation("patch_arguments", {"reason": "r", "arguments": {"path": "b.txt"}})
+    assert op == PatchArguments(arguments={"path": "b.txt"})
+    op = parse_operation("patch_arguments", {"arguments": '{"head": 3}'})
+    assert op == PatchArguments(arguments={"head": 3})
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "fragment"),
+    [
+        ("delete_everything", {}, "unknown operation kind"),
+        (3, {}, "must be a string"),
+        ("patch_arguments", {}, "missing field 'arguments'"),
+        ("patch_arguments", {"arguments": [1, 2]}, "must be an object"),
+        ("patch_arguments", {"arguments": "{not json"}, "not JSON"),
+        ("patch_arguments", {"arguments": "[1]"}, "must be an object"),
+        ("patch_arguments", ["arguments"], "payload must be an object"),
+        ("patch_block_data", {"arguments": {}}, "missing field 'code'"),
+        ("replace_workflow", {"code": 12}, "'code' must be a string"),
+        ("replace_workflow", {"code": None}, "'code' must be a string"),
+    ],
+)
+def test_parse_rejects_malformed_payloads(kind: Any, payload: Any, fragment: str) -> None:
+    with pytest.raises(MalformedOperationError) as info:
+        parse_operation(kind, payload)
+    assert fragment in info.value.detail
+    assert info.value.kind == kind
+    assert isinstance(info.value, ValueError)
+
+
+def test_parse_code_strips_one_markdown_fence_only_when_it_wraps_everything() -> None:
+    op = parse_operation("replace_workflow", {"code": "```python\nprint(1)\nprint(2)\n```\n"})
+    assert op == ReplaceWorkflow(code="print(1)\nprint(2)")
+    inner = 'print("```")\n'
+    assert parse_operation("patch_block_data", {"code": inner}) == PatchBlockData(code=inner)
+
+
+# --------------------------------------------------------------------------- scope nesting
+
+
+def valid_proposals() -> dict[str, Operation]:
+    return {
+        "keep": Keep(),
+        "patch_arguments": PatchArguments(arguments={"path": "notes/b.txt"}),
+        "patch_block_data": PatchBlockData(code=BLOCK.replace('"b.txt"', '"c.txt"')),
+        "replace_workflow": ReplaceWorkflow(code='print(read_text_file("notes/a.txt"))'),
+    }
+
+
+@pytest.mark.parametrize("granted", list(Scope))
+@pytest.mark.parametrize("kind", list(REQUIRED_SCOPE))
+def test_scopes_nest(fs_tools: dict[str, ToolSchema], granted: Scope, kind: str) -> None:
+    proposal = valid_proposals()[kind]
+    v = check(proposal, granted, fs_tools["read_text_file"])
+    assert v.granted is granted
+    assert v.proposal == proposal
+    if REQUIRED_SCOPE[kind] <= granted:
+        assert_accepted(v)
+    else:
+        assert_rejected(v, "out_of_scope", kind, granted.name, REQUIRED_SCOPE[kind].name)
+
+
+def test_scope_order_is_inclusion() -> None:
+    assert Scope.KEEP < Scope.ARG < Scope.PARAMS < Scope.FULL
+    for kind, least in REQUIRED_SCOPE.items():
+        granted_by = {s for s in Scope if REQUIRED_SCOPE[kind] <= s}
+        assert granted_by == {s for s in Scope if s >= least}
+
+
+@pytest.mark.parametrize("granted", list(Scope))
+def test_nothing_parseable_is_malformed_keep(
+    fs_tools: dict[str, ToolSchema], granted: Scope
+) -> None:
+    v = check(None, granted, fs_tools["read_text_file"])
+    assert_rejected(v, "malformed")
+    assert v.proposal is None
+
+
+def test_validation_round_trips_through_json(fs_tools: dict[str, ToolSchema]) -> None:
+    for proposal in valid_proposals().values():
+        v = check(proposal, Scope.ARG, fs_tools["read_text_file"])
+        again = TypeAdapter(Validation).validate_json(v.model_dump_json())
+        assert again == v
+        assert type(again.proposal) is type(proposal)
+
+
+def test_programming_errors_raise(fs_tools: dict[str, ToolSchema]) -> None:
+    with pytest.raises(ValueError, match="does not belong"):
+        validate_operation(
+            Keep(), Scope.FULL, boundary=boundary("write_file"), tool=fs_tools["read_text_file"]
+        )
+    with pytest.raises(TypeError, match="must be a Scope"):
+        validate_operation(
+            Keep(),
+            3,  # type: ignore[arg-type]
+            boundary=boundary(),
+            tool=fs_tools["read_text_file"],
+        )
+
+
+# --------------------------------------------------------------------------- patch_arguments
+
+
+def test_patch_arguments_rules(fs_tools: dict[str, ToolSchema]) -> None:
+    read = fs_tools["read_text_file"]
+    assert_accepted(check(PatchArguments(arguments={"head": 2, "path": "x"}), Scope.ARG, read))
+    assert_rejected(check(PatchArguments(arguments={}), Scope.ARG, read), "empty_patch")
+    assert_rejected(
+        check(PatchArguments(arguments={"path": "notes/a.txt"}), Scope.FULL, read),
+        "empty_patch",
+        "already",
+    )
+    assert_rejected(
+        check(PatchArguments(arguments={"pth": "x", "path": "y"}), Scope.ARG, read),
+        "unknown_argument",
+        "'pth'",
+        "path",
+    )
+    assert_rejected(
+        check(PatchArguments(arguments={"head": "3"}), Scope.ARG, read),
+        "schema_violation",
+        "head",
+        "number",
+    )
+    assert_rejected(
+        check(PatchArguments(arguments={"head": math.nan}), Scope.ARG, read),
+        "schema_violation",
+        "not JSON",
+    )
+    assert_rejected(
+        check(PatchArguments(arguments={"head": object()}), Scope.ARG, read),
+        "schema_violation",
+        "not JSON",
+    )
+
+
+def test_patch_arguments_nested_schema(fs_tools: dict[str, ToolSchema]) -> None:
+    edit = fs_tools["edit_file"]
+    b = boundary("edit_file", {"path": "a.txt", "edits": [{"oldText": "a", "newText": "b"}]})
+    good = PatchArguments(arguments={"edits": [{"oldText": "a", "newText": "c"}]})
+    assert_accepted(check(good, Scope.ARG, edit, b))
+    bad = PatchArguments(arguments={"edits": [{"oldText": "a"}]})
+    assert_rejected(check(bad, Scope.ARG, edit, b), "schema_violation", "edits/0", "newText")
+    many = fs_tools["read_multiple_files"]
+    b = boundary("read_multiple_files", {"paths": ["a"]})
+    assert_rejected(
+        check(PatchArguments(arguments={"paths": []}), Scope.ARG, many, b), "schema_violation"
+    )
+
+
+def test_patch_does_not_inherit_blame_for_a_broken_pending_call(
+    fs_tools: dict[str, ToolSchema],
+) -> None:
+    """A schema error the pending call already had does not block a patch of another argument;
+    an error the patch introduces does."""
+    write = fs_tools["write_file"]
+    broken = boundary("write_file", {"path": "a.txt"})  # 'content' missing already
+    assert_accepted(check(PatchArguments(arguments={"path": "b.txt"}), Scope.ARG, write, broken))
+    assert_accepted(check(PatchArguments(arguments={"content": "hi"}), Scope.ARG, write, broken))
+    assert_rejected(
+        check(PatchArguments(arguments={"path": 3}), Scope.ARG, write, broken),
+        "schema_violation",
+        "path",
+    )
+
+
+def test_schema_dialect_follows_dollar_schema() -> None:
+    """No ``$schema``: Draft 2020-12 (``prefixItems`` enforced); draft-07 ignores that keyword."""
+    props = {"pair": {"type": "array", "prefixItems": [{"type": "integer"}]}}
+    modern = ToolSchema(name="t", input_schema={"type": "object", "properties": props})
+    old = ToolSchema(
+        name="t",
+        input_schema={
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": props,
+        },
+    )
+    b = boundary("t", {"pair": [1]})
+    patch = PatchArguments(arguments={"pair": ["one"]})
+    assert_rejected(check(patch, Scope.ARG, modern, b), "schema_violation", "pair/0")
+    assert_accepted(check(patch, Scope.ARG, old, b))
+
+
+def test_invalid_tool_schema_rejects_with_reason() -> None:
+    tool = ToolSchema(name="t", input_schema={"type": "object", "properties": {"a": {"type": 5}}})
+    v = check(PatchArguments(arguments={"a": 1}), Scope.ARG, tool, boundary("t", {"a": 0}))
+    assert_rejected(v, "schema_violation", "itself invalid")
+
+
+def test_open_schema_without_properties_leaves_names_to_the_schema() -> None:
+    open_tool = ToolSchema(name="t", input_schema={"type": "object"})
+    closed = ToolSchema(name="t", input_schema={"type": "object", "additionalProperties": False})
+    patch = PatchArguments(arguments={"anything": 1})
+    assert_accepted(check(patch, Scope.ARG, open_tool, boundary("t", {})))
+    assert_rejected(check(patch, Scope.ARG, closed, boundary("t", {})), "unknown_argument")
+
+
+def test_declared_code_parameter_is_rejected_even_with_data_name() -> None:
+    tool = ToolSchema(
+        name="run_query",
+        input_schema={
+            "type": "object",
+            "properties": {"body": {"type": "string"}, "limit": {"type": "integer"}},
+        },
+        code_params=("body",),
+    )
+    b = boundary("run_query", {"body": "SELECT 1", "limit": 5})
+    assert_rejected(
+        check(PatchArguments(arguments={"body": "DROP TABLE t", "limit": 1}), Scope.FULL, tool, b),
+        "code_parameter",
+        "'body'",
+    )
+    assert_accepted(check(PatchArguments(arguments={"limit": 1}), Scope.ARG, tool, b))
+
+
+def test_hinted_code_parameter_is_rejected() -> None:
+    tool = ToolSchema(
+        name="execute",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "snippet": {"type": "string"},
+                "timeout": {"type": "number"},
+                "note": {"type": "string", "description": "Python code to execute"},
+            },
+        },
+    )
+    b = boundary("execute", {"snippet": "print(1)", "timeout": 3, "note": ""})
+    assert code_parameters(tool) == {"snippet", "note"}
+    for name in ("snippet", "note"):
+        v = check(PatchArguments(arguments={name: "import os"}), Scope.FULL, tool, b)
+        assert_rejected(v, "code_parameter", name)
+    assert_accepted(check(PatchArguments(arguments={"timeout": 9}), Scope.ARG, tool, b))
+
+
+@pytest.mark.parametrize(
+    ("name", "prop", "expected"),
+    [
+        ("code", {}, True),
+        ("source_code", {}, True),
+        ("sourceCode", {}, True),
+        ("script", {}, True),
+        ("sql_query", {}, True),
+        ("shellCommand", {}, True),
+        ("cmd", {}, True),
+        ("python", {}, True),
+        ("body", {"format": "python"}, True),
+        ("body", {"contentMediaType": "text/x-python"}, True),
+        ("body", {"contentMediaType": "application/javascript"}, True),
+        ("body", {"x-code": True}, True),
+        ("body", {"description": "A shell command to run on the host"}, True),
+        ("body", {"description": "Statement that will be executed"}, True),
+        ("body", {"description": "JavaScript to evaluate in the page"}, True),
+        ("verification_code", {}, False),
+        ("zipCode", {}, False),
+        ("country_code", {"description": "ISO country code"}, False),
+        ("code", {"description": "The verification code sent by SMS"}, False),
+        ("pattern", {"description": "A regular expression to match file names"}, False),
+        ("excludePatterns", {"type": "array"}, False),
+        ("query", {"description": "Search query"}, False),
+        ("content", {"type": "string"}, False),
+        ("path", {}, False),
+        ("timestamp", {}, False),
+        ("description", {"description": "Describes the program's purpose to users"}, False),
+    ],
+)
+def test_code_parameter_hints(name: str, prop: dict[str, Any], expected: bool) -> None:
+    assert is_code_parameter(name, prop) is expected
+
+
+def test_filesystem_tools_have_no_code_parameters(fs_tools: dict[str, ToolSchema]) -> None:
+    tools = [t for n, t in fs_tools.items() if n != "__server__"]
+    assert len(tools) >= 10
+    assert {t.name: code_parameters(t) for t in tools} == {t.name: frozenset() for t in tools}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "patch"),
+    [
+        ({"path": "notes/a.txt"}, {"head": 2}),
+        ({"path": "notes/a.txt"}, {"head": "2"}),
+        ({"path": "notes/a.txt"}, {"path": ["notes/a.txt"]}),
+        ({"path": "notes/a.txt"}, {"tail": True}),
+        ({"path": "notes/a.txt", "head": 1}, {"head": None}),
+        ({"path": "notes/a.txt"}, {"tail": 1.0}),
+    ],
+)
+def test_argument_validation_agrees_with_the_real_server(
+    fs_tools: dict[str, ToolSchema], arguments: dict[str, Any], patch: dict[str, Any]
+) -> None:
+    """What validation accepts the real server runs; what it rejects as a schema violation the
+    real server refuses as invalid arguments."""
+    server: Any = fs_tools["__server__"]
+    v = check(
+        PatchArguments(arguments=patch),
+        Scope.ARG,
+        fs_tools["read_text_file"],
+        boundary(arguments=arguments),
+    )
+    result = server.call("read_text_file", {**arguments, **patch})
+    assert v.accepted == (not result.is_error), (v.detail, result.text)
+    if not v.accepted:
+        assert v.reason == "schema_violation"
+
+
+# --------------------------------------------------------------------------- patch_block_data
+
+
+def test_block_constants_canonical_values() -> None:
+    # depth-first in ast field order: a dict's keys come before its values
+    assert block_constants(BLOCK) == [
+        -1,
+        "a.txt",
+        "b.txt",
+        "notes/",
+        10,
+        3,
+        ": ",
+        " chars",
+        "count",
+        "ratio",
+        "ok",
+        "missing",
+        0.5,
+        True,
+        None,
+    ]
+    with pytest.raises(SyntaxError):
+        block_constants("def (:")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('x = read_text_file("a.txt")', 'x = read_text_file("b.txt")'),
+        ("n = 10", "n = -3"),
+        ("n = -1", "n = 5"),
+        ("n = -1", "n = +2.5"),
+        ("n = 10", "n = None"),
+        ('n = "5"', "n = 5"),
+        ("flag = True", "flag = 0"),
+        ('p = f"{d}/report.txt"', 'p = f"{d}/summary.txt"'),
+        ("p = f\"{d['k']}\"", "p = f\"{d['j']}\""),
+        ('b = b"xy"', 'b = b"z"'),
+        (
+            'def f(a, b="x"):\n    """Doc."""\n    return a',
+            'def f(a, b="y"):\n    """Doc."""\n    return a',
+        ),
+        ('d = {"k": 1}', "d = {'k': 2}  # comment and other quotes are layout"),
+        ("x = 1", "x = (\n    2\n)"),
+    ],
+)
+def test_block_data_accepted(old: str, new: str) -> None:
+    tool = ToolSchema(name="read_text_file")
+    v = check(PatchBlockData(code=new), Scope.PARAMS, tool, boundary(code=old))
+    assert_accepted(v)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fragment"),
+    [
+        ('x = read_text_file("a.txt")', 'x = write_file("a.txt")', "differs"),
+        ('x = read_text_file("a.txt")', 'y = read_text_file("a.txt")', "differs"),
+        ('x = read_text_file("a.txt")', 'x = read_text_file(path="a.txt")', "differs"),
+        ("x = 1 + 2", "x = 1 - 2", "differs"),
+        ("x = 1\ny = 2", "x = 1", "statements"),
+        ("x = 1", "x = 1\nimport os", "statements"),
+        ("n = -1", "n = -x", "differs"),
+        ('p = f"{v:.2f}"', 'p = f"{v:.3f}"', "differs"),
+        ('p = f"{v!r}"', 'p = f"{v!s}"', "differs"),
+        ('p = f"{v}"', 'p = "{v}"', "differs"),
+        ("match v:\n    case 1:\n        pass", "match v:\n    case 2:\n        pass", "differs"),
+        ("x = ...", "x = None", "differs"),
+        ('p = f"{d}/r.txt"', 'p = f"{d}"', "differs"),
+        ('"""Doc."""\nx = 1', '"""Other doc."""\nx = 1', "differs"),
+        ('def f():\n    "Doc."\n    return 1', 'def f():\n    "Doc!"\n    return 1', "differs"),
+        ('class C:\n    "Doc."', 'class C:\n    "Doc!"', "differs"),
+        ('b = b"xy"', 'b = "xy"', "changes type from bytes to str"),
+        ("c = 2j", "c = 2", "changes type"),
+    ],
+)
+def test_block_data_structure_changed(old: str, new: str, fragment: str) -> None:
+    tool = ToolSchema(name="read_text_file")
+    v = check(PatchBlockData(code=new), Scope.FULL, tool, boundary(code=old))
+    assert_rejected(v, "structure_changed", fragment)
+
+
+def test_block_data_points_at_the_first_differing_statement() -> None:
+    old = "a = 1\nb = 2\nc = f(3)\n"
+    new = "a = 5\nb = 2\nc = g(3)\n"
+    v = check(PatchBlockData(code=new), Scope.PARAMS, ToolSchema(name="read_text_file"),
+              boundary(code=old))  # fmt: skip
+    assert_rejected(v, "structure_changed", "line 3")
+
+
+@pytest.mark.parametrize(
+    ("new", "reason"),
+    [
+        (BLOCK, "empty_patch"),
+        (BLOCK.replace("limit = -1", "limit = -1  # unchanged value"), "empty_patch"),
+        (BLOCK.replace("limit = -1", "limit = (-1)"), "empty_patch"),
+        (BLOCK.replace("limit = -1", "limit = -1 +"), "syntax_error"),
+        ("return 3\n", "syntax_error"),
+        ("x = 1\x00", "syntax_error"),
+    ],
+)
+def test_block_data_empty_or_unparseable(new: str, reason: str) -> None:
+    v = check(PatchBlockData(code=new), Scope.PARAMS, ToolSchema(name="read_text_file"))
+    assert_rejected(v, reason)
+
+
+def test_block_data_against_a_broken_running_block() -> None:
+    v = check(
+        PatchBlockData(code="x = 2"),
+        Scope.PARAMS,
+        ToolSchema(name="read_text_file"),
+        boundary(code="x = (1"),
+    )
+    assert_rejected(v, "structure_changed", "running block")
+
+
+def _run(code: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "<t>", "exec"), {"read_text_file": lambda path, head=0: path * 2})
+    return out.getvalue()
+
+
+def _tabled(code: str) -> tuple[ast.Module, list[Any]]:
+    """Compile ``code`` the way a worker can: each data constant becomes ``__k[i]``."""
+    tree = ast.parse(code)
+    rewriter = DataConstantRewriter(
+        lambda i, _n: ast.Subscript(
+            value=ast.Name(id="__k", ctx=ast.Load()), slice=ast.Constant(value=i), ctx=ast.Load()
+        )
+    )
+    tree = ast.fix_missing_locations(rewriter.visit(tree))
+    return tree, block_constants(code)
+
+
+def test_constant_table_contract_reproduces_the_patched_block() -> None:
+    """Compiling the OLD block with constants as table lookups and filling the table from the
+    NEW code's :func:`block_constants` behaves exactly like the new code: the contract the worker
+    uses to make a block-data patch effective."""
+    new = (
+        BLOCK.replace("limit = -1", "limit = 7")
+        .replace('"b.txt"', '"c.txt"')
+        .replace("notes/", "docs/")
+        .replace("0.5", "None")
+    )
+    assert check(PatchBlockData(code=new), Scope.PARAMS, ToolSchema(name="read_text_file")).accepted
+    tree, old_table = _tabled(BLOCK)
+    table = list(old_table)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(
+            compile(tree, "<t>", "exec"),
+            {"__k": table, "read_text_file": lambda path, head=0: path * 2},
+        )
+    assert out.getvalue() == _run(BLOCK)
+    table[:] = block_constants(new)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(
+            compile(tree, "<t>", "exec"),
+            {"__k": table, "read_text_file": lambda path, head=0: path * 2},
+        )
+    assert out.getvalue() == _run(new)
+    assert "c.txt:" in out.getvalue()
+    assert "b.txt" not in out.getvalue()
+    assert out.getvalue().endswith("7\n")
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**6), max_value=10**6),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(max_size=8),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(scalars, min_size=15, max_size=15))
+def test_any_scalar_rewrite_of_data_constants_is_accepted(values: list[Any]) -> None:
+    """Property: substituting arbitrary JSON scalars for the data constants (non-empty strings
+    where the grammar needs them: f-string text) is a valid block-data patch whose constants are
+    exactly the substituted values; substituting the same values is an empty patch."""
+    originals = block_constants(BLOCK)
+    values = [
+        ((str(v) or "-") if i in _fstring_sites() else v)
+        for i, (old, v) in enumerate(zip(originals, values, strict=True))
+    ]
+    tree = DataConstantRewriter(lambda i, _n: ast.Constant(value=values[i])).visit(ast.parse(BLOCK))
+    new = ast.unparse(ast.fix_missing_locations(tree))
+    v = check(PatchBlockData(code=new), Scope.PARAMS, ToolSchema(name="read_text_file"))
+    same = all(
+        type(a) is type(b) and repr(a) == repr(b) for a, b in zip(originals, values, strict=True)
+    )
+    if same:
+        assert_rejected(v, "empty_patch")
+    else:
+        assert_accepted(v)
+    assert [json.dumps(x) for x in block_constants(new)] == [json.dumps(x) for x in values]
+
+
+def _fstring_sites() -> set[int]:
+    """Indexes of BLOCK's data constants that are f-string literal text (must stay ``str``)."""
+    tree = ast.parse(BLOCK)
+    parts = {
+        id(part)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        for part in node.values
+        if isinstance(part, ast.Constant)
+    }
+    sites: set[int] = set()
+
+    def note(index: int, node: ast.expr) -> ast.expr:
+        if id(node) in parts:
+            sites.add(index)
+        return node
+
+    DataConstantRewriter(note).visit(tree)
+    return sites
+
+
+# --------------------------------------------------------------------------- replace_workflow
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("", "empty_patch"),
+        ("   \n\n", "empty_patch"),
+        ("# just stop\n", "empty_patch"),
+        ("for x in range(3)\n    print(x)", "syntax_error"),
+        ("return None", "syntax_error"),
+        ("await read_text_file('a')", "syntax_error"),
+        ("print(1)\x00", "syntax_error"),
+        ("(" * 300 + ")" * 300, "syntax_error"),
+    ],
+)
+def test_replacement_rejected(code: str, reason: str) -> None:
+    v = check(ReplaceWorkflow(code=code), Scope.FULL, ToolSchema(name="read_text_file"))
+    assert_rejected(v, reason)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "pass",
+        'print("stopping: the file is missing")',
+        "for name in names:\n    print(read_text_file(path=name))\n",
+        "import json\ntry:\n    x = 1\nexcept Exception:\n    x = 2\n",
+    ],
+)
+def test_replacement_accepted(code: str) -> None:
+    assert_accepted(
+        check(ReplaceWorkflow(code=code), Scope.FULL, ToolSchema(name="read_text_file"))
+    )

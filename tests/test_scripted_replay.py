@@ -1,0 +1,192 @@
+"""Tests of controlscope.models.scripted and controlscope.models.replay (the test doubles)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from controlscope.models import (
+    ChatModel,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ReplayExhausted,
+    ReplayMismatch,
+    ReplayModel,
+    ScriptedModel,
+    ScriptExhausted,
+    ToolSpec,
+    Usage,
+)
+from controlscope.models.replay import first_difference
+
+
+def conversation(*contents: str, **fields: object) -> ModelRequest:
+    roles = ["system", "user", "assistant", "user", "assistant", "user"]
+    messages = tuple(
+        Message(role=roles[i], content=text)  # type: ignore[arg-type]
+        for i, text in enumerate(contents)
+    )
+    return ModelRequest(messages=messages, **fields)  # type: ignore[arg-type]
+
+
+# --- scripted -----------------------------------------------------------------------------------
+
+
+def test_scripted_answers_in_order_and_records_requests() -> None:
+    echo = lambda req: ModelResponse(text=f"echo {req.messages[-1].content}")  # noqa: E731
+    model = ScriptedModel(["plain", ScriptedModel.tool_call("execute_python", {"code": "1"}), echo])
+    assert isinstance(model, ChatModel)
+    first = model.complete(conversation("s", "a"))
+    assert (first.text, first.model) == ("plain", "scripted")
+    second = model.complete(conversation("s", "b"))
+    assert second.tool_calls[0].name == "execute_python"
+    assert second.tool_calls[0].parsed == {"code": "1"}
+    assert second.finish_reason == "tool_calls"
+    assert model.complete(conversation("s", "c")).text == "echo c"
+    assert [r.messages[-1].content for r in model.requests] == ["a", "b", "c"]
+    assert model.remaining == 0
+
+
+def test_scripted_exhaustion_names_how_many_were_given() -> None:
+    model = ScriptedModel(["one", "two"])
+    model.complete(conversation("s", "a"))
+    model.complete(conversation("s", "b"))
+    with pytest.raises(ScriptExhausted, match=r"given 2 answer\(s\).*answer 3.*'third'") as caught:
+        model.complete(conversation("s", "third"))
+    assert caught.value.given == 2
+    assert len(model.requests) == 3
+
+
+def test_scripted_tool_call_ids_are_stable_and_raw_text_kept() -> None:
+    one = ScriptedModel.tool_call("t", {"a": 1})
+    two = ScriptedModel.tool_call("t", {"a": 1})
+    assert one.tool_calls[0].id == two.tool_calls[0].id
+    assert ScriptedModel.tool_call("t", {"a": 2}).tool_calls[0].id != one.tool_calls[0].id
+    malformed = ScriptedModel.tool_call("t", '{"a": ').tool_calls[0]
+    assert malformed.parsed is None and malformed.error and malformed.arguments == '{"a": '
+
+
+def test_scripted_rejects_bad_items() -> None:
+    with pytest.raises(TypeError, match="script answer 1 is a int"):
+        ScriptedModel(["ok", 3])  # type: ignore[list-item]
+    model = ScriptedModel([lambda req: "not a response"])  # type: ignore[list-item,return-value]
+    with pytest.raises(TypeError, match="returned str"):
+        model.complete(conversation("s"))
+
+
+def test_scripted_from_file(tmp_path: Path) -> None:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(["hi", {"text": "there", "usage": {"input_tokens": 4}}]))
+    model = ScriptedModel.from_file(path)
+    assert model.model_id == "scripted:script.json"
+    assert model.complete(conversation("s")).text == "hi"
+    assert model.complete(conversation("s")).usage.input_tokens == 4
+    path.write_text(json.dumps([{"text": 5, "tool_calls": "x"}]))
+    with pytest.raises(ValueError, match="answer 0 is not a model response"):
+        ScriptedModel.from_file(path)
+    path.write_text("{")
+    with pytest.raises(ValueError, match="not JSON"):
+        ScriptedModel.from_file(path)
+
+
+# --- replay -------------------------------------------------------------------------------------
+
+
+def test_first_difference_paths() -> None:
+    assert first_difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 2}]}) is None
+    assert first_difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 3}]}) == ("a[1].b", 2, 3)
+    assert first_difference({"a": [1]}, {"a": [1, 2]}) == ("a[1]", "<absent>", 2)
+    assert first_difference({"a": 1}, {"a": 1, "z": 0}) == ("z", "<absent>", 0)
+    assert first_difference({"a": 1}, {"a": 1.0}) is None
+    assert first_difference({"a": "1"}, {"a": 1}) == ("a", "1", 1)
+
+
+def test_replay_answers_in_order_and_names_the_first_differing_field() -> None:
+    recorded_1 = conversation("sys", "task")
+    recorded_2 = conversation("sys", "task", "plan", "result was 3")
+    pairs = [(recorded_1, ModelResponse(text="plan")), (recorded_2, ModelResponse(text="done"))]
+    model = ReplayModel(pairs)
+    assert model.complete(conversation("sys", "task")).text == "plan"
+    with pytest.raises(ReplayMismatch) as caught:
+        model.complete(conversation("sys", "task", "plan", "result was 4"))
+    error = caught.value
+    assert (error.index, error.path) == (1, "messages[3].content")
+    assert (error.recorded, error.received) == ("result was 3", "result was 4")
+    assert "messages[3].content" in str(error)
+    assert model.position == 1  # a mismatch does not advance the replay
+    assert model.complete(recorded_2).text == "done"
+    with pytest.raises(ReplayExhausted, match="holds 2 request"):
+        model.complete(recorded_2)
+
+
+def test_replay_mismatch_in_settings_and_tools() -> None:
+    recorded = conversation("s", tools=(ToolSpec(name="read"),), temperature=0.7)
+    model = ReplayModel([(recorded, ModelResponse(text="x"))])
+    with pytest.raises(ReplayMismatch) as caught:
+        model.complete(recorded.model_copy(update={"tools": (ToolSpec(name="write"),)}))
+    assert caught.value.path == "tools[0].name"
+    with pytest.raises(ReplayMismatch) as caught:
+        model.complete(recorded.model_copy(update={"temperature": 0.0}))
+    assert caught.value.path == "temperature"
+    with pytest.raises(ReplayMismatch) as caught:
+        model.complete(recorded.model_copy(update={"draw": 2}))
+    assert caught.value.path == "draw"
+    ignoring = ReplayModel([(recorded, ModelResponse(text="x"))], ignore={"draw"})
+    assert ignoring.complete(recorded.model_copy(update={"draw": 2})).text == "x"
+    with pytest.raises(ValueError, match="unknown request fields"):
+        ReplayModel([], ignore={"nonsense"})
+
+
+def _event(
+    role: str, request: ModelRequest, response: ModelResponse | None, **extra: object
+) -> str:
+    event: dict[str, object] = {"type": "model_call", "role": role, "request": request.model_dump()}
+    if response is not None:
+        event["response"] = response.model_dump()
+    event.update(extra)
+    return json.dumps(event)
+
+
+def test_replay_from_run_dir_reads_one_role(tmp_path: Path) -> None:
+    plan_1, plan_2 = conversation("sys", "task"), conversation("sys", "task", "a", "obs")
+    review = conversation("review sys", "h")
+    lines = [
+        json.dumps({"type": "run_start", "task": "t1"}),
+        _event("planner", plan_1, ModelResponse(text="a", usage=Usage(input_tokens=9))),
+        json.dumps({"type": "boundary", "call": {"tool": "read_text_file"}}),
+        _event("reviewer", review, ModelResponse(text='{"decision": "keep"}')),
+        "",
+        _event("planner", plan_2, None, error={"message": "503", "kind": "server", "status": 503}),
+        '{"type": "model_call", "role": "planner", "requ',  # a run killed mid-write
+    ]
+    (tmp_path / "events.jsonl").write_text("\n".join(lines))
+
+    planner = ReplayModel.from_run_dir(tmp_path, "planner")
+    assert len(planner) == 2 and planner.model_id == "replay:planner"
+    assert planner.complete(plan_1).usage.input_tokens == 9
+    with pytest.raises(ProviderError) as caught:
+        planner.complete(plan_2)
+    assert (caught.value.kind, caught.value.status) == ("server", 503)
+
+    reviewer = ReplayModel.from_run_dir(tmp_path, "reviewer")
+    assert reviewer.complete(review).text == '{"decision": "keep"}'
+    assert len(ReplayModel.from_run_dir(tmp_path, "other")) == 0
+
+
+def test_replay_from_run_dir_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"events\.jsonl"):
+        ReplayModel.from_run_dir(tmp_path, "planner")
+    log = tmp_path / "events.jsonl"
+    log.write_text("{broken\n" + _event("planner", conversation("s"), ModelResponse()))
+    with pytest.raises(ValueError, match=r"events.jsonl:1: not JSON"):
+        ReplayModel.from_run_dir(tmp_path, "planner")
+    log.write_text(json.dumps({"type": "model_call", "role": "planner", "request": {}}) + "\n")
+    with pytest.raises(ValueError, match=r"events.jsonl:1: model call without a valid request"):
+        ReplayModel.from_run_dir(tmp_path, "planner")
+    log.write_text(_event("planner", conversation("s"), None) + "\n")
+    with pytest.raises(ValueError, match="neither a response nor an error"):
+        ReplayModel.from_run_dir(tmp_path, "planner")
