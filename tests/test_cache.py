@@ -185,6 +185,22 @@ def test_several_processes_share_one_cache(tmp_path: Path) -> None:
     assert shared <= {"worker 0", "worker 1", "worker 2"}
 
 
+def _forked_child(cache: RequestCache, text: str) -> None:
+    req = request(text)
+    cache.put(request_key("m", req), "m", req, answer(text))
+
+
+def test_a_cache_opened_before_fork_works_in_the_child(tmp_path: Path) -> None:
+    cache = RequestCache(tmp_path / "c.sqlite")
+    cache.put(request_key("m", request("parent")), "m", request("parent"), answer("parent"))
+    child = multiprocessing.get_context("fork").Process(target=_forked_child, args=(cache, "child"))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    assert cache.get(request_key("m", request("child"))) is not None
+    assert len(cache) == 2
+
+
 # --- accounting ---------------------------------------------------------------------------------
 
 

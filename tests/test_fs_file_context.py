@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from _fs_h7 import Solved, assert_deterministic, assert_fails, failed, solve
+from _fs_task_support import (
+    Solved,
+    assert_deterministic,
+    assert_fails,
+    assert_verifier_never_raises,
+    failed,
+    solve,
+)
 from controlscope.envs.base import AnswerKey, TaskError
 from controlscope.envs.filesystem.registry import REGISTRY
 from controlscope.envs.filesystem.tasks import file_context
@@ -50,6 +57,13 @@ def test_untouched_workspace_fails(task_id: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("task_id", TASKS)
+def test_verifier_never_raises_on_wrecked_workspaces(
+    task_id: str, solved: Solved, tmp_path: Path
+) -> None:
+    assert_verifier_never_raises(task_id, solved, tmp_path)
+
+
+@pytest.mark.parametrize("task_id", TASKS)
 def test_generator_is_deterministic(task_id: str, tmp_path: Path) -> None:
     assert_deterministic(task_id, tmp_path)
 
@@ -66,8 +80,9 @@ def test_registration() -> None:
 def test_bad_params_are_rejected(tmp_path: Path) -> None:
     spec = REGISTRY["file_context/duplicates_searching"]
     assert spec.check_params is not None
-    for bad in ({"files": 3}, {"files": "16"}, {"files": True}, {}):
-        with pytest.raises(TaskError, match="files"):
+    spec.check_params({"files": 20})
+    for bad in ({"files": 3}, {"files": "16"}, {"files": True}, {"filez": 16}):
+        with pytest.raises(TaskError, match=r"files|filez"):
             spec.check_params(bad)
     with pytest.raises(TaskError):
         spec.generate(random.Random(0), tmp_path, {"files": 1000})

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from _fs_h7 import Solved, assert_deterministic, assert_fails, failed, solve
+from _fs_task_support import (
+    Solved,
+    assert_deterministic,
+    assert_fails,
+    assert_verifier_never_raises,
+    failed,
+    solve,
+)
 from controlscope.envs.base import AnswerKey
 from controlscope.envs.filesystem.registry import REGISTRY
 from controlscope.envs.filesystem.tasks import folder_structure
@@ -42,6 +49,13 @@ def test_untouched_workspace_fails(task_id: str, tmp_path: Path) -> None:
     spec = REGISTRY[task_id]
     key = spec.generate(random.Random(0), tmp_path, dict(spec.default_params))
     assert failed(spec.verify(tmp_path, key))
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_verifier_never_raises_on_wrecked_workspaces(
+    task_id: str, solved: Solved, tmp_path: Path
+) -> None:
+    assert_verifier_never_raises(task_id, solved, tmp_path)
 
 
 @pytest.mark.parametrize("task_id", TASKS)

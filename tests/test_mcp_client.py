@@ -182,10 +182,31 @@ def test_in_memory_server_results_and_errors() -> None:
         unknown = server.call("nope", {})
         assert unknown.is_error
 
+        unsendable = server.call("add", {"a": object(), "b": 1})
+        assert unsendable.is_error and "cannot be sent" in unsendable.text
+        assert server.call("add", {"a": 1, "b": 1}).text == "2"  # the session survives
+
 
 def test_call_timeout_raises_instead_of_hanging() -> None:
-    with McpToolServer.in_memory(_demo_server(), timeout_s=0.5) as server:
+    with McpToolServer.in_memory(_demo_server(), timeout_s=0.3) as server:
         t0 = time.perf_counter()
         with pytest.raises(ToolServerError, match=r"timed out|no answer"):
-            server.call("slow", {"seconds": 3})
-        assert time.perf_counter() - t0 < 3.0
+            server.call("slow", {"seconds": 1.5})
+        assert time.perf_counter() - t0 < 1.4
+
+
+def test_silent_server_times_out_and_is_stopped() -> None:
+    before = _children()
+    t0 = time.perf_counter()
+    with pytest.raises(ToolServerError, match=r"(?s)no session within.*silent server"):
+        McpToolServer.stdio(
+            sys.executable,
+            [
+                "-c",
+                "import sys, time; print('silent server', file=sys.stderr, flush=True); "
+                "time.sleep(60)",
+            ],
+            timeout_s=1,
+        )
+    assert time.perf_counter() - t0 < 8
+    assert _children() - before == set()  # the process was stopped, not leaked

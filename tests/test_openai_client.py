@@ -33,7 +33,7 @@ from controlscope.models import (
 )
 from controlscope.models.openai_client import request_to_openai
 
-Action = tuple[int, dict[str, Any], dict[str, str]] | str
+Action = tuple[int, dict[str, Any] | bytes, dict[str, str]] | str
 
 
 def completion(
@@ -70,6 +70,8 @@ class FakeEndpoint:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True  # as real servers do; else delayed ACKs cost 40 ms
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 endpoint.bodies.append(json.loads(self.rfile.read(length)))
@@ -87,7 +89,7 @@ class FakeEndpoint:
                     return
                 assert not isinstance(action, str)
                 status, body, headers = action
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -250,13 +252,23 @@ def test_malformed_tool_call_arguments_are_kept_raw(endpoint: FakeEndpoint) -> N
     assert response.text is None
 
 
-def test_response_without_choices_is_a_provider_error(endpoint: FakeEndpoint) -> None:
-    body = completion()
-    body["choices"] = []
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json at all",
+        b"[1, 2]",
+        b'{"choices": "x"}',
+        b'{"choices": [{"message": null}]}',
+        b"{}",
+    ],
+)
+def test_malformed_response_is_a_provider_error(endpoint: FakeEndpoint, body: bytes) -> None:
     endpoint.script.append((200, body, {}))
+    model = make(endpoint)
     with pytest.raises(ProviderError) as caught:
-        make(endpoint).complete(user("hi"))
+        model.complete(user("hi"))
     assert caught.value.kind == "other"
+    assert model.last_attempts == 1
 
 
 def test_request_mapping_reaches_the_wire(endpoint: FakeEndpoint) -> None:
@@ -429,7 +441,7 @@ def test_real_server_named_tool_call(served: OpenAIModel) -> None:
         tools=(ToolSpec(name="read_text_file", description="Read a file", parameters=schema),),
         tool_choice="read_text_file",
         temperature=0.0,
-        max_tokens=40,
+        max_tokens=24,
     )
     response = served.complete(request)
     assert len(response.tool_calls) == 1
@@ -444,10 +456,10 @@ def test_real_server_json_schema_answer(served: OpenAIModel) -> None:
     schema = {
         "type": "object",
         "properties": {
-            "reason": {"type": "string", "maxLength": 60},
             "decision": {"type": "string", "enum": ["keep", "patch_arguments", "replace_workflow"]},
+            "risky": {"type": "boolean"},
         },
-        "required": ["reason", "decision"],
+        "required": ["decision", "risky"],
     }
     request = ModelRequest(
         messages=(
@@ -456,7 +468,7 @@ def test_real_server_json_schema_answer(served: OpenAIModel) -> None:
         ),
         json_schema=schema,
         temperature=0.0,
-        max_tokens=60,
+        max_tokens=24,
     )
     response = served.complete(request)
     assert response.text is not None

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 from pathlib import Path
 
@@ -412,3 +413,44 @@ def test_summarize_needs_run_start() -> None:
         summarize([PlannerTurnEvent(turn=0)])
     with pytest.raises(SummaryError):
         summarize([])
+
+
+def test_rebuild_summary_from_the_command_line(tmp_path: Path) -> None:
+    _write_all(tmp_path, _run_events()[:12])
+    with (tmp_path / EVENTS_FILE).open("a") as f:
+        f.write('{"type": "bound')  # killed mid-write
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    cmd = [sys.executable, "-m", "controlscope.record", str(tmp_path), "--write"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "incomplete last line" in done.stderr
+    assert json.loads(done.stdout)["patches"] == 1
+    assert read_summary(tmp_path).primitive_calls == 1
+    missing = subprocess.run(
+        [sys.executable, "-m", "controlscope.record", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert missing.returncode == 2 and missing.stderr.startswith("error:")
+
+
+def test_concurrent_writers_keep_lines_whole_and_seq_consecutive(tmp_path: Path) -> None:
+    with TrajectoryWriter(tmp_path) as writer:
+
+        def work(offset: int) -> None:
+            for i in range(150):
+                writer.append(PlannerTurnEvent(turn=offset + i))
+
+        threads = [threading.Thread(target=work, args=(k * 1000,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        in_memory = writer.events
+    events = read_events(tmp_path)
+    assert events == in_memory
+    assert [e.seq for e in events] == list(range(600))
+    turns = sorted(e.turn for e in events if isinstance(e, PlannerTurnEvent))
+    assert turns == sorted(k * 1000 + i for k in range(4) for i in range(150))

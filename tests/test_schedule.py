@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -42,11 +44,14 @@ class Step:
     queued: tuple[str, ...] = ()
 
 
-def drive(schedule: Schedule, steps: Sequence[Step]) -> list[int]:
+def drive(
+    schedule: Schedule, steps: Sequence[Step], *, log: list[tuple[int, str]] | None = None
+) -> list[int]:
     """Run ``steps`` through ``schedule`` as the agent loop would; return reviewed call indices.
 
     An operation is realized only where a review happens; elsewhere the program's own call is
-    kept. A replacement cancels the pending call, so it does not count as completed.
+    kept. A replacement cancels the pending call, so it does not count as completed. ``log``
+    receives (calls completed, realized kind) for each reviewed boundary.
     """
     reviewed: list[int] = []
     completed = 0
@@ -76,6 +81,8 @@ def drive(schedule: Schedule, steps: Sequence[Step]) -> list[int]:
         realized = step.realized if review else Keep()
         if review:
             reviewed.append(completed)
+            if log is not None:
+                log.append((completed, realized.kind))
         schedule.observe(b, realized)
         if realized.kind != "replace_workflow":
             completed += 1
@@ -286,3 +293,53 @@ def test_parse_schedule_rejects_bad_specs(spec: str, message: str) -> None:
 def test_schedules_satisfy_the_protocol() -> None:
     for spec in ("never", "continuous", "per_block", "once", "once:2", "midpoint:9", "protect:1"):
         assert isinstance(parse_schedule(spec), Schedule)
+
+
+def _random_trajectory(rng: random.Random) -> list[Step]:
+    """Blocks of 1-6 boundaries; a realized replacement opens a replacement block."""
+    steps: list[Step] = []
+    choices: list[Operation] = [Keep(), PatchArguments(arguments={"path": "/w/b"}), REPLACE]
+    for b in range(rng.randint(1, 6)):
+        block = f"b{b}"
+        for _ in range(rng.randint(1, 6)):
+            op = rng.choices(choices, weights=[5, 2, 1])[0]
+            steps.append(Step(block, code=rng.choice([READ_BLOCK, WRITE_BLOCK]), realized=op))
+            if op.kind == "replace_workflow":
+                block += ".r"
+    return steps
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_schedule_invariants_on_random_trajectories(seed: int) -> None:
+    rng = random.Random(seed)
+    steps = _random_trajectory(rng)
+    every = drive(Continuous(), steps)
+    n = len(steps)
+    assert drive(Never(), steps) == []
+    # Continuous reviews every boundary (a replaced boundary keeps its call index).
+    assert len(every) == n
+    for spec in ("once", f"once:{rng.randint(0, n)}", f"midpoint:{rng.randint(0, 2 * n)}"):
+        assert len(drive(parse_schedule(spec), steps)) <= 1, spec
+    # per_block: exactly one review per block that reached a boundary.
+    blocks = {s.block for s in steps}
+    per_block = drive(PerBlock(), steps)
+    assert len(per_block) == len(blocks)
+    k = rng.randint(0, 4)
+    log: list[tuple[int, str]] = []
+    protected = drive(parse_schedule(f"protect:{k}"), steps, log=log)
+    assert len(protected) <= n
+    # No review inside a window: after a replacement with c calls completed, the next review
+    # comes only once c + k calls have completed.
+    for (c, kind), (c_next, _) in itertools.pairwise(log):
+        if kind == "replace_workflow":
+            assert c_next >= c + k
+    retained = drive(parse_schedule("retain_first"), steps)
+    assert retained == every[: len(retained)]
+    # Since every review realizes the step's operation, retain_first stops right after the
+    # first replacement.
+    first_replace = next(
+        (i for i, s in enumerate(steps) if s.realized.kind == "replace_workflow"), None
+    )
+    assert len(retained) == (n if first_replace is None else first_replace + 1)
+    if k == 0:
+        assert protected == every

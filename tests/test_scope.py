@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from controlscope.envs.filesystem.server import start_filesystem_server
+from controlscope.mcp_client import McpToolServer
 from controlscope.scope import (
     REQUIRED_SCOPE,
-    DataConstantRewriter,
     Keep,
     MalformedOperationError,
     Operation,
@@ -31,13 +31,14 @@ from controlscope.scope import (
     ReplaceWorkflow,
     Scope,
     Validation,
-    block_constants,
+    block_data_constants,
     code_parameters,
     is_code_parameter,
     parse_operation,
     validate_operation,
 )
 from controlscope.tools import ToolSchema
+from controlscope.worker import _runtime
 from controlscope.worker.types import Boundary, CallSite
 
 BLOCK = """\
@@ -54,18 +55,22 @@ print(json.dumps(summary), limit)
 
 
 @pytest.fixture(scope="module")
-def fs_tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ToolSchema]]:
-    """The real filesystem server's tools, by name; the server stays up for the module."""
+def fs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpToolServer]:
+    """The real pinned MCP filesystem server on a small workspace, up for the whole module."""
     workspace = tmp_path_factory.mktemp("ws")
     (workspace / "notes").mkdir()
     (workspace / "notes" / "a.txt").write_text("alpha\nbeta\ngamma\n")
     server = start_filesystem_server(workspace)
     try:
-        tools = {tool.name: tool for tool in server.list_tools()}
-        tools["__server__"] = server  # type: ignore[assignment]
-        yield tools
+        yield server
     finally:
         server.close()
+
+
+@pytest.fixture(scope="module")
+def fs_tools(fs_server: McpToolServer) -> dict[str, ToolSchema]:
+    """The real server's tools, by name."""
+    return {tool.name: tool for tool in fs_server.list_tools()}
 
 
 def boundary(
@@ -241,6 +246,9 @@ def test_patch_arguments_rules(fs_tools: dict[str, ToolSchema]) -> None:
         "head",
         "number",
     )
+    v = check(PatchArguments(arguments={"head": "9" * 100_000}), Scope.ARG, read)
+    assert_rejected(v, "schema_violation", "head")
+    assert len(v.detail) < 1000  # the offending value is quoted, but bounded
     assert_rejected(
         check(PatchArguments(arguments={"head": math.nan}), Scope.ARG, read),
         "schema_violation",
@@ -305,6 +313,15 @@ def test_invalid_tool_schema_rejects_with_reason() -> None:
     tool = ToolSchema(name="t", input_schema={"type": "object", "properties": {"a": {"type": 5}}})
     v = check(PatchArguments(arguments={"a": 1}), Scope.ARG, tool, boundary("t", {"a": 0}))
     assert_rejected(v, "schema_violation", "itself invalid")
+
+
+@pytest.mark.parametrize(
+    "ref", ["http://example.invalid/schema.json", "#/$defs/missing"], ids=["remote", "dangling"]
+)
+def test_unresolvable_schema_reference_rejects_with_reason(ref: str) -> None:
+    tool = ToolSchema(name="t", input_schema={"type": "object", "properties": {"a": {"$ref": ref}}})
+    v = check(PatchArguments(arguments={"a": 1}), Scope.ARG, tool, boundary("t", {"a": 0}))
+    assert_rejected(v, "schema_violation", "cannot be resolved")
 
 
 def test_open_schema_without_properties_leaves_names_to_the_schema() -> None:
@@ -389,7 +406,7 @@ def test_code_parameter_hints(name: str, prop: dict[str, Any], expected: bool) -
 
 
 def test_filesystem_tools_have_no_code_parameters(fs_tools: dict[str, ToolSchema]) -> None:
-    tools = [t for n, t in fs_tools.items() if n != "__server__"]
+    tools = list(fs_tools.values())
     assert len(tools) >= 10
     assert {t.name: code_parameters(t) for t in tools} == {t.name: frozenset() for t in tools}
 
@@ -406,18 +423,20 @@ def test_filesystem_tools_have_no_code_parameters(fs_tools: dict[str, ToolSchema
     ],
 )
 def test_argument_validation_agrees_with_the_real_server(
-    fs_tools: dict[str, ToolSchema], arguments: dict[str, Any], patch: dict[str, Any]
+    fs_server: McpToolServer,
+    fs_tools: dict[str, ToolSchema],
+    arguments: dict[str, Any],
+    patch: dict[str, Any],
 ) -> None:
     """What validation accepts the real server runs; what it rejects as a schema violation the
     real server refuses as invalid arguments."""
-    server: Any = fs_tools["__server__"]
     v = check(
         PatchArguments(arguments=patch),
         Scope.ARG,
         fs_tools["read_text_file"],
         boundary(arguments=arguments),
     )
-    result = server.call("read_text_file", {**arguments, **patch})
+    result = fs_server.call("read_text_file", {**arguments, **patch})
     assert v.accepted == (not result.is_error), (v.detail, result.text)
     if not v.accepted:
         assert v.reason == "schema_violation"
@@ -426,10 +445,11 @@ def test_argument_validation_agrees_with_the_real_server(
 # --------------------------------------------------------------------------- patch_block_data
 
 
-def test_block_constants_canonical_values() -> None:
-    # depth-first in ast field order: a dict's keys come before its values
-    assert block_constants(BLOCK) == [
-        -1,
+def test_block_data_constants_are_the_workers_table() -> None:
+    # depth-first in ast field order (a dict's keys before its values); the sign of -1 is
+    # structure; f-string literal text is data, its format specs are not
+    assert block_data_constants(BLOCK) == [
+        1,
         "a.txt",
         "b.txt",
         "notes/",
@@ -445,22 +465,26 @@ def test_block_constants_canonical_values() -> None:
         True,
         None,
     ]
+    assert block_data_constants('p = f"{x:.2f} and {y!r:>{w}} end"') == [" and ", " end"]
+    _tree, values, _ = _runtime.transform_block(ast.parse(BLOCK), "__k")
+    assert values == block_data_constants(BLOCK)
     with pytest.raises(SyntaxError):
-        block_constants("def (:")
+        block_data_constants("def (:")
 
 
 @pytest.mark.parametrize(
     ("old", "new"),
     [
         ('x = read_text_file("a.txt")', 'x = read_text_file("b.txt")'),
-        ("n = 10", "n = -3"),
-        ("n = -1", "n = 5"),
-        ("n = -1", "n = +2.5"),
+        ("n = 10", "n = 3"),
+        ("n = -1", "n = -5"),
+        ("n = -1", "n = -2.5"),
         ("n = 10", "n = None"),
         ('n = "5"', "n = 5"),
         ("flag = True", "flag = 0"),
-        ('p = f"{d}/report.txt"', 'p = f"{d}/summary.txt"'),
         ("p = f\"{d['k']}\"", "p = f\"{d['j']}\""),
+        ('p = f"{d}/report.txt"', 'p = f"{d}/summary.txt"'),
+        ('p = f"{n:>5d} files in {d}"', 'p = f"{n:>5d} dirs under {d}"'),
         ('b = b"xy"', 'b = b"z"'),
         (
             'def f(a, b="x"):\n    """Doc."""\n    return a',
@@ -486,15 +510,17 @@ def test_block_data_accepted(old: str, new: str) -> None:
         ("x = 1\ny = 2", "x = 1", "statements"),
         ("x = 1", "x = 1\nimport os", "statements"),
         ("n = -1", "n = -x", "differs"),
-        ('p = f"{v:.2f}"', 'p = f"{v:.3f}"', "differs"),
+        ("n = -1", "n = 5", "differs"),
+        ("n = 1", "n = -5", "differs"),
+        ('p = f"{v:.2f}"', 'p = f"{v:.3f}"', "not block data"),
         ('p = f"{v!r}"', 'p = f"{v!s}"', "differs"),
         ('p = f"{v}"', 'p = "{v}"', "differs"),
-        ("match v:\n    case 1:\n        pass", "match v:\n    case 2:\n        pass", "differs"),
-        ("x = ...", "x = None", "differs"),
         ('p = f"{d}/r.txt"', 'p = f"{d}"', "differs"),
-        ('"""Doc."""\nx = 1', '"""Other doc."""\nx = 1', "differs"),
-        ('def f():\n    "Doc."\n    return 1', 'def f():\n    "Doc!"\n    return 1', "differs"),
-        ('class C:\n    "Doc."', 'class C:\n    "Doc!"', "differs"),
+        ("match v:\n    case 1:\n        pass", "match v:\n    case 2:\n        pass", "case"),
+        ('"""Doc."""\nx = 1', '"""Other doc."""\nx = 1', "docstring"),
+        ('def f():\n    "Doc."\n    return 1', 'def f():\n    "Doc!"\n    return 1', "docstring"),
+        ('class C:\n    "Doc."', 'class C:\n    "Doc!"', "docstring"),
+        ("x = ...", "x = None", "changes type from ellipsis to NoneType"),
         ('b = b"xy"', 'b = "xy"', "changes type from bytes to str"),
         ("c = 2j", "c = 2", "changes type"),
     ],
@@ -539,63 +565,117 @@ def test_block_data_against_a_broken_running_block() -> None:
     assert_rejected(v, "structure_changed", "running block")
 
 
-def _run(code: str) -> str:
+def _fake_env(table: list[Any] | None = None) -> dict[str, Any]:
+    env: dict[str, Any] = {"read_text_file": lambda path, head=0: path * 2}
+    if table is not None:
+        env["__k"] = table
+    return env
+
+
+def _printed(code: str | ast.Module, env: dict[str, Any]) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "<t>", "exec"), {"read_text_file": lambda path, head=0: path * 2})
+        exec(compile(code, "<t>", "exec"), env)
     return out.getvalue()
 
 
-def _tabled(code: str) -> tuple[ast.Module, list[Any]]:
-    """Compile ``code`` the way a worker can: each data constant becomes ``__k[i]``."""
-    tree = ast.parse(code)
-    rewriter = DataConstantRewriter(
-        lambda i, _n: ast.Subscript(
-            value=ast.Name(id="__k", ctx=ast.Load()), slice=ast.Constant(value=i), ctx=ast.Load()
-        )
-    )
-    tree = ast.fix_missing_locations(rewriter.visit(tree))
-    return tree, block_constants(code)
-
-
-def test_constant_table_contract_reproduces_the_patched_block() -> None:
-    """Compiling the OLD block with constants as table lookups and filling the table from the
-    NEW code's :func:`block_constants` behaves exactly like the new code: the contract the worker
-    uses to make a block-data patch effective."""
+def test_accepted_block_data_is_what_the_worker_makes_effective() -> None:
+    """The worker's own transform (constants as table lookups) of the OLD block, with the table
+    refilled from the accepted NEW code, behaves exactly like the new code."""
     new = (
-        BLOCK.replace("limit = -1", "limit = 7")
+        BLOCK.replace("limit = -1", "limit = -7")
         .replace('"b.txt"', '"c.txt"')
-        .replace("notes/", "docs/")
         .replace("0.5", "None")
+        .replace('"ok"', '"fine"')
+        .replace("notes/", "docs/")
     )
     assert check(PatchBlockData(code=new), Scope.PARAMS, ToolSchema(name="read_text_file")).accepted
-    tree, old_table = _tabled(BLOCK)
-    table = list(old_table)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(
-            compile(tree, "<t>", "exec"),
-            {"__k": table, "read_text_file": lambda path, head=0: path * 2},
-        )
-    assert out.getvalue() == _run(BLOCK)
-    table[:] = block_constants(new)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(
-            compile(tree, "<t>", "exec"),
-            {"__k": table, "read_text_file": lambda path, head=0: path * 2},
-        )
-    assert out.getvalue() == _run(new)
-    assert "c.txt:" in out.getvalue()
-    assert "b.txt" not in out.getvalue()
-    assert out.getvalue().endswith("7\n")
+    tree, values, _ = _runtime.transform_block(ast.parse(BLOCK), "__k")
+    table = list(values)
+    assert _printed(tree, _fake_env(table)) == _printed(BLOCK, _fake_env())
+    table[:] = block_data_constants(new)
+    out = _printed(tree, _fake_env(table))
+    assert out == _printed(new, _fake_env())
+    assert "c.txt:" in out
+    assert "b.txt" not in out
+    assert '"fine": true' in out
+    assert out.endswith("-7\n")
+
+
+def test_validated_block_data_patch_takes_effect_in_the_real_worker() -> None:
+    """End to end: a reviewer's block-data patch, validated here, is applied by a real
+    WorkerSession; the rest of the block (and the pending call) sees the new constants."""
+    from controlscope.worker import WorkerSession
+    from controlscope.worker.types import BlockResult, PrimitiveCall
+
+    code = (
+        "base = 'notes'\n"
+        "limit = 2\n"
+        "first = read_text_file(path=f'{base}/a.txt', head=limit)\n"
+        "second = read_text_file(path=f'{base}/b.txt', head=limit)\n"
+        "print(first, second, limit * 10)\n"
+    )
+    patched = code.replace("/b.txt", "/c.txt").replace("limit * 10", "limit * 30")
+
+    class Server:
+        def __init__(self) -> None:
+            self.calls: list[dict[str, Any]] = []
+
+        def list_tools(self) -> list[ToolSchema]:
+            return [
+                ToolSchema(
+                    name="read_text_file",
+                    input_schema={
+                        "type": "object",
+                        "properties": {"path": {"type": "string"}, "head": {"type": "number"}},
+                        "required": ["path"],
+                    },
+                )
+            ]
+
+        def call(self, name: str, arguments: dict[str, Any]) -> Any:
+            from controlscope.tools import ToolResult
+
+            self.calls.append(dict(arguments))
+            return ToolResult(text=str(arguments["path"]))
+
+        def close(self) -> None:
+            pass
+
+    server = Server()
+    verdicts: list[Validation] = []
+
+    class Handler:
+        def on_block_start(self, block_id: str, code: str, replaces: str | None) -> None:
+            pass
+
+        def on_boundary(self, b: Boundary) -> Operation:
+            proposal = PatchBlockData(code=patched) if b.block_call_index == 0 else Keep()
+            verdict = validate_operation(proposal, Scope.PARAMS, boundary=b, tool=tool)
+            verdicts.append(verdict)
+            return verdict.realized
+
+        def on_call(self, call: PrimitiveCall) -> None:
+            pass
+
+        def on_block_end(self, result: BlockResult) -> None:
+            pass
+
+    tool = server.list_tools()[0]
+    with WorkerSession(server) as session:
+        [result] = session.run_reply([("b1", code)], Handler())
+    assert verdicts, (result.status, result.error)
+    assert verdicts[0].accepted, verdicts[0].detail
+    assert result.status == "completed", result.error
+    assert server.calls == [{"path": "notes/a.txt", "head": 2}, {"path": "notes/c.txt", "head": 2}]
+    assert result.output.strip() == "notes/a.txt notes/c.txt 60"
 
 
 scalars = st.one_of(
     st.none(),
     st.booleans(),
-    st.integers(min_value=-(10**6), max_value=10**6),
-    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.integers(min_value=0, max_value=10**9),
+    st.floats(min_value=0.0, allow_nan=False, allow_infinity=False, width=32),
     st.text(max_size=8),
 )
 
@@ -603,16 +683,30 @@ scalars = st.one_of(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(scalars, min_size=15, max_size=15))
 def test_any_scalar_rewrite_of_data_constants_is_accepted(values: list[Any]) -> None:
-    """Property: substituting arbitrary JSON scalars for the data constants (non-empty strings
-    where the grammar needs them: f-string text) is a valid block-data patch whose constants are
-    exactly the substituted values; substituting the same values is an empty patch."""
-    originals = block_constants(BLOCK)
+    """Property: substituting arbitrary JSON scalars for the data constants (non-negative
+    numbers: a sign is structure; non-empty text for f-string parts: the grammar has no empty
+    parts) is a valid block-data patch whose data constants are exactly the substituted values;
+    substituting the same values is an empty patch."""
+    tree = ast.parse(BLOCK)
+    constants = _runtime.constants_in_order(tree)
+    slots = _runtime.slot_positions(tree)
+    assert len(slots) == len(values)
+    fstring_parts = {
+        id(part)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        for part in node.values
+        if isinstance(part, ast.Constant)
+    }
     values = [
-        ((str(v) or "-") if i in _fstring_sites() else v)
-        for i, (old, v) in enumerate(zip(originals, values, strict=True))
+        (str(v) or "-") if id(constants[i]) in fstring_parts else v
+        for i, v in zip(slots, values, strict=True)
     ]
-    tree = DataConstantRewriter(lambda i, _n: ast.Constant(value=values[i])).visit(ast.parse(BLOCK))
-    new = ast.unparse(ast.fix_missing_locations(tree))
+    values = [0.0 if isinstance(v, float) and v == 0 else v for v in values]  # no -0.0
+    originals = [constants[i].value for i in slots]
+    for i, value in zip(slots, values, strict=True):
+        constants[i].value = value
+    new = ast.unparse(tree)
     v = check(PatchBlockData(code=new), Scope.PARAMS, ToolSchema(name="read_text_file"))
     same = all(
         type(a) is type(b) and repr(a) == repr(b) for a, b in zip(originals, values, strict=True)
@@ -621,28 +715,8 @@ def test_any_scalar_rewrite_of_data_constants_is_accepted(values: list[Any]) -> 
         assert_rejected(v, "empty_patch")
     else:
         assert_accepted(v)
-    assert [json.dumps(x) for x in block_constants(new)] == [json.dumps(x) for x in values]
-
-
-def _fstring_sites() -> set[int]:
-    """Indexes of BLOCK's data constants that are f-string literal text (must stay ``str``)."""
-    tree = ast.parse(BLOCK)
-    parts = {
-        id(part)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.JoinedStr)
-        for part in node.values
-        if isinstance(part, ast.Constant)
-    }
-    sites: set[int] = set()
-
-    def note(index: int, node: ast.expr) -> ast.expr:
-        if id(node) in parts:
-            sites.add(index)
-        return node
-
-    DataConstantRewriter(note).visit(tree)
-    return sites
+    got = block_data_constants(new)
+    assert [json.dumps(x) for x in got] == [json.dumps(x) for x in values]
 
 
 # --------------------------------------------------------------------------- replace_workflow

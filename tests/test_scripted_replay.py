@@ -160,7 +160,7 @@ def test_replay_from_run_dir_reads_one_role(tmp_path: Path) -> None:
         json.dumps({"type": "boundary", "call": {"tool": "read_text_file"}}),
         _event("reviewer", review, ModelResponse(text='{"decision": "keep"}')),
         "",
-        _event("planner", plan_2, None, error={"message": "503", "kind": "server", "status": 503}),
+        _event("planner", plan_2, None, error="503", error_kind="server", error_status=503),
         '{"type": "model_call", "role": "planner", "requ',  # a run killed mid-write
     ]
     (tmp_path / "events.jsonl").write_text("\n".join(lines))
@@ -177,6 +177,24 @@ def test_replay_from_run_dir_reads_one_role(tmp_path: Path) -> None:
     assert len(ReplayModel.from_run_dir(tmp_path, "other")) == 0
 
 
+def test_replay_reads_the_log_the_trajectory_writer_writes(tmp_path: Path) -> None:
+    """Round trip through the real trajectory store (controlscope.record)."""
+    store = pytest.importorskip("controlscope.record.store")
+    events = pytest.importorskip("controlscope.record.events")
+    plan, review = conversation("sys", "task"), conversation("review sys", "h")
+    reply = ScriptedModel.tool_call("execute_python", {"code": "print(1)"})
+    with store.TrajectoryWriter(tmp_path) as writer:
+        writer.write(events.model_call_event("planner", plan, reply, turn=0))
+        failure = ProviderError("timed out", status=None, kind="timeout")
+        writer.write(events.model_call_event("reviewer", review, failure, call_index=0))
+    planner = ReplayModel.from_run_dir(tmp_path, "planner")
+    assert planner.complete(plan) == reply
+    reviewer = ReplayModel.from_run_dir(tmp_path, "reviewer")
+    with pytest.raises(ProviderError, match="timed out") as caught:
+        reviewer.complete(review)
+    assert caught.value.kind == "timeout"
+
+
 def test_replay_from_run_dir_bad_input(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"events\.jsonl"):
         ReplayModel.from_run_dir(tmp_path, "planner")
@@ -187,6 +205,10 @@ def test_replay_from_run_dir_bad_input(tmp_path: Path) -> None:
     log.write_text(json.dumps({"type": "model_call", "role": "planner", "request": {}}) + "\n")
     with pytest.raises(ValueError, match=r"events.jsonl:1: model call without a valid request"):
         ReplayModel.from_run_dir(tmp_path, "planner")
+    log.write_text(_event("planner", conversation("s"), None, error={"kind": "server"}) + "\n")
+    with pytest.raises(ProviderError) as caught:
+        ReplayModel.from_run_dir(tmp_path, "planner").complete(conversation("s"))
+    assert caught.value.kind == "server"
     log.write_text(_event("planner", conversation("s"), None) + "\n")
     with pytest.raises(ValueError, match="neither a response nor an error"):
         ReplayModel.from_run_dir(tmp_path, "planner")

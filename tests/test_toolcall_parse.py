@@ -109,3 +109,10 @@ def test_code_tool_recognition() -> None:
 def test_plain_text_has_no_calls() -> None:
     assert parse_tool_calls("The answer is 4.", [READ]) == ("The answer is 4.", ())
     assert parse_tool_calls("   ", []) == (None, ())
+
+
+def test_only_python_fences_count_as_code() -> None:
+    text = "Run this:\n```bash\nls -la\n```\nor this:\n```py\nprint(1)\n```"
+    _, calls = parse_tool_calls(text, [EXEC])
+    assert calls[0].arguments == "```py\nprint(1)\n```"
+    assert parse_tool_calls("```bash\nls\n```", [EXEC])[1] == ()

@@ -165,3 +165,16 @@ def test_cli_pull_prints_path_last(
     assert capsys.readouterr().out.strip().splitlines()[-1] == str(real_small_gguf)
     assert weights.main(parser.parse_args(["pull", "--model", "/nonexistent/x.gguf"])) == 1
     assert "neither a known model" in capsys.readouterr().err
+
+
+def test_controlscope_model_pull_command(real_small_gguf: Path) -> None:
+    """The installed command line: ``controlscope model pull`` prints the path as its last line."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "controlscope.cli", "model", "pull", "--model", "0.5b"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == str(real_small_gguf)

@@ -13,6 +13,7 @@ records everything (design.md, "Execution contract"; paper sections 3, 4 and A.1
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,12 +50,8 @@ from controlscope.record.events import (
     ModelCallEvent,
     PlannerTurnEvent,
     PrimitiveCallEvent,
-    ProposalEvent,
-    RealizedOperationEvent,
-    ReviewRequestEvent,
     RunEndEvent,
     RunStartEvent,
-    VerdictEvent,
 )
 from controlscope.record.store import TrajectoryWriter, read_events, write_summary
 from controlscope.record.summary import RunSummary, summarize
@@ -188,8 +185,14 @@ class _Controller:
         )
 
     def on_boundary(self, boundary: Boundary) -> Operation:
-        index = self.block_index.get(boundary.block_id)
-        queued = self.reply_blocks[index + 1 :] if index is not None else ()
+        root = boundary.block_id.split(".r", 1)[0]
+        index = self.block_index.get(root)
+        queued: tuple[str, ...] = ()
+        if index is not None and (
+            not self.running_is_replacement or self.config.replace_boundary == "block"
+        ):
+            # Under a reply boundary a replacement has cancelled the blocks queued behind it.
+            queued = self.reply_blocks[index + 1 :]
         ctx = ScheduleContext(
             code=boundary.code,
             block_index=index if index is not None else len(self.reply_blocks),
@@ -233,48 +236,9 @@ class _Controller:
             call_budget=self.budgets.primitive_calls,
             replace_boundary=self.config.replace_boundary,
         )
-        self.writer.write(
-            ReviewRequestEvent(
-                call_index=boundary.call_index,
-                block_id=boundary.block_id,
-                view=self.config.view,
-                granted=self.config.scope,
-                draw=self.config.draw,
-            )
-        )
-        outcome: ReviewOutcome = self.reviewer.review(state)
+        outcome: ReviewOutcome = self.reviewer.review(state, log=self.writer.write)
         self.review_seconds += outcome.latency_s
-        if outcome.request is not None and (outcome.response is not None or outcome.error):
-            self.writer.write(
-                ModelCallEvent(
-                    role="reviewer",
-                    request=outcome.request,
-                    response=outcome.response,
-                    error=outcome.error,
-                    error_kind=outcome.error_kind,
-                    call_index=boundary.call_index,
-                )
-            )
-        self.writer.write(
-            ProposalEvent(
-                call_index=boundary.call_index, raw=outcome.raw, operation=outcome.proposal
-            )
-        )
-        self.writer.write(
-            VerdictEvent(call_index=boundary.call_index, validation=outcome.validation)
-        )
         realized = outcome.validation.realized
-        self.writer.write(
-            RealizedOperationEvent(
-                call_index=boundary.call_index,
-                block_id=boundary.block_id,
-                granted=self.config.scope,
-                operation=realized,
-                fallback=outcome.fallback,
-                latency_s=outcome.latency_s,
-                model_called=outcome.request is not None,
-            )
-        )
         self.decisions.append(
             DecisionRecord(
                 call_index=boundary.call_index,
@@ -328,9 +292,9 @@ class _Controller:
         return named
 
 
-def _receipts_by_block(named: Sequence[tuple[str, str]], results: Sequence[BlockResult]) -> dict[
-    str, str
-]:
+def _receipts_by_block(
+    named: Sequence[tuple[str, str]], results: Sequence[BlockResult]
+) -> dict[str, str]:
     """Join each planned block's receipt with the receipts of its replacements."""
     out: dict[str, list[str]] = {block_id: [] for block_id, _ in named}
     for result in results:
@@ -382,17 +346,18 @@ def run_task(
     Raises:
         TaskError: when the task's state cannot be set up (before any model is called).
     """
-    from controlscope.envs.filesystem.workspace import Workspace
-
     budgets = config.budgets or task.budgets
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    if workspace_root is not None:
+        workspace_root.mkdir(parents=True, exist_ok=True)
     writer = TrajectoryWriter(out_dir)
     sink = _EventSink(writer, observer)
     try:
-        with Workspace.create(workspace_root) as workspace:
-            answer_key: AnswerKey = env.setup(task, seed, workspace.path)
-            server = env.start_server(workspace.path)
+        with tempfile.TemporaryDirectory(prefix="cs-ws-", dir=workspace_root) as tmp:
+            workspace = Path(tmp)
+            answer_key: AnswerKey = env.setup(task, seed, workspace)
+            server = env.start_server(workspace)
             try:
                 result = _run_with_server(
                     env=env,
@@ -405,17 +370,16 @@ def run_task(
                     writer=writer,
                     sink=sink,
                     server=server,
-                    workspace=workspace.path,
+                    workspace=workspace,
                     answer_key=answer_key,
-                    started=started,
                     out_dir=out_dir,
                 )
-                result.tree_hash = workspace.content_hash(
-                    include_mtimes=bool(answer_key.get("__time_sensitive__", False))
-                )
-                return result
             finally:
                 server.close()
+            state_hash = getattr(env, "state_hash", None)
+            if callable(state_hash):
+                result.tree_hash = str(state_hash(task, workspace))
+            return result
     finally:
         writer.close()
 
@@ -434,7 +398,6 @@ def _run_with_server(
     server: object,
     workspace: Path,
     answer_key: AnswerKey,
-    started: float,
     out_dir: Path,
 ) -> RunResult:
     from controlscope.tools import ToolServer
@@ -530,9 +493,7 @@ def _run_with_server(
                 continue
             named = controller.start_reply(parsed.blocks)
             t0, reviewed0 = time.monotonic(), controller.review_seconds
-            results = session.run_reply(
-                named, controller, replace_boundary=config.replace_boundary
-            )
+            results = session.run_reply(named, controller, replace_boundary=config.replace_boundary)
             exec_seconds += time.monotonic() - t0 - (controller.review_seconds - reviewed0)
             receipts = _receipts_by_block(named, results)
             fenced_parts: list[str] = []
@@ -552,16 +513,12 @@ def _run_with_server(
                     if reason == "budget:primitive_calls"
                     else (budgets.execution_seconds, exec_seconds)
                 )
-                sink.write(
-                    BudgetEvent(budget=reason.split(":", 1)[1], limit=limit, value=value)
-                )
+                sink.write(BudgetEvent(budget=reason.split(":", 1)[1], limit=limit, value=value))
                 end_reason = reason
                 break
         isolation = session.isolation
     verdict = env.verify(task, workspace, answer_key)
-    sink.write(
-        FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=end_reason)
-    )
+    sink.write(FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=end_reason))
     sink.write(RunEndEvent(end_reason=end_reason))
     writer.close()
     summary = summarize(read_events(out_dir))

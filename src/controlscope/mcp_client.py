@@ -94,16 +94,16 @@ class McpToolServer:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
+        self._main: asyncio.Task[None] | None = None
         self._start_error: BaseException | None = None
         self._thread = threading.Thread(
             target=self._run_loop, args=(target,), name=f"mcp-client:{label}", daemon=True
         )
         self._thread.start()
         if not self._ready.wait(self._timeout_s):
+            tail = self._stderr_tail()
             self._shutdown()
-            raise ToolServerError(
-                f"{label}: no session within {self._timeout_s:g} s{self._stderr_tail()}"
-            )
+            raise ToolServerError(f"{label}: no session within {self._timeout_s:g} s{tail}")
         if self._start_error is not None or self._client is None:
             error = self._start_error
             tail = self._stderr_tail()
@@ -180,7 +180,9 @@ class McpToolServer:
     def _run_loop(self, target: Any) -> None:
         asyncio.set_event_loop(self._loop)
         try:
-            self._loop.run_until_complete(self._hold_session(target))
+            self._main = self._loop.create_task(self._hold_session(target))
+            with contextlib.suppress(asyncio.CancelledError):
+                self._loop.run_until_complete(self._main)
         finally:
             self._ready.set()
             with contextlib.suppress(Exception):
@@ -192,7 +194,7 @@ class McpToolServer:
         try:
             # mode="legacy": the initialize handshake, which the npm server speaks; no probe
             # round trip at start-up. No list_roots_callback: roots are never advertised.
-            client = Client(target, mode="legacy", cache=None, read_timeout_seconds=None)
+            client = Client(target, mode="legacy", cache=None, read_timeout_seconds=self._timeout_s)
             async with client:
                 self._client = client
                 self._ready.set()
@@ -301,6 +303,8 @@ class McpToolServer:
                 ) from error
             # A JSON-RPC error about this call (unknown tool, invalid params): a tool error.
             return ToolResult(text=f"MCP error {error.code}: {error.message}", is_error=True)
+        except ValueError as error:  # arguments that cannot be serialised (pydantic raises it)
+            return ToolResult(text=f"arguments of {name!r} cannot be sent: {error}", is_error=True)
         return _to_result(raw)
 
     def close(self) -> None:
@@ -311,10 +315,15 @@ class McpToolServer:
         self._shutdown()
 
     def _shutdown(self) -> None:
-        stop = self._stop
-        if stop is not None and not self._loop.is_closed():
+        # A live session ends through its stop event (a clean exit of the client's context);
+        # a session still starting is cancelled. Either way the SDK stops the server process.
+        stop, main = self._stop, self._main
+        if not self._loop.is_closed():
             with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(stop.set)
+                if self._client is not None and stop is not None:
+                    self._loop.call_soon_threadsafe(stop.set)
+                elif main is not None:
+                    self._loop.call_soon_threadsafe(main.cancel)
         self._thread.join(_CLOSE_TIMEOUT_S)
         if self._stderr_file is not None:
             with contextlib.suppress(OSError):

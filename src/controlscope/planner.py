@@ -1,9 +1,9 @@
 """Ordinary planning: the planner's system prompt and the parsing of its replies into blocks.
 
 The planner sees the environment's tools as ready Python functions with one short worked example
-(the local model needs it: without the example it tends to redefine the tools). It emits code through
-a native ``execute_python`` tool (several calls in one reply are queued blocks) or, for models
-without tool calling, fenced code (paper sections 4 and A.1).
+(the local model needs it: without the example it tends to redefine the tools). It emits code
+through a native ``execute_python`` tool (several calls in one reply are queued blocks) or, for
+models without tool calling, fenced code (paper sections 4 and A.1).
 """
 
 from __future__ import annotations
@@ -101,7 +101,10 @@ def render_system_prompt(
     how = (
         "To act, call the tool `execute_python` with the code of one block."
         if fmt == "tools"
-        else "To act, write exactly one ```python fenced code block; it is run and you see its output."
+        else (
+            "To act, write exactly one ```python fenced code block; it is run and you see its "
+            "output."
+        )
     )
     restriction = (
         ""
@@ -127,8 +130,8 @@ def render_system_prompt(
     return (
         "You solve tasks by writing Python code that calls the functions below. They already "
         "exist in the Python session: call them directly, never define, import or mock them. Each "
-        "returns the tool's text result and raises ToolError when the tool fails. Variables persist "
-        "between blocks. Use print() to see values. Use absolute paths inside the allowed "
+        "returns the tool's text result and raises ToolError when the tool fails. Variables "
+        "persist between blocks. Use print() to see values. Use absolute paths inside the allowed "
         f"directory.\n{how}\nWhen the task is complete, answer briefly without code.\n"
         f"{restriction}\nFunctions:\n\n{functions}\n{example}"
     )

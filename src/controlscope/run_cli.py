@@ -16,7 +16,9 @@ SCOPES = ("keep", "arg", "params", "full")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``run``'s options on ``parser``."""
-    parser.add_argument("--task", required=True, help="task id, e.g. student_database/english_talent")
+    parser.add_argument(
+        "--task", required=True, help="task id, e.g. student_database/english_talent"
+    )
     parser.add_argument("--env", default="filesystem", help="environment (default: filesystem)")
     parser.add_argument("--seed", type=int, default=0, help="the task's data seed (default 0)")
     parser.add_argument(
@@ -35,9 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="continuous",
         help="never|continuous|per_block|once[:K]|midpoint:N|protect:n|retain_first (join with +)",
     )
-    parser.add_argument(
-        "--view", choices=("code_only", "with_feedback"), default="with_feedback"
-    )
+    parser.add_argument("--view", choices=("code_only", "with_feedback"), default="with_feedback")
     parser.add_argument("--replace-boundary", choices=("block", "reply"), default="reply")
     parser.add_argument(
         "--model",
@@ -63,9 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draw", type=int, default=0, help="reviewer draw index")
     parser.add_argument("--max-calls", type=int, default=None, help="primitive-call budget")
     parser.add_argument("--max-turns", type=int, default=None, help="planning-turn budget")
-    parser.add_argument(
-        "--max-seconds", type=float, default=None, help="execution-seconds budget"
-    )
+    parser.add_argument("--max-seconds", type=float, default=None, help="execution-seconds budget")
     parser.add_argument(
         "--cache", type=Path, default=None, help="an SQLite exact-request cache file to use"
     )

@@ -5,24 +5,23 @@ AppWorld V2 "coordinated data edit", section A.2) sits between Arg and Full.
 
 INTERFACE CONTRACT (fixed): other modules rely on the names and fields of the records below.
 The reviewer builds proposals with :func:`parse_operation` and judges them with
-:func:`validate_operation`; the worker makes block-data patches effective with
-:class:`DataConstantRewriter` / :func:`block_constants`, the same canonical walk that validation
-uses.
+:func:`validate_operation`. Block-data validation uses the worker runtime's own constant walk
+(:func:`block_data_constants`), so what it accepts the worker can make effective.
 """
 
 from __future__ import annotations
 
 import ast
-import copy
 import enum
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import jsonschema
 import jsonschema.protocols
 import jsonschema.validators
+import referencing.exceptions
 from pydantic import BaseModel, ConfigDict, Field
 
 from controlscope.tools import ToolSchema
@@ -351,192 +350,39 @@ def code_parameters(tool: ToolSchema) -> frozenset[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Data constants of a block (Params, paper section A.2: "coordinated data edits")
-# ---------------------------------------------------------------------------------------------
+# Block data (Params, paper section A.2: "coordinated data edits")
 
 #: Constant types that may change into one another in a block-data patch (JSON scalars).
 SCALAR_TYPES: tuple[type, ...] = (str, int, float, bool, type(None))
 
-_SIGNS = (ast.USub, ast.UAdd)
 
+def block_data_constants(code: str) -> list[Any]:
+    """The values of a block's *data constants*: what a block-data patch may change.
 
-def _is_signed_number(node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.UnaryOp)
-        and isinstance(node.op, _SIGNS)
-        and isinstance(node.operand, ast.Constant)
-        and isinstance(node.operand.value, int | float | complex)
-        and not isinstance(node.operand.value, bool)
-    )
-
-
-def constant_value(node: ast.expr) -> Any:
-    """The value of a data-constant site (an ``ast.Constant`` or a signed number such as ``-1``).
-
-    Raises:
-        TypeError: ``node`` is not a data-constant site.
-    """
-    if isinstance(node, ast.Constant):
-        return node.value
-    if _is_signed_number(node):
-        assert isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)
-        number = node.operand.value
-        assert isinstance(number, int | float | complex)
-        return -number if isinstance(node.op, ast.USub) else +number
-    raise TypeError(f"not a data constant: {ast.dump(node)}")
-
-
-class DataConstantRewriter(ast.NodeTransformer):
-    """Replace every data constant of a tree, in canonical order, by ``make(index, node)``.
-
-    The canonical order and the set of *data constants* are the contract between block-data
-    validation (:func:`validate_operation`) and the worker that makes a ``patch_block_data``
-    effective (e.g. by compiling each block with its data constants turned into lookups in a
-    per-block table, then refilling the table from :func:`block_constants` of the new code).
-
-    Data constants are:
-
-    - every ``ast.Constant`` except ``...`` (Ellipsis is syntax), visited depth-first in
-      ``ast`` field order;
-    - a signed number (``-1``, ``+2.5``) counts as ONE constant whose value carries the sign, so
-      ``limit = -1`` may become ``limit = 5``;
-    - the literal text parts of an f-string (``"report.txt"`` in ``f"{d}/report.txt"``); a
-      replacement for such a part is wrapped as ``FormattedValue(make(...), conversion=-1)`` so
-      the tree stays valid. The expressions inside ``{...}`` are ordinary code. A literal part
-      cannot become empty: Python's syntax tree has no empty parts, so ``f"{d}/x"`` ->
-      ``f"{d}"`` is a structure change.
-
-    Not data (they are structure and must stay equal): f-string format specs (``:.2f``) and
-    everything inside them, ``match``/``case`` patterns, docstrings (of the block, functions and
-    classes: text for readers, not data the program uses), and ``...``.
-
-    Args:
-        make: called with the 0-based site index and the original node; returns the expression
-            to put in its place (it must not itself be visited again).
-    """
-
-    def __init__(self, make: Callable[[int, ast.expr], ast.expr]) -> None:
-        self._make = make
-        self._docstrings: set[int] = set()
-        self.count = 0
-
-    def _skip_docstring(
-        self, node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-    ) -> None:
-        first = node.body[0] if node.body else None
-        if (
-            isinstance(first, ast.Expr)
-            and isinstance(first.value, ast.Constant)
-            and isinstance(first.value.value, str)
-        ):
-            self._docstrings.add(id(first.value))
-
-    def visit_Module(self, node: ast.Module) -> ast.Module:
-        """Visit a module, keeping its docstring as structure."""
-        self._skip_docstring(node)
-        self.generic_visit(node)
-        return node
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
-        """Visit a function, keeping its docstring as structure."""
-        self._skip_docstring(node)
-        self.generic_visit(node)
-        return node
-
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AsyncFunctionDef:
-        """Visit a coroutine function, keeping its docstring as structure."""
-        self._skip_docstring(node)
-        self.generic_visit(node)
-        return node
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
-        """Visit a class, keeping its docstring as structure."""
-        self._skip_docstring(node)
-        self.generic_visit(node)
-        return node
-
-    def _site(self, node: ast.expr) -> ast.expr:
-        new = self._make(self.count, node)
-        self.count += 1
-        return new
-
-    def visit_Constant(self, node: ast.Constant) -> ast.expr:
-        """Replace a constant (Ellipsis and docstrings stay)."""
-        if node.value is Ellipsis or id(node) in self._docstrings:
-            return node
-        return self._site(node)
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
-        """Replace a signed number as one site; other unary operations are visited normally."""
-        if _is_signed_number(node):
-            return self._site(node)
-        self.generic_visit(node)
-        return node
-
-    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.expr:
-        """Replace f-string literal parts; visit the ``{...}`` expressions but not format specs."""
-        values: list[ast.expr] = []
-        for part in node.values:
-            if isinstance(part, ast.Constant):
-                new = self._site(part)
-                if not isinstance(new, ast.Constant):
-                    new = ast.FormattedValue(value=new, conversion=-1, format_spec=None)
-                values.append(new)
-            elif isinstance(part, ast.FormattedValue):
-                part.value = self.visit(part.value)
-                values.append(part)
-            else:  # pragma: no cover - the grammar allows nothing else
-                values.append(part)
-        node.values = values
-        return node
-
-    def visit_match_case(self, node: ast.match_case) -> ast.match_case:
-        """Keep the case pattern as structure; visit the guard and the body."""
-        if node.guard is not None:
-            node.guard = self.visit(node.guard)
-        node.body = [self.visit(stmt) for stmt in node.body]
-        return node
-
-
-def data_constant_nodes(tree: ast.AST) -> list[ast.expr]:
-    """The data-constant sites of ``tree`` in canonical order, without changing the tree.
-
-    See :class:`DataConstantRewriter` for what counts as a data constant.
-    """
-    found: list[ast.expr] = []
-
-    def keep(_index: int, node: ast.expr) -> ast.expr:
-        found.append(node)
-        return node
-
-    DataConstantRewriter(keep).visit(copy.deepcopy(tree))
-    return found
-
-
-def block_constants(code: str) -> list[Any]:
-    """The values of a block's data constants, in canonical order.
-
-    Two blocks accepted as a block-data patch of one another have lists of equal length whose
-    i-th entries sit at the same place of the same syntax tree.
+    The worker makes a ``patch_block_data`` effective by compiling each block with its constants
+    turned into lookups in a per-block table and refilling the table from the rewrite; the
+    constants it tabulates are the data constants. This function and :func:`validate_operation`
+    use the worker's own walk (``controlscope.worker._runtime``: ``constants_in_order``,
+    ``slot_positions``, ``structure_key``), so validation accepts exactly what the worker can
+    make effective. Data constants: every literal constant in depth-first ``ast`` field order
+    (a dict's keys before its values), f-string literal text included, except f-string format
+    specs (``:.2f``), ``match``/``case`` patterns and docstrings. A signed number ``-1`` is the
+    constant ``1`` under a minus sign (the sign is structure). An f-string text part cannot
+    become empty (the syntax tree has no empty parts).
 
     Args:
         code: Python source of one block.
 
     Returns:
-        The constant values (``-1`` for a signed number; f-string literal text as ``str``).
+        The data constants' values, in table order.
 
     Raises:
         SyntaxError: the code does not parse.
     """
-    return [constant_value(node) for node in data_constant_nodes(ast.parse(code))]
+    from controlscope.worker import _runtime  # lazy: worker.types imports this module
 
-
-def _skeleton(tree: ast.AST) -> str:
-    """``ast.dump`` of ``tree`` with every data constant replaced by one placeholder name."""
-    rewritten = DataConstantRewriter(lambda _i, _n: ast.Name(id="\0const", ctx=ast.Load())).visit(
-        copy.deepcopy(tree)
-    )
-    return ast.dump(rewritten, annotate_fields=True, include_attributes=False)
+    constants = _runtime.constants_in_order(tree := ast.parse(code))
+    return [constants[i].value for i in _runtime.slot_positions(tree)]
 
 
 def _same_value(old: Any, new: Any) -> bool:
@@ -555,8 +401,6 @@ def _compile(code: str, filename: str) -> ast.Module:
     try:
         tree = ast.parse(code, filename=filename, mode="exec")
         compile(tree, filename, "exec", dont_inherit=True)
-    except SyntaxError:
-        raise
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         raise SyntaxError(f"{type(exc).__name__}: {exc}") from exc
     return tree
@@ -570,6 +414,10 @@ def _syntax_detail(exc: SyntaxError) -> str:
 # ---------------------------------------------------------------------------------------------
 # Validation
 # ---------------------------------------------------------------------------------------------
+
+
+#: Characters of one schema error message kept in a rejection's detail.
+_DETAIL_CHARS = 300
 
 
 def _reject(
@@ -597,7 +445,10 @@ def _schema_errors(
         path = tuple(error.absolute_path)
         key = (path, str(error.validator), error.message)
         where = "/".join(str(p) for p in path) or "(arguments)"
-        errors[key] = f"{where}: {error.message}"
+        message = error.message
+        if len(message) > _DETAIL_CHARS:  # the message quotes the value, which may be huge
+            message = message[:_DETAIL_CHARS] + "…"
+        errors[key] = f"{where}: {message}"
     return errors
 
 
@@ -654,8 +505,17 @@ def _check_patch_arguments(
             f"{exc.message}",
         )
     validator = validator_class(schema)
-    before = _schema_errors(validator, dict(boundary.arguments))
-    after = _schema_errors(validator, merged)
+    try:
+        before = _schema_errors(validator, dict(boundary.arguments))
+        after = _schema_errors(validator, merged)
+    except referencing.exceptions.Unresolvable as exc:  # never fetched: no network
+        return _reject(
+            granted,
+            patch,
+            "schema_violation",
+            f"the input schema of {tool.name} has a reference that cannot be resolved, so no "
+            f"patch can be checked: {exc}",
+        )
     new = [text for key, text in after.items() if key not in before]
     if new:
         return _reject(
@@ -675,11 +535,16 @@ def _same_json(old: Any, new: Any) -> bool:
 
 
 def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary) -> Validation:
+    from controlscope.worker import _runtime  # lazy: worker.types imports this module
+
     try:
         new_tree = _compile(patch.code, "<patch_block_data>")
     except SyntaxError as exc:
         return _reject(
-            granted, patch, "syntax_error", f"the new block does not compile: {_syntax_detail(exc)}"
+            granted,
+            patch,
+            "syntax_error",
+            f"the new block does not compile: {_syntax_detail(exc)}",
         )
     try:
         old_tree = _compile(boundary.code, "<block>")
@@ -691,7 +556,7 @@ def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary)
             f"the running block's own code does not compile, so nothing can match it: "
             f"{_syntax_detail(exc)}",
         )
-    if _skeleton(old_tree) != _skeleton(new_tree):
+    if _runtime.structure_key(old_tree) != _runtime.structure_key(new_tree):
         return _reject(
             granted,
             patch,
@@ -699,20 +564,31 @@ def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary)
             "the new block's syntax tree differs from the running block's beyond constant "
             f"values{_first_difference(old_tree, new_tree)}",
         )
-    old_values = [constant_value(n) for n in data_constant_nodes(old_tree)]
-    new_values = [constant_value(n) for n in data_constant_nodes(new_tree)]
+    old_constants = _runtime.constants_in_order(old_tree)
+    new_constants = _runtime.constants_in_order(new_tree)
+    slots = set(_runtime.slot_positions(old_tree))
     changed = 0
-    for index, (old, new) in enumerate(zip(old_values, new_values, strict=True)):
+    for index, (old_node, new_node) in enumerate(zip(old_constants, new_constants, strict=True)):
+        old, new = old_node.value, new_node.value
         if _same_value(old, new):
             continue
+        where = f"the constant {old!r} on line {new_node.lineno}"
+        if index not in slots:
+            return _reject(
+                granted,
+                patch,
+                "structure_changed",
+                f"{where} is an f-string format spec, a docstring or a case pattern: it is not "
+                "block data "
+                "and the running block would not see the change",
+            )
         if not _type_change_allowed(old, new):
             return _reject(
                 granted,
                 patch,
                 "structure_changed",
-                f"constant #{index} changes type from {type(old).__name__} to "
-                f"{type(new).__name__} ({old!r} -> {new!r}); only str/int/float/bool/None "
-                "may change into one another",
+                f"{where} changes type from {type(old).__name__} to {type(new).__name__} "
+                f"({new!r}); only str/int/float/bool/None may change into one another",
             )
         changed += 1
     if not changed:
@@ -721,10 +597,11 @@ def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary)
 
 
 def _first_difference(old: ast.Module, new: ast.Module) -> str:
-    """Point at the first top-level statement whose structure differs, to make a rejection
-    actionable."""
+    """Point at the first top-level statement whose structure differs."""
+    from controlscope.worker import _runtime
+
     for old_stmt, new_stmt in zip(old.body, new.body, strict=False):
-        if _skeleton(old_stmt) != _skeleton(new_stmt):
+        if _runtime.structure_key(old_stmt) != _runtime.structure_key(new_stmt):
             return f" (first at the statement on line {new_stmt.lineno} of the new block)"
     if len(old.body) != len(new.body):
         return (
@@ -773,21 +650,23 @@ def validate_operation(
          ``properties`` that allows additional properties leaves names to the schema check);
        - a code-valued parameter (``tool.code_params`` or schema hints, see
          :func:`is_code_parameter`) -> ``code_parameter``;
-       - values that are not JSON, or the merged arguments (``boundary.arguments`` updated with
-         the patch) showing a JSON-schema error that the unpatched call did not have (validator
-         from the schema's ``$schema``, default Draft 2020-12) -> ``schema_violation``. An error
-         the pending call already had does not block a patch of another argument: Keep would
-         fail the same way;
+       - values that are not JSON (objects, NaN, infinities) -> ``schema_violation``;
        - every patched value equal to the current one -> ``empty_patch``. A patch sets values; it
-         cannot delete an argument.
+         cannot delete an argument;
+       - the merged arguments (``boundary.arguments`` updated with the patch) showing a
+         JSON-schema error that the unpatched call did not have (validator from the schema's
+         ``$schema``, default Draft 2020-12) -> ``schema_violation``. An error the pending call
+         already had does not block a patch of another argument: Keep would fail the same way.
 
     5. ``patch_block_data`` (Params, paper section A.2 "coordinated data edits"): the code must
-       compile (``syntax_error``), and its syntax tree must equal that of ``boundary.code`` after
-       every data constant is blanked (``structure_changed``; comments and layout are free). See
-       :class:`DataConstantRewriter` for data constants: f-string literal text is data, format
-       specs and ``case`` patterns are structure. A constant may change type only among
-       str/int/float/bool/None (other types, e.g. bytes, keep theirs) -> else
-       ``structure_changed``. No constant changed -> ``empty_patch``.
+       compile (``syntax_error``), and its syntax tree must equal that of ``boundary.code`` with
+       every constant blanked (``structure_changed``; comments and layout are free). Only data
+       constants (see :func:`block_data_constants`) may change: a change to an f-string format
+       spec, a docstring or a ``case`` pattern is ``structure_changed``, because the running
+       block would not see it. A constant may change type only among str/int/float/bool/None
+       (other types, e.g. bytes, ``...``, keep theirs) -> else ``structure_changed``. A sign is
+       structure: ``-1`` -> ``-5`` is data, ``-1`` -> ``5`` is not. No constant changed ->
+       ``empty_patch``.
     6. ``replace_workflow`` (Full): the code must compile (``syntax_error``: module-level
        ``return``, top-level ``await`` and null bytes included). Code with no statement (empty,
        blank or comments only) -> ``empty_patch``: an empty code field is the commonest malformed

@@ -82,5 +82,6 @@ def main(args: argparse.Namespace) -> int:
     for t in tasks:
         params = ", ".join(f"{k}={v}" for k, v in t.params.items())
         table.add_row(t.id, t.category, str(t.python_allowed), t.template, params)
-    Console().print(table)
+    # Piped output is not cut to 80 columns.
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
     return 0

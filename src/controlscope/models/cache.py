@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -96,16 +97,31 @@ class RequestCache:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.hits = 0
         self.misses = 0
+        self._timeout_s = timeout_s
         self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
         try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False
+            conn = sqlite3.connect(
+                self.path, timeout=self._timeout_s, isolation_level=None, check_same_thread=False
             )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute(_SCHEMA)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
         except sqlite3.Error as exc:
             raise CacheError(f"cannot use {self.path} as a request cache: {exc}") from exc
+        return conn
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The connection of this process: a forked child opens its own (SQLite connections
+        must not cross a fork). Call with ``self._lock`` held."""
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self._db = self._open()
+        return self._db
 
     def get(self, key: str) -> ModelResponse | None:
         """Return the response stored under ``key``, or None.
@@ -203,7 +219,8 @@ class RequestCache:
     def close(self) -> None:
         """Close the database connection."""
         with self._lock:
-            self._conn.close()
+            if os.getpid() == self._pid:
+                self._db.close()
 
     def __enter__(self) -> RequestCache:
         return self

@@ -183,11 +183,12 @@ class ReplayModel:
     ) -> ReplayModel:
         """Load the model calls of one role from ``RUN_DIR/events.jsonl``.
 
-        Model-call events are lines with ``"type": "model_call"``, ``"role"``, ``"request"`` (a
-        :class:`ModelRequest` in JSON) and ``"response"`` (a :class:`ModelResponse`), or an
-        ``"error"`` (a string, or an object with ``message``/``kind``/``status``) when the call
-        failed. Other lines are other events and are skipped. A last line cut short (a run killed
-        while writing) is skipped too.
+        Model-call events (``controlscope.record.events.ModelCallEvent``) are lines with
+        ``"type": "model_call"``, ``"role"``, ``"request"`` (a :class:`ModelRequest` in JSON) and
+        ``"response"`` (a :class:`ModelResponse`), or, when the call failed, ``"error"`` (the
+        message) with ``"error_kind"`` and ``"error_status"`` (an object with ``message``,
+        ``kind``, ``status`` is accepted too). Other lines are other events and are skipped. A
+        last line cut short (a run killed while writing) is skipped too.
 
         Args:
             run_dir: the run directory.
@@ -234,13 +235,16 @@ def _pair_from_event(
         except ValidationError as exc:
             raise ValueError(f"{where}: model call with an invalid response: {exc}") from exc
     error = event.get("error")
+    kind = event.get("error_kind")
+    status = event.get("error_status")
+    if isinstance(error, dict):  # an error object instead of separate fields
+        kind = error.get("kind", kind)
+        status = error.get("status", status)
+        error = error.get("message", json.dumps(error))
     if isinstance(error, str):
-        return request, ProviderError(error)
-    if isinstance(error, dict):
-        status = error.get("status")
         return request, ProviderError(
-            str(error.get("message", error)),
+            error,
             status=status if isinstance(status, int) else None,
-            kind=str(error.get("kind", "other")),
+            kind=kind if isinstance(kind, str) else "other",
         )
     raise ValueError(f"{where}: model call with neither a response nor an error")

@@ -1,7 +1,9 @@
 """The reviewer's system prompt: role, API documentation, granted operations, decision format.
 
 Kept short on purpose: the embedded 1.5B model has an 8k context and reads about 80 prompt
-tokens per second, so every review pays for each line here.
+tokens per second, so every review pays for each line here. The one-line check before the
+operations is neutral between operations; tried on the 1.5B model with a mistyped path visible in
+the feedback view, it turned an always-``keep`` answer into the right argument patch.
 """
 
 from __future__ import annotations
@@ -16,17 +18,16 @@ from controlscope.tools import ToolSchema
 from controlscope.worker.types import ReplaceBoundary
 
 _RULES: dict[str, str] = {
-    "keep": "keep: the program makes the pending call unchanged. Choose it when the program is "
-    "right.",
+    "keep": "keep: the program makes the pending call unchanged.",
     "patch_arguments": "patch_arguments: the pending call is made with some data arguments "
     'changed, e.g. "arguments": {"path": "/correct/path.txt"}. The rest of the program is '
     "unchanged.",
     "patch_block_data": "patch_block_data: the running block is rewritten with only constant "
     "values changed (strings, numbers, True/False/None); every statement, name and call stays "
     'the same. "code" is the whole block.',
-    "replace_workflow": "replace_workflow: the pending call is cancelled and {what} is replaced "
-    'by "code", new Python that finishes the task from here. Tools are plain functions '
-    "returning text; variables defined so far still exist.",
+    "replace_workflow": 'replace_workflow: the pending call is cancelled; "code", new Python '
+    "that finishes the task from here, replaces {what}. Tools are plain functions returning "
+    "text; variables defined so far still exist.",
 }
 
 
@@ -84,8 +85,11 @@ def system_prompt(
         "The program's tools (Python functions; a failing call raises ToolError):",
         *(f"- {describe_tool(t)}" for t in tools),
         "",
+        "Check the pending call against the task and the observations so far: a wrong path, "
+        "name or value, or a wrong plan, is a mistake to fix. Keep only a correct call.",
+        "",
         "Operations you may choose:",
-        *(f"- {_RULES[k].format(what=what)}" for k in kinds),
+        *(f"- {_RULES[k].replace('{what}', what)}" for k in kinds),
         "",
     ]
     if mode == "tools":

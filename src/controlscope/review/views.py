@@ -156,7 +156,7 @@ def _reply(state: PublicState, lim: ViewLimits) -> str:
         elif state.running_block is not None:
             status = "finished"
         else:
-            status = "ran before the replacement"
+            status = "original reply"
         out.append(f"Block {i + 1} of {n} ({status}):\n{_code(code, lim.code_chars)}")
     if state.running_block is None:
         out.append(f"Replacement block (RUNNING):\n{_code(state.boundary.code, lim.code_chars)}")

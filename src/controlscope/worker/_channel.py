@@ -7,27 +7,27 @@ message raises :class:`ProtocolViolation`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import time
 from typing import Any
 
-from controlscope.worker._runtime import HEADER
+from controlscope.worker._runtime import HEADER, MAX_MESSAGE_BYTES
 
-#: Largest message accepted from the worker (boundary snapshots and output are bounded far below).
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-class ChannelTimeout(Exception):  # noqa: N818
+class ChannelTimeout(Exception):
     """No complete message arrived before the deadline."""
 
 
-class WorkerGone(Exception):  # noqa: N818
+class WorkerGone(Exception):
     """The worker closed its end of the channel (it exited or was killed)."""
 
 
-class ProtocolViolation(Exception):  # noqa: N818
+class ProtocolViolation(Exception):
     """The worker sent something that is not a well-formed message."""
 
 
@@ -50,8 +50,12 @@ class Channel:
             WorkerGone: the worker's end is closed.
             ChannelTimeout: the worker did not drain the pipe within ``timeout`` seconds.
         """
-        data = json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode()
-        view = memoryview(HEADER.pack(len(data)) + data)
+        data = _ENCODER.encode(msg).encode()
+        self.send_raw(HEADER.pack(len(data)) + data, timeout)
+
+    def send_raw(self, frame: bytes, timeout: float = 30.0) -> None:
+        """Send bytes already framed (see :meth:`send`; same errors)."""
+        view = memoryview(frame)
         deadline = time.monotonic() + timeout
         while view:
             try:
@@ -85,8 +89,8 @@ class Channel:
                     del buf[: 4 + n]
                     try:
                         msg = json.loads(data)
-                    except ValueError as exc:
-                        raise ProtocolViolation(f"message is not JSON: {exc}") from None
+                    except (ValueError, RecursionError) as exc:
+                        raise ProtocolViolation(f"message is not JSON: {exc!r}") from None
                     if not isinstance(msg, dict):
                         raise ProtocolViolation("message is not a JSON object")
                     return msg
@@ -105,8 +109,6 @@ class Channel:
     def close(self) -> None:
         """Close both fds (idempotent)."""
         for fd in (self.rfd, self.wfd):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         self.rfd = self.wfd = -1

@@ -1,10 +1,11 @@
 """The in-sandbox program of the worker: runs agent blocks and pauses at every primitive call.
 
 STANDARD LIBRARY ONLY. The controller starts a bare interpreter (``-S -s -P``, a controlled
-environment) and hands it this module's source; it never sees the repository or site-packages.
+environment) and hands it this module's compiled code over the channel; the worker never sees
+the repository or site-packages.
 The controller also imports this module for the pure helpers it shares with the runtime
-(:func:`slot_positions`, :func:`slot_values`, :func:`structure_key`, the wire format), so both sides number a block's
-constants identically.
+(:func:`slot_positions`, :func:`slot_values`, :func:`structure_key`, the wire format), so both
+sides number a block's constants identically.
 
 Wire format: each message is a 4-byte big-endian length followed by that many bytes of compact
 UTF-8 JSON (an object whose ``"t"`` field names its type). Messages, worker to controller:
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
+import gc
 import io
 import json
 import linecache
@@ -41,7 +44,18 @@ PROXY_FILENAME = "<controlscope-proxies>"
 BLOCK_FILENAME_PREFIX = "<block "
 CONST_TABLE_PREFIX = "__cs_k"
 HEADER = struct.Struct(">I")
+#: Largest message either side accepts (a call's arguments included), in bytes.
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _ModuleType = type(sys)
+# Taken now, before agent code can rebind the modules' attributes.
+_getframe, _gettrace, _settrace, _setprofile = (
+    sys._getframe,
+    sys.gettrace,
+    sys.settrace,
+    sys.setprofile,
+)
+_signal, _setitimer, _sigmask = signal.signal, signal.setitimer, signal.pthread_sigmask
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 #: Snapshot bounds: characters of one string, items of one container, JSON characters of one
 #: value, JSON characters of all variables of one scope.
@@ -56,11 +70,11 @@ class ToolError(Exception):
     """A primitive call came back as a tool error; the message is the server's text."""
 
 
-class BudgetExhausted(Exception):  # noqa: N818 - the name is part of the agent-facing API
+class BudgetExhausted(Exception):
     """The task's primitive-call budget is spent; no further call is made."""
 
 
-class _Cancelled(BaseException):  # noqa: N818
+class _Cancelled(BaseException):
     """Unwinds a block whose continuation was replaced (replace_workflow)."""
 
 
@@ -84,11 +98,11 @@ def constants_in_order(tree: ast.AST) -> list[ast.Constant]:
 
 
 def _literal_only_ids(tree: ast.AST) -> set[int]:
-    """Ids of constants that must stay literal: f-string parts, match patterns, docstrings."""
+    """Ids of constants that must stay literal: format specs, match patterns and docstrings."""
     skip: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.JoinedStr):
-            skip.update(id(v) for v in node.values if isinstance(v, ast.Constant))
+        if isinstance(node, ast.FormattedValue) and node.format_spec is not None:
+            skip.update(id(n) for n in ast.walk(node.format_spec) if isinstance(n, ast.Constant))
         elif isinstance(node, ast.MatchValue | ast.MatchSingleton):
             skip.update(id(n) for n in ast.walk(node) if isinstance(n, ast.Constant))
         elif isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -106,9 +120,9 @@ def _literal_only_ids(tree: ast.AST) -> set[int]:
 def slot_positions(tree: ast.AST) -> list[int]:
     """Which constants of :func:`constants_in_order` are slots of the block's constants table.
 
-    Every literal constant is a slot except f-string text parts, constants inside ``match``
-    patterns and docstrings (they must stay literal for the compiler or keep their meaning; a
-    rewrite may change them, to no effect on the running block).
+    Every literal constant is a slot, f-string text parts included, except the text of
+    f-string format specs (``f"{x:.2f}"``: formatting, not data), constants inside ``match``
+    patterns and docstrings (they must stay literal for the compiler or keep their meaning).
 
     Args:
         tree: the block as it started (parsed).
@@ -140,7 +154,9 @@ def structure_key(tree: ast.AST) -> str:
         if isinstance(node, ast.Constant):
             return "<const>"
         if isinstance(node, ast.AST):
-            return [type(node).__name__] + [(f, blank(getattr(node, f, None))) for f in node._fields]
+            return [type(node).__name__] + [
+                (f, blank(getattr(node, f, None))) for f in node._fields
+            ]
         if isinstance(node, list):
             return [blank(v) for v in node]
         return node
@@ -184,17 +200,31 @@ def transform_block(
             key = (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset or 0)
             call_literals[key] = {"pos": pos, "kw": kw}
 
+    def lookup(i: int, node: ast.AST) -> ast.expr:
+        new = ast.Subscript(
+            value=ast.Name(id=table, ctx=ast.Load()),
+            slice=ast.Constant(value=i),
+            ctx=ast.Load(),
+        )
+        return ast.copy_location(new, node)
+
     class _Rewrite(ast.NodeTransformer):
         def visit_Constant(self, node: ast.Constant) -> ast.AST:
             i = slot_of.get(id(node))
-            if i is None:
-                return node
-            new = ast.Subscript(
-                value=ast.Name(id=table, ctx=ast.Load()),
-                slice=ast.Constant(value=i),
-                ctx=ast.Load(),
-            )
-            return ast.copy_location(new, node)
+            return node if i is None else lookup(i, node)
+
+        def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:
+            # f-string text becomes a replacement field formatting the table's value
+            values: list[ast.expr] = []
+            for v in node.values:
+                i = slot_of.get(id(v)) if isinstance(v, ast.Constant) else None
+                if i is None:
+                    values.append(self.visit(v))
+                else:
+                    field = ast.FormattedValue(value=lookup(i, v), conversion=-1, format_spec=None)
+                    values.append(ast.copy_location(field, v))
+            node.values = values
+            return node
 
     values = [n.value for n in slots]
     new_tree = _Rewrite().visit(tree)
@@ -213,14 +243,16 @@ def _jsonable(value: Any, depth: int) -> Any:
     if t is float:
         return value if math.isfinite(value) else repr(value)
     if issubclass(t, str):
-        s = str.__getitem__(value, slice(0, STR_CHARS))
+        s = _clean(str.__getitem__(value, slice(0, STR_CHARS)))
         n = str.__len__(value)
         return s if n <= STR_CHARS else f"{s}…[+{n - STR_CHARS} chars]"
     if depth >= MAX_DEPTH:
         return f"<{t.__name__}>"
     if issubclass(t, list | tuple):
-        seq = list.__getitem__(value, slice(0, CONTAINER_ITEMS)) if issubclass(t, list) else (
-            tuple.__getitem__(value, slice(0, CONTAINER_ITEMS))
+        seq = (
+            list.__getitem__(value, slice(0, CONTAINER_ITEMS))
+            if issubclass(t, list)
+            else (tuple.__getitem__(value, slice(0, CONTAINER_ITEMS)))
         )
         n = list.__len__(value) if issubclass(t, list) else tuple.__len__(value)
         out = [_jsonable(v, depth + 1) for v in seq]
@@ -267,14 +299,21 @@ def snapshot(variables: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
             continue
         try:
             shown = _jsonable(value, 0)
-            text = json.dumps(shown, ensure_ascii=False)
+            t = type(shown)
+            if t is str:  # already bounded by STR_CHARS < VALUE_CHARS
+                size = len(shown) + 2
+            elif shown is None or t is bool or t is int or t is float:
+                size = len(repr(shown))
+            else:
+                text = _ENCODER.encode(shown)
+                size = len(text)
+                if size > VALUE_CHARS:
+                    shown = text[:VALUE_CHARS] + f"…[+{size - VALUE_CHARS} chars]"
+                    size = len(shown) + 2
         except Exception:  # a pathological object: show its type only
             shown = f"<{type(value).__name__}>"
-            text = shown
-        if len(text) > VALUE_CHARS:
-            shown = text[:VALUE_CHARS] + f"…[+{len(text) - VALUE_CHARS} chars]"
-            text = shown
-        total += len(text) + len(name) + 4
+            size = len(shown)
+        total += size + len(name) + 4
         if total > SCOPE_CHARS:
             out["…"] = f"{len(names) - i} more variables omitted (snapshot bound)"
             break
@@ -323,10 +362,26 @@ class _Capture(io.TextIOBase):
             self.dropped += len(s) - max(room, 0)
         return len(s)
 
+    def pending(self) -> tuple[str, int]:
+        """The output not yet sent and the mark to :meth:`commit` once it has been."""
+        return _clean("".join(self.parts[self.sent :])), len(self.parts)
+
+    def commit(self, mark: int) -> None:
+        self.sent = mark
+
     def delta(self) -> str:
-        text = "".join(self.parts[self.sent :])
-        self.sent = len(self.parts)
+        text, mark = self.pending()
+        self.commit(mark)
         return text
+
+
+def _clean(text: str) -> str:
+    """``text`` made encodable: lone surrogates become visible ``\\udcff``-style escapes."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 # --------------------------------------------------------------------------------------------
@@ -345,62 +400,113 @@ def _apply_rlimits(limits: dict[str, int]) -> None:
         resource.RLIMIT_CORE: 0,
     }
     for which, value in wanted.items():
-        soft, hard = resource.getrlimit(which)
+        _soft, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
         resource.setrlimit(which, (value, value))
 
 
-_SECCOMP_ARCH = {
-    # machine: (AUDIT_ARCH, denied syscalls -> EPERM, clone, clone3, socket, x32 bit)
-    "x86_64": (0xC000003E, (57, 58, 59, 322), 56, 435, 41, True),
-    "aarch64": (0xC00000B7, (221, 281), 220, 435, 198, False),
+_SECCOMP_ARCH: dict[str, dict[str, Any]] = {
+    "x86_64": {
+        "arch": 0xC000003E,
+        "x32": True,
+        # fork vfork execve execveat tkill ptrace process_vm_readv/writev pidfd_* | unshare
+        # setns mount umount2 pivot_root chroot new-mount-API | bpf perf_event_open userfaultfd
+        # keyctl add_key request_key io_uring_* | modules kexec reboot swap acct syslog quotactl
+        # sethostname setdomainname iopl ioperm | name_to_handle_at open_by_handle_at
+        "deny": (
+            *(57, 58, 59, 322, 200, 101, 310, 311, 424, 434, 438),
+            *(272, 308, 165, 166, 155, 161, 428, 429, 430, 431, 432, 433, 442),
+            *(321, 298, 323, 250, 248, 249, 425, 426, 427),
+            *(175, 313, 176, 246, 320, 169, 167, 168, 163, 103, 179, 170, 171, 172, 173),
+            *(303, 304),
+        ),
+        "clone": 56,
+        "clone3": 435,
+        "socket": 41,
+        "kill": 62,
+        "tgkill": 234,
+    },
+    "aarch64": {
+        "arch": 0xC00000B7,
+        "x32": False,
+        "deny": (
+            *(221, 281, 130, 117, 270, 271, 424, 434, 438),
+            *(97, 268, 40, 39, 41, 51, 428, 429, 430, 431, 432, 433, 442),
+            *(280, 241, 282, 219, 217, 218, 425, 426, 427),
+            *(105, 273, 106, 104, 294, 142, 224, 225, 89, 116, 60, 161, 162),
+            *(264, 265),
+        ),
+        "clone": 220,
+        "clone3": 435,
+        "socket": 198,
+        "kill": 129,
+        "tgkill": 131,
+    },
 }
 
 
-def seccomp_program(machine: str) -> bytes | None:
-    """A classic-BPF seccomp filter denying process creation, exec and non-Unix sockets.
+def seccomp_program(machine: str, pid: int, pgid: int | None = None) -> bytes | None:
+    """A classic-BPF seccomp filter for the worker process ``pid``.
 
-    Threads stay possible (``clone`` with ``CLONE_THREAD``; ``clone3`` answers ``ENOSYS`` so the
-    C library falls back to ``clone``). ``fork``/``vfork``/``execve``/``execveat``, processes
-    made with ``clone``, and ``socket`` outside ``AF_UNIX`` fail with ``EPERM``; a syscall of a
-    foreign ABI kills the process. Returns None for an unsupported machine.
+    No new processes and no new threads: ``clone`` fails with ``EPERM`` (``clone3`` answers
+    ``ENOSYS`` so the C library falls back to ``clone``), so ``threading.Thread.start()`` raises
+    ``RuntimeError``. A thread would outlive its block and could forge messages while a later
+    block (or a replacement) runs; with the main thread alone, the runtime decides when agent
+    code runs. Also denied with ``EPERM``: ``fork``/``vfork``/``execve``/``execveat``,
+    ``socket`` outside ``AF_UNIX``, ``ptrace`` and
+    cross-process memory access, pidfds, ``tkill``, new namespaces and mounts, BPF, perf,
+    userfaultfd, keyrings, io_uring, kernel modules, kexec, reboot, swap, accounting, syslog,
+    quotas, host names, port I/O, file handles, and ``kill``/``tgkill`` aimed at any process
+    but the worker itself (``pid``) or its own process group (``pgid``, default ``pid``). A
+    syscall of a foreign ABI kills the process. Returns None for an unsupported machine.
     """
     spec = _SECCOMP_ARCH.get(machine)
     if spec is None:
         return None
-    arch, denied, clone, clone3, sock, x32 = spec
     allow, eperm, enosys, kill = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38, 0x80000000
-    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
-    # Labels are resolved after layout: ("J", op, k, true_label, false_label).
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    own_group = (1 << 32) - (pgid or pid)  # -pgid as the low 32 bits of the argument
+    # Jumps are ("J", op, k, true_label, false_label), resolved after layout; None = next.
     body: list[Any] = [
         (ld, 0, 0, 4),
-        ("J", jeq, arch, None, "KILL"),
+        ("J", jeq, spec["arch"], None, "KILL"),
         (ld, 0, 0, 0),
     ]
-    if x32:
+    if spec["x32"]:
         body.append(("J", jge, 0x40000000, "EPERM", None))
-    for nr in denied:
+    for nr in spec["deny"]:
         body.append(("J", jeq, nr, "EPERM", None))
-    body.append(("J", jeq, clone3, "ENOSYS", None))
-    body.append(("J", jeq, clone, "CLONE", None))
-    body.append(("J", jeq, sock, "SOCKET", None))
+    body.append(("J", jeq, spec["clone3"], "ENOSYS", None))
+    body.append(("J", jeq, spec["clone"], "EPERM", None))
+    body.append(("J", jeq, spec["socket"], "SOCKET", None))
+    body.append(("J", jeq, spec["kill"], "KILLSYS", None))
+    body.append(("J", jeq, spec["tgkill"], "TGKILL", None))
     body.append((ret, 0, 0, allow))
-    labels = {}
-    tail: list[Any] = []
-    labels["KILL"] = len(body) + len(tail)
+    labels: dict[str, int] = {}
+    tail: list[Any] = []  # every jump goes forward, as classic BPF requires
+
+    def label(name: str) -> None:
+        labels[name] = len(body) + len(tail)
+
+    label("KILL")
     tail.append((ret, 0, 0, kill))
-    labels["EPERM"] = len(body) + len(tail)
-    tail.append((ret, 0, 0, eperm))
-    labels["ENOSYS"] = len(body) + len(tail)
+    label("ENOSYS")
     tail.append((ret, 0, 0, enosys))
-    labels["CLONE"] = len(body) + len(tail)
-    tail.append((ld, 0, 0, 16))
-    tail.append(("J", jset, 0x00010000, "ALLOW", "EPERM"))
-    labels["SOCKET"] = len(body) + len(tail)
+    label("SOCKET")
     tail.append((ld, 0, 0, 16))
     tail.append(("J", jeq, 1, "ALLOW", "EPERM"))
-    labels["ALLOW"] = len(body) + len(tail)
+    label("KILLSYS")
+    tail.append((ld, 0, 0, 16))
+    tail.append(("J", jeq, 0, "ALLOW", None))
+    tail.append(("J", jeq, own_group, "ALLOW", None))
+    tail.append(("J", jeq, pid, "ALLOW", "EPERM"))
+    label("TGKILL")
+    tail.append((ld, 0, 0, 16))
+    tail.append(("J", jeq, pid, "ALLOW", "EPERM"))
+    label("EPERM")
+    tail.append((ret, 0, 0, eperm))
+    label("ALLOW")
     tail.append((ret, 0, 0, allow))
     out = []
     for i, ins in enumerate(body + tail):
@@ -415,8 +521,19 @@ def seccomp_program(machine: str) -> bytes | None:
     return b"".join(out)
 
 
+def _drop_capabilities() -> bool:
+    """Empty the effective, permitted and inheritable capability sets (a root worker keeps uid
+    0 but can no longer raise rlimits or bypass permission checks). True on success."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # two __user_cap_data_struct, all zero
+    return bool(libc.capset(header, data) == 0)
+
+
 def _apply_seccomp() -> bool:
-    program = seccomp_program(os.uname().machine)
+    program = seccomp_program(os.uname().machine, os.getpid(), os.getpgid(0))
     if program is None:
         return False
     import ctypes
@@ -432,6 +549,84 @@ def _apply_seccomp() -> bool:
     return bool(libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
 
 
+def _refuse_audit_hooks(event: str, args: tuple[Any, ...]) -> None:
+    """The runtime's audit hook: agent code may not add audit hooks of its own (one would run
+    inside later blocks, e.g. at the runtime's ``exec`` of a replacement)."""
+    if event == "sys.addaudithook":
+        raise RuntimeError("audit hooks are not available in the controlscope worker")
+
+
+class _Hooks:
+    """Interpreter-wide hooks as they were before agent code ran, restored before every block.
+
+    A block (say, one being replaced) must leave nothing that runs later on its own: signal
+    handlers and interval timers, the signal mask, ``gc`` callbacks, trace/profile functions,
+    ``sys`` display/except/unraisable hooks, and rebound builtins are all reset.
+    """
+
+    def __init__(self) -> None:
+        self.handlers: dict[int, Any] = {}
+        for sig in signal.valid_signals():
+            if sig in (signal.SIGKILL, signal.SIGSTOP):
+                continue
+            handler = signal.getsignal(sig)
+            self.handlers[sig] = signal.SIG_DFL if handler is None else handler
+        # The cancellation timer may leave a SIGALRM in flight: never let it end the process.
+        self.handlers[signal.SIGALRM] = signal.SIG_IGN
+        self.builtins = dict(builtins.__dict__)
+
+    def restore(self) -> None:
+        for timer in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
+            _setitimer(timer, 0)
+        _sigmask(signal.SIG_SETMASK, set())
+        for sig, handler in self.handlers.items():
+            current = signal.getsignal(sig)
+            if current is not handler and current is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    _signal(sig, handler)
+        gc.callbacks.clear()
+        _settrace(None)
+        _setprofile(None)
+        sys.displayhook = sys.__displayhook__
+        sys.excepthook = sys.__excepthook__
+        sys.unraisablehook = sys.__unraisablehook__
+        sys.breakpointhook = sys.__breakpointhook__
+        current_builtins = builtins.__dict__
+        for name, value in self.builtins.items():
+            if current_builtins.get(name) is not value:
+                current_builtins[name] = value
+
+
+class _SignalGate:
+    """Blocks every signal around a boundary wait (``pthread_sigmask`` through ctypes: the
+    ``signal`` module's version costs ~100 us per pair, this one ~3 us)."""
+
+    def __init__(self) -> None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            self._full = ctypes.create_string_buffer(256)
+            self._old = ctypes.create_string_buffer(256)
+            libc.sigfillset(self._full)
+            self._mask: Any = libc.pthread_sigmask
+        except (ImportError, OSError, AttributeError):
+            self._mask = None
+            self._saved: Any = None
+
+    def block(self) -> None:
+        if self._mask is not None:
+            self._mask(0, self._full, self._old)  # SIG_BLOCK
+        else:
+            self._saved = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+
+    def restore(self) -> None:
+        if self._mask is not None:
+            self._mask(2, self._old, None)  # SIG_SETMASK
+        else:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._saved)
+
+
 # --------------------------------------------------------------------------------------------
 # The runtime proper
 
@@ -441,9 +636,10 @@ class Runtime:
 
     def __init__(self, rfd: int, wfd: int) -> None:
         self.rfd, self.wfd = rfd, wfd
-        self.buf = b""
+        self.buf = bytearray()
         self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-        self.agent_names: dict[str, Any] = {}
+        self.proxy_code: Any = None
+        self.proxy_names: list[str] = []
         self.tool_params: dict[str, list[str]] = {}
         self.hidden: set[str] = set()
         self.capture = _Capture(20_000)
@@ -457,22 +653,37 @@ class Runtime:
         self.call_literals: dict[tuple[int, int, int, int], dict[str, Any]] = {}
         self.block_calls = 0
         self._devnull = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+        self.signals = _SignalGate()
+        self.saved_hooks: _Hooks | None = None
+        self._positions: dict[Any, list[Any]] = {}
 
     # -- framing ---------------------------------------------------------------------------
-    def send(self, msg: dict[str, Any]) -> None:
-        data = json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode()
-        data = HEADER.pack(len(data)) + data
-        view = memoryview(data)
+    @staticmethod
+    def encode(msg: dict[str, Any]) -> bytes:
+        """One framed message. Raises TypeError/ValueError for data JSON cannot carry."""
+        raw = _ENCODER.encode(msg).encode()  # UnicodeEncodeError (a ValueError) for lone surrogates
+        return HEADER.pack(len(raw)) + raw
+
+    def write(self, frame: bytes) -> None:
+        """Write a framed message to the controller (blocking)."""
+        view = memoryview(frame)
         while view:
             n = os.write(self.wfd, view)
             view = view[n:]
 
+    def send(self, msg: dict[str, Any]) -> None:
+        """Encode and write one message."""
+        self.write(self.encode(msg))
+
     def recv(self) -> dict[str, Any]:
+        """Read the controller's next message; exit quietly when the controller is gone."""
+        buf = self.buf
         while True:
-            if len(self.buf) >= 4:
-                (n,) = HEADER.unpack_from(self.buf)
-                if len(self.buf) >= 4 + n:
-                    data, self.buf = self.buf[4 : 4 + n], self.buf[4 + n :]
+            if len(buf) >= 4:
+                (n,) = HEADER.unpack_from(buf)
+                if len(buf) >= 4 + n:
+                    data = bytes(buf[4 : 4 + n])
+                    del buf[: 4 + n]
                     msg = json.loads(data)
                     if type(msg) is not dict:
                         raise ValueError("bad message")
@@ -480,29 +691,32 @@ class Runtime:
             chunk = os.read(self.rfd, 1 << 20)
             if not chunk:
                 os._exit(0)  # the controller went away
-            self.buf += chunk
+            buf += chunk
 
     # -- setup -----------------------------------------------------------------------------
     def init(self, msg: dict[str, Any]) -> None:
+        """Set up from the ``init`` message: proxies, limits, capabilities, seccomp; ``ready``."""
         self.capture = _Capture(int(msg["output_chars"]))
         self.tool_params = {k: list(v) for k, v in msg["params"].items()}
-        scope: dict[str, Any] = {"_cs_call": self.call, "_MISSING": _MISSING}
-        exec(compile(msg["proxies"], PROXY_FILENAME, "exec"), scope)
-        self.agent_names = {name: scope[name] for name in msg["names"]}
-        self.agent_names["ToolError"] = ToolError
-        self.agent_names["BudgetExhausted"] = BudgetExhausted
-        self.hidden = set(self.agent_names)
+        self.proxy_code = compile(msg["proxies"], PROXY_FILENAME, "exec")
+        self.proxy_names = list(msg["names"])
+        self.hidden = {*self.proxy_names, "ToolError", "BudgetExhausted"}
         _apply_rlimits(msg["limits"])
+        _drop_capabilities()
+        self.saved_hooks = _Hooks()
+        sys.addaudithook(_refuse_audit_hooks)
         seccomp = _apply_seccomp() if msg.get("seccomp", True) else False
         sys.stdout = sys.stderr = self._devnull
         self.send({"t": "ready", "seccomp": seccomp, "pid": os.getpid()})
 
     def serve(self) -> None:
+        """Answer ``init``, then run each ``run`` message's block until the channel closes."""
         self.init(self.recv())
         while True:
             msg = self.recv()
             kind = msg.get("t")
             if kind == "run":
+                self.send({"t": "started", "nonce": msg["nonce"]})
                 self.run_block(int(msg["seq"]), str(msg["id"]), str(msg["code"]))
             elif kind == "exit":
                 return
@@ -511,6 +725,8 @@ class Runtime:
 
     # -- blocks ----------------------------------------------------------------------------
     def run_block(self, seq: int, block_id: str, code: str) -> None:
+        """Compile the block (constants as table lookups), run it in the shared namespace with
+        output captured, and send its ``end`` message."""
         self.seq, self.cancelled, self.block_calls = seq, False, 0
         self.block_file = f"{BLOCK_FILENAME_PREFIX}{block_id}>"
         self.capture.reset()
@@ -520,14 +736,18 @@ class Runtime:
             self.positions = slot_positions(tree)
             tree, values, self.call_literals = transform_block(tree, table_name)
             compiled = compile(tree, self.block_file, "exec")
-        except (SyntaxError, ValueError) as exc:
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             text = "".join(traceback.format_exception_only(type(exc), exc))
-            self.send({"t": "end", "status": "error", "out": "", "dropped": 0, "error": text})
+            self.send(
+                {"t": "end", "status": "error", "out": "", "dropped": 0, "error": _clean(text)}
+            )
             return
         self.table = values
         linecache.cache[self.block_file] = (len(code), None, code.splitlines(True), self.block_file)
         self.ns[table_name] = self.table
-        self.ns.update(self.agent_names)  # real proxies in every block, whatever agent code did
+        self.ns.update(self._fresh_names())  # pristine proxies in every block
+        if self.saved_hooks is not None:
+            self.saved_hooks.restore()  # nothing an earlier block installed may fire in this one
         status, error = "completed", None
         sys.stdout = sys.stderr = self.capture
         self.running = True
@@ -550,9 +770,18 @@ class Runtime:
                 "status": status,
                 "out": self.capture.delta(),
                 "dropped": self.capture.dropped,
-                "error": error,
+                "error": None if error is None else _clean(error),
             }
         )
+
+    def _fresh_names(self) -> dict[str, Any]:
+        """New proxy functions (whatever agent code did to earlier ones) and the exceptions."""
+        scope: dict[str, Any] = {"_cs_call": self.call, "_MISSING": _MISSING}
+        exec(self.proxy_code, scope)
+        names = {name: scope[name] for name in self.proxy_names}
+        names["ToolError"] = ToolError
+        names["BudgetExhausted"] = BudgetExhausted
+        return names
 
     def _format(self, exc: BaseException) -> str:
         try:
@@ -579,9 +808,9 @@ class Runtime:
             raise _Cancelled()
         if not self.running:
             raise RuntimeError("tool proxies can only be called while a block runs")
-        caller = sys._getframe(2)
+        caller = _getframe(2)
         lits: dict[str, int] = {}
-        site_frame = caller
+        site_frame: Any = caller
         while site_frame is not None and not site_frame.f_code.co_filename.startswith(
             BLOCK_FILENAME_PREFIX
         ):
@@ -600,22 +829,40 @@ class Runtime:
                 local_vars = snapshot(site_frame.f_locals, self.hidden)
             elif code.co_name != "<module>":
                 class_name = code.co_name
-        self.send(
-            {
-                "t": "call",
-                "tool": tool,
-                "args": arguments,
-                "line": line,
-                "fn": function,
-                "cls": class_name,
-                "mv": snapshot(self.ns, self.hidden),
-                "lv": local_vars,
-                "out": self.capture.delta(),
-                "dropped": self.capture.dropped,
-                "lits": lits,
-            }
-        )
-        msg = self.recv()
+        out, mark = self.capture.pending()
+        try:
+            frame = self.encode(
+                {
+                    "t": "call",
+                    "tool": tool,
+                    "args": arguments,
+                    "line": line,
+                    "fn": function,
+                    "cls": class_name,
+                    "mv": snapshot(self.ns, self.hidden),
+                    "lv": local_vars,
+                    "out": out,
+                    "dropped": self.capture.dropped,
+                    "lits": lits,
+                }
+            )
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"{tool}: arguments must be JSON data (str, numbers...): {exc}"
+            ) from None
+        if len(frame) > MAX_MESSAGE_BYTES:
+            raise ValueError(
+                f"{tool}: arguments too large ({len(frame)} bytes; at most {MAX_MESSAGE_BYTES})"
+            )
+        self.capture.commit(mark)
+        # No signal handler may interrupt the wait: a raise there would leave this call's answer
+        # in the pipe for the next call.
+        self.signals.block()
+        try:
+            self.write(frame)
+            msg = self.recv()
+        finally:
+            self.signals.restore()
         kind = msg.get("t")
         if kind == "res":
             if "code" in msg:
@@ -631,11 +878,15 @@ class Runtime:
         os._exit(3)
 
     def _literal_slots(self, frame: Any, tool: str) -> dict[str, int]:
+        code = frame.f_code
+        table = self._positions.get(code)
+        if table is None:
+            table = self._positions[code] = list(code.co_positions())
         try:
-            positions = list(frame.f_code.co_positions())[frame.f_lasti // 2]
-        except (IndexError, ValueError):
+            positions = table[frame.f_lasti // 2]
+        except IndexError:
             return {}
-        info = self.call_literals.get(tuple(positions))  # type: ignore[arg-type]
+        info = self.call_literals.get(tuple(positions))
         if info is None:
             return {}
         params = self.tool_params.get(tool, [])
@@ -651,20 +902,27 @@ class Runtime:
         linecache.cache[self.block_file] = (len(code), None, code.splitlines(True), self.block_file)
 
     # -- cancellation: an exception the agent code cannot keep -------------------------------
-    def _is_agent_frame(self, frame: Any) -> bool:
-        return frame.f_code.co_filename not in (RUNTIME_FILENAME, PROXY_FILENAME)
+    @staticmethod
+    def _is_agent_frame(frame: Any) -> bool:
+        """Block code (any block: a cancelled block may call functions of earlier ones)."""
+        return str.startswith(frame.f_code.co_filename, BLOCK_FILENAME_PREFIX)
 
     def _tracer(self, frame: Any, event: str, arg: Any) -> Any:
-        if self.cancelled and self.running and self._is_agent_frame(frame):
+        if (
+            event in ("line", "call")
+            and self.cancelled
+            and self.running
+            and self._is_agent_frame(frame)
+        ):
             raise _Cancelled()  # CPython disarms tracing here; the profiler and timer re-arm it
         return self._tracer
 
     def _profiler(self, frame: Any, event: str, arg: Any) -> None:
-        if self.cancelled and self.running and sys.gettrace() is None:
+        if self.cancelled and self.running and _gettrace() is None:
             self._retrace(frame)
 
     def _retrace(self, frame: Any) -> None:
-        sys.settrace(self._tracer)
+        _settrace(self._tracer)
         while frame is not None:
             if self._is_agent_frame(frame):
                 frame.f_trace = self._tracer
@@ -680,18 +938,19 @@ class Runtime:
     def _arm(self) -> None:
         """Start unwinding: every later line, call or timer tick of agent code raises."""
         self.cancelled = True
-        self._retrace(sys._getframe(1))
-        sys.setprofile(self._profiler)
-        signal.signal(signal.SIGALRM, self._alarm)
-        signal.setitimer(signal.ITIMER_REAL, 0.005, 0.005)
+        _sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})  # in case agent code blocked it
+        self._retrace(_getframe(1))
+        _setprofile(self._profiler)
+        _signal(signal.SIGALRM, self._alarm)
+        _setitimer(signal.ITIMER_REAL, 0.005, 0.005)
 
     def _disarm(self) -> None:
         if not self.cancelled:
             return
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_IGN)
-        sys.setprofile(None)
-        sys.settrace(None)
+        _setitimer(signal.ITIMER_REAL, 0)
+        _signal(signal.SIGALRM, signal.SIG_IGN)
+        _setprofile(None)
+        _settrace(None)
 
 
 class _Missing:
@@ -711,3 +970,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[0] == "-c":
     main(sys.argv[1:3])
+    os._exit(0)

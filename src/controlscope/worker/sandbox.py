@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import marshal
 import os
 import shutil
 import subprocess
@@ -27,8 +28,20 @@ log = logging.getLogger(__name__)
 
 Isolation = Literal["bwrap", "none"]
 
-#: Bootstrap run by ``python -c``: compiles the runtime source (argv[1]) under a fixed filename.
-BOOTSTRAP = "import sys;exec(compile(sys.argv.pop(1),'<controlscope-runtime>','exec'))"
+#: Bootstrap run by ``python -c``: reads one length-prefixed frame from the channel (fd
+#: ``argv[1]``) holding the runtime's marshalled code object (compiled by the controller with the
+#: same interpreter, filename ``<controlscope-runtime>``) and runs it as ``__main__``.
+BOOTSTRAP = (
+    "import os,sys,marshal\n"
+    "def _rd(n, r=int(sys.argv[1])):\n"
+    " b=b''\n"
+    " while len(b)<n:\n"
+    "  c=os.read(r,n-len(b))\n"
+    "  if not c: os._exit(0)\n"
+    "  b+=c\n"
+    " return b\n"
+    "exec(marshal.loads(_rd(int.from_bytes(_rd(4),'big'))))\n"
+)
 
 #: The worker's whole environment: nothing of the controller's leaks (API keys, paths).
 #: PYTHONHASHSEED is fixed so that set displays reproduce (paper section A.4).
@@ -52,6 +65,14 @@ def runtime_source() -> str:
     return Path(_runtime.__file__).read_text(encoding="utf-8")
 
 
+@functools.cache
+def runtime_frame() -> bytes:
+    """The first frame sent to a new worker: the runtime's code object, length-prefixed."""
+    code = compile(runtime_source(), _runtime.RUNTIME_FILENAME, "exec", dont_inherit=True)
+    data = marshal.dumps(code)
+    return _runtime.HEADER.pack(len(data)) + data
+
+
 def interpreter() -> Path:
     """The base interpreter the worker runs (never the virtual environment's wrapper).
 
@@ -68,7 +89,16 @@ def interpreter() -> Path:
 
 def python_command(rfd: int, wfd: int) -> list[str]:
     """The interpreter command line that runs the runtime on channel fds ``rfd``/``wfd``."""
-    return [str(interpreter()), "-S", "-s", "-P", "-c", BOOTSTRAP, runtime_source(), str(rfd), str(wfd)]
+    return [
+        str(interpreter()),
+        "-S",
+        "-s",
+        "-P",
+        "-c",
+        BOOTSTRAP,
+        str(rfd),
+        str(wfd),
+    ]
 
 
 def bwrap_path() -> str | None:
@@ -78,8 +108,12 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def bwrap_arguments(bwrap: str) -> list[str]:
-    """bwrap's arguments before the command: namespaces, binds, tmpfs, capabilities."""
+def bwrap_arguments(bwrap: str, tmp_mb: int = 256) -> list[str]:
+    """bwrap's arguments before the command: namespaces, binds, tmpfs, capabilities.
+
+    No ``/proc`` and no ``/sys`` are mounted: a root process (even without capabilities) could
+    write kernel settings through them, which are checked by file mode only.
+    """
     args = [
         bwrap,
         "--unshare-all",
@@ -104,10 +138,10 @@ def bwrap_arguments(bwrap: str) -> list[str]:
     if not exe_dir.is_relative_to("/usr") and not exe_dir.is_relative_to(prefix):
         args += ["--ro-bind", str(exe_dir), str(exe_dir)]
     args += [
-        "--proc",
-        "/proc",
         "--dev",
         "/dev",
+        "--size",
+        str(tmp_mb * 1024 * 1024),
         "--tmpfs",
         "/tmp",
         "--chdir",
@@ -119,8 +153,8 @@ def bwrap_arguments(bwrap: str) -> list[str]:
     return args
 
 
-def worker_command(isolation: Isolation, rfd: int, wfd: int) -> list[str]:
-    """The full command that starts a worker under ``isolation``.
+def worker_command(isolation: Isolation, rfd: int, wfd: int, tmp_mb: int = 256) -> list[str]:
+    """The full command that starts a worker under ``isolation`` (``tmp_mb``: size of /tmp).
 
     Raises:
         RuntimeError: ``isolation == "bwrap"`` but bwrap is not installed.
@@ -131,7 +165,7 @@ def worker_command(isolation: Isolation, rfd: int, wfd: int) -> list[str]:
     bwrap = bwrap_path()
     if bwrap is None:
         raise RuntimeError("bubblewrap (bwrap) is not installed")
-    return bwrap_arguments(bwrap) + py
+    return bwrap_arguments(bwrap, tmp_mb) + py
 
 
 @functools.cache
@@ -139,11 +173,13 @@ def bwrap_self_test() -> str | None:
     """Run the interpreter once inside bwrap; None if it works, else why not (cached)."""
     bwrap = bwrap_path()
     if bwrap is None:
-        return "bubblewrap (bwrap) is not installed" if sys.platform.startswith("linux") else (
-            f"bubblewrap is Linux-only (platform {sys.platform})"
+        return (
+            "bubblewrap (bwrap) is not installed"
+            if sys.platform.startswith("linux")
+            else f"bubblewrap is Linux-only (platform {sys.platform})"
         )
     probe = "import os,sys;print('ok' if not os.path.exists(sys.argv[1]) else 'visible')"
-    cmd = bwrap_arguments(bwrap) + [str(interpreter()), "-S", "-s", "-P", "-c", probe, os.getcwd()]
+    cmd = [*bwrap_arguments(bwrap), str(interpreter()), "-S", "-s", "-P", "-c", probe, os.getcwd()]
     try:
         out = subprocess.run(
             cmd, capture_output=True, text=True, timeout=20, env=WORKER_ENV, check=False

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import json
 import logging
 import os
 import re
+import secrets
 import signal
 import subprocess
 import tempfile
@@ -30,7 +32,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from controlscope.scope import Keep, PatchArguments, PatchBlockData, ReplaceWorkflow
-from controlscope.tools import ToolResult, ToolSchema, ToolServer, ToolServerError
+from controlscope.tools import ToolSchema, ToolServer, ToolServerError
 from controlscope.worker import _runtime, sandbox
 from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
 from controlscope.worker.proxies import ProxySet, generate_proxies
@@ -53,13 +55,18 @@ START_TIMEOUT_S = 20.0
 _STDERR_TAIL = 2000
 _JSON_SCALARS = (str, int, float, bool, type(None))
 _REPLACEMENT_ID = re.compile(r"^(.*)\.r(\d+)$")
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 class WorkerStartError(RuntimeError):
     """The worker process could not be started or did not answer ``ready``."""
 
 
-class _Kill(Exception):  # noqa: N818
+class _Stale(Exception):
+    """Internal: a message arrived before the worker acknowledged the block's start."""
+
+
+class _Kill(Exception):
     """Internal: the worker must be killed; ``status`` and ``reason`` describe the block's end."""
 
     def __init__(self, status: BlockStatus, reason: str) -> None:
@@ -88,6 +95,24 @@ class _Block:
     replacement: str | None = None
 
 
+def _rebound(variables: Any) -> dict[str, Any]:
+    """A worker-sent variable snapshot, cut again when it exceeds twice the runtime's bound.
+
+    The runtime bounds honest snapshots (``_runtime.snapshot``: about ``SCOPE_CHARS`` of
+    JSON); a forged one could carry megabytes into every review prompt and the log.
+
+    Raises:
+        TypeError: the snapshot is not a JSON object.
+    """
+    if variables is None:
+        return {}
+    if not isinstance(variables, dict):
+        raise TypeError("a variable snapshot must be a JSON object")
+    if len(_ENCODER.encode(variables)) <= 2 * _runtime.SCOPE_CHARS:
+        return variables
+    return _runtime.snapshot(variables, set())
+
+
 def replacement_id(old_id: str) -> str:
     """The id of the block replacing ``old_id``: ``"3"`` -> ``"3.r1"``, ``"3.r1"`` -> ``"3.r2"``."""
     m = _REPLACEMENT_ID.match(old_id)
@@ -99,21 +124,34 @@ def replacement_id(old_id: str) -> str:
 class WorkerSession:
     """Runs agent blocks in an isolated worker and pauses at every primitive call.
 
-    One session serves one trajectory: blocks share one namespace (module variables persist
-    across blocks and replies) until the worker is killed (timeout, protocol violation, death),
-    after which the next block starts a fresh worker and its result says so
-    (``fresh_worker``). Paper section 3 and A.1.
+    One session serves one trajectory (one task, or one branch): blocks share one namespace
+    (module variables persist across blocks and replies) until the worker is killed (timeout,
+    protocol violation, death), after which the next block starts a fresh worker and its result
+    says so (``fresh_worker``). Paper section 3 and A.1.
+
+    Budgets (:class:`Limits`): ``block_wall_s`` and ``task_wall_s`` count execution seconds
+    (worker time and tool-call time; review time in the handler is excluded) and kill the
+    worker when exceeded (status ``timeout``); ``primitive_calls`` counts calls made on the
+    server, a call beyond it raises ``BudgetExhausted`` in agent code and ends the block
+    ``budget_exhausted``; printed output is kept up to ``output_chars`` per block, truncation
+    marked; memory, CPU seconds, processes, file size and ``/tmp`` size are rlimits/tmpfs
+    options of the worker process.
+
+    Not thread-safe: drive one session from one thread at a time. Under
+    bwrap the sandbox dies with the thread that started it (``--die-with-parent`` follows the
+    spawning thread), so start sessions from a thread that outlives them.
 
     Args:
-        tools: the environment's tool server; proxies are generated from its schemas and every
-            call the controller lets through is made with :meth:`ToolServer.call`.
+        tools: the environment's tool server; proxies are generated from its schemas (listed
+            at :meth:`start`) and every call the controller lets through is made with
+            :meth:`ToolServer.call`.
         limits: budgets (block and task execution seconds, primitive calls, output, rlimits).
         isolation: ``"auto"`` (bwrap when it works, else ``none`` with a loud warning),
             ``"bwrap"`` (required; :class:`RuntimeError` otherwise) or ``"none"``.
 
     Raises:
         RuntimeError: ``isolation="bwrap"`` and bwrap is unavailable.
-        ValueError: an unknown isolation request, or tool schemas whose proxies collide.
+        ValueError: an unknown isolation request.
     """
 
     def __init__(
@@ -129,12 +167,13 @@ class WorkerSession:
         if self._isolation == "none":
             msg = (
                 "controlscope worker runs WITHOUT isolation (no bwrap): agent code can read and "
-                "write this machine's files and reach the network"
+                "write this machine's files; only rlimits and the seccomp filter apply"
             )
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
             log.warning(msg)
         self._schemas: list[ToolSchema] | None = None
         self._proxies: ProxySet | None = None
+        self._tool_names: frozenset[str] = frozenset()
         self._proc: subprocess.Popen[bytes] | None = None
         self._chan: Channel | None = None
         self._stderr: Any = None
@@ -145,6 +184,7 @@ class WorkerSession:
         self._seq = 0
         self._namespace_lost = False
         self._closed = False
+        self._pending_replacement: str | None = None
 
     # -- properties --------------------------------------------------------------------------
     @property
@@ -186,6 +226,8 @@ class WorkerSession:
         Raises:
             WorkerStartError: the process did not start or did not answer in time.
             RuntimeError: the session was closed.
+            ValueError: two tools map to the same proxy name.
+            ToolServerError: listing the tools failed.
         """
         if self._closed:
             raise RuntimeError("the worker session is closed")
@@ -193,6 +235,7 @@ class WorkerSession:
             return
         if self._proxies is None:
             self._proxies = generate_proxies(self.tool_schemas)
+            self._tool_names = frozenset(s.name for s in self.tool_schemas)
         c_r, p_w = os.pipe()  # controller -> worker
         p_r, c_w = os.pipe()  # worker -> controller
         cwd = "/"
@@ -202,10 +245,10 @@ class WorkerSession:
         env = dict(sandbox.WORKER_ENV)
         if self._tmpdir is not None:
             env["HOME"] = env["TMPDIR"] = self._tmpdir.name
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         try:
             self._proc = subprocess.Popen(
-                sandbox.worker_command(self._isolation, c_r, c_w),
+                sandbox.worker_command(self._isolation, c_r, c_w, self._limits.tmp_mb),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
@@ -225,6 +268,7 @@ class WorkerSession:
         self._chan = Channel(p_r, p_w)
         lim = self._limits
         try:
+            self._chan.send_raw(sandbox.runtime_frame())
             self._chan.send(
                 {
                     "t": "init",
@@ -312,17 +356,18 @@ class WorkerSession:
             code = proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
             return "the worker closed its channel"
+        signum = -code if code < 0 else code - 128 if code > 128 else 0
+        try:
+            name = signal.Signals(signum).name if signum else ""
+        except ValueError:
+            name = f"signal {signum}"
+        hint = {"SIGXCPU": " (CPU-seconds limit)", "SIGXFSZ": " (file-size limit)"}.get(name, "")
         if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = str(-code)
-            hint = {"SIGXCPU": " (CPU-seconds limit)", "SIGKILL": " (killed)"}.get(name, "")
-            reason = f"the worker died from signal {name}{hint}"
+            reason = f"the worker died from {name}{hint}"
         else:
             reason = f"the worker exited with code {code}"
-            if code - 128 in (signal.SIGXCPU, signal.SIGKILL):
-                reason += f" (signal {signal.Signals(code - 128).name})"
+            if name:
+                reason += f" ({name}{hint})"
         tail = self._stderr_tail()
         return f"{reason}; {tail}" if tail else reason
 
@@ -336,7 +381,12 @@ class WorkerSession:
     ) -> list[BlockResult]:
         """Run one reply's blocks in order, driving ``handler`` at every boundary.
 
-        A ``replace_workflow`` decision cancels the pending call and unwinds the block (status
+        At every primitive call the handler's decision is executed: ``keep`` makes the call;
+        ``patch_arguments`` merges new values into the pending call's arguments first;
+        ``patch_block_data`` makes the rewrite's constants take effect for the rest of the block
+        (see :meth:`_apply_block_data` for the exact semantics); a tool error raises
+        ``ToolError`` in agent code. A ``replace_workflow`` decision cancels the pending call
+        and unwinds the block (status
         ``cancelled``, ``replaced_by`` set); the replacement then runs in the same namespace as
         block ``f"{old_id}.r{n}"`` (see :func:`replacement_id`). With
         ``replace_boundary="reply"`` the blocks queued behind it get cancellation receipts and
@@ -358,7 +408,9 @@ class WorkerSession:
             WorkerStartError: the worker could not be started.
         """
         if replace_boundary not in ("reply", "block"):
-            raise ValueError(f"replace_boundary must be 'reply' or 'block', not {replace_boundary!r}")
+            raise ValueError(
+                f"replace_boundary must be 'reply' or 'block', not {replace_boundary!r}"
+            )
         queue: deque[tuple[str, str, str | None]] = deque((b, c, None) for b, c in blocks)
         results: list[BlockResult] = []
         while queue:
@@ -388,8 +440,6 @@ class WorkerSession:
             queue.appendleft((new_id, replacement or "", block_id))
         return results
 
-    _pending_replacement: str | None = None
-
     def _run_block(
         self, block_id: str, code: str, replaces: str | None, handler: BoundaryHandler
     ) -> BlockResult:
@@ -399,21 +449,37 @@ class WorkerSession:
             return BlockResult(
                 block_id=block_id,
                 status="timeout",
-                error=(
-                    f"not run: the task's execution budget of {lim.task_wall_s:g} s is spent"
-                ),
+                error=(f"not run: the task's execution budget of {lim.task_wall_s:g} s is spent"),
             )
         try:
             tree = ast.parse(code)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = ast.Module(body=[], type_ignores=[])  # the worker reports the syntax error
+        if self._proc is not None and self._proc.poll() is not None:
+            log.warning("the worker died between blocks: %s", self._death_reason())
+            self._kill()  # e.g. a thread of an earlier block ended the process
         fresh = self._proc is None and self._namespace_lost
-        self.start()
-        self._namespace_lost = False
         self._seq += 1
         blk = _Block(block_id=block_id, code=code, original_tree=tree, seq=self._seq)
         try:
-            result = self._drive(blk, handler)
+            self.start()
+            self._namespace_lost = False
+            try:
+                result = self._drive(blk, handler)
+            except _Stale as stale:
+                # Left over from an earlier block (e.g. a forged "end"): nothing of this block
+                # ran, so it runs again, in a fresh worker.
+                log.warning("worker killed before block %s: %s", block_id, stale)
+                self._kill()
+                fresh = True
+                self.start()
+                self._namespace_lost = False
+                self._seq += 1
+                blk = _Block(block_id=block_id, code=code, original_tree=tree, seq=self._seq)
+                try:
+                    result = self._drive(blk, handler)
+                except _Stale as again:
+                    raise _Kill("killed", f"a fresh worker failed too: {again}") from None
         except _Kill as k:
             self._kill()
             result = self._result(blk, k.status, k.reason)
@@ -422,6 +488,8 @@ class WorkerSession:
             reason = f"controller failure: {type(exc).__name__}: {exc}"
             if isinstance(exc, ToolServerError):
                 reason = f"the tool server failed: {exc}"
+            elif isinstance(exc, WorkerStartError):
+                reason = str(exc)
             result = self._result(blk, "killed", reason)
             handler.on_block_end(result.model_copy(update={"fresh_worker": fresh}))
             raise
@@ -516,7 +584,18 @@ class WorkerSession:
             raise _Kill("killed", f"protocol violation: {exc}") from None
 
     def _drive(self, blk: _Block, handler: BoundaryHandler) -> BlockResult:
-        self._send({"t": "run", "seq": blk.seq, "id": blk.block_id, "code": blk.code})
+        nonce = secrets.token_hex(16)
+        try:
+            self._send(
+                {"t": "run", "seq": blk.seq, "id": blk.block_id, "code": blk.code, "nonce": nonce}
+            )
+            first = self._recv(blk)
+        except _Kill as k:
+            if k.status == "killed":  # died before the block started: nothing of it ran
+                raise _Stale(k.reason) from None
+            raise
+        if first.get("t") != "started" or first.get("nonce") != nonce:
+            raise _Stale(f"a {first.get('t')!r} message arrived before the block started")
         while True:
             msg = self._recv(blk)
             kind = msg.get("t")
@@ -543,15 +622,16 @@ class WorkerSession:
             budget_note = (
                 f"the task's budget of {self._limits.primitive_calls} primitive calls is spent"
             )
-            return self._result(blk, "budget_exhausted", f"{budget_note}\n{error}" if error else budget_note)
+            return self._result(
+                blk, "budget_exhausted", f"{budget_note}\n{error}" if error else budget_note
+            )
         return self._result(blk, "completed" if status == "completed" else "error", error)
 
     def _on_call(self, blk: _Block, msg: dict[str, Any], handler: BoundaryHandler) -> None:
         if blk.cancelled:
             raise _Kill("killed", "protocol violation: a primitive call from a cancelled block")
         tool = msg.get("tool")
-        names = {s.name for s in self.tool_schemas}
-        if tool not in names:
+        if tool not in self._tool_names:
             raise _Kill("killed", f"protocol violation: call to unknown tool {tool!r}")
         self._add_output(blk, msg.get("out", ""), msg.get("dropped", 0))
         if self._calls >= self._limits.primitive_calls:
@@ -573,18 +653,21 @@ class WorkerSession:
                 call_index=self._calls,
                 block_call_index=blk.calls,
                 tool=tool,
-                arguments=msg.get("args"),
-                line=msg.get("line"),
+                arguments=msg["args"],
+                line=msg["line"],
                 call_site=CallSite(
-                    module=f"block_{blk.block_id}", function=msg.get("fn"), class_name=msg.get("cls")
+                    module=f"block_{blk.block_id}",
+                    function=msg.get("fn"),
+                    class_name=msg.get("cls"),
                 ),
-                module_vars=msg.get("mv") or {},
-                local_vars=msg.get("lv") or {},
+                # re-bounded here: the worker's own bounds are a claim, not a guarantee
+                module_vars=_rebound(msg.get("mv")),
+                local_vars=_rebound(msg.get("lv")),
                 output="".join(blk.output),
                 code=blk.code,
             )
-        except (ValidationError, TypeError) as exc:
-            raise _Kill("killed", f"protocol violation: malformed boundary: {exc}") from None
+        except (ValidationError, TypeError, KeyError) as exc:
+            raise _Kill("killed", f"protocol violation: malformed boundary: {exc!r}") from None
         decision: Decision = handler.on_boundary(boundary)
         arguments = dict(boundary.arguments)
         reply: dict[str, Any] = {}
@@ -602,12 +685,16 @@ class WorkerSession:
             return
         else:
             raise TypeError(f"unknown decision {decision!r}")
-        result = self._call_tool(blk, tool, arguments, handler)
+        call = self._call_tool(blk, tool, arguments)
+        result = call.result
         if result.is_error:
-            self._send({"t": "err", "msg": result.text})
+            reply = {"t": "err", "msg": result.text}
         else:
             reply.update({"t": "res", "text": result.text})
-            self._send(reply)
+        try:
+            self._send(reply)  # first, so the worker runs on while the call is logged
+        finally:
+            handler.on_call(call)  # the call was made: it is reported whatever happens next
 
     def _apply_block_data(self, blk: _Block, code: str, lits: dict[str, Any]) -> dict[str, Any]:
         """Check a Params rewrite and return the pending call's re-evaluated literal arguments.
@@ -635,9 +722,7 @@ class WorkerSession:
                     out[name] = value
         return out
 
-    def _call_tool(
-        self, blk: _Block, tool: str, arguments: dict[str, Any], handler: BoundaryHandler
-    ) -> ToolResult:
+    def _call_tool(self, blk: _Block, tool: str, arguments: dict[str, Any]) -> PrimitiveCall:
         started = time.time()
         t0 = time.perf_counter()
         result = self._tools.call(tool, arguments)
@@ -655,5 +740,4 @@ class WorkerSession:
         )
         self._calls += 1
         blk.calls += 1
-        handler.on_call(call)
-        return result
+        return call

@@ -137,6 +137,7 @@ class Limits(BaseModel):
         file_size_mb: largest file the worker may write (in its private /tmp).
         cancel_grace_s: execution seconds a replaced block may take to unwind before the
             worker is killed (the replacement then runs in a fresh worker).
+        tmp_mb: size of the worker's private ``/tmp`` (bwrap isolation).
     """
 
     block_wall_s: float = 300.0
@@ -148,6 +149,7 @@ class Limits(BaseModel):
     processes: int = 64
     file_size_mb: int = 16
     cancel_grace_s: float = 2.0
+    tmp_mb: int = 256
 
 
 Decision = Operation

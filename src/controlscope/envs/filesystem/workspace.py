@@ -64,6 +64,15 @@ class Workspace:
         self.path = Path(made).resolve()
         self._removed = False
 
+    @classmethod
+    def create(cls, root: Path | None = None, *, prefix: str = "cs-ws-") -> Workspace:
+        """Same as ``Workspace(root, prefix=prefix)``.
+
+        Raises:
+            TaskError: the directory cannot be created.
+        """
+        return cls(root, prefix=prefix)
+
     def remove(self) -> None:
         """Delete the workspace and everything in it; safe to call twice."""
         if self._removed:

@@ -55,6 +55,34 @@ def read_text(call: ToolCaller, path: str) -> str:
     return call("read_text_file", path=path).text
 
 
+def read_many(call: ToolCaller, paths: list[str], batch: int = 50) -> dict[str, str]:
+    """The texts of several files, ``batch`` paths per ``read_multiple_files`` call.
+
+    Args:
+        call: the tool caller.
+        paths: absolute server-side paths.
+        batch: paths per call.
+
+    Returns:
+        ``path -> text``.
+
+    Raises:
+        RuntimeError: when the server reports an error for one of the files or its answer cannot
+            be split per file (a file whose text contains a line ``---``).
+    """
+    texts: dict[str, str] = {}
+    for start in range(0, len(paths), batch):
+        chunk = paths[start : start + batch]
+        parts = call("read_multiple_files", paths=chunk).text.split("\n---\n")
+        if len(parts) != len(chunk):
+            raise RuntimeError(f"read_multiple_files returned {len(parts)} parts for {len(chunk)}")
+        for path, part in zip(chunk, parts, strict=True):
+            if not part.startswith(path + ":\n"):
+                raise RuntimeError(f"cannot read {path}: {part[:200]}")
+            texts[path] = part[len(path) + 2 :].removesuffix("\n")
+    return texts
+
+
 def list_entries(call: ToolCaller, path: str) -> list[tuple[bool, str]]:
     """The entries of directory ``path`` as ``(is_dir, name)`` (one ``list_directory`` call)."""
     entries: list[tuple[bool, str]] = []

@@ -15,19 +15,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controlscope.envs.base import AnswerKey, Check, TaskError
+from controlscope.envs.base import AnswerKey, Check
 from controlscope.envs.filesystem.registry import FsTaskSpec, ToolCaller, register
 from controlscope.envs.filesystem.tasks._taskkit import (
     check_placement,
     describe,
     fail,
     files_under,
+    int_param,
     join,
     list_entries,
     make_dir,
     move,
     ok,
     parse_csv,
+    put,
+    range_checker,
     read_output,
     read_text,
     tree_files,
@@ -64,26 +67,6 @@ def _file_names(rng: random.Random, count: int, ext: str = ".txt") -> list[str]:
     return out
 
 
-def _int_param(params: Mapping[str, Any], name: str, low: int, high: int) -> int:
-    """Read integer parameter ``name`` and check ``low <= value <= high``.
-
-    Raises:
-        TaskError: when the value is missing, not an integer, or out of range.
-    """
-    value = params.get(name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TaskError(f"parameter {name!r} must be an integer, got {value!r}")
-    if not low <= value <= high:
-        raise TaskError(f"parameter {name!r} must be between {low} and {high}, got {value}")
-    return value
-
-
-def _write(workspace: Path, rel: str, content: str) -> None:
-    path = workspace / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, encoding="utf-8")
-
-
 def _split_lines(text: str) -> list[str]:
     """Lines with trailing whitespace removed and trailing blank lines dropped."""
     out = [ln.rstrip() for ln in text.split("\n")]
@@ -105,12 +88,8 @@ where they are, even when they are only nearly identical to another file. Do not
 content of any file."""
 
 
-def _check_files_param(params: Mapping[str, Any]) -> None:
-    _int_param(params, "files", 12, 40)
-
-
 def _generate_duplicates(rng: random.Random, ws: Path, params: Mapping[str, Any]) -> AnswerKey:
-    total = _int_param(params, "files", 12, 40)
+    total = int_param(params, "files", 16, 12, 40)
     names = _file_names(rng, total)
     group_sizes = [3, 2, 2] if total < 20 else [3, 3, 2, 2]
     contents: dict[str, str] = {}
@@ -142,7 +121,7 @@ def _generate_duplicates(rng: random.Random, ws: Path, params: Mapping[str, Any]
     for name in names[pos:]:
         contents[name] = fresh()
     for name, text in contents.items():
-        _write(ws, name, text)
+        put(ws, name, text)
     keepers = sorted(g[0] for g in groups)
     duplicates = sorted(n for g in groups for n in g[1:])
     return {
@@ -206,7 +185,7 @@ register(
         verify=_verify_duplicates,
         reference=_reference_duplicates,
         default_params={"files": 16},
-        check_params=_check_files_param,
+        check_params=range_checker({"files": (12, 40)}, {"files": 16}),
     )
 )
 
@@ -245,7 +224,7 @@ def _generate_merging(rng: random.Random, ws: Path, params: Mapping[str, Any]) -
         name = _file_names(rng, 1, ext)[0]
         contents[name] = sentence(rng) + "\n"
     for name, text in contents.items():
-        _write(ws, name, text)
+        put(ws, name, text)
     txt = sorted((n for n in contents if n.endswith(".txt")), key=lambda n: len(contents[n]))
     return {"files": contents, "order": txt[:count]}
 
@@ -347,7 +326,7 @@ def _generate_splitting(rng: random.Random, ws: Path, params: Mapping[str, Any])
     per_part = rng.randint(4, 8)
     body = lines(rng, parts * per_part)
     text = "\n".join(body) + "\n"
-    _write(ws, "large_file.txt", text)
+    put(ws, "large_file.txt", text)
     expected = {
         f"split/part_{i + 1:02d}.txt": body[i * per_part : (i + 1) * per_part] for i in range(parts)
     }
@@ -459,7 +438,7 @@ def _generate_pattern(rng: random.Random, ws: Path, params: Mapping[str, Any]) -
             decoy = _DECOYS[decoys.index(rel)]
             body.insert(rng.randrange(len(body) + 1), f"{decoy} {sentence(rng)}")
         files[rel] = "\n".join(body) + "\n"
-        _write(ws, rel, files[rel])
+        put(ws, rel, files[rel])
     return {"files": files, "matches": sorted(matches)}
 
 
@@ -539,7 +518,7 @@ def _generate_uppercase(rng: random.Random, ws: Path, params: Mapping[str, Any])
     listed = names[: rng.randint(4, 6)]
     files["convert_list.txt"] = "".join(f"{n}\n" for n in listed)
     for name, text in files.items():
-        _write(ws, name, text)
+        put(ws, name, text)
     return {
         "files": files,
         "listed": sorted(listed),

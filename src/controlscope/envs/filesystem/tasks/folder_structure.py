@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controlscope.envs.base import AnswerKey, Check
+from controlscope.envs.base import AnswerKey, Check, TaskError
 from controlscope.envs.filesystem.registry import FsTaskSpec, ToolCaller, register
 from controlscope.envs.filesystem.tasks._taskkit import (
     check_placement,
@@ -24,6 +24,7 @@ from controlscope.envs.filesystem.tasks._taskkit import (
     join,
     make_dir,
     ok,
+    put,
     read_output,
     workspace_root,
     write_text,
@@ -106,7 +107,7 @@ def _random_tree(
         for host in hosts:
             dirs.append(f"{host}/{special}" if host else special)
     leaves = [d for d in dirs if not any(o.startswith(d + "/") for o in dirs)]
-    leaves = [d for d in leaves if special is None or not d.endswith(special)]
+    leaves = [d for d in leaves if d.rsplit("/", 1)[-1] != special]
     empty = set(rng.sample(leaves, min(empty_dirs, len(leaves) - 1)))
     holders = [""] + [d for d in dirs if d not in empty]
     sizes = rng.sample(range(40, 1001), n_files)
@@ -121,17 +122,24 @@ def _random_tree(
         files[rel] = _filler(rng, size)
     if special is not None:  # every special directory holds something
         for d in dirs:
-            if d.endswith(special):
+            if d.rsplit("/", 1)[-1] == special:
                 files[f"{d}/entry_{rng.randint(10, 99)}.tmp"] = _filler(rng, rng.randint(20, 39))
     return _Tree(dirs=sorted(dirs), files=dict(sorted(files.items())))
 
 
 def _materialise(ws: Path, base: str, tree: _Tree) -> None:
-    (ws / base).mkdir(parents=True, exist_ok=True)
-    for d in tree.dirs:
-        (ws / base / d).mkdir(parents=True, exist_ok=True)
+    """Write ``tree`` under ``ws/base``.
+
+    Raises:
+        TaskError: when a directory cannot be created (files: see ``put``).
+    """
+    for d in ["", *tree.dirs]:
+        try:
+            (ws / base / d).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TaskError(f"cannot create {base}/{d} in the workspace: {exc}") from exc
     for rel, text in tree.files.items():
-        (ws / base / rel).write_text(text, encoding="utf-8")
+        put(ws, f"{base}/{rel}", text)
 
 
 def _walk(call: ToolCaller, path: str) -> tuple[list[str], list[str]]:

@@ -496,7 +496,8 @@ def _comments_generate(rng: random.Random, workspace: Path, params: Mapping[str,
                 commenters = [*reviewers[:-1], silent]
             for who in commenters:
                 remark = rng.choice(_REMARKS)
-                if who == silent or rng.random() < 0.2:
+                # Everyone but ``silent`` has an unresolved comment in the first section.
+                if who == silent or (not (first_doc and s == 1) and rng.random() < 0.2):
                     lines.append(f"> [{who}] (resolved): {remark}")
                 else:
                     lines.append(f"> [{who}]: {remark}")

@@ -104,3 +104,47 @@ def assert_deterministic(task_id: str, tmp_path: Path) -> None:
     assert keys[0] == keys[1]
     assert trees[0] != trees[2]
     assert trees[0], "the generator wrote nothing"
+
+
+def _havoc_empty(ws: Path) -> None:
+    for child in ws.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def _havoc_files_to_dirs(ws: Path) -> None:
+    for path in sorted(ws.rglob("*"), reverse=True):
+        if path.is_file():
+            path.unlink()
+            path.mkdir()
+
+
+def _havoc_binary(ws: Path) -> None:
+    for path in ws.rglob("*"):
+        if path.is_file():
+            path.write_bytes(b"\xff\xfe\x00\x81 not text")
+
+
+def _havoc_dirs_to_files(ws: Path) -> None:
+    for path in sorted(ws.iterdir()):
+        if path.is_dir():
+            shutil.rmtree(path)
+            path.write_text("a file where a directory was\n")
+
+
+HAVOC = (_havoc_empty, _havoc_files_to_dirs, _havoc_binary, _havoc_dirs_to_files)
+
+
+def assert_verifier_never_raises(task_id: str, solved: Solved, tmp_path: Path) -> None:
+    """Wreck a solved copy in several ways; the verifier must return failing checks, not raise."""
+    spec = REGISTRY[task_id]
+    for havoc in HAVOC:
+        ws, key = solved.copy(task_id, tmp_path / havoc.__name__)
+        before = snapshot(ws)
+        havoc(ws)
+        checks = spec.verify(ws, key)
+        assert all(c.reason for c in checks)
+        if snapshot(ws) != before:
+            assert failed(checks), f"{havoc.__name__}: a wrecked workspace must fail"

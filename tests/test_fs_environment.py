@@ -1,0 +1,345 @@
+"""The filesystem environment: interface, errors, workspaces and their hash, determinism, CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlscope.envs.base import Check, Environment, TaskError
+from controlscope.envs.catalog import add_arguments, environment_names, get_environment, main
+from controlscope.envs.filesystem.environment import FilesystemEnvironment, fill_instruction
+from controlscope.envs.filesystem.registry import FsTaskSpec
+from controlscope.envs.filesystem.server import NODE_MODULES_ENV, find_server_script
+from controlscope.envs.filesystem.testing import (
+    ReferenceToolError,
+    run_reference,
+    solve_reference,
+)
+from controlscope.envs.filesystem.workspace import HISTORICAL_MARGIN_S, Workspace, content_hash
+
+CATEGORIES = {
+    "desktop",
+    "desktop_template",
+    "file_context",
+    "file_property",
+    "folder_structure",
+    "legal_document",
+    "papers",
+    "student_database",
+}
+
+
+@pytest.fixture(scope="module")
+def env() -> FilesystemEnvironment:
+    return FilesystemEnvironment()
+
+
+# ------------------------------------------------------------------------------ interface
+
+
+def test_implements_environment(env: FilesystemEnvironment) -> None:
+    assert isinstance(env, Environment)
+    assert env.name == "filesystem"
+    assert get_environment("filesystem").name == "filesystem"
+    assert environment_names() == ["filesystem"]
+
+
+def test_task_list_shape(env: FilesystemEnvironment) -> None:
+    tasks = env.tasks()
+    ids = [t.id for t in tasks]
+    assert ids == sorted(ids)
+    assert len(ids) == len(set(ids))
+    assert {t.category for t in tasks} <= CATEGORIES
+    assert {"student_database", "file_property"} <= {t.category for t in tasks}
+    for t in tasks:
+        assert t.env == "filesystem"
+        assert t.id.startswith(t.category + "/")
+        assert t.instruction and "{" + next(iter(t.params), "none") + "}" not in t.instruction
+    restricted = {t.id for t in tasks if not t.python_allowed}
+    assert "student_database/duplicate_name" in restricted
+
+
+def test_suite_covers_the_issue(env: FilesystemEnvironment) -> None:
+    """Issue 4: at least 24 tasks in the 8 categories, four of them restricting Python."""
+    tasks = env.tasks()
+    assert len(tasks) >= 24
+    assert {t.category for t in tasks} == CATEGORIES
+    assert sum(not t.python_allowed for t in tasks) == 4
+
+
+def test_task_params_fill_instruction(env: FilesystemEnvironment) -> None:
+    task = env.task("student_database/english_talent", students=25)
+    assert task.params == {"students": 25}
+    assert "25 students" in task.instruction
+    assert "{students}" not in task.instruction
+    default = env.task("student_database/english_talent")
+    assert default.params == {"students": 150}
+    assert fill_instruction('{"A": 1} for {n}', {"n": 3}) == '{"A": 1} for 3'
+
+
+def test_unknown_task_lists_close_matches(env: FilesystemEnvironment) -> None:
+    with pytest.raises(TaskError) as info:
+        env.task("student_database/english_talents")
+    assert "student_database/english_talent" in str(info.value)
+    with pytest.raises(TaskError) as info:
+        env.task("english_talent")
+    assert "student_database/english_talent" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"pupils": 3}, "pupils"),
+        ({"students": 0}, "between"),
+        ({"students": 10**6}, "between"),
+        ({"students": "75"}, "integer"),
+        ({"students": True}, "integer"),
+    ],
+)
+def test_bad_params_rejected(
+    env: FilesystemEnvironment, params: dict[str, Any], fragment: str
+) -> None:
+    with pytest.raises(TaskError, match=fragment):
+        env.task("student_database/english_talent", **params)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "3", True, None, 2**64])
+def test_bad_seed_rejected_before_anything_is_written(
+    env: FilesystemEnvironment, tmp_path: Path, seed: Any
+) -> None:
+    task = env.task("file_property/size_classification")
+    with pytest.raises(TaskError, match="seed"):
+        env.setup(task, seed, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_setup_rejects_bad_workspaces(env: FilesystemEnvironment, tmp_path: Path) -> None:
+    task = env.task("file_property/size_classification", files=4)
+    with pytest.raises(TaskError, match="does not exist"):
+        env.setup(task, 0, tmp_path / "absent")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(TaskError, match="not a directory"):
+        env.setup(task, 0, tmp_path / "f")
+    with pytest.raises(TaskError, match="not empty"):
+        env.setup(task, 0, tmp_path)
+    forged = task.model_copy(update={"params": {"files": -3, "levels": 1}})
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TaskError, match="between"):
+        env.setup(forged, 0, empty)
+
+
+def test_setup_is_deterministic_per_seed(env: FilesystemEnvironment) -> None:
+    for task_id, params in [
+        ("student_database/grade_based_score", {"students": 30}),
+        ("file_property/time_classification", {}),
+    ]:
+        task = env.task(task_id, **params)
+        digests: list[str] = []
+        keys: list[Any] = []
+        for seed in (7, 7, 8):
+            with Workspace() as ws:
+                keys.append(env.setup(task, seed, ws.path))
+                digests.append(env.state_hash(task, ws.path))
+        assert digests[0] == digests[1] and keys[0] == keys[1]
+        assert digests[0] != digests[2] and keys[0] != keys[2]
+        json.dumps(keys[0])  # the answer key is JSON-serialisable
+
+
+# ------------------------------------------------------------------------------ verify
+
+
+def test_verify_never_raises(env: FilesystemEnvironment, tmp_path: Path) -> None:
+    for task in env.tasks():
+        verdict = env.verify(task, tmp_path, {})
+        assert not verdict.success, task.id
+        assert verdict.checks and all(isinstance(c, Check) for c in verdict.checks)
+    unknown = env.task("student_database/english_talent").model_copy(update={"id": "x/y"})
+    verdict = env.verify(unknown, tmp_path, {})
+    assert not verdict.success and "unknown filesystem task" in verdict.checks[0].reason
+
+
+def test_verify_on_untouched_workspace_fails(env: FilesystemEnvironment) -> None:
+    task = env.task("student_database/english_talent", students=10)
+    with Workspace() as ws:
+        key = env.setup(task, 1, ws.path)
+        verdict = env.verify(task, ws.path, key)
+    assert not verdict.success
+    assert verdict.checks[0].name == "output_exists"
+    assert "does not exist" in verdict.checks[0].reason
+
+
+# ------------------------------------------------------------------------------ workspaces
+
+
+def test_workspace_created_and_removed(tmp_path: Path) -> None:
+    with Workspace(tmp_path / "runs", prefix="a b/c") as ws:
+        assert ws.path.is_dir()
+        assert ws.path.parent == (tmp_path / "runs").resolve()
+        assert "/" not in ws.path.name and " " not in ws.path.name
+        (ws.path / "x").mkdir()
+        (ws.path / "x" / "f").write_text("data")
+    assert not ws.path.exists()
+    ws.remove()  # safe twice
+    with Workspace.create() as other:
+        assert other.path.is_dir() and other.path != ws.path
+    assert not other.path.exists()
+
+
+def test_workspace_that_cannot_be_created(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("in the way")
+    with pytest.raises(TaskError, match="cannot create a task workspace"):
+        Workspace(blocker)
+
+
+def test_content_hash_names_bytes_and_dirs(tmp_path: Path) -> None:
+    def tree(root: Path, content: str = "one", extra_dir: bool = False) -> Path:
+        (root / "a").mkdir(parents=True)
+        (root / "a" / "f.txt").write_text(content)
+        (root / "g.txt").write_text("two")
+        if extra_dir:
+            (root / "empty").mkdir()
+        return root
+
+    base = content_hash(tree(tmp_path / "1"))
+    assert len(base) == 64
+    assert content_hash(tree(tmp_path / "2")) == base
+    assert content_hash(tree(tmp_path / "3", content="ONE")) != base
+    assert content_hash(tree(tmp_path / "4", extra_dir=True)) != base
+    renamed = tree(tmp_path / "5")
+    (renamed / "g.txt").rename(renamed / "h.txt")
+    assert content_hash(renamed) != base
+    with pytest.raises(TaskError):
+        content_hash(tmp_path / "missing")
+
+
+def test_content_hash_historical_mtimes(tmp_path: Path) -> None:
+    old = 1_700_000_000
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        root.mkdir()
+        (root / "dated.txt").write_text("x")
+        (root / "fresh.txt").write_text("y")
+    os.utime(a / "dated.txt", (old, old))
+    os.utime(b / "dated.txt", (old + 3600, old + 3600))
+    # a task-relevant (historical) time differs: only the time-aware hash sees it
+    assert content_hash(a) == content_hash(b)
+    assert content_hash(a, historical_mtimes=True) != content_hash(b, historical_mtimes=True)
+    # files the run writes (recent times) never enter the hash
+    os.utime(b / "dated.txt", (old, old))
+    recent = os.stat(a / "fresh.txt").st_mtime
+    os.utime(b / "fresh.txt", (recent - 600, recent - 600))
+    assert content_hash(a, historical_mtimes=True) == content_hash(b, historical_mtimes=True)
+    now = recent + HISTORICAL_MARGIN_S + 1
+    assert content_hash(a, historical_mtimes=True, now=now) != content_hash(
+        b, historical_mtimes=True, now=now
+    )
+
+
+# ------------------------------------------------------------------------------ server, testing
+
+
+def test_start_server_confined_to_workspace(env: FilesystemEnvironment) -> None:
+    with Workspace() as ws:
+        (ws.path / "note.txt").write_text("hello")
+        with env.start_server(ws.path) as server:
+            assert server.call("read_text_file", {"path": "note.txt"}).text == "hello"
+            assert server.call("read_text_file", {"path": "../../etc/hostname"}).is_error
+
+
+def test_missing_server_install_says_npm_ci(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(NODE_MODULES_ENV, str(tmp_path))
+    with pytest.raises(TaskError, match="npm ci"):
+        find_server_script()
+    monkeypatch.delenv(NODE_MODULES_ENV)
+    assert find_server_script().is_file()
+
+
+def _writes_answer(call: Any) -> None:
+    call("write_file", path="answer.txt", content="42\n")
+
+
+def _gen(rng: random.Random, workspace: Path, params: Any) -> dict[str, Any]:
+    (workspace / "question.txt").write_text(f"{rng.randint(0, 10**6)}\n")
+    return {"answer": "42"}
+
+
+def _verify(workspace: Path, key: dict[str, Any]) -> list[Check]:
+    path = workspace / "answer.txt"
+    passed = path.is_file() and path.read_text().strip() == key["answer"]
+    return [Check(name="answer", passed=passed, reason="" if passed else "wrong or missing")]
+
+
+def _reads_missing_file(call: Any) -> None:
+    call("read_text_file", path="missing.txt")
+
+
+def test_run_reference_with_an_unregistered_spec(tmp_path: Path) -> None:
+    spec = FsTaskSpec(
+        category="demo",
+        name="answer",
+        instruction="Write 42 to answer.txt.",
+        template="demo/answer",
+        generate=_gen,
+        verify=_verify,
+        reference=_writes_answer,
+    )
+    calls: list[tuple[str, dict[str, Any]]] = []
+    assert run_reference(spec, seed=3, calls=calls).success
+    assert calls == [("write_file", {"path": "answer.txt", "content": "42\n"})]
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    key = solve_reference(spec, 3, None, kept)
+    assert key == {"answer": "42"} and (kept / "answer.txt").is_file()
+
+    broken = FsTaskSpec(
+        category="demo",
+        name="broken",
+        instruction="x",
+        template="demo/broken",
+        generate=_gen,
+        verify=_verify,
+        reference=_reads_missing_file,
+    )
+    with pytest.raises(ReferenceToolError, match=r"missing\.txt"):
+        run_reference(broken)
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def _cli(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_tasks_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_cli(["--json"])) == 0
+    rows = json.loads(capsys.readouterr().out)
+    ids = [r["id"] for r in rows]
+    assert "student_database/english_talent" in ids
+    row = rows[ids.index("student_database/duplicate_name")]
+    assert row["python_allowed"] is False
+    assert row["category"] == "student_database"
+    assert row["template"] == "student_database/duplicate_name"
+    assert Counter(r["python_allowed"] for r in rows)[False] >= 1
+
+
+def test_tasks_cli_table_and_unknown_env(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_cli(["--env", "filesystem"])) == 0
+    out = capsys.readouterr().out
+    assert "file_property/time_classification" in out
+    assert main(_cli(["--env", "alfworldx"])) == 2
+    assert "unknown environment" in capsys.readouterr().err

@@ -1,0 +1,104 @@
+"""Tests of the planner's prompt rendering and reply parsing (controlscope.planner)."""
+
+from __future__ import annotations
+
+from controlscope.models.types import ModelResponse, ToolCall
+from controlscope.planner import (
+    EXECUTE_PYTHON,
+    parse_reply,
+    render_signature,
+    render_system_prompt,
+)
+from controlscope.tools import ToolSchema
+
+READ = ToolSchema(
+    name="read_text_file",
+    description="Read a file as text.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "head": {"type": "number", "description": "first N lines"},
+        },
+        "required": ["path"],
+    },
+)
+WRITE = ToolSchema(
+    name="write_file",
+    description="Write a file.",
+    input_schema={
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+        "required": ["path", "content"],
+    },
+)
+LIST = ToolSchema(
+    name="list_directory",
+    description="List a directory.",
+    input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+)
+
+
+def test_signature_puts_required_first_with_defaults_for_optional() -> None:
+    sig = render_signature(READ)
+    assert sig.startswith("def read_text_file(path: str, head: float = None) -> str:")
+    assert "Read a file as text." in sig
+    compile(sig + "\n", "<sig>", "exec")
+
+
+def test_system_prompt_shows_tools_and_a_worked_example_only_when_tools_exist() -> None:
+    prompt = render_system_prompt([READ, WRITE, LIST], fmt="tools")
+    assert "def write_file(path: str, content: str) -> str:" in prompt
+    assert "Example." in prompt and "execute_python" in prompt
+    assert "Example." not in render_system_prompt([READ], fmt="tools")
+    fenced = render_system_prompt([READ, WRITE, LIST], fmt="fenced")
+    assert "```python" in fenced
+
+
+def test_restricted_task_prompt_says_so() -> None:
+    assert "restricts Python" in render_system_prompt([READ], fmt="tools", python_allowed=False)
+    assert "restricts Python" not in render_system_prompt([READ], fmt="tools")
+
+
+def _call(call_id: str, name: str, arguments: str, parsed: dict[str, object] | None) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=arguments, parsed=parsed)
+
+
+def test_native_calls_become_queued_blocks_in_order() -> None:
+    response = ModelResponse(
+        tool_calls=(
+            _call("a", EXECUTE_PYTHON, '{"code": "x = 1"}', {"code": "x = 1"}),
+            _call("b", EXECUTE_PYTHON, '{"code": "print(x)"}', {"code": "print(x)"}),
+        )
+    )
+    parsed = parse_reply(response, fmt="tools")
+    assert [b.code for b in parsed.blocks] == ["x = 1", "print(x)"]
+    assert [b.tool_call_id for b in parsed.blocks] == ["a", "b"]
+    assert not parsed.final and not parsed.malformed
+
+
+def test_malformed_and_unknown_calls_are_reported_not_run() -> None:
+    response = ModelResponse(
+        tool_calls=(
+            _call("a", EXECUTE_PYTHON, "{not json", None),
+            _call("b", "read_text_file", '{"path": "/x"}', {"path": "/x"}),
+            _call("c", EXECUTE_PYTHON, '{"source": "x"}', {"source": "x"}),
+        )
+    )
+    parsed = parse_reply(response, fmt="tools")
+    assert parsed.blocks == ()
+    assert [m[0] for m in parsed.malformed] == ["a", "b", "c"]
+    assert "unknown tool" in parsed.malformed[1][1]
+    assert not parsed.final
+
+
+def test_fenced_code_is_used_when_there_are_no_tool_calls() -> None:
+    text = "Plan:\n```python\nprint(1)\n```\nthen\n```py\nprint(2)\n```\n```\n```"
+    parsed = parse_reply(ModelResponse(text=text), fmt="fenced")
+    assert [b.code for b in parsed.blocks] == ["print(1)", "print(2)"]
+    assert all(b.tool_call_id is None for b in parsed.blocks)
+
+
+def test_a_reply_without_code_is_the_final_answer() -> None:
+    assert parse_reply(ModelResponse(text="All done."), fmt="fenced").final
+    assert parse_reply(ModelResponse(text="```json\n{}\n```"), fmt="tools").blocks == ()
