@@ -840,3 +840,29 @@ def test_auto_falls_back_to_none_when_bwrap_is_missing(
             assert run1(session, "print(read_text_file('f2.txt'))").output == "content 2\n"
     finally:
         sandbox.bwrap_self_test.cache_clear()
+
+
+def test_hooks_of_a_replaced_block_are_defused(server: FakeServer) -> None:
+    trap = (
+        "import gc, signal, sys, builtins\n"
+        "def forge(*a):\n"
+        "    read_text_file.__globals__['_cs_call'].__self__.send(\n"
+        "        {'t': 'call', 'tool': 'noop', 'args': {}, 'line': 1, 'fn': None, 'cls': None,\n"
+        "         'mv': {}, 'lv': {}, 'out': '', 'dropped': 0, 'lits': {}})\n"
+        "signal.signal(signal.SIGPROF, forge)\n"
+        "signal.setitimer(signal.ITIMER_PROF, 0.05, 0.02)\n"
+        "gc.callbacks.append(forge)\n"
+        "builtins.sorted = forge\n"
+        "sys.addaudithook(forge)  # silently refused by the runtime's own audit hook\n"
+        "noop()\n"
+    )
+    replacement = "x = [[i] for i in range(200000)]\nprint(len(x), sorted([2, 1]))\n"
+    rec = Recorder(lambda b: ReplaceWorkflow(code=replacement) if b.block_id == "b1" else Keep())
+    with WorkerSession(server) as session:
+        results = session.run_reply([("b1", trap)], rec)
+    assert [(r.block_id, r.status) for r in results] == [
+        ("b1", "cancelled"),
+        ("b1.r1", "completed"),
+    ]
+    assert results[1].output == "200000 [1, 2]\n" and not results[1].fresh_worker
+    assert server.calls == [] and len(rec.boundaries) == 1

@@ -59,7 +59,7 @@ from controlscope.review.reviewer import Reviewer, ReviewOutcome
 from controlscope.review.state import DecisionRecord, PublicState
 from controlscope.schedule import Schedule, ScheduleContext, parse_schedule
 from controlscope.scope import Keep, Operation, Scope
-from controlscope.tools import ToolSchema
+from controlscope.tools import ToolSchema, ToolServer
 from controlscope.worker.session import WorkerSession
 from controlscope.worker.types import (
     BlockResult,
@@ -162,6 +162,7 @@ class _Controller:
         self.budgets = budgets
         self.history: list[Message] = []
         self.turn = 0
+        self.reply_turn = 0
         self.reply_blocks: tuple[str, ...] = ()
         self.block_index: dict[str, int] = {}
         self.running: str | None = None
@@ -181,7 +182,7 @@ class _Controller:
         self.running_is_replacement = replaces is not None
         self.block_calls = []
         self.writer.write(
-            BlockStartEvent(block_id=block_id, code=code, replaces=replaces, turn=self.turn)
+            BlockStartEvent(block_id=block_id, code=code, replaces=replaces, turn=self.reply_turn)
         )
 
     def on_boundary(self, boundary: Boundary) -> Operation:
@@ -285,7 +286,8 @@ class _Controller:
 
     def start_reply(self, blocks: Sequence[PlannedBlock]) -> list[tuple[str, str]]:
         """Name the reply's blocks and reset the per-reply public state."""
-        named = [(f"t{self.turn}.b{i}", b.code) for i, b in enumerate(blocks)]
+        self.reply_turn = self.turn - 1
+        named = [(f"t{self.reply_turn}.b{i}", b.code) for i, b in enumerate(blocks)]
         self.reply_blocks = tuple(code for _, code in named)
         self.block_index = {block_id: i for i, (block_id, _) in enumerate(named)}
         self.reply_messages = []
@@ -348,7 +350,6 @@ def run_task(
     """
     budgets = config.budgets or task.budgets
     out_dir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
     if workspace_root is not None:
         workspace_root.mkdir(parents=True, exist_ok=True)
     writer = TrajectoryWriter(out_dir)
@@ -395,14 +396,11 @@ def _run_with_server(
     budgets: TaskBudgets,
     writer: TrajectoryWriter,
     sink: _EventSink,
-    server: object,
+    server: ToolServer,
     workspace: Path,
     answer_key: AnswerKey,
     out_dir: Path,
 ) -> RunResult:
-    from controlscope.tools import ToolServer
-
-    assert isinstance(server, ToolServer)
     tools = server.list_tools()
     schedule = parse_schedule(config.schedule)
     reviewer = (
@@ -432,7 +430,9 @@ def _run_with_server(
         config=config,
         budgets=budgets,
     )
-    roots = [str(workspace)]
+    # How agent code names the workspace: a fixed root where the environment confines its
+    # server (same paths in every branch), else the host path.
+    roots = list(getattr(server, "agent_roots", ()) or (str(workspace),))
     controller.history = [
         Message(
             role="system",

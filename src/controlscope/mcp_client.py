@@ -86,6 +86,9 @@ class McpToolServer:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self._timeout_s = float(timeout_s)
         self._label = label
+        self.agent_roots: tuple[str, ...] = ()
+        """The directories as agent code must name them (set by the environment that started
+        the server, e.g. ``("/workspace",)``); empty when they are the host paths."""
         self._stderr_file = stderr_file
         self._tools: list[ToolSchema] | None = None
         self._client: Client | None = None

@@ -58,9 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="how the reviewer answers (default: json for local models, tools otherwise)",
     )
-    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--temperature", type=float, default=None, help="default 0.7")
     parser.add_argument("--max-tokens", type=int, default=None, help="per-request token cap")
-    parser.add_argument("--draw", type=int, default=0, help="reviewer draw index")
+    parser.add_argument("--draw", type=int, default=None, help="reviewer draw index (default 0)")
     parser.add_argument("--max-calls", type=int, default=None, help="primitive-call budget")
     parser.add_argument("--max-turns", type=int, default=None, help="planning-turn budget")
     parser.add_argument("--max-seconds", type=float, default=None, help="execution-seconds budget")
@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
     from controlscope.envs.catalog import get_environment
     from controlscope.models.types import ProviderError
     from controlscope.progress import LiveProgress
-    from controlscope.run_setup import build_models
+    from controlscope.run_setup import build_models, recorded_config
     from controlscope.scope import Scope
 
     console = Console(stderr=True)
@@ -117,17 +117,30 @@ def main(args: argparse.Namespace) -> int:
             cache_path=args.cache,
             need_reviewer=args.schedule != "never" and args.scope != "keep",
         )
+        knobs: dict[str, Any] = {
+            "planner_format": models.planner_format,
+            "review_mode": models.review_mode,
+            "max_tokens": models.max_tokens,
+            "temperature": 0.7,
+            "draw": 0,
+        }
+        if args.model.startswith("replay:"):
+            knobs.update(recorded_config(Path(args.model.partition(":")[2])))
+        given = {
+            "planner_format": args.planner_format,
+            "review_mode": args.review_mode,
+            "max_tokens": args.max_tokens,
+            "temperature": args.temperature,
+            "draw": args.draw,
+        }
+        knobs.update({k: v for k, v in given.items() if v is not None})
         config = RunConfig(
             scope=Scope[args.scope.upper()],
             schedule=args.schedule,
             view=args.view,
             replace_boundary=args.replace_boundary,
-            planner_format=args.planner_format or models.planner_format,
-            review_mode=args.review_mode or models.review_mode,
-            temperature=args.temperature,
-            max_tokens=args.max_tokens or models.max_tokens,
-            draw=args.draw,
             budgets=budgets,
+            **knobs,
         )
     except (TaskError, ValueError, FileNotFoundError, ProviderError) as err:
         console.print(f"[red]controlscope run: {err}[/red]")

@@ -93,3 +93,26 @@ def build_models(
         review_mode="json" if _is_local(reviewer_spec) else "tools",
         max_tokens=LOCAL_MAX_TOKENS if local else DEFAULT_MAX_TOKENS,
     )
+
+
+REPLAYED_KNOBS = ("planner_format", "review_mode", "max_tokens", "temperature", "draw")
+"""Run settings that shape model requests: a replay takes them from the recorded run, so the
+replayed requests can match the recorded ones."""
+
+
+def recorded_config(run_dir: Path) -> dict[str, object]:
+    """The model-facing settings of a recorded run (``run_start``'s config).
+
+    Raises:
+        FileNotFoundError: when ``run_dir/events.jsonl`` is missing.
+        ValueError: when the log has no ``run_start`` event.
+    """
+    from controlscope.record.events import RunStartEvent
+    from controlscope.record.store import read_events
+
+    if not (run_dir / "events.jsonl").exists():
+        raise FileNotFoundError(f"no recorded run at {run_dir} (events.jsonl is missing)")
+    for event in read_events(run_dir):
+        if isinstance(event, RunStartEvent):
+            return {k: event.config[k] for k in REPLAYED_KNOBS if k in event.config}
+    raise ValueError(f"the log in {run_dir} has no run_start event")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -490,21 +491,16 @@ def _check_patch_arguments(
             granted, patch, "empty_patch", "every patched argument already has that value"
         )
     merged = {**boundary.arguments, **patch.arguments}
-    schema = tool.input_schema
-    validator_class = jsonschema.validators.validator_for(
-        schema, default=jsonschema.Draft202012Validator
-    )
-    try:
-        validator_class.check_schema(schema)
-    except jsonschema.SchemaError as exc:
+    checked = _validator(json.dumps(tool.input_schema, sort_keys=True))
+    if isinstance(checked, str):
         return _reject(
             granted,
             patch,
             "schema_violation",
             f"the input schema of {tool.name} is itself invalid, so no patch can be checked: "
-            f"{exc.message}",
+            f"{checked}",
         )
-    validator = validator_class(schema)
+    validator = checked
     try:
         before = _schema_errors(validator, dict(boundary.arguments))
         after = _schema_errors(validator, merged)
@@ -527,6 +523,23 @@ def _check_patch_arguments(
     return _accept(granted, patch)
 
 
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> jsonschema.protocols.Validator | str:
+    """A validator for a tool's input schema (given as sorted JSON), or why the schema is invalid.
+
+    Cached: meta-validating a schema costs far more than validating arguments with it.
+    """
+    schema = json.loads(schema_json)
+    validator_class = jsonschema.validators.validator_for(
+        schema, default=jsonschema.Draft202012Validator
+    )
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return str(exc.message)
+    return validator_class(schema)
+
+
 def _same_json(old: Any, new: Any) -> bool:
     try:
         return json.dumps(old, sort_keys=True) == json.dumps(new, sort_keys=True)
@@ -547,7 +560,7 @@ def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary)
             f"the new block does not compile: {_syntax_detail(exc)}",
         )
     try:
-        old_tree = _compile(boundary.code, "<block>")
+        old_tree, old_key = _running_block(boundary.code)
     except SyntaxError as exc:
         return _reject(
             granted,
@@ -556,7 +569,7 @@ def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary)
             f"the running block's own code does not compile, so nothing can match it: "
             f"{_syntax_detail(exc)}",
         )
-    if _runtime.structure_key(old_tree) != _runtime.structure_key(new_tree):
+    if old_key != _runtime.structure_key(new_tree):
         return _reject(
             granted,
             patch,
@@ -579,8 +592,7 @@ def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary)
                 patch,
                 "structure_changed",
                 f"{where} is an f-string format spec, a docstring or a case pattern: it is not "
-                "block data "
-                "and the running block would not see the change",
+                "block data and the running block would not see the change",
             )
         if not _type_change_allowed(old, new):
             return _reject(
@@ -594,6 +606,20 @@ def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary)
     if not changed:
         return _reject(granted, patch, "empty_patch", "the new block has the same constants")
     return _accept(granted, patch)
+
+
+@functools.lru_cache(maxsize=32)
+def _running_block(code: str) -> tuple[ast.Module, str]:
+    """The running block's compiled tree and structure key (cached: every block-data review of
+    one boundary compares against the same block). The tree must not be modified.
+
+    Raises:
+        SyntaxError: the block does not compile.
+    """
+    from controlscope.worker import _runtime
+
+    tree = _compile(code, "<block>")
+    return tree, _runtime.structure_key(tree)
 
 
 def _first_difference(old: ast.Module, new: ast.Module) -> str:

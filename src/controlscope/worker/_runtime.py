@@ -55,6 +55,7 @@ _getframe, _gettrace, _settrace, _setprofile = (
     sys.setprofile,
 )
 _signal, _setitimer, _sigmask = signal.signal, signal.setitimer, signal.pthread_sigmask
+_getsignal, _gc_callbacks = signal.getsignal, gc.callbacks
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 #: Snapshot bounds: characters of one string, items of one container, JSON characters of one
@@ -580,11 +581,11 @@ class _Hooks:
             _setitimer(timer, 0)
         _sigmask(signal.SIG_SETMASK, set())
         for sig, handler in self.handlers.items():
-            current = signal.getsignal(sig)
+            current = _getsignal(sig)
             if current is not handler and current is not None:
                 with contextlib.suppress(OSError, ValueError):
                     _signal(sig, handler)
-        gc.callbacks.clear()
+        _gc_callbacks.clear()
         _settrace(None)
         _setprofile(None)
         sys.displayhook = sys.__displayhook__

@@ -8,14 +8,31 @@ workspace per branch, appendix A.1), never through ``npx``, so no network is nee
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import subprocess
+import sys
+from functools import cache
 from pathlib import Path
 
 from controlscope.envs.base import TaskError
 from controlscope.mcp_client import McpToolServer
 
-__all__ = ["NODE_MODULES_ENV", "SERVER_SCRIPT", "find_server_script", "start_filesystem_server"]
+__all__ = [
+    "AGENT_ROOT",
+    "NODE_MODULES_ENV",
+    "SERVER_SCRIPT",
+    "find_server_script",
+    "start_filesystem_server",
+]
+
+log = logging.getLogger(__name__)
+
+AGENT_ROOT = "/workspace"
+"""Where every branch's workspace appears to the server and so to agent code. Paths in requests,
+tool arguments and observations are then the same across branches (same-state branching and
+prefix replay, paper section 3.3), whatever host directory each branch gets."""
 
 NODE_MODULES_ENV = "CONTROLSCOPE_NODE_MODULES"
 """Environment variable naming a ``node_modules`` directory that holds the pinned server."""
@@ -62,17 +79,23 @@ def start_filesystem_server(
     *,
     timeout_s: float = 60.0,
     stderr_path: Path | None = None,
+    confine: bool = True,
 ) -> McpToolServer:
     """Start the filesystem server with ``workspace`` as its only allowed directory.
 
-    Relative paths in tool arguments resolve against the workspace (the server's own rule), and the
-    server process runs with the workspace as its working directory and ``TZ=UTC``, so the dates
-    that ``get_file_info`` reports agree with the verifiers' (which use UTC).
+    Where bubblewrap works (Linux), the server runs confined in its own namespaces: it sees the
+    workspace at :data:`AGENT_ROOT` (``/workspace``) whatever its host path, no network, and the
+    rest of the system read-only; ``server.agent_roots`` says what agent code must call the root.
+    Elsewhere it sees the host path (a warning says so). Relative paths in tool arguments resolve
+    against the workspace (the server's own rule), and the server runs with the workspace as its
+    working directory and ``TZ=UTC``, so the dates that ``get_file_info`` reports agree with the
+    verifiers' (which use UTC).
 
     Args:
         workspace: an existing directory; the server may touch nothing outside it.
         timeout_s: seconds allowed for start-up and for each primitive call.
         stderr_path: a file for the server's stderr (a temporary file when ``None``).
+        confine: run the server under bubblewrap at the fixed root when possible.
 
     Returns:
         The connected server; close it when the branch ends.
@@ -88,7 +111,25 @@ def start_filesystem_server(
     root = Path(workspace).resolve()
     if not root.is_dir():
         raise TaskError(f"workspace {root} is not a directory")
-    return McpToolServer.stdio(
+    if confine and _bwrap_works(node, script):
+        bwrap = shutil.which("bwrap")
+        assert bwrap is not None
+        server = McpToolServer.stdio(
+            bwrap,
+            [*_bwrap_arguments(node, script, root), node, str(script), AGENT_ROOT],
+            env={"TZ": "UTC"},
+            timeout_s=timeout_s,
+            stderr_path=stderr_path,
+        )
+        server.agent_roots = (AGENT_ROOT,)
+        return server
+    if confine:
+        log.warning(
+            "bubblewrap is unavailable: the filesystem server sees the workspace at its host path "
+            "%s, so paths differ between branches",
+            root,
+        )
+    server = McpToolServer.stdio(
         node,
         [str(script), str(root)],
         cwd=root,
@@ -96,3 +137,53 @@ def start_filesystem_server(
         timeout_s=timeout_s,
         stderr_path=stderr_path,
     )
+    server.agent_roots = (str(root),)
+    return server
+
+
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+
+
+def _bwrap_arguments(node: str, script: Path, root: Path) -> list[str]:
+    """bwrap's arguments for the server: read-only system paths, Node.js and the pinned package,
+    the workspace bound read-write at :data:`AGENT_ROOT`, no network, a private ``/tmp``."""
+    args = ["--unshare-all", "--die-with-parent", "--new-session"]
+    args += ["--ro-bind", "/usr", "/usr"]
+    for d in _SYSTEM_DIRS:
+        p = Path(d)
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), d]
+        elif p.is_dir():
+            args += ["--ro-bind", d, d]
+    extra = {Path(os.path.realpath(node)).parent.parent, script.parents[3]}
+    for path in sorted(extra):
+        if not any(path.is_relative_to(d) for d in ("/usr", *_SYSTEM_DIRS)):
+            args += ["--ro-bind", str(path), str(path)]
+    if Path(node).parent != Path(os.path.realpath(node)).parent:
+        args += ["--ro-bind", str(Path(node).parent), str(Path(node).parent)]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    args += ["--bind", str(root), AGENT_ROOT, "--chdir", AGENT_ROOT, "--"]
+    return args
+
+
+@cache
+def _bwrap_works(node: str, script: Path) -> bool:
+    """Whether Node.js runs under the server's bwrap arguments here (checked once)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False
+    probe = Path(os.path.realpath("/tmp"))
+    command = [bwrap, *_bwrap_arguments(node, script, probe)]
+    try:
+        out = subprocess.run(
+            [*command, node, "-e", "process.stdout.write('ok')"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and out.stdout == "ok"

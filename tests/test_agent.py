@@ -1,0 +1,302 @@
+"""The agent loop end to end with scripted models, the real npm MCP server and the real worker.
+
+Task: ``file_context/file_splitting`` (split ``large_file.txt`` into ``split/part_01..05.txt``).
+The scripted planner reads the workspace root from the task message, as a model would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from controlscope.agent import RunConfig, RunResult, run_task
+from controlscope.envs.base import TaskBudgets
+from controlscope.envs.catalog import get_environment
+from controlscope.models.replay import ReplayModel
+from controlscope.models.scripted import ScriptedModel
+from controlscope.models.types import ModelRequest, ModelResponse, ProviderError, ToolCall
+from controlscope.record.events import (
+    BlockEndEvent,
+    PrimitiveCallEvent,
+    RealizedOperationEvent,
+)
+from controlscope.record.store import read_events, read_summary
+from controlscope.scope import Scope
+
+TASK_ID = "file_context/file_splitting"
+
+SOLVE = """
+root = ROOT
+text = read_text_file(path=root + "/large_file.txt")
+lines = text.splitlines()
+per = len(lines) // 5
+create_directory(path=root + "/split")
+for i in range(5):
+    chunk = lines[i * per:(i + 1) * per]
+    write_file(path=f"{root}/split/part_{i + 1:02d}.txt", content="\\n".join(chunk) + "\\n")
+print("parts written", per)
+"""
+
+
+def _root(request: ModelRequest) -> str:
+    for message in request.messages:
+        if message.role == "user" and message.content and "Allowed directory:" in message.content:
+            return message.content.split("Allowed directory:", 1)[1].strip().splitlines()[0]
+    raise AssertionError("the task message names no allowed directory")
+
+
+def _code(template: str) -> Callable[[ModelRequest], str]:
+    return lambda request: template.replace("ROOT", repr(_root(request)))
+
+
+def fenced(template: str) -> Callable[[ModelRequest], ModelResponse]:
+    """A planner answer with one fenced block whose ROOT is the task's directory."""
+    return lambda request: ModelResponse(text=f"```python\n{_code(template)(request)}\n```")
+
+
+def native(*templates: str) -> Callable[[ModelRequest], ModelResponse]:
+    """A planner answer with one ``execute_python`` call per template (queued blocks)."""
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        calls = []
+        for i, template in enumerate(templates):
+            code = _code(template)(request)
+            args = json.dumps({"code": code})
+            calls.append(
+                ToolCall(id=f"c{i}", name="execute_python", arguments=args, parsed={"code": code})
+            )
+        return ModelResponse(tool_calls=tuple(calls), finish_reason="tool_calls")
+
+    return answer
+
+
+def decision(operation: str, **payload: object) -> ModelResponse:
+    return ModelResponse(text=json.dumps({"reason": "test", "operation": operation, **payload}))
+
+
+KEEP = decision("keep")
+DONE = ModelResponse(text="The file is split.")
+
+
+def run(
+    tmp_path: Path,
+    planner: list[object],
+    reviewer: list[object] | None = None,
+    *,
+    name: str = "run",
+    **config: object,
+) -> RunResult:
+    env = get_environment("filesystem")
+    task = env.task(TASK_ID)
+    defaults: dict[str, object] = {
+        "planner_format": "fenced",
+        "review_mode": "json",
+        "schedule": "never" if reviewer is None else "continuous",
+    }
+    defaults.update(config)
+    return run_task(
+        env,
+        task,
+        seed=0,
+        planner=ScriptedModel(planner),  # type: ignore[arg-type]
+        reviewer_model=ScriptedModel(reviewer) if reviewer is not None else None,  # type: ignore[arg-type]
+        config=RunConfig(**defaults),  # type: ignore[arg-type]
+        out_dir=tmp_path / name,
+        workspace_root=tmp_path / "ws",
+    )
+
+
+def realized(result: RunResult) -> list[RealizedOperationEvent]:
+    return [e for e in read_events(result.run_dir) if isinstance(e, RealizedOperationEvent)]
+
+
+def test_keep_baseline_solves_and_records_everything(tmp_path: Path) -> None:
+    result = run(tmp_path, [fenced(SOLVE), DONE], scope=Scope.KEEP)
+    assert result.verdict.success, result.verdict.checks
+    assert result.end_reason == "final_answer"
+    summary = read_summary(result.run_dir)
+    assert summary == result.summary
+    assert summary.primitive_calls == 7  # read, mkdir, five writes
+    assert summary.planning_turns == 2 and summary.reviews == 0
+    assert summary.success is True and summary.complete
+    calls = [e.call for e in read_events(result.run_dir) if isinstance(e, PrimitiveCallEvent)]
+    assert [c.tool for c in calls[:2]] == ["read_text_file", "create_directory"]
+    assert not list((tmp_path / "ws").iterdir()), "the workspace is removed afterwards"
+
+
+def test_arg_patch_repairs_a_wrong_path(tmp_path: Path) -> None:
+    broken = SOLVE.replace("/large_file.txt", "/large-file.txt")
+
+    def patch(request: ModelRequest) -> ModelResponse:
+        return decision("patch_arguments", arguments={"path": _root(request) + "/large_file.txt"})
+
+    result = run(tmp_path, [fenced(broken), DONE], [patch] + [KEEP] * 6, scope=Scope.ARG)
+    assert result.verdict.success, result.verdict.checks
+    ops = [e.operation.kind for e in realized(result)]
+    assert ops[0] == "patch_arguments" and set(ops[1:]) == {"keep"}
+    assert result.summary.patches == 1 and result.summary.reviews == 7
+
+
+def test_without_the_patch_the_same_program_fails(tmp_path: Path) -> None:
+    broken = SOLVE.replace("/large_file.txt", "/large-file.txt")
+    result = run(tmp_path, [fenced(broken), DONE], scope=Scope.KEEP)
+    assert not result.verdict.success
+    ends = [e.result for e in read_events(result.run_dir) if isinstance(e, BlockEndEvent)]
+    assert ends[0].status == "error" and "ToolError" in (ends[0].error or "")
+
+
+def test_full_replacement_with_reply_boundary_cancels_queued_block(tmp_path: Path) -> None:
+    first = 'root = ROOT\nread_text_file(path=root + "/large_file.txt")\nlist_directory(path=root)'
+    queued = 'write_file(path=ROOT + "/split_marker.txt", content="x")'
+
+    def replace(request: ModelRequest) -> ModelResponse:
+        return decision("replace_workflow", code=_code(SOLVE)(request))
+
+    reviews: list[object] = [KEEP, replace] + [KEEP] * 7
+    result = run(
+        tmp_path,
+        [native(first, queued), DONE],
+        reviews,
+        scope=Scope.FULL,
+        planner_format="tools",
+        replace_boundary="reply",
+    )
+    assert result.verdict.success, result.verdict.checks
+    ends = [e.result for e in read_events(result.run_dir) if isinstance(e, BlockEndEvent)]
+    status = {r.block_id: r.status for r in ends}
+    assert status["t0.b0"] == "cancelled" and status["t0.b1"] == "cancelled"
+    assert status["t0.b0.r1"] == "completed"
+    assert result.summary.replacements == 1
+    calls = [e.call.tool for e in read_events(result.run_dir) if isinstance(e, PrimitiveCallEvent)]
+    assert "list_directory" not in calls, "the replaced call was not made"
+
+
+def test_block_boundary_runs_queued_block_after_replacement(tmp_path: Path) -> None:
+    first = 'root = ROOT\nread_text_file(path=root + "/large_file.txt")\nlist_directory(path=root)'
+    queued = 'print("queued ran", len(lines))'
+
+    def replace(request: ModelRequest) -> ModelResponse:
+        return decision("replace_workflow", code=_code(SOLVE)(request))
+
+    result = run(
+        tmp_path,
+        [native(first, queued), DONE],
+        [KEEP, replace] + [KEEP] * 7,
+        scope=Scope.FULL,
+        planner_format="tools",
+        replace_boundary="block",
+    )
+    ends = {
+        e.result.block_id: e.result
+        for e in read_events(result.run_dir)
+        if isinstance(e, BlockEndEvent)
+    }
+    assert ends["t0.b1"].status == "completed"
+    assert "queued ran" in ends["t0.b1"].output, "the queued block sees the replacement's variables"
+
+
+@pytest.mark.parametrize(
+    ("scope", "answer", "kind"),
+    [
+        (Scope.FULL, ModelResponse(text="I think it is fine."), "malformed"),
+        (Scope.ARG, decision("replace_workflow", code="print(1)"), "out_of_scope"),
+        (Scope.ARG, decision("patch_arguments", arguments={"nope": 1}), "invalid_arguments"),
+    ],
+)
+def test_review_fallbacks_are_recorded_and_executed_as_keep(
+    tmp_path: Path, scope: Scope, answer: ModelResponse, kind: str
+) -> None:
+    result = run(tmp_path, [fenced(SOLVE), DONE], [answer] * 7, scope=scope)
+    assert result.verdict.success, "every fallback continues the program unchanged"
+    assert result.summary.fallbacks[kind] == 7
+    assert all(e.fallback == kind and e.operation.kind == "keep" for e in realized(result))
+
+
+def test_review_stage_provider_error_is_a_keep_fallback(tmp_path: Path) -> None:
+    def fail(request: ModelRequest) -> ModelResponse:
+        raise ProviderError("HTTP 503", status=503, kind="server")
+
+    result = run(tmp_path, [fenced(SOLVE), DONE], [fail] * 7, scope=Scope.FULL)
+    assert result.verdict.success
+    assert result.summary.fallbacks["provider_error"] == 7
+
+
+def test_planner_provider_error_ends_the_run_and_grades_the_workspace(tmp_path: Path) -> None:
+    def fail(request: ModelRequest) -> ModelResponse:
+        raise ProviderError("HTTP 400", status=400, kind="bad_request")
+
+    partial = SOLVE.replace("range(5)", "range(2)")
+    result = run(tmp_path, [fenced(partial), fail], scope=Scope.KEEP)
+    assert result.end_reason == "planner_provider_error"
+    assert not result.verdict.success
+    assert result.summary.primitive_calls == 4
+    assert any("part_files" == c.name and not c.passed for c in result.verdict.checks)
+
+
+def test_call_budget_ends_the_run_with_its_reason(tmp_path: Path) -> None:
+    result = run(
+        tmp_path,
+        [fenced(SOLVE), DONE],
+        scope=Scope.KEEP,
+        budgets=TaskBudgets(primitive_calls=3),
+    )
+    assert result.end_reason == "budget:primitive_calls"
+    assert result.summary.primitive_calls == 3
+    assert "primitive_calls" in result.summary.budgets_hit
+
+
+def test_planning_turn_budget(tmp_path: Path) -> None:
+    looping = fenced('print("thinking")')
+    result = run(tmp_path, [looping] * 3, scope=Scope.KEEP, budgets=TaskBudgets(planning_turns=3))
+    assert result.end_reason == "budget:planning_turns"
+    assert result.summary.planning_turns == 3
+
+
+def test_execution_seconds_budget(tmp_path: Path) -> None:
+    slow = fenced("import time\ntime.sleep(30)")
+    result = run(
+        tmp_path, [slow, DONE], scope=Scope.KEEP, budgets=TaskBudgets(execution_seconds=1.5)
+    )
+    assert result.end_reason == "budget:execution_seconds"
+    assert result.summary.wall_seconds < 20
+
+
+@pytest.mark.parametrize(
+    ("schedule", "expected_reviews"),
+    [("never", 0), ("continuous", 7), ("per_block", 1), ("once:2", 1), ("midpoint:6", 1)],
+)
+def test_schedules_choose_how_many_boundaries_are_reviewed(
+    tmp_path: Path, schedule: str, expected_reviews: int
+) -> None:
+    result = run(tmp_path, [fenced(SOLVE), DONE], [KEEP] * 7, scope=Scope.FULL, schedule=schedule)
+    assert result.verdict.success
+    assert result.summary.reviews == expected_reviews
+    if schedule.startswith("once"):
+        assert [e.call_index for e in realized(result)] == [2]
+
+
+def test_replaying_a_recorded_run_gives_the_same_run(tmp_path: Path) -> None:
+    broken = SOLVE.replace("/large_file.txt", "/large-file.txt")
+
+    def patch(request: ModelRequest) -> ModelResponse:
+        return decision("patch_arguments", arguments={"path": _root(request) + "/large_file.txt"})
+
+    first = run(tmp_path, [fenced(broken), DONE], [patch] + [KEEP] * 6, scope=Scope.ARG)
+    env = get_environment("filesystem")
+    # The workspace path is part of the requests: replay in the same workspace root.
+    again = run_task(
+        env,
+        env.task(TASK_ID),
+        seed=0,
+        planner=ReplayModel.from_run_dir(first.run_dir, "planner"),
+        reviewer_model=ReplayModel.from_run_dir(first.run_dir, "reviewer"),
+        config=RunConfig(scope=Scope.ARG, planner_format="fenced", review_mode="json"),
+        out_dir=tmp_path / "replayed",
+        workspace_root=tmp_path / "ws",
+    )
+    assert again.verdict.success == first.verdict.success
+    assert again.summary.primitive_calls == first.summary.primitive_calls
+    assert [e.operation for e in realized(again)] == [e.operation for e in realized(first)]
