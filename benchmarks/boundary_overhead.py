@@ -11,7 +11,9 @@ Prints a few human-readable lines, then as its LAST line one JSON object:
 - ``mcp_direct_spaced_median_ms`` / ``mcp_ratio_vs_spaced``: direct calls separated by an idle
   pause as long as one keep round trip. On a loaded machine a call after an idle gap is itself
   slower (the server's and the client loop's threads fall asleep), so this baseline separates
-  the worker's own cost from that effect;
+  the worker's own cost from that effect. On 2 shared cores the via-worker path still pays more
+  than one keep round trip: right after an MCP call the node server and the SDK's loop thread
+  are still busy, and the worker process waits for a core;
 - ``worker_start_s``: median time for ``WorkerSession.start()`` (target <= 0.3 s);
 - ``replace_roundtrip_ms``: median time from the handler returning ``replace_workflow`` until
   the replacement block starts (target <= 10 ms);

@@ -233,7 +233,7 @@ def test_planner_provider_error_ends_the_run_and_grades_the_workspace(tmp_path: 
     assert result.end_reason == "planner_provider_error"
     assert not result.verdict.success
     assert result.summary.primitive_calls == 4
-    assert any("part_files" == c.name and not c.passed for c in result.verdict.checks)
+    assert any(c.name == "part_files" and not c.passed for c in result.verdict.checks)
 
 
 def test_call_budget_ends_the_run_with_its_reason(tmp_path: Path) -> None:
