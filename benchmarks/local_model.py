@@ -8,11 +8,12 @@ Measures, in one run on this machine:
   stable system prompt, the reviewer's operation tools, a history growing by one boundary and one
   answer per request), ``1 - prompt tokens evaluated / prompt tokens sent``, where "evaluated" is
   counted from the tokens llama.cpp was actually given;
-- ``prompt_tok_s`` / ``gen_tok_s``: through :meth:`LocalModel.complete` on the final, longest
-  prompt with the context emptied first (so the whole prompt is evaluated), end to end (template
+- ``prompt_tok_s`` / ``gen_tok_s``: through :meth:`LocalModel.complete` on a prompt made of the
+  trajectory's first ``--throughput-turns`` turns and a code-writing request, with the context
+  emptied first (so the whole prompt is evaluated), end to end (template
   rendering and tokenisation included in the prompt time);
 - ``raw_prompt_tok_s`` / ``raw_gen_tok_s``: ``llama_cpp.Llama`` called directly with the same
-  tokens (``eval`` of the prompt, then greedy ``sample`` + ``eval`` per token), interleaved with
+  tokens (``eval`` of the prompt, then ``Llama.generate``'s own greedy loop), interleaved with
   ours, medians of ``--reps`` repetitions;
 - ``peak_rss_mb``: the process's peak resident set (file-mapped weights counted per context).
 
@@ -124,17 +125,21 @@ def _ours(model: LocalModel, request: ModelRequest) -> tuple[float, float, int]:
 
 
 def _raw(llama: Any, tokens: list[int], n_gen: int) -> tuple[float, float]:
-    """llama.cpp directly: eval the prompt, then greedy sample+eval ``n_gen`` tokens."""
+    """llama.cpp directly on the same context: ``eval`` the prompt after emptying the context,
+    then generate ``n_gen`` greedy tokens with ``Llama.generate`` (its own loop, no template,
+    no stop checks, no parsing)."""
     llama.reset()
     start = time.perf_counter()
     llama.eval(tokens)
-    token = llama.sample(temp=0.0)
     prompt_s = time.perf_counter() - start
+    # generate() re-evaluates one prompt token to refresh the logits; excluded from gen time
+    gen = llama.generate(tokens, temp=0.0, top_k=0, top_p=1.0, min_p=0.0)
+    next(gen)
     start = time.perf_counter()
     for _ in range(n_gen - 1):
-        llama.eval([token])
-        token = llama.sample(temp=0.0)
+        next(gen)
     gen_s = time.perf_counter() - start
+    gen.close()
     return len(tokens) / prompt_s, (n_gen - 1) / gen_s
 
 
@@ -147,7 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--review-tokens", type=int, default=48)
     parser.add_argument("--gen-tokens", type=int, default=48)
-    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--throughput-turns",
+        type=int,
+        default=4,
+        help="boundaries of the trajectory's history in the throughput prompt",
+    )
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
@@ -157,11 +168,11 @@ def main(argv: list[str] | None = None) -> int:
 
     sent, evaluated, history = _review_trajectory(model, args.requests, args.review_tokens)
 
-    # throughput on the longest prompt of the trajectory, plus a generation turn
+    # throughput on a prompt from the trajectory (its first turns), plus a generation turn
     request = ModelRequest(
         messages=(
             Message(role="system", content=SYSTEM),
-            *history,
+            *history[: 2 * args.throughput_turns],
             Message(role="user", content=GEN_PROMPT),
         ),
         tools=OPERATION_TOOLS,

@@ -49,8 +49,8 @@ def test_signature_puts_required_first_with_defaults_for_optional() -> None:
 def test_system_prompt_shows_tools_and_a_worked_example_only_when_tools_exist() -> None:
     prompt = render_system_prompt([READ, WRITE, LIST], fmt="tools")
     assert "def write_file(path: str, content: str) -> str:" in prompt
-    assert "Example." in prompt and "execute_python" in prompt
-    assert "Example." not in render_system_prompt([READ], fmt="tools")
+    assert "Example (" in prompt and "execute_python" in prompt
+    assert "Example (" not in render_system_prompt([READ], fmt="tools")
     fenced = render_system_prompt([READ, WRITE, LIST], fmt="fenced")
     assert "```python" in fenced
 

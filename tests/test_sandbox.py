@@ -9,13 +9,15 @@ happened. The tool server is an in-process test double implementing the ``ToolSe
 protocol; it records every primitive call, so "no call reached the environment" is checked
 directly.
 
-Tests marked ``xfail(strict=True)`` document open findings in ``sandbox_findings.md`` (the
-notes directory next to the repository); they fail once the worker is fixed, and the marker
-must then be removed. Findings F1-F10 (reported during development, fixed) each have a
-test here that now guards the fix: forged block end (F1), surrogates in output (F2), /tmp size
-(F3), tampered proxy globals (F4), new namespaces (F5), signals during a boundary wait (F6),
-output before an unserialisable call (F7), writable kernel settings (F8), forged snapshot size
-(F9), a replaced block's thread forging calls (F10).
+Open findings go to ``sandbox_findings.md`` (the notes directory next to the repository) with
+an ``xfail(strict=True)`` test here, whose marker is removed once the worker is fixed. Open:
+F12, a block patching the in-process runtime itself (a documented known limit). Findings F1-F11,
+reported during development and fixed, each have a test that now guards the fix: forged block
+end (F1), surrogates in output (F2), /tmp size (F3), tampered proxy globals (F4), new
+namespaces (F5), signals during a boundary wait (F6), output before an unserialisable call
+(F7), writable kernel settings (F8), forged snapshot size (F9), a replaced block's thread
+forging calls (F10), booby traps a replaced block leaves behind: signal timers, audit hooks,
+gc callbacks (F11).
 """
 
 from __future__ import annotations
@@ -1111,19 +1113,12 @@ BOOBY_TRAPS = {
 }
 
 
-F11 = pytest.mark.xfail(
-    strict=True,
-    reason="finding F11: a replaced block's signal handlers/itimers, audit hooks and gc "
-    "callbacks run during the replacement and forge calls",
-)
-
-
 @pytest.mark.parametrize(
     "trap",
     [
-        pytest.param("profiling timer signal", marks=F11),
-        pytest.param("audit hook", marks=F11),
-        pytest.param("gc callback", marks=F11),
+        "profiling timer signal",
+        "audit hook",
+        "gc callback",
     ],
 )
 def test_replaced_block_leaves_no_booby_trap(sb: Sandbox, trap: str) -> None:
@@ -1136,6 +1131,36 @@ def test_replaced_block_leaves_no_booby_trap(sb: Sandbox, trap: str) -> None:
     )
     handler = Recorder(decide=replace_first(replacement))
     code = FIND_RUNTIME["proxy globals"] + BOOBY_TRAPS[trap] + "read_text_file('a.txt')\n"
+    sb.run(code, handler)
+    assert "after-cancel.txt" not in sb.server.files
+    assert sb.server.calls == []
+    sb.next_block_works()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding F12, a documented known limit (worker author and lead decide): agent code "
+    "can patch the in-process runtime, which then forges a call when the replacement starts",
+)
+def test_replaced_block_cannot_take_over_the_runtime(sb: Sandbox) -> None:
+    """The runtime is Python in the agent's interpreter: a block that patches the runtime's
+    class keeps running its code in every later block. The guarantee that a replaced block
+    makes no further primitive call then rests on the controller alone."""
+    handler = Recorder(decide=replace_first("import time\ntime.sleep(1)\nprint('REPLACED')"))
+    code = FIND_RUNTIME["proxy globals"] + (
+        "R = type(rt)\n"
+        "original_send = R.send\n"
+        "def send(self, msg):\n"
+        "    original_send(self, msg)\n"
+        "    if msg.get('t') == 'started' and not getattr(R, 'fired', False):\n"
+        "        R.fired = True\n"
+        "        original_send(self, {'t': 'call', 'tool': 'write_file',\n"
+        "            'args': {'path': 'after-cancel.txt', 'content': 'runtime patched'},\n"
+        "            'line': 1, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
+        "            'dropped': 0, 'lits': {}})\n"
+        "R.send = send\n"
+        "read_text_file('a.txt')\n"
+    )
     sb.run(code, handler)
     assert "after-cancel.txt" not in sb.server.files
     assert sb.server.calls == []

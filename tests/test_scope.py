@@ -38,7 +38,7 @@ from controlscope.scope import (
     validate_operation,
 )
 from controlscope.tools import ToolSchema
-from controlscope.worker import _runtime
+from controlscope.worker import _constants
 from controlscope.worker.types import Boundary, CallSite
 
 BLOCK = """\
@@ -466,7 +466,7 @@ def test_block_data_constants_are_the_workers_table() -> None:
         None,
     ]
     assert block_data_constants('p = f"{x:.2f} and {y!r:>{w}} end"') == [" and ", " end"]
-    _tree, values, _ = _runtime.transform_block(ast.parse(BLOCK), "__k")
+    _tree, values, _ = _constants.transform_block(ast.parse(BLOCK), "__k")
     assert values == block_data_constants(BLOCK)
     with pytest.raises(SyntaxError):
         block_data_constants("def (:")
@@ -590,7 +590,7 @@ def test_accepted_block_data_is_what_the_worker_makes_effective() -> None:
         .replace("notes/", "docs/")
     )
     assert check(PatchBlockData(code=new), Scope.PARAMS, ToolSchema(name="read_text_file")).accepted
-    tree, values, _ = _runtime.transform_block(ast.parse(BLOCK), "__k")
+    tree, values, _ = _constants.transform_block(ast.parse(BLOCK), "__k")
     table = list(values)
     assert _printed(tree, _fake_env(table)) == _printed(BLOCK, _fake_env())
     table[:] = block_data_constants(new)
@@ -688,8 +688,8 @@ def test_any_scalar_rewrite_of_data_constants_is_accepted(values: list[Any]) -> 
     parts) is a valid block-data patch whose data constants are exactly the substituted values;
     substituting the same values is an empty patch."""
     tree = ast.parse(BLOCK)
-    constants = _runtime.constants_in_order(tree)
-    slots = _runtime.slot_positions(tree)
+    constants = _constants.constants_in_order(tree)
+    slots = _constants.slot_positions(tree)
     assert len(slots) == len(values)
     fstring_parts = {
         id(part)

@@ -264,10 +264,23 @@ def test_tool_error_raises_in_agent_code(session: WorkerSession) -> None:
 
 def test_namespace_persists_across_blocks_and_replies(session: WorkerSession) -> None:
     session.run_reply(
-        [("a", "x = 41\ndef inc(v):\n    return v + 1\n"), ("b", "y = inc(x)")], Recorder()
+        [
+            (
+                "a",
+                "x = 41\ndef inc(v):\n    return v + 1\n"
+                "def reader(p):\n    return read_text_file(p)\n",
+            ),
+            ("b", "y = inc(x)"),
+        ],
+        Recorder(),
     )
-    result = run1(session, "print(y, x)")
-    assert result.output == "42 41\n"
+    rec = Recorder()
+    result = run1(session, "print(y, x)\nprint(reader('f4.txt'))", rec)
+    assert result.output == "42 41\ncontent 4\n"
+    # the call is made by a helper defined in block "a": its call site is there
+    site = rec.boundaries[0].call_site
+    assert (site.module, site.function, rec.boundaries[0].line) == ("block_a", "reader", 5)
+    assert rec.boundaries[0].block_id == "b1"
 
 
 def test_snapshot_bounds_and_types(session: WorkerSession) -> None:
@@ -291,7 +304,12 @@ def test_snapshot_bounds_and_types(session: WorkerSession) -> None:
 
 def test_errors_syntax_and_exit_are_contained(session: WorkerSession) -> None:
     results = session.run_reply(
-        [("e", "1/0"), ("s", "def (:"), ("x", "import sys\nsys.exit(3)"), ("ok", "print('alive')")],
+        [
+            ("e", "1/0"),
+            ("s", "def (:"),
+            ("x", "import sys\nsys.exit(3)"),
+            ("ok", "print('alive')\nexit()\nprint('not reached')"),
+        ],
         Recorder(),
     )
     assert [r.status for r in results] == ["error", "error", "error", "completed"]

@@ -78,7 +78,8 @@ def render_signature(tool: ToolSchema) -> str:
     doc = " ".join(tool.description.split())
     if len(doc) > 300:
         doc = doc[:297] + "..."
-    return f'def {tool.name}({", ".join(params)}) -> str:\n    """{doc}"""'
+    body = f'"""{doc}"""' if doc else "..."
+    return f'def {tool.name}({", ".join(params)}) -> str:\n    {body}'
 
 
 _EXAMPLE_TOOLS = ("read_text_file", "write_file", "list_directory")
@@ -116,24 +117,45 @@ def render_system_prompt(
     )
     example = ""
     if set(_EXAMPLE_TOOLS) <= names:
-        call = "execute_python with code:" if fmt == "tools" else "```python"
-        end = "" if fmt == "tools" else "\n```"
-        example = (
-            "\nExample.\nTask: write the number of lines of /data/notes.txt to /data/count.txt.\n"
-            f"Assistant: {call}\n"
-            'text = read_text_file(path="/data/notes.txt")\n'
-            "count = len(text.splitlines())\n"
-            'write_file(path="/data/count.txt", content=str(count))\n'
-            "print(count)"
-            f"{end}\nTool: 3\nAssistant: Done: /data/count.txt holds 3.\n"
-        )
+        example = _filesystem_example(fmt)
     return (
         "You solve tasks by writing Python code that calls the functions below. They already "
-        "exist in the Python session: call them directly, never define, import or mock them. Each "
-        "returns the tool's text result and raises ToolError when the tool fails. Variables "
-        "persist between blocks. Use print() to see values. Use absolute paths inside the allowed "
-        f"directory.\n{how}\nWhen the task is complete, answer briefly without code.\n"
+        "exist in the Python session: call them directly, never define, import or mock them. "
+        "The task's files are reachable ONLY through these functions: open(), os, pathlib and "
+        "subprocess cannot see them. Each function returns the tool's text result and raises "
+        "ToolError when the tool fails. Variables persist between blocks. Use print() to see "
+        "values. Use absolute paths inside the allowed directory.\n"
+        f"{how}\nWhen the task is complete, answer briefly without code.\n"
         f"{restriction}\nFunctions:\n\n{functions}\n{example}"
+    )
+
+
+def _filesystem_example(fmt: PlannerFormat) -> str:
+    """A two-turn worked example with the filesystem tools (look first, then act)."""
+
+    def block(code: str) -> str:
+        if fmt == "tools":
+            return f"[calls execute_python with code:]\n{code}"
+        return f"```python\n{code}\n```"
+
+    first = 'listing = list_directory(path="/data/notes")\nprint(listing)'
+    second = (
+        "names = [line[7:] for line in listing.splitlines() if line.startswith(\"[FILE] \")]\n"
+        'rows = ["name,words"]\n'
+        "for name in names:\n"
+        '    text = read_text_file(path="/data/notes/" + name)\n'
+        '    rows.append(f"{name},{len(text.split())}")\n'
+        'write_file(path="/data/counts.csv", content="\\n".join(rows) + "\\n")\n'
+        "print(rows)"
+    )
+    return (
+        "\nExample (allowed directory /data).\n"
+        "Task: write the word count of every file in /data/notes to /data/counts.csv.\n"
+        f"Assistant:\n{block(first)}\n"
+        "Output: [FILE] a.txt\n[FILE] b.txt\n"
+        f"Assistant:\n{block(second)}\n"
+        "Output: ['name,words', 'a.txt,12', 'b.txt,7']\n"
+        "Assistant: Done: /data/counts.csv lists both files.\n"
     )
 
 

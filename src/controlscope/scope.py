@@ -363,7 +363,7 @@ def block_data_constants(code: str) -> list[Any]:
     The worker makes a ``patch_block_data`` effective by compiling each block with its constants
     turned into lookups in a per-block table and refilling the table from the rewrite; the
     constants it tabulates are the data constants. This function and :func:`validate_operation`
-    use the worker's own walk (``controlscope.worker._runtime``: ``constants_in_order``,
+    use the worker's own walk (``controlscope.worker._constants``: ``constants_in_order``,
     ``slot_positions``, ``structure_key``), so validation accepts exactly what the worker can
     make effective. Data constants: every literal constant in depth-first ``ast`` field order
     (a dict's keys before its values), f-string literal text included, except f-string format
@@ -380,10 +380,10 @@ def block_data_constants(code: str) -> list[Any]:
     Raises:
         SyntaxError: the code does not parse.
     """
-    from controlscope.worker import _runtime  # lazy: worker.types imports this module
+    from controlscope.worker import _constants  # lazy: worker.types imports this module
 
-    constants = _runtime.constants_in_order(tree := ast.parse(code))
-    return [constants[i].value for i in _runtime.slot_positions(tree)]
+    constants = _constants.constants_in_order(tree := ast.parse(code))
+    return [constants[i].value for i in _constants.slot_positions(tree)]
 
 
 def _same_value(old: Any, new: Any) -> bool:
@@ -548,7 +548,7 @@ def _same_json(old: Any, new: Any) -> bool:
 
 
 def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary) -> Validation:
-    from controlscope.worker import _runtime  # lazy: worker.types imports this module
+    from controlscope.worker import _constants  # lazy: worker.types imports this module
 
     try:
         new_tree = _compile(patch.code, "<patch_block_data>")
@@ -569,7 +569,7 @@ def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary)
             f"the running block's own code does not compile, so nothing can match it: "
             f"{_syntax_detail(exc)}",
         )
-    if old_key != _runtime.structure_key(new_tree):
+    if old_key != _constants.structure_key(new_tree):
         return _reject(
             granted,
             patch,
@@ -577,9 +577,9 @@ def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary)
             "the new block's syntax tree differs from the running block's beyond constant "
             f"values{_first_difference(old_tree, new_tree)}",
         )
-    old_constants = _runtime.constants_in_order(old_tree)
-    new_constants = _runtime.constants_in_order(new_tree)
-    slots = set(_runtime.slot_positions(old_tree))
+    old_constants = _constants.constants_in_order(old_tree)
+    new_constants = _constants.constants_in_order(new_tree)
+    slots = set(_constants.slot_positions(old_tree))
     changed = 0
     for index, (old_node, new_node) in enumerate(zip(old_constants, new_constants, strict=True)):
         old, new = old_node.value, new_node.value
@@ -616,18 +616,18 @@ def _running_block(code: str) -> tuple[ast.Module, str]:
     Raises:
         SyntaxError: the block does not compile.
     """
-    from controlscope.worker import _runtime
+    from controlscope.worker import _constants
 
     tree = _compile(code, "<block>")
-    return tree, _runtime.structure_key(tree)
+    return tree, _constants.structure_key(tree)
 
 
 def _first_difference(old: ast.Module, new: ast.Module) -> str:
     """Point at the first top-level statement whose structure differs."""
-    from controlscope.worker import _runtime
+    from controlscope.worker import _constants
 
     for old_stmt, new_stmt in zip(old.body, new.body, strict=False):
-        if _runtime.structure_key(old_stmt) != _runtime.structure_key(new_stmt):
+        if _constants.structure_key(old_stmt) != _constants.structure_key(new_stmt):
             return f" (first at the statement on line {new_stmt.lineno} of the new block)"
     if len(old.body) != len(new.body):
         return (

@@ -3,11 +3,12 @@
 Isolation on Linux (design.md, execution contract; paper section A.1: "Python executes in an
 isolated worker with no direct task-filesystem mount or network access"): ``bwrap`` with every
 namespace unshared (no network), read-only binds of the system paths and of the interpreter's
-prefix only (no task workspace, no repository, no home), a private tmpfs ``/tmp``, a new session,
-all capabilities dropped, and ``--die-with-parent``. Resource limits and a seccomp filter (no
-``fork``/``exec``, no network sockets) are applied by the runtime itself before agent code runs,
-in both modes. Where bwrap is missing or fails its self-test, the same runtime runs without it and
-the session reports ``isolation == "none"`` after a loud warning.
+prefix only (no task workspace, no repository, no home), a private size-limited tmpfs ``/tmp``,
+a new session, all capabilities dropped, ``--die-with-parent``, and no ``/proc`` or ``/sys``.
+Resource limits, empty capability sets and a seccomp filter (no processes, threads, ``exec``,
+network sockets, namespaces or mounts) are applied by the runtime itself before agent code
+runs, in both modes. Where bwrap is missing or fails its self-test, the same runtime runs
+without it and the session reports ``isolation == "none"`` after a loud warning.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ log = logging.getLogger(__name__)
 Isolation = Literal["bwrap", "none"]
 
 #: Bootstrap run by ``python -c``: reads one length-prefixed frame from the channel (fd
-#: ``argv[1]``) holding the runtime's marshalled code object (compiled by the controller with the
-#: same interpreter, filename ``<controlscope-runtime>``) and runs it as ``__main__``.
+#: ``argv[1]``) holding the runtime bundle, a marshalled tuple of code objects (compiled by the
+#: controller with the same interpreter, filename ``<controlscope-runtime>``), and runs them in
+#: order as ``__main__``.
 BOOTSTRAP = (
     "import os,sys,marshal\n"
     "def _rd(n, r=int(sys.argv[1])):\n"
@@ -40,7 +42,7 @@ BOOTSTRAP = (
     "  if not c: os._exit(0)\n"
     "  b+=c\n"
     " return b\n"
-    "exec(marshal.loads(_rd(int.from_bytes(_rd(4),'big'))))\n"
+    "for _c in marshal.loads(_rd(int.from_bytes(_rd(4),'big'))): exec(_c)\n"
 )
 
 #: The worker's whole environment: nothing of the controller's leaks (API keys, paths).
@@ -59,17 +61,25 @@ WORKER_ENV = {
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
+#: The runtime bundle's modules, in execution order (each stdlib-only).
+RUNTIME_MODULES = ("_constants", "_snapshot", "_hardening", "_runtime")
+
+
 @functools.cache
-def runtime_source() -> str:
-    """The source text of the in-sandbox runtime (``_runtime.py``)."""
-    return Path(_runtime.__file__).read_text(encoding="utf-8")
+def runtime_sources() -> tuple[str, ...]:
+    """The source texts of the in-sandbox runtime bundle (:data:`RUNTIME_MODULES`)."""
+    here = Path(_runtime.__file__).parent
+    return tuple((here / f"{name}.py").read_text(encoding="utf-8") for name in RUNTIME_MODULES)
 
 
 @functools.cache
 def runtime_frame() -> bytes:
-    """The first frame sent to a new worker: the runtime's code object, length-prefixed."""
-    code = compile(runtime_source(), _runtime.RUNTIME_FILENAME, "exec", dont_inherit=True)
-    data = marshal.dumps(code)
+    """The first frame sent to a new worker: the bundle's code objects, length-prefixed."""
+    codes = tuple(
+        compile(src, _runtime.RUNTIME_FILENAME, "exec", dont_inherit=True)
+        for src in runtime_sources()
+    )
+    data = marshal.dumps(codes)
     return _runtime.HEADER.pack(len(data)) + data
 
 

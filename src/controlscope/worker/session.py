@@ -7,6 +7,12 @@ message that does not fit (a call from a cancelled block, an unknown tool, a for
 "cancelled" ending, malformed or oversize data) kills the worker and ends the block ``killed``
 with the reason. Forging a message gains nothing beyond what a proxy call gives: every call
 still passes through the boundary, the budget and the handler.
+
+Known limit: agent code runs in the same interpreter as the runtime and can patch it (e.g. the
+runtime's class), so a call forged by a patched runtime right after a block (or a replacement)
+has started is attributed to that block. It is still reviewed, budgeted and logged like any
+call; messages before a block's ``started`` acknowledgement (nonce-checked) or from a block
+known to be cancelled kill the worker instead.
 """
 
 from __future__ import annotations
@@ -194,7 +200,8 @@ class WorkerSession:
 
     @property
     def seccomp(self) -> bool:
-        """Whether the running worker installed its seccomp filter (no fork/exec/net sockets)."""
+        """Whether the running worker installed its seccomp filter (no processes, threads, exec,
+        network sockets, namespaces or mounts; see ``_runtime.seccomp_program``)."""
         return self._seccomp
 
     @property
@@ -260,6 +267,7 @@ class WorkerSession:
         except OSError as exc:
             for fd in (c_r, c_w, p_r, p_w):
                 os.close(fd)
+            self._kill()  # releases the stderr file and the temporary directory
             raise WorkerStartError(f"cannot start the worker: {exc}") from exc
         finally:
             if self._proc is not None:
@@ -457,7 +465,7 @@ class WorkerSession:
             tree = ast.Module(body=[], type_ignores=[])  # the worker reports the syntax error
         if self._proc is not None and self._proc.poll() is not None:
             log.warning("the worker died between blocks: %s", self._death_reason())
-            self._kill()  # e.g. a thread of an earlier block ended the process
+            self._kill()  # e.g. a timer signal set by an earlier block ended the process
         fresh = self._proc is None and self._namespace_lost
         self._seq += 1
         blk = _Block(block_id=block_id, code=code, original_tree=tree, seq=self._seq)
@@ -645,6 +653,7 @@ class WorkerSession:
             )
             return
         try:
+            site = msg.get("site")
             lits = msg.get("lits") or {}
             if not isinstance(lits, dict):
                 raise TypeError("lits")
@@ -656,7 +665,7 @@ class WorkerSession:
                 arguments=msg["args"],
                 line=msg["line"],
                 call_site=CallSite(
-                    module=f"block_{blk.block_id}",
+                    module=f"block_{site if isinstance(site, str) else blk.block_id}",
                     function=msg.get("fn"),
                     class_name=msg.get("cls"),
                 ),
