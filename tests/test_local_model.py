@@ -42,7 +42,7 @@ REVIEW_SYSTEM = (
 REVIEW_SCHEMA = {
     "type": "object",
     "properties": {
-        "reason": {"type": "string", "maxLength": 160},
+        "reason": {"type": "string", "maxLength": 100},
         "operation": {"enum": ["keep", "patch_arguments", "replace_workflow"]},
     },
     "required": ["reason", "operation"],
@@ -78,7 +78,7 @@ def _review_request(pending: str, history: tuple[Message, ...] = ()) -> ModelReq
         ),
         json_schema=REVIEW_SCHEMA,
         temperature=0.0,
-        max_tokens=96,
+        max_tokens=64,
         purpose="reviewer",
     )
 
@@ -151,6 +151,22 @@ def test_prefix_reuse_is_counted_and_purposes_do_not_evict(model: LocalModel) ->
     assert r2.usage.cached_tokens == r2.usage.input_tokens - stats.evaluated_prompt_tokens
     assert 0 < stats.evaluated_prompt_tokens < 40  # only the new user turn was evaluated
     jsonschema.validate(json.loads(r2.text or ""), REVIEW_SCHEMA)
+
+
+def test_auto_tool_choice_returns_a_native_call(model: LocalModel) -> None:
+    request = ModelRequest(
+        messages=(Message(role="user", content="List the files in /tmp using the tool."),),
+        tools=(EXEC,),
+        temperature=0.0,
+        max_tokens=80,
+        purpose="planner",
+    )
+    response = model.complete(request)
+    (call,) = response.tool_calls
+    assert call.name == "execute_python"
+    assert call.parsed is not None, (call.error, call.arguments)
+    compile(call.parsed["code"], "<block>", "exec")
+    assert response.finish_reason == "tool_calls"
 
 
 def test_named_tool_choice_is_decoded_under_its_schema(model: LocalModel) -> None:

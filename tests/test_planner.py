@@ -5,6 +5,7 @@ from __future__ import annotations
 from controlscope.models.types import ModelResponse, ToolCall
 from controlscope.planner import (
     EXECUTE_PYTHON,
+    assistant_message,
     parse_reply,
     render_signature,
     render_system_prompt,
@@ -92,11 +93,13 @@ def test_malformed_and_unknown_calls_are_reported_not_run() -> None:
     assert not parsed.final
 
 
-def test_fenced_code_is_used_when_there_are_no_tool_calls() -> None:
-    text = "Plan:\n```python\nprint(1)\n```\nthen\n```py\nprint(2)\n```\n```\n```"
+def test_only_the_first_fenced_block_runs_and_the_rest_is_dropped() -> None:
+    text = "Plan:\n```\n```\n```python\nprint(1)\n```\nOutput: 1\n```py\nprint(2)\n```"
     parsed = parse_reply(ModelResponse(text=text), fmt="fenced")
-    assert [b.code for b in parsed.blocks] == ["print(1)", "print(2)"]
-    assert all(b.tool_call_id is None for b in parsed.blocks)
+    assert [b.code for b in parsed.blocks] == ["print(1)"]
+    assert parsed.blocks[0].tool_call_id is None
+    assert parsed.text == "Plan:\n```\n```\n```python\nprint(1)\n```"
+    assert assistant_message(ModelResponse(text=text), parsed).content == parsed.text
 
 
 def test_a_reply_without_code_is_the_final_answer() -> None:

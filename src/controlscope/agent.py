@@ -482,8 +482,8 @@ def _run_with_server(
                 )
                 break
             controller.turn += 1
-            controller.history.append(assistant_message(response))
             parsed = parse_reply(response, fmt=config.planner_format)
+            controller.history.append(assistant_message(response, parsed))
             if parsed.final:
                 end_reason = "final_answer"
                 break

@@ -79,7 +79,7 @@ def render_signature(tool: ToolSchema) -> str:
     if len(doc) > 300:
         doc = doc[:297] + "..."
     body = f'"""{doc}"""' if doc else "..."
-    return f'def {tool.name}({", ".join(params)}) -> str:\n    {body}'
+    return f"def {tool.name}({', '.join(params)}) -> str:\n    {body}"
 
 
 _EXAMPLE_TOOLS = ("read_text_file", "write_file", "list_directory")
@@ -140,7 +140,7 @@ def _filesystem_example(fmt: PlannerFormat) -> str:
 
     first = 'listing = list_directory(path="/data/notes")\nprint(listing)'
     second = (
-        "names = [line[7:] for line in listing.splitlines() if line.startswith(\"[FILE] \")]\n"
+        'names = [line[7:] for line in listing.splitlines() if line.startswith("[FILE] ")]\n'
         'rows = ["name,words"]\n'
         "for name in names:\n"
         '    text = read_text_file(path="/data/notes/" + name)\n'
@@ -181,11 +181,15 @@ class ParsedReply:
         malformed: ``(tool_call_id, message)`` for calls that cannot run (wrong tool, bad JSON,
             missing ``code``); each gets a tool message with the message.
         final: True when the reply has no code at all (the planner's final answer).
+        text: the assistant text kept in the planner's history: for fenced code, the text up to
+            the end of the first block (small models go on to imagine its output and write more
+            turns; only the first block runs).
     """
 
     blocks: tuple[PlannedBlock, ...]
     malformed: tuple[tuple[str, str], ...]
     final: bool
+    text: str | None = None
 
 
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -194,11 +198,13 @@ _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 def parse_reply(response: ModelResponse, *, fmt: PlannerFormat) -> ParsedReply:
     """Split a planner response into blocks.
 
-    Native ``execute_python`` calls come first; when the response has no tool calls, fenced
-    ```python blocks in its text are used (in either format: small models often answer in text).
+    Native ``execute_python`` calls are the reply's queued blocks, in order. When the response has
+    no tool calls, its first fenced ```python block is the one block (in either format: small
+    models often answer in text); text after that block is dropped from the history.
     """
     blocks: list[PlannedBlock] = []
     malformed: list[tuple[str, str]] = []
+    text = response.text
     for call in response.tool_calls:
         if call.name != EXECUTE_PYTHON:
             malformed.append((call.id, f"unknown tool {call.name!r}: use {EXECUTE_PYTHON}"))
@@ -214,13 +220,16 @@ def parse_reply(response: ModelResponse, *, fmt: PlannerFormat) -> ParsedReply:
             code = match.group(1).strip("\n")
             if code.strip():
                 blocks.append(PlannedBlock(code=code, tool_call_id=None))
+                text = response.text[: match.end()]
+                break
     final = not blocks and not malformed
-    return ParsedReply(blocks=tuple(blocks), malformed=tuple(malformed), final=final)
+    return ParsedReply(blocks=tuple(blocks), malformed=tuple(malformed), final=final, text=text)
 
 
-def assistant_message(response: ModelResponse) -> Message:
+def assistant_message(response: ModelResponse, parsed: ParsedReply | None = None) -> Message:
     """The assistant message to append to the planner's history for ``response``."""
-    return Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+    text = parsed.text if parsed is not None else response.text
+    return Message(role="assistant", content=text, tool_calls=response.tool_calls)
 
 
 def tool_message(tool_call_id: str, content: str) -> Message:

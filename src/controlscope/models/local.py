@@ -271,6 +271,17 @@ class LocalModel:
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer one request with the local model.
 
+        Sampling follows the request: ``temperature`` (0 is greedy), ``top_p``, ``seed`` (see the
+        class), ``max_tokens`` clamped to the room left in the context. ``provider_options`` may
+        set llama.cpp's ``top_k`` (default 0, off), ``min_p`` (default 0.0) and
+        ``repeat_penalty`` (default 1.0, off).
+
+        Returns:
+            ``text`` (JSON text for a ``json_schema`` request; None when a forced tool call is
+            returned), ``tool_calls``, ``finish_reason`` (``stop``, ``length`` or
+            ``tool_calls``), and ``usage`` whose ``cached_tokens`` counts the prompt tokens kept
+            from the purpose context's previous request.
+
         Raises:
             ProviderError: ``bad_request`` when the prompt does not fit the context, the token cap
                 is below 1 or a named tool is not offered; ``server`` when llama.cpp fails.

@@ -8,7 +8,6 @@ the feedback view, it turned an always-``keep`` answer into the right argument p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,13 +97,14 @@ def system_prompt(
             f"{', '.join(kinds)}, with a short reason first."
         )
     else:
-        example: dict[str, Any] = {"reason": "one short sentence", "operation": kinds[-1]}
-        if kinds[-1] == "patch_arguments":
-            example["arguments"] = {"name": "new value"}
-        elif kinds[-1] != "keep":
-            example["code"] = "..."
+        fields = ['"reason": your reason in a few words', f'"operation": one of {", ".join(kinds)}']
+        if "patch_arguments" in kinds:
+            fields.append('"arguments": {name: new value} (patch_arguments only)')
+        if "patch_block_data" in kinds or "replace_workflow" in kinds:
+            fields.append('"code": Python source (patch_block_data and replace_workflow only)')
         lines.append(
-            "Answer with one JSON object and nothing else, e.g. "
-            f"{json.dumps(example)}. operation is one of: {', '.join(kinds)}."
+            "Answer with one JSON object and nothing else, with the fields: "
+            + "; ".join(fields)
+            + "."
         )
     return "\n".join(lines)
