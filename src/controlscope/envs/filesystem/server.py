@@ -147,7 +147,7 @@ _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 def _bwrap_arguments(node: str, script: Path, root: Path) -> list[str]:
     """bwrap's arguments for the server: read-only system paths, Node.js and the pinned package,
     the workspace bound read-write at :data:`AGENT_ROOT`, no network, a private ``/tmp``."""
-    args = ["--unshare-all", "--die-with-parent", "--new-session"]
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     args += ["--ro-bind", "/usr", "/usr"]
     for d in _SYSTEM_DIRS:
         p = Path(d)
@@ -161,7 +161,8 @@ def _bwrap_arguments(node: str, script: Path, root: Path) -> list[str]:
             args += ["--ro-bind", str(path), str(path)]
     if Path(node).parent != Path(os.path.realpath(node)).parent:
         args += ["--ro-bind", str(Path(node).parent), str(Path(node).parent)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    # No /proc and no /sys: a root process could write kernel settings through them.
+    args += ["--dev", "/dev", "--tmpfs", "/tmp"]
     args += ["--bind", str(root), AGENT_ROOT, "--chdir", AGENT_ROOT, "--"]
     return args
 

@@ -1,0 +1,131 @@
+"""Framework overhead of a run: time outside model calls / wall time (issue 5).
+
+Runs one task live with the embedded local model as planner and continuous Full reviewer, then
+replays the recorded run (``replay:`` models answer instantly). For each prints ``wall_s``,
+``model_s`` (wall seconds spent inside the models' ``complete``) and ``framework_overhead_ratio`` =
+(wall - model) / wall; the last line is one JSON object:
+
+    {"live": {...}, "replay": {...}}
+
+Target: framework overhead at most 5% of wall time in the live run.
+
+Usage: python benchmarks/run_overhead.py [--task ID] [--model local] [--max-turns N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from controlscope.agent import RunConfig, RunResult, run_task
+from controlscope.envs.catalog import get_environment
+from controlscope.models.replay import ReplayModel
+from controlscope.models.types import ChatModel, ModelRequest, ModelResponse
+from controlscope.run_setup import build_models
+from controlscope.scope import Scope
+
+
+class TimedModel:
+    """Wraps a model and sums the wall seconds spent inside ``complete``."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        t0 = time.perf_counter()
+        try:
+            return self.inner.complete(request)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+
+def measure(result: RunResult, wall_s: float, model_s: float) -> dict[str, Any]:
+    return {
+        "wall_s": round(wall_s, 3),
+        "model_s": round(model_s, 3),
+        "framework_overhead_ratio": round((wall_s - model_s) / wall_s, 4) if wall_s else 0.0,
+        "primitive_calls": result.summary.primitive_calls,
+        "planning_turns": result.summary.planning_turns,
+        "reviews": result.summary.reviews,
+        "success": result.verdict.success,
+        "end_reason": result.end_reason,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--task", default="file_context/file_splitting")
+    parser.add_argument("--model", default="local")
+    parser.add_argument("--max-turns", type=int, default=4)
+    parser.add_argument("--max-calls", type=int, default=30)
+    args = parser.parse_args()
+
+    env = get_environment("filesystem")
+    task = env.task(args.task)
+    budgets = task.budgets.model_copy(
+        update={"planning_turns": args.max_turns, "primitive_calls": args.max_calls}
+    )
+    models = build_models(planner=args.model, reviewer=None)
+    config = RunConfig(
+        scope=Scope.FULL,
+        schedule="continuous",
+        planner_format=models.planner_format,
+        review_mode=models.review_mode,
+        max_tokens=models.max_tokens,
+        budgets=budgets,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        planner = TimedModel(models.planner)
+        assert models.reviewer is not None
+        reviewer = planner if models.reviewer is models.planner else TimedModel(models.reviewer)
+        t0 = time.perf_counter()
+        live = run_task(
+            env,
+            task,
+            seed=0,
+            planner=planner,
+            reviewer_model=reviewer,
+            config=config,
+            out_dir=root / "live",
+        )
+        live_wall = time.perf_counter() - t0
+        live_model = planner.seconds + (reviewer.seconds if reviewer is not planner else 0.0)
+        print("live:", json.dumps(measure(live, live_wall, live_model)), flush=True)
+
+        replay_planner = TimedModel(ReplayModel.from_run_dir(root / "live", "planner"))
+        replay_reviewer = TimedModel(ReplayModel.from_run_dir(root / "live", "reviewer"))
+        t0 = time.perf_counter()
+        replay = run_task(
+            env,
+            task,
+            seed=0,
+            planner=replay_planner,
+            reviewer_model=replay_reviewer,
+            config=config,
+            out_dir=root / "replay",
+        )
+        replay_wall = time.perf_counter() - t0
+        same = (
+            replay.summary.primitive_calls == live.summary.primitive_calls
+            and replay.verdict.success == live.verdict.success
+        )
+        replay_model = replay_planner.seconds + replay_reviewer.seconds
+        result = {
+            "live": measure(live, live_wall, live_model),
+            "replay": {**measure(replay, replay_wall, replay_model), "matches_live": same},
+        }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
