@@ -10,11 +10,10 @@ import pytest
 
 from _fs_task_support import (
     Solved,
-    assert_deterministic,
-    assert_fails,
-    assert_verifier_never_raises,
+    SolvedTaskTests,
+    assert_passes_on_seed,
     failed,
-    solve,
+    wrong_outputs_test,
 )
 from controlscope.envs.base import AnswerKey, TaskError
 from controlscope.envs.filesystem.registry import REGISTRY
@@ -34,38 +33,17 @@ def solved(tmp_path_factory: pytest.TempPathFactory) -> Solved:
     return Solved(tmp_path_factory.mktemp("solved"))
 
 
-@pytest.mark.parametrize("task_id", TASKS)
-def test_reference_passes_through_real_server(task_id: str, solved: Solved) -> None:
-    ws, key, calls = solved.get(task_id)
-    checks = REGISTRY[task_id].verify(ws, key)
-    assert len(checks) >= 4
-    assert not failed(checks)
-    assert 3 <= calls <= 60
+class TestCommon(SolvedTaskTests):
+    """The shared tests of :class:`SolvedTaskTests`, on the file-context tasks."""
+
+    TASKS = TASKS
+    MAX_CALLS = 60
+    MIN_CHECKS = 4
 
 
 @pytest.mark.parametrize("task_id", TASKS)
 def test_reference_passes_on_another_seed(task_id: str, tmp_path: Path) -> None:
-    key, _ = solve(REGISTRY[task_id], 11, tmp_path)
-    assert not failed(REGISTRY[task_id].verify(tmp_path, key))
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_untouched_workspace_fails(task_id: str, tmp_path: Path) -> None:
-    spec = REGISTRY[task_id]
-    key = spec.generate(random.Random(0), tmp_path, dict(spec.default_params))
-    assert failed(spec.verify(tmp_path, key))
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_verifier_never_raises_on_wrecked_workspaces(
-    task_id: str, solved: Solved, tmp_path: Path
-) -> None:
-    assert_verifier_never_raises(task_id, solved, tmp_path)
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_generator_is_deterministic(task_id: str, tmp_path: Path) -> None:
-    assert_deterministic(task_id, tmp_path)
+    assert_passes_on_seed(task_id, 11, tmp_path)
 
 
 def test_registration() -> None:
@@ -132,8 +110,8 @@ def _dup_near_duplicate_moved(ws: Path, key: AnswerKey) -> None:
     (ws / near).rename(ws / "duplicates" / near)
 
 
-@pytest.mark.parametrize(
-    ("mutate", "check", "words"),
+test_duplicates_wrong_outputs = wrong_outputs_test(
+    DUP,
     [
         (_remove_dir("duplicates"), "duplicates_directory", "does not exist"),
         (_remove_dir("duplicates"), "duplicates_moved", "is missing"),
@@ -143,10 +121,6 @@ def _dup_near_duplicate_moved(ws: Path, key: AnswerKey) -> None:
         (_dup_near_duplicate_moved, "unique_files_kept", "is missing"),
     ],
 )
-def test_duplicates_wrong_outputs(
-    solved: Solved, tmp_path: Path, mutate: object, check: str, words: str
-) -> None:
-    assert_fails(DUP, solved, tmp_path, mutate, check, words)  # type: ignore[arg-type]
 
 
 # --- file_merging ---------------------------------------------------------------------------
@@ -181,8 +155,8 @@ def _merge_edit_section(ws: Path, key: AnswerKey) -> None:
     path.write_text("\n".join(lines))
 
 
-@pytest.mark.parametrize(
-    ("mutate", "check", "words"),
+test_merging_wrong_outputs = wrong_outputs_test(
+    MERGE,
     [
         (_merge_missing, "merged_file", "does not exist"),
         (_merge_wrong_file, "selected_files", "should not be merged"),
@@ -190,10 +164,6 @@ def _merge_edit_section(ws: Path, key: AnswerKey) -> None:
         (_merge_edit_section, "section_contents", "content differs"),
     ],
 )
-def test_merging_wrong_outputs(
-    solved: Solved, tmp_path: Path, mutate: object, check: str, words: str
-) -> None:
-    assert_fails(MERGE, solved, tmp_path, mutate, check, words)  # type: ignore[arg-type]
 
 
 def test_merging_picks_txt_files_by_size(solved: Solved) -> None:
@@ -225,8 +195,8 @@ def _split_original_moved(ws: Path, key: AnswerKey) -> None:
     (ws / "large_file.txt").rename(ws / "split" / "large_file.txt")
 
 
-@pytest.mark.parametrize(
-    ("mutate", "check", "words"),
+test_splitting_wrong_outputs = wrong_outputs_test(
+    SPLIT,
     [
         (_remove_dir("split"), "split_directory", "does not exist"),
         (_split_missing_part, "part_files", "missing: split/part_03.txt"),
@@ -236,10 +206,6 @@ def _split_original_moved(ws: Path, key: AnswerKey) -> None:
         (_split_original_moved, "part_files", "unexpected: split/large_file.txt"),
     ],
 )
-def test_splitting_wrong_outputs(
-    solved: Solved, tmp_path: Path, mutate: object, check: str, words: str
-) -> None:
-    assert_fails(SPLIT, solved, tmp_path, mutate, check, words)  # type: ignore[arg-type]
 
 
 # --- pattern_matching -----------------------------------------------------------------------
@@ -276,8 +242,8 @@ def _pattern_unsorted(ws: Path, key: AnswerKey) -> None:
     (ws / "pattern_matches.txt").write_text("".join(f"{m}\n" for m in listed))
 
 
-@pytest.mark.parametrize(
-    ("mutate", "check", "words"),
+test_pattern_wrong_outputs = wrong_outputs_test(
+    PATTERN,
     [
         (_pattern_missing, "matches_file", "does not exist"),
         (_pattern_drop_one, "all_matches_listed", "not listed"),
@@ -285,10 +251,6 @@ def _pattern_unsorted(ws: Path, key: AnswerKey) -> None:
         (_pattern_unsorted, "sorted_order", "sorted order"),
     ],
 )
-def test_pattern_wrong_outputs(
-    solved: Solved, tmp_path: Path, mutate: object, check: str, words: str
-) -> None:
-    assert_fails(PATTERN, solved, tmp_path, mutate, check, words)  # type: ignore[arg-type]
 
 
 def test_pattern_accepts_leading_dot_slash(solved: Solved, tmp_path: Path) -> None:
@@ -328,8 +290,8 @@ def _upper_original_changed(ws: Path, key: AnswerKey) -> None:
     (ws / name).write_text(key["files"][name].upper())
 
 
-@pytest.mark.parametrize(
-    ("mutate", "check", "words"),
+test_uppercase_wrong_outputs = wrong_outputs_test(
+    UPPER,
     [
         (_upper_missing_counts, "word_counts_file", "does not exist"),
         (_upper_wrong_count, "word_counts_values", "expected"),
@@ -339,10 +301,6 @@ def _upper_original_changed(ws: Path, key: AnswerKey) -> None:
         (_remove_dir("uppercase"), "uppercase_directory", "does not exist"),
     ],
 )
-def test_uppercase_wrong_outputs(
-    solved: Solved, tmp_path: Path, mutate: object, check: str, words: str
-) -> None:
-    assert_fails(UPPER, solved, tmp_path, mutate, check, words)  # type: ignore[arg-type]
 
 
 def test_verifiers_survive_junk_outputs(solved: Solved, tmp_path: Path) -> None:

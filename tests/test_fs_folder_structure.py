@@ -10,11 +10,10 @@ import pytest
 
 from _fs_task_support import (
     Solved,
-    assert_deterministic,
-    assert_fails,
-    assert_verifier_never_raises,
+    SolvedTaskTests,
+    assert_passes_on_seed,
     failed,
-    solve,
+    wrong_outputs_test,
 )
 from controlscope.envs.base import AnswerKey
 from controlscope.envs.filesystem.registry import REGISTRY
@@ -30,37 +29,17 @@ def solved(tmp_path_factory: pytest.TempPathFactory) -> Solved:
     return Solved(tmp_path_factory.mktemp("solved"))
 
 
-@pytest.mark.parametrize("task_id", TASKS)
-def test_reference_passes_through_real_server(task_id: str, solved: Solved) -> None:
-    ws, key, calls = solved.get(task_id)
-    assert not failed(REGISTRY[task_id].verify(ws, key))
-    assert 3 <= calls <= 60
+class TestCommon(SolvedTaskTests):
+    """The shared tests of :class:`SolvedTaskTests`, on the folder-structure tasks."""
+
+    TASKS = TASKS
+    MAX_CALLS = 60
 
 
 @pytest.mark.parametrize("task_id", TASKS)
 @pytest.mark.parametrize("seed", [5, 12])
 def test_reference_passes_on_other_seeds(task_id: str, seed: int, tmp_path: Path) -> None:
-    key, _ = solve(REGISTRY[task_id], seed, tmp_path)
-    assert not failed(REGISTRY[task_id].verify(tmp_path, key))
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_untouched_workspace_fails(task_id: str, tmp_path: Path) -> None:
-    spec = REGISTRY[task_id]
-    key = spec.generate(random.Random(0), tmp_path, dict(spec.default_params))
-    assert failed(spec.verify(tmp_path, key))
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_verifier_never_raises_on_wrecked_workspaces(
-    task_id: str, solved: Solved, tmp_path: Path
-) -> None:
-    assert_verifier_never_raises(task_id, solved, tmp_path)
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_generator_is_deterministic(task_id: str, tmp_path: Path) -> None:
-    assert_deterministic(task_id, tmp_path)
+    assert_passes_on_seed(task_id, seed, tmp_path)
 
 
 def test_python_is_restricted() -> None:
@@ -123,8 +102,8 @@ def _analysis_touch_project(ws: Path, key: AnswerKey) -> None:
     (ws / target).write_text("overwritten\n")
 
 
-@pytest.mark.parametrize(
-    ("mutate", "check", "words"),
+test_analysis_wrong_outputs = wrong_outputs_test(
+    ANALYSIS,
     [
         (_analysis_missing, "report_file", "does not exist"),
         (_analysis_missing, "total_files", "missing"),
@@ -134,10 +113,6 @@ def _analysis_touch_project(ws: Path, key: AnswerKey) -> None:
         (_analysis_touch_project, "project_unchanged", "changed content"),
     ],
 )
-def test_analysis_wrong_outputs(
-    solved: Solved, tmp_path: Path, mutate: object, check: str, words: str
-) -> None:
-    assert_fails(ANALYSIS, solved, tmp_path, mutate, check, words)  # type: ignore[arg-type]
 
 
 def test_analysis_accepts_light_formatting(solved: Solved, tmp_path: Path) -> None:
@@ -199,8 +174,8 @@ def _mirror_missing_file(ws: Path, key: AnswerKey) -> None:
     (ws / "mirror" / key["files"][-1]).unlink()
 
 
-@pytest.mark.parametrize(
-    ("mutate", "check", "words"),
+test_mirror_wrong_outputs = wrong_outputs_test(
+    MIRROR,
     [
         (_mirror_drop_empty_dir, "directories_mirrored", "missing directories"),
         (_mirror_missing_file, "files_mirrored", "missing files"),
@@ -210,10 +185,6 @@ def _mirror_missing_file(ws: Path, key: AnswerKey) -> None:
         (_mirror_delete_source_file, "source_unchanged", "is missing"),
     ],
 )
-def test_mirror_wrong_outputs(
-    solved: Solved, tmp_path: Path, mutate: object, check: str, words: str
-) -> None:
-    assert_fails(MIRROR, solved, tmp_path, mutate, check, words)  # type: ignore[arg-type]
 
 
 def test_mirror_missing_entirely(solved: Solved, tmp_path: Path) -> None:

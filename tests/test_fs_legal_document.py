@@ -3,177 +3,54 @@ determinism."""
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 import pytest
 
 import controlscope.envs.filesystem.tasks.legal_document  # noqa: F401  (registers the tasks)
-from controlscope.envs.base import AnswerKey, Check, TaskError
+from _fs_task_support import (
+    Outputs,
+    ReferenceTaskTests,
+    by_name,
+    failing,
+    solve_by_id,
+    verify_unsolved,
+)
 from controlscope.envs.filesystem.registry import REGISTRY
-from controlscope.envs.filesystem.testing import run_reference, solve_reference
-
-TASKS = [
-    "legal_document/solution_tracing",
-    "legal_document/dispute_review",
-    "legal_document/individual_comments",
-]
 
 
-def solve(task_id: str, seed: int, ws: Path, **params: Any) -> tuple[AnswerKey, int]:
-    """Generate the task in a new directory ``ws`` and solve it with its reference through the
-    real server (H5's :func:`solve_reference`); return the answer key and the number of
-    primitive calls made."""
-    ws.mkdir(parents=True)
-    calls: list[tuple[str, dict[str, Any]]] = []
-    key = solve_reference(REGISTRY[task_id], seed, params, ws, calls=calls)
-    return key, len(calls)
+class TestCommon(ReferenceTaskTests):
+    """The shared tests of :class:`ReferenceTaskTests`, on the legal-document tasks."""
+
+    TASKS = (
+        "legal_document/solution_tracing",
+        "legal_document/dispute_review",
+        "legal_document/individual_comments",
+    )
+    OUTPUTS: ClassVar[Outputs] = {
+        "legal_document/solution_tracing": lambda key: ["Agreements/resolution_trace.csv"],
+        "legal_document/dispute_review": lambda key: ["Review/dispute_summary.csv"],
+        "legal_document/individual_comments": lambda key: sorted(key["files"]),
+    }
+    EDGE_SIZES = (
+        ("legal_document/solution_tracing", {"issues": 10, "versions": 12}),
+        ("legal_document/individual_comments", {"drafts": 1, "reviewers": 2}),
+    )
+    MIN_FILES = 3
+    OUT_OF_RANGE = 0
+    NOT_INTEGER = True
 
 
-def by_name(checks: list[Check]) -> dict[str, Check]:
-    return {c.name: c for c in checks}
-
-
-def failing(checks: list[Check]) -> set[str]:
-    return {c.name for c in checks if not c.passed}
-
-
-def tree(ws: Path) -> dict[str, bytes]:
-    return {p.relative_to(ws).as_posix(): p.read_bytes() for p in ws.rglob("*") if p.is_file()}
-
-
-@pytest.fixture(params=TASKS)
+@pytest.fixture(params=TestCommon.TASKS)
 def task_id(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-OUTPUTS: dict[str, Callable[[AnswerKey], list[str]]] = {
-    "legal_document/solution_tracing": lambda key: ["Agreements/resolution_trace.csv"],
-    "legal_document/dispute_review": lambda key: ["Review/dispute_summary.csv"],
-    "legal_document/individual_comments": lambda key: sorted(key["files"]),
-}
-GARBAGE: list[bytes | None] = [
-    None,  # a directory where the file should be
-    b"\xff\xfe\x00\x81 not utf-8",
-    b'a,b\n"unterminated,\n,,,\n|||\n1. - plays\nTOTAL\n',
-    b"",
-]
-
-
-@pytest.mark.parametrize("garbage", GARBAGE)
-def test_malformed_outputs_fail_without_raising(
-    task_id: str, garbage: bytes | None, tmp_path: Path
-) -> None:
-    spec = REGISTRY[task_id]
-    key = spec.generate(random.Random(1), tmp_path, dict(spec.default_params))
-    for rel in OUTPUTS[task_id](key):
-        target = tmp_path / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if garbage is None:
-            target.mkdir()
-        else:
-            target.write_bytes(garbage)
-    checks = spec.verify(tmp_path, key)
-    assert failing(checks) and all(c.reason for c in checks if not c.passed)
-
-
-@pytest.mark.parametrize("seed", [0, 5])
-def test_reference_passes_through_real_server(task_id: str, seed: int) -> None:
-    calls: list[tuple[str, dict[str, Any]]] = []
-    verdict = run_reference(REGISTRY[task_id], seed, calls=calls)
-    assert verdict.success, [c for c in verdict.checks if not c.passed]
-    assert calls[0][0] == "list_allowed_directories"  # the reference learns the root
-    assert len(calls) < 100  # fits the paper's 100-call budget (section 4)
-
-
-@pytest.mark.parametrize(
-    ("large_id", "params"),
-    [
-        ("legal_document/solution_tracing", {"issues": 10, "versions": 12}),
-        ("legal_document/individual_comments", {"drafts": 1, "reviewers": 2}),
-    ],
-)
-def test_reference_passes_at_edge_sizes(large_id: str, params: dict[str, int]) -> None:
-    calls: list[tuple[str, dict[str, Any]]] = []
-    verdict = run_reference(REGISTRY[large_id], 1, params, calls=calls)
-    assert verdict.success, [c for c in verdict.checks if not c.passed]
-    assert len(calls) < 100
-
-
-def test_untouched_workspace_fails(task_id: str, tmp_path: Path) -> None:
-    spec = REGISTRY[task_id]
-    key = spec.generate(random.Random(3), tmp_path, dict(spec.default_params))
-    assert failing(spec.verify(tmp_path, key))
-
-
-def test_generator_is_deterministic_per_seed(task_id: str, tmp_path: Path) -> None:
-    spec = REGISTRY[task_id]
-    keys, trees = [], []
-    for i, seed in enumerate([4, 4, 9]):
-        ws = tmp_path / str(i)
-        ws.mkdir()
-        keys.append(spec.generate(random.Random(seed), ws, dict(spec.default_params)))
-        trees.append(tree(ws))
-    assert keys[0] == keys[1] and trees[0] == trees[1]
-    assert trees[0] != trees[2]
-    assert 3 <= len(trees[0]) <= 60 and sum(map(len, trees[0].values())) < 20_000
-
-
-_HASH_SCRIPT = """
-import hashlib, importlib, json, random, sys, tempfile
-from pathlib import Path
-from controlscope.envs.filesystem.registry import REGISTRY
-for task_id in sys.argv[1:]:
-    importlib.import_module("controlscope.envs.filesystem.tasks." + task_id.split("/")[0])
-    spec = REGISTRY[task_id]
-    with tempfile.TemporaryDirectory() as d:
-        key = spec.generate(random.Random(21), Path(d), dict(spec.default_params))
-        h = hashlib.sha256(json.dumps(key, sort_keys=True).encode())
-        for p in sorted(Path(d).rglob("*")):
-            h.update(p.relative_to(d).as_posix().encode())
-            h.update(p.read_bytes() if p.is_file() else b"/")
-    print(task_id, h.hexdigest())
-"""
-
-
-def test_generators_are_deterministic_across_processes() -> None:
-    """String hashing is salted per process; the workspaces must not depend on it."""
-    outputs = [
-        subprocess.run(
-            [sys.executable, "-c", _HASH_SCRIPT, *TASKS],
-            env={**os.environ, "PYTHONHASHSEED": salt},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for salt in ("1", "2")
-    ]
-    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(TASKS)
-
-
-def test_bad_params_are_rejected(task_id: str) -> None:
-    spec = REGISTRY[task_id]
-    assert spec.check_params is not None
-    spec.check_params(dict(spec.default_params))
-    with pytest.raises(TaskError, match="unknown parameter"):
-        spec.check_params({"nonsense": 1})
-    first = next(iter(spec.default_params))
-    with pytest.raises(TaskError, match=first):
-        spec.check_params({first: 0})
-    with pytest.raises(TaskError, match="integer"):
-        spec.check_params({first: True})
-
-
 def test_missing_output_fails_every_check_with_reason(task_id: str, tmp_path: Path) -> None:
-    spec = REGISTRY[task_id]
-    key = spec.generate(random.Random(0), tmp_path, dict(spec.default_params))
-    checks = spec.verify(tmp_path, key)
+    _, checks = verify_unsolved(task_id, 0, tmp_path)
     assert checks and all(not c.passed for c in checks)
     assert all("does not exist" in c.reason for c in checks)
 
@@ -191,7 +68,7 @@ def _write(path: Path, rows: list[list[str]]) -> None:
 
 def test_trace_wrong_version_and_reopened_issue_fail(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    key, _ = solve("legal_document/solution_tracing", 1, ws)
+    key, _ = solve_by_id("legal_document/solution_tracing", 1, ws)
     spec = REGISTRY["legal_document/solution_tracing"]
     out = ws / "Agreements/resolution_trace.csv"
     rows = _rows(out)
@@ -231,7 +108,7 @@ def test_trace_history_has_reopenings_and_a_draft_trap(tmp_path: Path) -> None:
 def test_trace_orders_versions_numerically(tmp_path: Path) -> None:
     """With versions v10 and v11 a lexicographic order would apply v10 before v2."""
     ws = tmp_path / "ws"
-    key, _ = solve("legal_document/solution_tracing", 3, ws, versions=11)
+    key, _ = solve_by_id("legal_document/solution_tracing", 3, ws, versions=11)
     assert (ws / "Agreements/agreement_v11.md").is_file()
     assert not failing(REGISTRY["legal_document/solution_tracing"].verify(ws, key))
 
@@ -241,7 +118,7 @@ def test_trace_orders_versions_numerically(tmp_path: Path) -> None:
 
 def test_dispute_wrong_count_title_and_order_fail(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    key, _ = solve("legal_document/dispute_review", 2, ws)
+    key, _ = solve_by_id("legal_document/dispute_review", 2, ws)
     spec = REGISTRY["legal_document/dispute_review"]
     out = ws / "Review/dispute_summary.csv"
     rows = _rows(out)
@@ -295,7 +172,7 @@ def test_dispute_withdrawals_cancel_disputes(tmp_path: Path) -> None:
 
 def test_comments_resolved_order_and_extra_file_fail(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    key, _ = solve("legal_document/individual_comments", 3, ws)
+    key, _ = solve_by_id("legal_document/individual_comments", 3, ws)
     spec = REGISTRY["legal_document/individual_comments"]
     rel, want = max(key["files"].items(), key=lambda kv: len(kv[1]))
     assert len(want) >= 2

@@ -11,11 +11,10 @@ import pytest
 
 from _fs_task_support import (
     Solved,
-    assert_deterministic,
-    assert_fails,
-    assert_verifier_never_raises,
+    SolvedTaskTests,
+    assert_passes_on_seed,
     failed,
-    solve,
+    wrong_outputs_test,
 )
 from controlscope.envs.base import AnswerKey, TaskError
 from controlscope.envs.filesystem.registry import REGISTRY
@@ -32,37 +31,17 @@ def solved(tmp_path_factory: pytest.TempPathFactory) -> Solved:
     return Solved(tmp_path_factory.mktemp("solved"))
 
 
-@pytest.mark.parametrize("task_id", TASKS)
-def test_reference_passes_through_real_server(task_id: str, solved: Solved) -> None:
-    ws, key, calls = solved.get(task_id)
-    assert not failed(REGISTRY[task_id].verify(ws, key))
-    assert 3 <= calls <= 80
+class TestCommon(SolvedTaskTests):
+    """The shared tests of :class:`SolvedTaskTests`, on the papers tasks."""
+
+    TASKS = TASKS
+    MAX_CALLS = 80
 
 
 @pytest.mark.parametrize("task_id", TASKS)
 @pytest.mark.parametrize("seed", [4, 9])
 def test_reference_passes_on_other_seeds(task_id: str, seed: int, tmp_path: Path) -> None:
-    key, _ = solve(REGISTRY[task_id], seed, tmp_path)
-    assert not failed(REGISTRY[task_id].verify(tmp_path, key))
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_untouched_workspace_fails(task_id: str, tmp_path: Path) -> None:
-    spec = REGISTRY[task_id]
-    key = spec.generate(random.Random(0), tmp_path, dict(spec.default_params))
-    assert failed(spec.verify(tmp_path, key))
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_verifier_never_raises_on_wrecked_workspaces(
-    task_id: str, solved: Solved, tmp_path: Path
-) -> None:
-    assert_verifier_never_raises(task_id, solved, tmp_path)
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_generator_is_deterministic(task_id: str, tmp_path: Path) -> None:
-    assert_deterministic(task_id, tmp_path)
+    assert_passes_on_seed(task_id, seed, tmp_path)
 
 
 def test_registration_and_params(tmp_path: Path) -> None:
@@ -132,8 +111,8 @@ def _authors_space_name(ws: Path, key: AnswerKey) -> None:
     (ws / "by_author" / folder).rename(ws / "by_author" / folder.replace("_", " "))
 
 
-@pytest.mark.parametrize(
-    ("mutate", "check", "words"),
+test_authors_wrong_outputs = wrong_outputs_test(
+    AUTHORS,
     [
         (_authors_missing, "author_directories", "missing"),
         (_authors_missing, "copies_identical", "no copied paper"),
@@ -144,10 +123,6 @@ def _authors_space_name(ws: Path, key: AnswerKey) -> None:
         (_authors_space_name, "no_extra_directories", " "),
     ],
 )
-def test_authors_wrong_outputs(
-    solved: Solved, tmp_path: Path, mutate: object, check: str, words: str
-) -> None:
-    assert_fails(AUTHORS, solved, tmp_path, mutate, check, words)  # type: ignore[arg-type]
 
 
 # --- find_math_paper ------------------------------------------------------------------------
@@ -191,8 +166,8 @@ def _math_extra_file(ws: Path, key: AnswerKey) -> None:
     (ws / "papers" / "notes.txt").write_text("found it\n")
 
 
-@pytest.mark.parametrize(
-    ("mutate", "check", "words"),
+test_math_wrong_outputs = wrong_outputs_test(
+    MATH,
     [
         (_math_missing, "answer_file", "does not exist"),
         (_math_wrong_paper, "right_paper", "it is papers/"),
@@ -201,10 +176,6 @@ def _math_extra_file(ws: Path, key: AnswerKey) -> None:
         (_math_extra_file, "no_extra_files", "notes.txt"),
     ],
 )
-def test_math_wrong_outputs(
-    solved: Solved, tmp_path: Path, mutate: object, check: str, words: str
-) -> None:
-    assert_fails(MATH, solved, tmp_path, mutate, check, words)  # type: ignore[arg-type]
 
 
 # --- organize_legacy_papers -----------------------------------------------------------------
@@ -253,8 +224,8 @@ def _legacy_left_behind(ws: Path, key: AnswerKey) -> None:
     shutil.copy(ws / dst, ws / src)
 
 
-@pytest.mark.parametrize(
-    ("mutate", "check", "words"),
+test_legacy_wrong_outputs = wrong_outputs_test(
+    LEGACY,
     [
         (_legacy_missing_index, "index_rows", "does not exist"),
         (_legacy_missing_index, "index_header", "does not exist"),
@@ -265,10 +236,6 @@ def _legacy_left_behind(ws: Path, key: AnswerKey) -> None:
         (_legacy_left_behind, "legacy_emptied", "still in legacy/"),
     ],
 )
-def test_legacy_wrong_outputs(
-    solved: Solved, tmp_path: Path, mutate: object, check: str, words: str
-) -> None:
-    assert_fails(LEGACY, solved, tmp_path, mutate, check, words)  # type: ignore[arg-type]
 
 
 def test_legacy_index_accepts_quoted_cells(solved: Solved, tmp_path: Path) -> None:

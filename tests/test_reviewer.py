@@ -554,3 +554,15 @@ def test_local_model_reviews_in_json_mode(fs_tools: tuple[ToolSchema, ...]) -> N
     if isinstance(outcome.realized, PatchArguments):
         assert outcome.realized.arguments == {"path": "students/english.csv"}
     assert outcome.response.usage.input_tokens < 2000
+
+
+def test_replacement_code_in_a_markdown_fence_is_unwrapped() -> None:
+    from controlscope.review.operations import parse_decision, strip_code_fence
+
+    fenced = "```python\nx = 1\nprint(x)\n```"
+    answer = {"reason": "r", "operation": "replace_workflow", "code": fenced}
+    parsed = parse_decision(ModelResponse(text=json.dumps(answer)), "json")
+    assert isinstance(parsed.operation, ReplaceWorkflow)
+    assert parsed.operation.code == "x = 1\nprint(x)"
+    assert strip_code_fence("print('```')") == "print('```')"
+    assert strip_code_fence("a = 1\n```python\nb = 2\n```") == "a = 1\n```python\nb = 2\n```"

@@ -123,6 +123,7 @@ def test_gguf_path_is_accepted(tmp_path: Path, real_small_gguf: Path) -> None:
     link = tmp_path / "mine.gguf"
     _link_or_copy(real_small_gguf, link)
     assert ensure_weights(str(link)) == link.resolve()
+    assert ensure_weights(f"local:{link}") == link.resolve()
 
 
 def test_lock_serialises_assembly(

@@ -38,6 +38,7 @@ from controlscope.planner import (
     first_user_message,
     parse_reply,
     render_system_prompt,
+    results_message,
     tool_message,
 )
 from controlscope.record.events import (
@@ -503,9 +504,7 @@ def _run_with_server(
                 else:
                     fenced_parts.append(receipts[block_id])
             if fenced_parts:
-                controller.history.append(
-                    Message(role="user", content="Execution results:\n" + "\n".join(fenced_parts))
-                )
+                controller.history.append(results_message(fenced_parts))
             reason = _end_reason_from_results(results, exec_seconds, budgets)
             if reason is not None:
                 limit, value = (

@@ -240,7 +240,24 @@ def tool_message(tool_call_id: str, content: str) -> Message:
 def first_user_message(instruction: str, roots: Sequence[str]) -> Message:
     """The task message: the instruction and the directory the tools may use."""
     where = ", ".join(roots) if roots else "(see list_allowed_directories)"
-    return Message(role="user", content=f"{instruction}\n\nAllowed directory: {where}")
+    hint = ""
+    if len(roots) == 1:
+        hint = (
+            f"\nEvery path the task names is inside {roots[0]}: `notes/a.txt` in the task means "
+            f"{roots[0].rstrip('/')}/notes/a.txt."
+        )
+    return Message(role="user", content=f"{instruction}\n\nAllowed directory: {where}{hint}")
+
+
+def results_message(receipts: Sequence[str]) -> Message:
+    """The user message that returns fenced blocks' results to the planner."""
+    return Message(
+        role="user",
+        content="Execution results:\n"
+        + "\n".join(receipts)
+        + "\n\nIf the task is not complete yet, write the next block; if it is, answer briefly "
+        "without code.",
+    )
 
 
 def dumps_arguments(arguments: dict[str, Any]) -> str:

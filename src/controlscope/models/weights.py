@@ -355,8 +355,8 @@ def ensure_weights(name_or_path: str = DEFAULT_MODEL, *, progress: bool = False)
     """Return the path of a verified GGUF file, assembling a known model on first use.
 
     Args:
-        name_or_path: a known model name (``1.5b``, ``0.5b``, optionally prefixed ``local:``) or a
-            path to a ``.gguf`` file.
+        name_or_path: a known model name (``1.5b``, ``0.5b``) or a path to a ``.gguf`` file,
+            either optionally prefixed ``local:``.
         progress: draw rich progress bars on stderr while downloading, assembling or hashing.
 
     Returns:
@@ -369,7 +369,7 @@ def ensure_weights(name_or_path: str = DEFAULT_MODEL, *, progress: bool = False)
     """
     model = resolve_model_name(name_or_path)
     if model is None:
-        path = Path(name_or_path).expanduser()
+        path = Path(name_or_path.removeprefix("local:")).expanduser()
         if not path.is_file():
             known = ", ".join(KNOWN_MODELS)
             raise WeightsError(

@@ -180,7 +180,20 @@ def parse_decision(response: ModelResponse, mode: DecisionMode) -> ParsedDecisio
     return _from_payload(kind, decision, raw)
 
 
+_CODE_FENCE = re.compile(r"^\s*```[A-Za-z0-9_+-]*[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
+
+
+def strip_code_fence(code: str) -> str:
+    """The code inside a Markdown fence (```python ... ```) when the whole text is one fenced
+    block; otherwise ``code`` unchanged. Models often fence code even inside a JSON string."""
+    match = _CODE_FENCE.match(code)
+    return match.group(1) if match else code
+
+
 def _from_payload(kind: str, payload: dict[str, Any], raw: str) -> ParsedDecision:
+    code = payload.get("code")
+    if isinstance(code, str) and kind.strip().lower() in ("patch_block_data", "replace_workflow"):
+        payload = {**payload, "code": strip_code_fence(code)}
     reason = payload.get("reason")
     reason_text = reason if isinstance(reason, str) else ""
     try:

@@ -1,12 +1,13 @@
-"""Small helpers shared by the desktop, desktop-template and legal-document filesystem tasks.
+"""Small helpers shared by the filesystem task modules.
 
-Two halves, kept apart on purpose:
+Three parts, kept apart on purpose:
 
 * tool side (reference solutions): everything goes through a
   :data:`~controlscope.envs.filesystem.registry.ToolCaller`, the same primitive calls an agent
   makes; the workspace root is learnt from ``list_allowed_directories``.
 * verifier side: reads the terminal workspace from disk and turns every problem into a failed
   :class:`~controlscope.envs.base.Check` with a reason; nothing here raises on bad agent output.
+* generator side: writes the initial workspace and reads generator parameters.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import io
 import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from controlscope.envs.base import Check, TaskError
 from controlscope.envs.filesystem.registry import ToolCaller
+
+T = TypeVar("T")
 
 # ---------------------------------------------------------------------------------------------
 # Tool side (reference solutions)
@@ -117,6 +120,12 @@ def write_text(call: ToolCaller, path: str, content: str) -> None:
     call("write_file", path=path, content=content)
 
 
+def write_lines(call: ToolCaller, path: str, lines: list[str]) -> None:
+    """Write ``lines`` to ``path``, each ended by a newline (one ``write_file`` call; the parent
+    must exist). Used for the CSV outputs of the references."""
+    write_text(call, path, "\n".join(lines) + "\n")
+
+
 def make_dir(call: ToolCaller, path: str) -> None:
     """Create directory ``path`` with its parents (one ``create_directory`` call)."""
     call("create_directory", path=path)
@@ -141,6 +150,13 @@ def ok(name: str, reason: str = "ok") -> Check:
 def fail(name: str, reason: str) -> Check:
     """A failed check with its reason."""
     return Check(name=name, passed=False, reason=reason)
+
+
+def check_directory(workspace: Path, rel: str, name: str) -> Check:
+    """Check ``name``: ``workspace/rel`` is a directory (the reason names ``rel/``)."""
+    if (workspace / rel).is_dir():
+        return ok(name, f"{rel}/ exists")
+    return fail(name, f"{rel}/ does not exist or is not a directory")
 
 
 def read_output(workspace: Path, rel: str) -> tuple[str | None, str]:
@@ -245,6 +261,22 @@ def put(workspace: Path, rel: str, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise TaskError(f"cannot write {rel} in the workspace: {exc}") from exc
+
+
+def distinct(count: int, draw: Callable[[], T]) -> list[T]:
+    """``count`` distinct values of ``draw()``, in the order first drawn (duplicates are drawn
+    again, so the random draws made depend only on the values drawn).
+
+    Args:
+        count: how many values; ``draw`` must be able to produce that many distinct ones.
+        draw: makes one value (typically from the generator's seeded ``random.Random``).
+    """
+    out: list[T] = []
+    while len(out) < count:
+        value = draw()
+        if value not in out:
+            out.append(value)
+    return out
 
 
 def int_param(params: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:

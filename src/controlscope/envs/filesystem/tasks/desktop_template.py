@@ -35,7 +35,7 @@ from controlscope.envs.filesystem.tasks._taskkit import (
     read_text,
     tree_files,
     workspace_root,
-    write_text,
+    write_lines,
 )
 
 CATEGORY = "desktop_template"
@@ -179,7 +179,7 @@ def _budget_reference(call: ToolCaller) -> None:
             totals[cat] = totals.get(cat, 0) + _cents(line.rsplit(";", 1)[1])
     rows = ["category,total", *(f"{c},{_money(totals[c])}" for c in sorted(totals))]
     rows.append(f"TOTAL,{_money(sum(totals.values()))}")
-    write_text(call, join(root, "budget.csv"), "\n".join(rows) + "\n")
+    write_lines(call, join(root, "budget.csv"), rows)
 
 
 register(
@@ -378,7 +378,7 @@ def _contact_reference(call: ToolCaller) -> None:
         p = people[name]
         company = companies.get(p["email"].rsplit("@", 1)[1], "")
         rows.append(f"{name},{p['email']},{p.get('phone', '')},{company}")
-    write_text(call, join(root, "contacts.csv"), "\n".join(rows) + "\n")
+    write_lines(call, join(root, "contacts.csv"), rows)
 
 
 register(

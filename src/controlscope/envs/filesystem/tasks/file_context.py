@@ -18,6 +18,7 @@ from typing import Any
 from controlscope.envs.base import AnswerKey, Check
 from controlscope.envs.filesystem.registry import FsTaskSpec, ToolCaller, register
 from controlscope.envs.filesystem.tasks._taskkit import (
+    check_directory,
     check_placement,
     describe,
     fail,
@@ -35,6 +36,7 @@ from controlscope.envs.filesystem.tasks._taskkit import (
     read_text,
     tree_files,
     workspace_root,
+    write_lines,
     write_text,
 )
 from controlscope.envs.filesystem.tasks._textgen import lines, paragraph, sentence
@@ -136,12 +138,7 @@ def _verify_duplicates(ws: Path, key: AnswerKey) -> list[Check]:
     files: dict[str, str] = key["files"]
     dups: list[str] = key["duplicates"]
     checks: list[Check] = []
-    if (ws / "duplicates").is_dir():
-        checks.append(ok("duplicates_directory", "duplicates/ exists"))
-    else:
-        checks.append(
-            fail("duplicates_directory", "duplicates/ does not exist or is not a directory")
-        )
+    checks.append(check_directory(ws, "duplicates", "duplicates_directory"))
     moved = {f"duplicates/{n}": files[n] for n in dups}
     checks.append(check_placement(ws, moved, name="duplicates_moved"))
     left = [n for n in dups if (ws / n).exists()]
@@ -336,10 +333,7 @@ def _generate_splitting(rng: random.Random, ws: Path, params: Mapping[str, Any])
 def _verify_splitting(ws: Path, key: AnswerKey) -> list[Check]:
     expected: dict[str, list[str]] = key["parts"]
     checks: list[Check] = []
-    if (ws / "split").is_dir():
-        checks.append(ok("split_directory", "split/ exists"))
-    else:
-        checks.append(fail("split_directory", "split/ does not exist or is not a directory"))
+    checks.append(check_directory(ws, "split", "split_directory"))
     found = files_under(ws, "split")
     missing = set(expected) - found
     extra = found - set(expected)
@@ -530,12 +524,7 @@ def _verify_uppercase(ws: Path, key: AnswerKey) -> list[Check]:
     files: dict[str, str] = key["files"]
     listed: list[str] = key["listed"]
     checks: list[Check] = []
-    if (ws / "uppercase").is_dir():
-        checks.append(ok("uppercase_directory", "uppercase/ exists"))
-    else:
-        checks.append(
-            fail("uppercase_directory", "uppercase/ does not exist or is not a directory")
-        )
+    checks.append(check_directory(ws, "uppercase", "uppercase_directory"))
     bad: list[str] = []
     for name in listed:
         text, why = read_output(ws, f"uppercase/{name}")
@@ -594,7 +583,7 @@ def _reference_uppercase(call: ToolCaller) -> None:
         text = read_text(call, join(root, name))
         write_text(call, join(root, "uppercase", name), text.upper())
         rows.append(f"{name},{len(text.split())}")
-    write_text(call, join(root, "uppercase", "word_counts.csv"), "\n".join(rows) + "\n")
+    write_lines(call, join(root, "uppercase", "word_counts.csv"), rows)
 
 
 register(

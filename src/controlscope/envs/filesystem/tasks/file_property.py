@@ -38,6 +38,7 @@ from controlscope.envs.filesystem.tasks._taskkit import (
     read_output,
     tree_files,
     workspace_root,
+    write_lines,
     write_text,
 )
 
@@ -185,7 +186,7 @@ def _ref_time(call: ToolCaller) -> None:
         move(call, path, join(root, BY_DATE, date, name))
         rows_by_date[date].append(f"{name},{INBOX}/{rel},{info['size']}")
     for date, rows in rows_by_date.items():
-        write_text(call, join(root, BY_DATE, date, METADATA), "\n".join(rows) + "\n")
+        write_lines(call, join(root, BY_DATE, date, METADATA), rows)
 
 
 TIME_CLASSIFICATION = register(

@@ -18,6 +18,7 @@ from typing import Any
 from controlscope.envs.base import AnswerKey, Check, TaskError
 from controlscope.envs.filesystem.registry import FsTaskSpec, ToolCaller, register
 from controlscope.envs.filesystem.tasks._taskkit import (
+    check_directory,
     check_placement,
     describe,
     fail,
@@ -350,10 +351,7 @@ def _verify_mirror(ws: Path, key: AnswerKey) -> list[Check]:
     want_files = set(key["files"])
     checks: list[Check] = []
     base = ws / "mirror"
-    if base.is_dir():
-        checks.append(ok("mirror_directory", "mirror/ exists"))
-    else:
-        checks.append(fail("mirror_directory", "mirror/ does not exist or is not a directory"))
+    checks.append(check_directory(ws, "mirror", "mirror_directory"))
     dirs, files = _entries_on_disk(base)
     missing_dirs = want_dirs - dirs
     checks.append(

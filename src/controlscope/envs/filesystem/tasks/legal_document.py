@@ -33,6 +33,7 @@ from controlscope.envs.filesystem.tasks._taskkit import (
     read_output,
     read_text,
     workspace_root,
+    write_lines,
     write_text,
 )
 
@@ -231,7 +232,7 @@ def _trace_reference(call: ToolCaller) -> None:
             if m:
                 state[m.group(1)] = ("open", "")
     rows = ["issue,version,clause", *(f"{i},{state[i][0]},{state[i][1]}" for i in sorted(issues))]
-    write_text(call, join(root, "Agreements", "resolution_trace.csv"), "\n".join(rows) + "\n")
+    write_lines(call, join(root, "Agreements", "resolution_trace.csv"), rows)
 
 
 register(
@@ -425,7 +426,7 @@ def _dispute_reference(call: ToolCaller) -> None:
     )
     for c, w in ordered:
         rows.append(f"{c},{titles[c]},{len(w)},{'; '.join(sorted(w))}")
-    write_text(call, join(root, "Review", "dispute_summary.csv"), "\n".join(rows) + "\n")
+    write_lines(call, join(root, "Review", "dispute_summary.csv"), rows)
 
 
 register(

@@ -20,6 +20,7 @@ from controlscope.envs.filesystem.registry import FsTaskSpec, ToolCaller, regist
 from controlscope.envs.filesystem.tasks._taskkit import (
     check_placement,
     describe,
+    distinct,
     fail,
     files_under,
     int_param,
@@ -75,22 +76,14 @@ _FILLER = (
 
 def _titles(rng: random.Random, count: int) -> list[str]:
     """``count`` distinct paper titles without commas."""
-    out: list[str] = []
-    while len(out) < count:
-        title = f"{rng.choice(_ADJ)} {rng.choice(_TOPIC)} for {rng.choice(_APPL)}"
-        if title not in out:
-            out.append(title)
-    return out
+    return distinct(
+        count, lambda: f"{rng.choice(_ADJ)} {rng.choice(_TOPIC)} for {rng.choice(_APPL)}"
+    )
 
 
 def _authors(rng: random.Random, count: int) -> list[str]:
     """``count`` distinct ``First Last`` names."""
-    out: list[str] = []
-    while len(out) < count:
-        name = f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
-        if name not in out:
-            out.append(name)
-    return out
+    return distinct(count, lambda: f"{rng.choice(_FIRST)} {rng.choice(_LAST)}")
 
 
 def _abstract(rng: random.Random, title: str, extra: list[str] | None = None) -> str:

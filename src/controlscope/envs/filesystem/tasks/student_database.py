@@ -41,6 +41,7 @@ from controlscope.envs.filesystem.tasks._taskkit import (
     read_output,
     read_text,
     workspace_root,
+    write_lines,
     write_text,
 )
 
@@ -166,7 +167,7 @@ def _ref_english(call: ToolCaller) -> None:
         rating = re.search(r"talent in English as (\w+)", texts[i + 1])
         if int(info["English score"]) >= 90 and rating and rating.group(1) == "exceptional":
             rows.append(f"{info['Student ID']},{info['Name']}")
-    write_text(call, join(root, ENGLISH_OUTPUT), "\n".join(rows) + "\n")
+    write_lines(call, join(root, ENGLISH_OUTPUT), rows)
 
 
 ENGLISH_TALENT = register(

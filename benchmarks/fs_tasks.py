@@ -1,11 +1,12 @@
-"""Benchmark: the desktop, desktop-template and legal-document filesystem tasks.
+"""Benchmark: the filesystem tasks, per task module.
 
-For each task and seed: generate the workspace, start the real npm filesystem server, run the
-reference solution through it, and verify. Prints one line per task, then, as its LAST line, one
-JSON object with the median seconds per phase, the primitive calls of each reference, the
-workspace sizes and whether every reference run passed.
+For each task of the chosen task modules and each seed: generate the workspace, start the real
+npm filesystem server, run the reference solution through it, and verify. Prints one line per
+task, then, as its LAST line, one JSON object with the median seconds per phase, the primitive
+calls of each reference, the workspace sizes and whether every reference run passed.
 
-Usage: ``python benchmarks/fs_desktop_legal_tasks.py [--seeds N]``
+Usage: ``python benchmarks/fs_tasks.py [--seeds N] [--modules desktop,papers,...]``
+(default: every module of :data:`controlscope.envs.filesystem.tasks.TASK_MODULES`).
 """
 
 from __future__ import annotations
@@ -20,19 +21,36 @@ from typing import Any
 from controlscope.envs.filesystem.environment import spec_rng
 from controlscope.envs.filesystem.registry import REGISTRY
 from controlscope.envs.filesystem.server import start_filesystem_server
+from controlscope.envs.filesystem.tasks import TASK_MODULES
 from controlscope.envs.filesystem.testing import strict_caller
 from controlscope.envs.filesystem.workspace import Workspace
 
-MODULES = ("desktop", "desktop_template", "legal_document")
+
+def _modules(text: str) -> tuple[str, ...]:
+    """Parse ``--modules``: comma-separated names out of :data:`TASK_MODULES`."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = sorted(set(names) - set(TASK_MODULES))
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown task module(s) {unknown or [text]}; choose from {', '.join(TASK_MODULES)}"
+        )
+    return names
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds per task (default 3)")
+    parser.add_argument(
+        "--modules",
+        type=_modules,
+        default=TASK_MODULES,
+        help="comma-separated task modules (default: all of TASK_MODULES)",
+    )
     args = parser.parse_args()
-    for name in MODULES:
+    modules: tuple[str, ...] = args.modules
+    for name in modules:
         importlib.import_module(f"controlscope.envs.filesystem.tasks.{name}")
-    ids = sorted(t for t in REGISTRY if t.split("/")[0] in MODULES)
+    ids = sorted(t for t in REGISTRY if t.split("/")[0] in modules)
     per_task: dict[str, dict[str, Any]] = {}
     all_passed = True
     for task_id in ids:
@@ -69,6 +87,7 @@ def main() -> None:
     print(
         json.dumps(
             {
+                "modules": list(modules),
                 "tasks": len(ids),
                 "seeds": args.seeds,
                 "all_references_pass": all_passed,
