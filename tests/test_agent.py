@@ -20,6 +20,7 @@ from controlscope.models.scripted import ScriptedModel
 from controlscope.models.types import ModelRequest, ModelResponse, ProviderError, ToolCall
 from controlscope.record.events import (
     BlockEndEvent,
+    ModelCallEvent,
     PrimitiveCallEvent,
     RealizedOperationEvent,
 )
@@ -172,6 +173,12 @@ def test_full_replacement_with_reply_boundary_cancels_queued_block(tmp_path: Pat
     assert result.summary.replacements == 1
     calls = [e.call.tool for e in read_events(result.run_dir) if isinstance(e, PrimitiveCallEvent)]
     assert "list_directory" not in calls, "the replaced call was not made"
+    models = [e for e in read_events(result.run_dir) if isinstance(e, ModelCallEvent)]
+    last_planner = [e for e in models if e.role == "planner"][-1]
+    receipts = [m.content or "" for m in last_planner.request.messages if m.role == "tool"]
+    assert len(receipts) == 2, "one tool message per execute_python call"
+    assert "replaced the rest with block t0.b0.r1" in receipts[0] and "parts written" in receipts[0]
+    assert "cancelled" in receipts[1]
 
 
 def test_block_boundary_runs_queued_block_after_replacement(tmp_path: Path) -> None:

@@ -170,6 +170,7 @@ class _Controller:
         self.running_code = ""
         self.running_is_replacement = False
         self.reply_messages: list[str] = []
+        self.replacement_code: dict[str, str] = {}
         self.block_calls: list[PrimitiveCall] = []
         self.decisions: list[DecisionRecord] = []
         self.calls_completed = 0
@@ -181,6 +182,8 @@ class _Controller:
         self.running = block_id
         self.running_code = code
         self.running_is_replacement = replaces is not None
+        if replaces is not None:
+            self.replacement_code[block_id] = code
         self.block_calls = []
         self.writer.write(
             BlockStartEvent(block_id=block_id, code=code, replaces=replaces, turn=self.reply_turn)
@@ -295,13 +298,30 @@ class _Controller:
         return named
 
 
+REPLACEMENT_CODE_CHARS = 4000
+"""How much of a replacement's code its receipt shows the planner."""
+
+
 def _receipts_by_block(
-    named: Sequence[tuple[str, str]], results: Sequence[BlockResult]
+    named: Sequence[tuple[str, str]],
+    results: Sequence[BlockResult],
+    replacement_code: dict[str, str],
 ) -> dict[str, str]:
-    """Join each planned block's receipt with the receipts of its replacements."""
+    """Join each planned block's receipt with the receipts of its replacements.
+
+    A replacement's receipt starts with its code, so ordinary planning sees what ran in place
+    of the planner's block (paper A.1: "cancellation receipts preserve the tool-call protocol").
+    """
     out: dict[str, list[str]] = {block_id: [] for block_id, _ in named}
     for result in results:
         root = result.block_id.split(".r", 1)[0]
+        code = replacement_code.get(result.block_id)
+        if code is not None:
+            shown = code if len(code) <= REPLACEMENT_CODE_CHARS else code[:REPLACEMENT_CODE_CHARS]
+            cut = "" if shown is code else "\n# ... (cut)"
+            out.setdefault(root, []).append(
+                f"[a reviewer replaced the rest with block {result.block_id}:]\n{shown}{cut}"
+            )
         out.setdefault(root, []).append(result.receipt())
     return {k: "\n".join(v) if v else f"[block {k}: not run]" for k, v in out.items()}
 
@@ -496,7 +516,7 @@ def _run_with_server(
             t0, reviewed0 = time.monotonic(), controller.review_seconds
             results = session.run_reply(named, controller, replace_boundary=config.replace_boundary)
             exec_seconds += time.monotonic() - t0 - (controller.review_seconds - reviewed0)
-            receipts = _receipts_by_block(named, results)
+            receipts = _receipts_by_block(named, results, controller.replacement_code)
             fenced_parts: list[str] = []
             for (block_id, _), block in zip(named, parsed.blocks, strict=True):
                 if block.tool_call_id is not None:
