@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from controlscope.agent import RunConfig, RunResult, run_task
 from controlscope.envs.base import TaskBudgets
 from controlscope.envs.catalog import get_environment
+from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models.replay import ReplayModel
 from controlscope.models.scripted import ScriptedModel
 from controlscope.models.types import ModelRequest, ModelResponse, ProviderError, ToolCall
@@ -23,9 +25,11 @@ from controlscope.record.events import (
     ModelCallEvent,
     PrimitiveCallEvent,
     RealizedOperationEvent,
+    RunEndEvent,
 )
 from controlscope.record.store import read_events, read_summary
 from controlscope.scope import Scope
+from controlscope.tools import ToolResult, ToolSchema, ToolServer
 
 TASK_ID = "file_context/file_splitting"
 
@@ -307,3 +311,49 @@ def test_replaying_a_recorded_run_gives_the_same_run(tmp_path: Path) -> None:
     assert again.verdict.success == first.verdict.success
     assert again.summary.primitive_calls == first.summary.primitive_calls
     assert [e.operation for e in realized(again)] == [e.operation for e in realized(first)]
+
+
+class _CrashingServer:
+    """The real server, which 'crashes' (transport failure) at the ``crash_at``-th call."""
+
+    def __init__(self, inner: ToolServer, crash_at: int) -> None:
+        self.inner = inner
+        self.agent_roots = getattr(inner, "agent_roots", ())
+        self.calls = 0
+        self.crash_at = crash_at
+
+    def list_tools(self) -> list[ToolSchema]:
+        return self.inner.list_tools()
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        self.calls += 1
+        if self.calls >= self.crash_at:
+            self.inner.close()
+        return self.inner.call(name, arguments)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_crashed_server_ends_the_run_with_a_readable_log(tmp_path: Path) -> None:
+    class CrashingEnvironment(FilesystemEnvironment):
+        def start_server(self, workspace: Path) -> ToolServer:  # type: ignore[override]
+            return _CrashingServer(super().start_server(workspace), crash_at=3)
+
+    env = CrashingEnvironment()
+    result = run_task(
+        env,
+        env.task(TASK_ID),
+        seed=0,
+        planner=ScriptedModel([fenced(SOLVE), DONE]),
+        reviewer_model=None,
+        config=RunConfig(scope=Scope.KEEP, schedule="never", planner_format="fenced"),
+        out_dir=tmp_path / "run",
+        workspace_root=tmp_path / "ws",
+    )
+    assert result.end_reason == "environment_error"
+    assert not result.verdict.success
+    summary = read_summary(result.run_dir)
+    assert summary.complete and summary.primitive_calls == 2
+    ends = [e for e in read_events(result.run_dir) if isinstance(e, RunEndEvent)]
+    assert ends and "closed" in ends[0].detail

@@ -201,7 +201,7 @@ def test_token_cap_and_bad_requests(model: LocalModel) -> None:
     too_long = ModelRequest(messages=(Message(role="user", content="word " * 3000),))
     with pytest.raises(ProviderError) as info:
         model.complete(too_long)
-    assert info.value.kind == "bad_request" and "2048" in str(info.value)
+    assert info.value.kind == "context_length" and "2048" in str(info.value)
     with pytest.raises(ProviderError, match="not among the offered tools"):
         model.complete(
             ModelRequest(

@@ -60,7 +60,7 @@ from controlscope.review.reviewer import Reviewer, ReviewOutcome
 from controlscope.review.state import DecisionRecord, PublicState
 from controlscope.schedule import Schedule, ScheduleContext, parse_schedule
 from controlscope.scope import Keep, Operation, Scope
-from controlscope.tools import ToolSchema, ToolServer
+from controlscope.tools import ToolSchema, ToolServer, ToolServerError
 from controlscope.worker.session import WorkerSession
 from controlscope.worker.types import (
     BlockResult,
@@ -79,7 +79,7 @@ EndReason = Literal[
     "budget:execution_seconds",
     "planner_provider_error",
     "context_limit",
-    "worker_failure",
+    "environment_error",
 ]
 
 
@@ -464,6 +464,7 @@ def _run_with_server(
         first_user_message(task.instruction, roots),
     ]
     end_reason: str = "final_answer"
+    detail = ""
     exec_seconds = 0.0
     with WorkerSession(server, limits, isolation=config.isolation) as session:
         session.start()
@@ -498,9 +499,11 @@ def _run_with_server(
             try:
                 response = controller.plan(planner)
             except ProviderError as err:
+                # Paper A.4: a planner-stage error ends the trajectory; the workspace is graded.
                 end_reason = (
                     "context_limit" if err.kind == "context_length" else "planner_provider_error"
                 )
+                detail = str(err)
                 break
             controller.turn += 1
             parsed = parse_reply(response, fmt=config.planner_format)
@@ -514,7 +517,15 @@ def _run_with_server(
                 continue
             named = controller.start_reply(parsed.blocks)
             t0, reviewed0 = time.monotonic(), controller.review_seconds
-            results = session.run_reply(named, controller, replace_boundary=config.replace_boundary)
+            try:
+                results = session.run_reply(
+                    named, controller, replace_boundary=config.replace_boundary
+                )
+            except ToolServerError as err:
+                # The environment server died or broke the protocol: the block was reported
+                # killed; end the run, grade the workspace as it stands, keep the reason.
+                end_reason, detail = "environment_error", str(err)
+                break
             exec_seconds += time.monotonic() - t0 - (controller.review_seconds - reviewed0)
             receipts = _receipts_by_block(named, results, controller.replacement_code)
             fenced_parts: list[str] = []
@@ -535,12 +546,10 @@ def _run_with_server(
                 sink.write(BudgetEvent(budget=reason.split(":", 1)[1], limit=limit, value=value))
                 end_reason = reason
                 break
-        isolation = session.isolation
     verdict = env.verify(task, workspace, answer_key)
     sink.write(FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=end_reason))
-    sink.write(RunEndEvent(end_reason=end_reason))
+    sink.write(RunEndEvent(end_reason=end_reason, detail=detail))
     writer.close()
     summary = summarize(read_events(out_dir))
     write_summary(out_dir, summary)
-    _ = isolation
     return RunResult(summary=summary, verdict=verdict, run_dir=out_dir, end_reason=end_reason)

@@ -310,7 +310,7 @@ class LocalModel:
                 raise ProviderError(
                     f"prompt of {len(tokens)} tokens does not fit the local model's context of "
                     f"{self._n_ctx} tokens",
-                    kind="bad_request",
+                    kind="context_length",
                 )
             max_new = min(request.max_tokens, room)
             stats, out, finish = self._generate(ctx, request, tokens, max_new, grammar)

@@ -130,8 +130,8 @@ class ProviderError(RuntimeError):
 
     Attributes:
         status: the HTTP status, if any.
-        kind: ``rate_limit``, ``server``, ``timeout``, ``connection``, ``bad_request`` or
-            ``other``.
+        kind: ``rate_limit``, ``server``, ``timeout``, ``connection``, ``bad_request``,
+            ``context_length`` (the prompt does not fit the model's context) or ``other``.
     """
 
     def __init__(self, message: str, *, status: int | None = None, kind: str = "other") -> None:
