@@ -141,6 +141,8 @@ def bwrap_arguments(bwrap: str, tmp_mb: int = 256) -> list[str]:
             args += ["--symlink", os.readlink(p), d]
         elif p.is_dir():
             args += ["--ro-bind", d, d]
+    # The private /tmp first: the binds below may lie under /tmp and must stay visible.
+    args += ["--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     prefix = Path(os.path.realpath(sys.base_prefix))
     if not prefix.is_relative_to("/usr"):
         args += ["--ro-bind", str(prefix), str(prefix)]
@@ -150,10 +152,6 @@ def bwrap_arguments(bwrap: str, tmp_mb: int = 256) -> list[str]:
     args += [
         "--dev",
         "/dev",
-        "--size",
-        str(tmp_mb * 1024 * 1024),
-        "--tmpfs",
-        "/tmp",
         "--chdir",
         "/tmp",
         "--hostname",

@@ -155,14 +155,15 @@ def _bwrap_arguments(node: str, script: Path, root: Path) -> list[str]:
             args += ["--symlink", os.readlink(p), d]
         elif p.is_dir():
             args += ["--ro-bind", d, d]
+    # No /proc and no /sys: a root process could write kernel settings through them. The
+    # private /tmp comes before the binds below, which may lie under /tmp (a checkout there).
+    args += ["--dev", "/dev", "--tmpfs", "/tmp"]
     extra = {Path(os.path.realpath(node)).parent.parent, script.parents[3]}
     for path in sorted(extra):
         if not any(path.is_relative_to(d) for d in ("/usr", *_SYSTEM_DIRS)):
             args += ["--ro-bind", str(path), str(path)]
     if Path(node).parent != Path(os.path.realpath(node)).parent:
         args += ["--ro-bind", str(Path(node).parent), str(Path(node).parent)]
-    # No /proc and no /sys: a root process could write kernel settings through them.
-    args += ["--dev", "/dev", "--tmpfs", "/tmp"]
     args += ["--bind", str(root), AGENT_ROOT, "--chdir", AGENT_ROOT, "--"]
     return args
 
