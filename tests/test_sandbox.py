@@ -1231,15 +1231,19 @@ def test_process_view_is_the_sandboxs_own(sb: Sandbox) -> None:
 def test_controller_thread_state_untouched(sb: Sandbox) -> None:
     """After the whole corpus-style abuse in one session, the controller's own process is
     unchanged: no stray threads or children left behind by a killed worker."""
+    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+    def child_pids() -> set[str]:
+        return set(children.read_text().split()) if children.exists() else set()
+
     threads_before = threading.active_count()
+    before = child_pids()  # other tests' long-lived fixtures may own children
     sb.attempt("import os\nos._exit(1)", {"killed"})
     sb.attempt("while True:\n    pass\n", {"timeout"})
     sb.next_block_works(fresh=True)
     sb.session.close()
     assert threading.active_count() <= threads_before
-    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
-    if children.exists():
-        assert children.read_text().split() == []
+    assert child_pids() - before == set()
 
 
 def test_sigterm_to_the_worker_group_does_not_reach_the_controller(sb: Sandbox) -> None:
