@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from controlscope.agent import RunConfig, RunResult, run_task
+from controlscope.agent import LOCAL_FILE_HINT, RunConfig, RunResult, run_task
 from controlscope.envs.base import TaskBudgets
 from controlscope.envs.catalog import get_environment
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
@@ -357,3 +357,11 @@ def test_a_crashed_server_ends_the_run_with_a_readable_log(tmp_path: Path) -> No
     assert summary.complete and summary.primitive_calls == 2
     ends = [e for e in read_events(result.run_dir) if isinstance(e, RunEndEvent)]
     assert ends and "closed" in ends[0].detail
+
+
+def test_a_block_that_looks_for_files_locally_gets_a_hint(tmp_path: Path) -> None:
+    local = 'print(open(ROOT + "/large_file.txt").read())'
+    result = run(tmp_path, [fenced(local), DONE], scope=Scope.KEEP)
+    planner_calls = [e for e in read_events(result.run_dir) if isinstance(e, ModelCallEvent)]
+    last = planner_calls[-1].request.messages[-1].content or ""
+    assert "FileNotFoundError" in last and LOCAL_FILE_HINT in last

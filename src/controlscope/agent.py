@@ -13,6 +13,7 @@ records everything (design.md, "Execution contract"; paper sections 3, 4 and A.1
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -299,6 +300,14 @@ class _Controller:
 
 
 REPLACEMENT_CODE_CHARS = 4000
+
+LOCAL_FILE_HINT = (
+    "Note: the task's files are not on the machine that runs your code; open(), os and pathlib "
+    "cannot see them. Read and write them with the tool functions (read_text_file, write_file...)."
+)
+"""Appended to the receipt of a block that failed looking for files locally."""
+
+_LOCAL_FILE_ERROR = re.compile(r"^(FileNotFoundError|PermissionError|IsADirectoryError)\b", re.M)
 """How much of a replacement's code its receipt shows the planner."""
 
 
@@ -323,6 +332,8 @@ def _receipts_by_block(
                 f"[a reviewer replaced the rest with block {result.block_id}:]\n{shown}{cut}"
             )
         out.setdefault(root, []).append(result.receipt())
+        if result.status == "error" and _LOCAL_FILE_ERROR.search(result.error or ""):
+            out[root].append(LOCAL_FILE_HINT)
     return {k: "\n".join(v) if v else f"[block {k}: not run]" for k, v in out.items()}
 
 
