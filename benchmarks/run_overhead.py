@@ -9,7 +9,7 @@ replays the recorded run (``replay:`` models answer instantly). For each prints 
 
 Target: framework overhead at most 5% of wall time in the live run.
 
-Usage: python benchmarks/run_overhead.py [--task ID] [--model local] [--max-turns N]
+Usage: python benchmarks/run_overhead.py [--task ID] [--students N] [--model local] [--max-turns N]
 """
 
 from __future__ import annotations
@@ -63,14 +63,17 @@ def measure(result: RunResult, wall_s: float, model_s: float) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--task", default="file_context/file_splitting")
+    parser.add_argument("--task", default="student_database/english_talent")
+    parser.add_argument("--students", type=int, default=25)
+    parser.add_argument("--draw", type=int, default=1, help="reviewer draw index")
     parser.add_argument("--model", default="local")
     parser.add_argument("--max-turns", type=int, default=4)
     parser.add_argument("--max-calls", type=int, default=30)
     args = parser.parse_args()
 
     env = get_environment("filesystem")
-    task = env.task(args.task)
+    params = {"students": args.students} if args.task.startswith("student_database/") else {}
+    task = env.task(args.task, **params)
     budgets = task.budgets.model_copy(
         update={"planning_turns": args.max_turns, "primitive_calls": args.max_calls}
     )
@@ -81,6 +84,7 @@ def main() -> None:
         planner_format=models.planner_format,
         review_mode=models.review_mode,
         max_tokens=models.max_tokens,
+        draw=args.draw,
         budgets=budgets,
     )
     with tempfile.TemporaryDirectory() as tmp:
