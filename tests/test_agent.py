@@ -365,3 +365,33 @@ def test_a_block_that_looks_for_files_locally_gets_a_hint(tmp_path: Path) -> Non
     planner_calls = [e for e in read_events(result.run_dir) if isinstance(e, ModelCallEvent)]
     last = planner_calls[-1].request.messages[-1].content or ""
     assert "FileNotFoundError" in last and LOCAL_FILE_HINT in last
+
+
+@pytest.mark.parametrize(
+    ("schedule", "reviewed_calls"),
+    [
+        ("continuous", [0, 0, 1, 2, 3, 4, 5, 6]),
+        ("protect:3", [0, 3, 4, 5, 6]),
+        ("retain_first", [0]),
+    ],
+)
+def test_schedules_after_a_replacement(
+    tmp_path: Path, schedule: str, reviewed_calls: list[int]
+) -> None:
+    """The first review replaces a hopeless block with a solution; the schedule decides which of
+    the replacement's boundaries are reviewed again (paper B.2 protection, C.2 retain-first)."""
+    hopeless = "root = ROOT\nlist_directory(path=root)\nlist_directory(path=root)"
+
+    def replace(request: ModelRequest) -> ModelResponse:
+        return decision("replace_workflow", code=_code(SOLVE)(request))
+
+    result = run(
+        tmp_path,
+        [fenced(hopeless), DONE],
+        [replace] + [KEEP] * 8,
+        scope=Scope.FULL,
+        schedule=schedule,
+    )
+    assert result.verdict.success
+    assert [e.call_index for e in realized(result)] == reviewed_calls
+    assert result.summary.replacements == 1
