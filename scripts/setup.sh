@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a development checkout from nothing: bubblewrap, the Python venv with controlscope
 # installed editable (with the embedded local model runtime), the pinned MCP filesystem server,
-# and the embedded model's weights. Idempotent: a second run only checks.
+# and the embedded model's weights. Idempotent: a second run reinstalls quickly from caches and
+# re-checks the weights.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -119,3 +119,14 @@ def test_live_run_with_the_local_model_completes_and_writes_its_log(tmp_path: Pa
     assert summary.tokens["planner"].logical.output_tokens > 0
     assert summary.models["planner"].startswith("local:")
     assert f"log: {run_dir}" in out.stdout.replace("\n", "")
+
+
+def test_bad_schedule_and_a_used_run_directory_are_clear_errors(tmp_path: Path) -> None:
+    out = controlscope(
+        "run", "--task", "file_context/uppercase", "--schedule", "bogus", "--out", str(tmp_path)
+    )
+    assert out.returncode == 2 and "unknown schedule" in out.stderr
+    assert "Traceback" not in out.stderr
+    (tmp_path / "events.jsonl").write_text("")
+    out = controlscope("run", "--task", "file_context/uppercase", "--out", str(tmp_path))
+    assert out.returncode == 2 and "already holds a recorded run" in out.stderr

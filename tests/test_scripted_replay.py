@@ -212,3 +212,13 @@ def test_replay_from_run_dir_bad_input(tmp_path: Path) -> None:
     log.write_text(_event("planner", conversation("s"), None) + "\n")
     with pytest.raises(ValueError, match="neither a response nor an error"):
         ReplayModel.from_run_dir(tmp_path, "planner")
+
+
+def test_mismatch_in_a_long_text_shows_where_it_changes() -> None:
+    from controlscope.models.replay import ReplayMismatch
+
+    head = "You review a Python program. " * 20
+    err = ReplayMismatch(0, "messages[0].content", head + "Scope: full.", head + "Scope: arg.")
+    text = str(err)
+    assert f"(from character {len(head) + 7})" in text
+    assert "full" in text and "arg" in text

@@ -21,7 +21,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(prog="controlscope", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="controlscope",
+        description="Run code-writing agents under workflow-revision scopes and record them.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in _COMMANDS.items():
         module = importlib.import_module(module_name)

@@ -31,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a task generator parameter (repeatable)",
     )
-    parser.add_argument("--scope", choices=SCOPES, default="full", help="granted scope")
+    parser.add_argument(
+        "--scope", choices=SCOPES, default="full", help="granted scope (default: full)"
+    )
     parser.add_argument(
         "--schedule",
         default="continuous",
@@ -90,13 +92,20 @@ def main(args: argparse.Namespace) -> int:
     from controlscope.agent import RunConfig, run_task
     from controlscope.envs.base import TaskError
     from controlscope.envs.catalog import get_environment
+    from controlscope.models.replay import ReplayMismatch
     from controlscope.models.types import ProviderError
     from controlscope.progress import LiveProgress
     from controlscope.run_setup import build_models, recorded_config
+    from controlscope.schedule import parse_schedule
     from controlscope.scope import Scope
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     try:
+        parse_schedule(args.schedule)
+        if (args.out / "events.jsonl").exists():
+            raise ValueError(
+                f"{args.out} already holds a recorded run; choose a new --out directory"
+            )
         env = get_environment(args.env)
         task = env.task(args.task, **_params(args))
         budgets = task.budgets.model_copy(
@@ -162,12 +171,19 @@ def main(args: argparse.Namespace) -> int:
     except TaskError as err:
         console.print(f"[red]controlscope run: {err}[/red]")
         return 2
+    except ReplayMismatch as err:
+        console.print(f"[red]controlscope run: the replay diverged from the recording: {err}[/red]")
+        console.print(
+            "A replay must repeat the recorded run's options (task, --students, --seed, --scope, "
+            "--schedule, --view, --replace-boundary)."
+        )
+        return 1
     finally:
         if progress is not None:
             progress.stop()
     s = result.summary
     verdict = "PASS" if result.verdict.success else "FAIL"
-    out = Console()
+    out = Console(soft_wrap=True)
     out.print(
         f"{task.id} seed={args.seed} scope={args.scope} schedule={args.schedule}: "
         f"[bold]{verdict}[/bold] ({result.end_reason}; {s.primitive_calls} calls, "

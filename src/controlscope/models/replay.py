@@ -86,8 +86,18 @@ class ReplayMismatch(AssertionError):
     """
 
     def __init__(self, index: int, path: str, recorded: Any, received: Any) -> None:
+        where = ""
+        if isinstance(recorded, str) and isinstance(received, str):
+            # Long texts (prompts) often share a long head: show both around the first change.
+            at = next(
+                (i for i, (a, b) in enumerate(zip(recorded, received, strict=False)) if a != b),
+                min(len(recorded), len(received)),
+            )
+            if at > 40:
+                where = f" (from character {at})"
+                recorded, received = recorded[at - 20 :], received[at - 20 :]
         super().__init__(
-            f"request {index} differs from the recording at {path}: recorded "
+            f"request {index} differs from the recording at {path}{where}: recorded "
             f"{_short(recorded)}, received {_short(received)}"
         )
         self.index = index
