@@ -400,7 +400,6 @@ def run_task(
                     reviewer_model=reviewer_model,
                     config=config,
                     budgets=budgets,
-                    writer=writer,
                     sink=sink,
                     server=server,
                     workspace=workspace,
@@ -426,7 +425,6 @@ def _run_with_server(
     reviewer_model: ChatModel | None,
     config: RunConfig,
     budgets: TaskBudgets,
-    writer: TrajectoryWriter,
     sink: _EventSink,
     server: ToolServer,
     workspace: Path,
@@ -560,7 +558,6 @@ def _run_with_server(
     verdict = env.verify(task, workspace, answer_key)
     sink.write(FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=end_reason))
     sink.write(RunEndEvent(end_reason=end_reason, detail=detail))
-    writer.close()
     summary = summarize(read_events(out_dir))
     write_summary(out_dir, summary)
     return RunResult(summary=summary, verdict=verdict, run_dir=out_dir, end_reason=end_reason)

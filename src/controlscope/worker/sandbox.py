@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -118,6 +119,20 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
+def system_binds(dirs: Sequence[str]) -> list[str]:
+    """bwrap arguments that show each of ``dirs`` read-only as on the host: a symlink stays a
+    symlink (``/bin -> usr/bin`` on merged-/usr systems), a directory is bound, a missing one is
+    skipped."""
+    args: list[str] = []
+    for d in dirs:
+        p = Path(d)
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), d]
+        elif p.is_dir():
+            args += ["--ro-bind", d, d]
+    return args
+
+
 def bwrap_arguments(bwrap: str, tmp_mb: int = 256) -> list[str]:
     """bwrap's arguments before the command: namespaces, binds, tmpfs, capabilities.
 
@@ -135,12 +150,7 @@ def bwrap_arguments(bwrap: str, tmp_mb: int = 256) -> list[str]:
         "/usr",
         "/usr",
     ]
-    for d in _SYSTEM_DIRS:
-        p = Path(d)
-        if p.is_symlink():
-            args += ["--symlink", os.readlink(p), d]
-        elif p.is_dir():
-            args += ["--ro-bind", d, d]
+    args += system_binds(_SYSTEM_DIRS)
     # The private /tmp first: the binds below may lie under /tmp and must stay visible.
     args += ["--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     prefix = Path(os.path.realpath(sys.base_prefix))

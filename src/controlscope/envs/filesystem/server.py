@@ -12,12 +12,12 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 
 from controlscope.envs.base import TaskError
 from controlscope.mcp_client import McpToolServer
+from controlscope.worker.sandbox import bwrap_path, system_binds
 
 __all__ = [
     "AGENT_ROOT",
@@ -112,7 +112,7 @@ def start_filesystem_server(
     if not root.is_dir():
         raise TaskError(f"workspace {root} is not a directory")
     if confine and _bwrap_works(node, script):
-        bwrap = shutil.which("bwrap")
+        bwrap = bwrap_path()
         assert bwrap is not None
         server = McpToolServer.stdio(
             bwrap,
@@ -148,13 +148,7 @@ def _bwrap_arguments(node: str, script: Path, root: Path) -> list[str]:
     """bwrap's arguments for the server: read-only system paths, Node.js and the pinned package,
     the workspace bound read-write at :data:`AGENT_ROOT`, no network, a private ``/tmp``."""
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    args += ["--ro-bind", "/usr", "/usr"]
-    for d in _SYSTEM_DIRS:
-        p = Path(d)
-        if p.is_symlink():
-            args += ["--symlink", os.readlink(p), d]
-        elif p.is_dir():
-            args += ["--ro-bind", d, d]
+    args += ["--ro-bind", "/usr", "/usr", *system_binds(_SYSTEM_DIRS)]
     # No /proc and no /sys: a root process could write kernel settings through them. The
     # private /tmp comes before the binds below, which may lie under /tmp (a checkout there).
     args += ["--dev", "/dev", "--tmpfs", "/tmp"]
@@ -171,9 +165,7 @@ def _bwrap_arguments(node: str, script: Path, root: Path) -> list[str]:
 @cache
 def _bwrap_works(node: str, script: Path) -> bool:
     """Whether Node.js runs under the server's bwrap arguments here (checked once)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    bwrap = shutil.which("bwrap")
+    bwrap = bwrap_path()
     if bwrap is None:
         return False
     probe = Path(os.path.realpath("/tmp"))
