@@ -9,19 +9,21 @@ Prints a few human-readable lines, then as its LAST line one JSON object:
   the real npm filesystem server through the worker vs straight through the SDK client;
 - ``mcp_ratio``: their quotient (target <= 1.3);
 - ``mcp_direct_spaced_median_ms`` / ``mcp_ratio_vs_spaced``: direct calls separated by an idle
-  pause as long as one keep round trip. On a loaded machine a call after an idle gap is itself
-  slower (the server's and the client loop's threads fall asleep), so this baseline separates
-  the worker's own cost from that effect. On 2 loaded shared cores the via-worker path still
-  pays more than one keep round trip; timing the worker's own segments separately (controller
-  to worker wake-up, worker compute, worker to controller wake-up: about 0.05, 0.02 and 0.09 ms)
-  puts the rest outside the worker, in slower MCP round trips when another process runs between
-  calls;
+  pause as long as one keep round trip. On a virtual machine a call after an idle gap is itself
+  slower (an idle virtual CPU halts, and waking the server's and the client loop's threads on
+  it costs tens of microseconds), so this baseline separates the worker's own cost from that
+  effect. Both sides of the worker channel poll briefly before sleeping
+  (``WorkerSession(spin_s=..., worker_spin_s=...)``), which takes most wake-ups out of a keep
+  round trip; timing the segments of a via-worker call separately puts the worker's own share
+  at about 0.17 ms (waking the worker after the tool answers, the worker's bookkeeping, the
+  boundary message) and the rest in the MCP round trip being slower after the pause;
 - ``worker_start_s``: median time for ``WorkerSession.start()`` (target <= 0.3 s);
 - ``replace_roundtrip_ms``: median time from the handler returning ``replace_workflow`` until
   the replacement block starts (target <= 10 ms);
 - ``isolation``: the isolation in force.
 
-Usage: ``python benchmarks/boundary_overhead.py [--calls N]``.
+Usage: ``python benchmarks/boundary_overhead.py [--calls N] [--spin-us U] [--worker-spin-us W]``
+(``--spin-us 0 --worker-spin-us 0``: the channel always sleeps, for comparison).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from controlscope.envs.filesystem.server import start_filesystem_server
 from controlscope.scope import Keep, ReplaceWorkflow
 from controlscope.tools import ToolResult, ToolSchema
 from controlscope.worker import WorkerSession
+from controlscope.worker.session import CONTROLLER_SPIN_S, WORKER_SPIN_S
 from controlscope.worker.types import BlockResult, Boundary, Decision, Limits, PrimitiveCall
 
 BIG = Limits(primitive_calls=10**9)
@@ -90,13 +93,26 @@ def gaps_ms(stamps: list[float]) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop")
+    parser.add_argument(
+        "--spin-us",
+        type=float,
+        default=CONTROLLER_SPIN_S * 1e6,
+        help="microseconds the controller polls the channel before sleeping",
+    )
+    parser.add_argument(
+        "--worker-spin-us",
+        type=float,
+        default=WORKER_SPIN_S * 1e6,
+        help="microseconds the worker polls the channel before sleeping",
+    )
     args = parser.parse_args()
     n = args.calls
+    spin = {"spin_s": args.spin_us / 1e6, "worker_spin_s": args.worker_spin_us / 1e6}
 
     noop = NoopServer()
     starts = []
     for _ in range(7):
-        s = WorkerSession(noop)
+        s = WorkerSession(noop, **spin)
         t0 = time.perf_counter()
         s.start()
         starts.append(time.perf_counter() - t0)
@@ -110,7 +126,7 @@ def main() -> None:
         noop.call("noop", {})
         inproc.append((time.perf_counter() - t0) * 1000)
 
-    with WorkerSession(noop, BIG) as session:
+    with WorkerSession(noop, BIG, **spin) as session:
         isolation = session.isolation
         timer = Timer()
         session.run_reply([("warm", "for _ in range(200):\n    noop()\n")], timer)
@@ -151,7 +167,7 @@ def main() -> None:
             via: list[float] = []
             pause = keep_ms / 1000
             code = f"for _ in range({batch + 1}):\n    read_text_file('a.txt')\n"
-            with WorkerSession(server, BIG) as session:
+            with WorkerSession(server, BIG, **spin) as session:
                 session.run_reply([("warm", code)], Timer())
                 # Small interleaved batches: the shared machine's load drifts, and this way the
                 # drift hits both measurements alike.
@@ -191,6 +207,7 @@ def main() -> None:
                 "worker_start_s": round(worker_start_s, 4),
                 "replace_roundtrip_ms": round(replace_roundtrip_ms, 3),
                 "isolation": isolation,
+                "spin_us": [args.spin_us, args.worker_spin_us],
             }
         )
     )

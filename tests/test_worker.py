@@ -244,6 +244,35 @@ def test_keep_runs_to_the_end_with_boundaries(session: WorkerSession, server: Fa
     assert [r.block_id for r in rec.ends] == ["b1"]
 
 
+@pytest.mark.parametrize(
+    ("spin_s", "worker_spin_s"), [(0.0, 0.0), (0.3, 0.0), (0.0, 0.3), (1e-4, 1e-4)]
+)
+def test_spin_settings_do_not_change_what_runs(
+    server: FakeServer, spin_s: float, worker_spin_s: float
+) -> None:
+    """Answers slower than the spin (a 20 ms review) and faster ones reach the right call."""
+
+    def slow_review(b: Boundary) -> Decision:
+        if b.block_call_index % 2:
+            time.sleep(0.02)
+        return Keep()
+
+    rec = Recorder(slow_review)
+    with WorkerSession(server, spin_s=spin_s, worker_spin_s=worker_spin_s) as s:
+        code = "got = [read_text_file(f'f{i}.txt') for i in range(6)]\nprint(got)\n"
+        result = run1(s, code, rec)
+        assert result.status == "completed", result.error
+        assert result.output.strip() == str([f"content {i}" for i in range(6)])
+        later = run1(s, "print(len(got))\n")  # the worker waits for the next block, then runs it
+        assert later.output == "6\n"
+    assert [c.result.text for c in rec.calls] == [f"content {i}" for i in range(6)]
+
+
+def test_negative_spin_is_refused(server: FakeServer) -> None:
+    with pytest.raises(ValueError, match="spin"):
+        WorkerSession(server, spin_s=-1.0)
+
+
 def test_output_so_far_is_in_the_boundary(session: WorkerSession) -> None:
     rec = Recorder()
     run1(session, "print('before')\nnoop()\nprint('after')\nnoop()\n", rec)

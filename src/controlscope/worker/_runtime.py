@@ -31,10 +31,12 @@ import builtins
 import json
 import linecache
 import os
+import select
 import signal
 import struct
 import sys
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -114,6 +116,8 @@ class Runtime:
 
     def __init__(self, rfd: int, wfd: int) -> None:
         self.rfd, self.wfd = rfd, wfd
+        os.set_blocking(rfd, False)
+        self.spin_s = 0.0
         self.buf = bytearray()
         self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
         self.proxy_code: Any = None
@@ -166,15 +170,30 @@ class Runtime:
                     if type(msg) is not dict:
                         raise ValueError("bad message")
                     return msg
-            chunk = os.read(self.rfd, 1 << 20)
+            buf += self._read()
+
+    def _read(self) -> bytes:
+        """The next bytes from the controller: polled for ``spin_s`` seconds (yielding the CPU
+        between tries), then waited for. Exits quietly when the controller is gone."""
+        spin_until = time.perf_counter() + self.spin_s
+        while True:
+            try:
+                chunk = os.read(self.rfd, 1 << 20)
+            except BlockingIOError:
+                if time.perf_counter() < spin_until:
+                    os.sched_yield()
+                else:
+                    select.select([self.rfd], [], [])
+                continue
             if not chunk:
                 os._exit(0)  # the controller went away
-            buf += chunk
+            return chunk
 
     # -- setup -----------------------------------------------------------------------------
     def init(self, msg: dict[str, Any]) -> None:
         """Set up from the ``init`` message: proxies, limits, capabilities, seccomp; ``ready``."""
         self.capture = _Capture(int(msg["output_chars"]))
+        self.spin_s = float(msg.get("spin_s", 0.0))
         self.tool_params = {k: list(v) for k, v in msg["params"].items()}
         self.proxy_code = compile(msg["proxies"], PROXY_FILENAME, "exec")
         self.proxy_names = list(msg["names"])
