@@ -7,6 +7,7 @@ The scripted planner reads the workspace root from the task message, as a model 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from controlscope.agent import LOCAL_FILE_HINT, RunConfig, RunResult, run_task
 from controlscope.envs.base import TaskBudgets
 from controlscope.envs.catalog import get_environment
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
-from controlscope.models.replay import ReplayModel
+from controlscope.models.replay import ReplayMismatch, ReplayModel
 from controlscope.models.scripted import ScriptedModel
 from controlscope.models.types import ModelRequest, ModelResponse, ProviderError, ToolCall
 from controlscope.record.events import (
@@ -311,6 +312,36 @@ def test_replaying_a_recorded_run_gives_the_same_run(tmp_path: Path) -> None:
     assert again.verdict.success == first.verdict.success
     assert again.summary.primitive_calls == first.summary.primitive_calls
     assert [e.operation for e in realized(again)] == [e.operation for e in realized(first)]
+
+
+def test_replay_masks_clock_readings_but_not_other_differences(tmp_path: Path) -> None:
+    """A run that printed ``get_file_info`` replays in a fresh workspace a second later: the
+    file times differ, the environment's normaliser masks them, anything else still counts."""
+    info = 'print(get_file_info(path=ROOT + "/large_file.txt"))\n' + SOLVE
+    first = run(tmp_path, [fenced(info), DONE], [KEEP] * 8, scope=Scope.FULL)
+    assert first.verdict.success
+    ends = [e for e in read_events(first.run_dir) if isinstance(e, BlockEndEvent)]
+    printed = ends[0].result.output
+    assert "created: " in printed and "<clock>" not in printed  # the log keeps real readings
+    env = get_environment("filesystem")
+    time.sleep(1.1)  # the clock readings (whole seconds) now differ
+
+    def replay(normalise: Callable[[str], str] | None, name: str) -> RunResult:
+        return run_task(
+            env,
+            env.task(TASK_ID),
+            seed=0,
+            planner=ReplayModel.from_run_dir(first.run_dir, "planner", normalise=normalise),
+            reviewer_model=ReplayModel.from_run_dir(first.run_dir, "reviewer", normalise=normalise),
+            config=RunConfig(scope=Scope.FULL, planner_format="fenced", review_mode="json"),
+            out_dir=tmp_path / name,
+            workspace_root=tmp_path / "ws",
+        )
+
+    again = replay(env.normalise_observation, "masked")
+    assert again.verdict.success and again.summary.primitive_calls == first.summary.primitive_calls
+    with pytest.raises(ReplayMismatch, match=r"request 1 differs .* GMT\+0000"):
+        replay(None, "unmasked")
 
 
 class _CrashingServer:

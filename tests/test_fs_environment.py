@@ -255,6 +255,29 @@ def test_start_server_confined_to_workspace(env: FilesystemEnvironment) -> None:
             assert server.call("read_text_file", {"path": "../../etc/hostname"}).is_error
 
 
+def test_normalise_observation_masks_the_servers_clock_readings(
+    env: FilesystemEnvironment,
+) -> None:
+    """Two workspaces with the same file but other times give the same masked file info."""
+    texts = []
+    for stamp in (1_000_000_000, 1_500_000_000):
+        with Workspace() as ws:
+            note = ws.path / "note.txt"
+            note.write_text("created: now\n")
+            os.utime(note, (stamp, stamp))
+            with env.start_server(ws.path) as server:
+                info = server.call("get_file_info", {"path": "note.txt"}).text
+                content = server.call("read_text_file", {"path": "note.txt"}).text
+        assert "modified: " in info and "accessed: " in info and "created: " in info
+        masked = env.normalise_observation(info)
+        assert masked.count("<clock>") == 3 and "GMT" not in masked
+        assert "size: 13" in masked  # the rest is kept
+        assert env.normalise_observation(content) == content  # only clock readings are masked
+        texts.append((info, masked))
+    assert texts[0][0] != texts[1][0]
+    assert texts[0][1] == texts[1][1]
+
+
 def test_missing_server_install_says_npm_ci(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

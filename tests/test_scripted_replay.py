@@ -123,6 +123,22 @@ def test_replay_answers_in_order_and_names_the_first_differing_field() -> None:
         model.complete(recorded_2)
 
 
+def test_replay_normalise_applies_to_both_sides_of_every_string() -> None:
+    def mask(text: str) -> str:
+        return text.replace("t=1", "t=?").replace("t=2", "t=?")
+
+    recorded = conversation("sys", "task at t=1")
+    model = ReplayModel([(recorded, ModelResponse(text="a"))] * 2, normalise=mask)
+    assert model.complete(conversation("sys", "task at t=2")).text == "a"
+    with pytest.raises(ReplayMismatch) as caught:  # what the mask leaves is still compared
+        model.complete(conversation("sys", "job at t=2"))
+    assert caught.value.path == "messages[1].content"
+    assert (caught.value.recorded, caught.value.received) == ("task at t=?", "job at t=?")
+    strict = ReplayModel([(recorded, ModelResponse(text="a"))])
+    with pytest.raises(ReplayMismatch):
+        strict.complete(conversation("sys", "task at t=2"))
+
+
 def test_replay_mismatch_in_settings_and_tools() -> None:
     recorded = conversation("s", tools=(ToolSpec(name="read"),), temperature=0.7)
     model = ReplayModel([(recorded, ModelResponse(text="x"))])

@@ -125,6 +125,7 @@ def main(args: argparse.Namespace) -> int:
             base_url=args.base_url,
             cache_path=args.cache,
             need_reviewer=args.schedule != "never" and args.scope != "keep",
+            normalise=env.normalise_observation,
         )
         knobs: dict[str, Any] = {
             "planner_format": models.planner_format,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -46,6 +47,7 @@ def build_models(
     base_url: str | None = None,
     cache_path: Path | None = None,
     need_reviewer: bool = True,
+    normalise: Callable[[str], str] | None = None,
 ) -> RunModels:
     """Build the planner and the reviewer.
 
@@ -59,6 +61,8 @@ def build_models(
         base_url: endpoint for ``openai`` specs.
         cache_path: an SQLite exact-request cache file; None for no cache.
         need_reviewer: False when the condition never reviews (Keep or ``never``).
+        normalise: for ``replay`` specs, what masks run-dependent text before requests are
+            compared (the environment's ``normalise_observation``).
 
     Raises:
         ValueError, FileNotFoundError, WeightsError: from the model factory.
@@ -71,6 +75,7 @@ def build_models(
             spec,
             base_url=base_url if is_openai else None,
             role=role if spec.startswith("replay:") else None,
+            normalise=normalise,
         )
 
     planner_model = build(planner, "planner")

@@ -107,3 +107,13 @@ class Environment(Protocol):
     def verify(self, task: Task, workspace: Path, answer_key: AnswerKey) -> Verdict:
         """Check the workspace's terminal state; never raises on bad agent output."""
         ...
+
+    def normalise_observation(self, text: str) -> str:
+        """``text`` with the parts that differ between two identical runs masked.
+
+        Tool observations can carry readings of the machine's clock (a file's creation or
+        access time) that no seed controls; replays compare requests after passing every
+        string through this, so such readings do not count as a divergence. Return ``text``
+        unchanged when the environment's observations are deterministic.
+        """
+        ...

@@ -17,6 +17,7 @@ The local model class (and ``llama_cpp``) is imported only when a ``local`` spec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from controlscope.models.openai_client import OpenAIModel
@@ -56,6 +57,7 @@ def make_model(
     base_url: str | None = None,
     api_key: str | None = None,
     role: str | None = None,
+    normalise: Callable[[str], str] | None = None,
     **options: Any,
 ) -> ChatModel:
     """Return the model a spec names.
@@ -65,6 +67,8 @@ def make_model(
         base_url: endpoint for ``openai`` specs (default: ``OPENAI_BASE_URL``).
         api_key: key for ``openai`` specs (default: ``OPENAI_API_KEY``).
         role: which role's calls a ``replay`` spec answers (``planner`` or ``reviewer``).
+        normalise: for ``replay`` specs, applied to every string of the recorded and received
+            requests before comparing them (see :class:`ReplayModel`); ignored otherwise.
         **options: constructor options: :data:`LOCAL_OPTIONS` for local models,
             :data:`OPENAI_OPTIONS` for ``openai`` ones. Options set to ``None`` are ignored.
 
@@ -100,5 +104,5 @@ def make_model(
             return ScriptedModel.from_file(rest)
         if role is None:
             raise ValueError(f"replay spec {spec!r} needs a role: make_model(spec, role='planner')")
-        return ReplayModel.from_run_dir(rest, role)
+        return ReplayModel.from_run_dir(rest, role, normalise=normalise)
     raise ValueError(f"unknown model spec {spec!r}; expected one of: {_SPEC_HELP}")

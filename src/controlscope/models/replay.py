@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,11 @@ class ReplayModel:
             its request is replayed, as the recorded call failed.
         model_id: the id reported.
         ignore: top-level request fields left out of the comparison (e.g. ``{"draw"}``).
+        normalise: applied to every string of both the recorded and the received request
+            before they are compared (e.g. an environment's
+            :meth:`~controlscope.envs.base.Environment.normalise_observation`, which masks clock
+            readings that differ between two identical runs); the mismatch quotes the
+            normalised values. None compares the strings as they are.
 
     Attributes:
         position: how many requests have been answered.
@@ -143,6 +148,7 @@ class ReplayModel:
         *,
         model_id: str = "replay",
         ignore: Collection[str] = (),
+        normalise: Callable[[str], str] | None = None,
     ) -> None:
         unknown = set(ignore) - set(ModelRequest.model_fields)
         if unknown:
@@ -150,6 +156,7 @@ class ReplayModel:
         self._pairs = tuple(pairs)
         self._model_id = model_id
         self._ignore = frozenset(ignore)
+        self._normalise = normalise
         self.position = 0
         self._lock = threading.Lock()
 
@@ -176,10 +183,11 @@ class ReplayModel:
                 raise ReplayExhausted(index, len(self._pairs))
             recorded, outcome = self._pairs[index]
             exclude = set(self._ignore)
-            found = first_difference(
-                recorded.model_dump(mode="json", exclude=exclude),
-                request.model_dump(mode="json", exclude=exclude),
-            )
+            want = recorded.model_dump(mode="json", exclude=exclude)
+            got = request.model_dump(mode="json", exclude=exclude)
+            if self._normalise is not None:
+                want, got = _map_strings(want, self._normalise), _map_strings(got, self._normalise)
+            found = first_difference(want, got)
             if found is not None:
                 raise ReplayMismatch(index, *found)
             self.position += 1
@@ -189,7 +197,12 @@ class ReplayModel:
 
     @classmethod
     def from_run_dir(
-        cls, run_dir: str | Path, role: str, *, ignore: Collection[str] = ()
+        cls,
+        run_dir: str | Path,
+        role: str,
+        *,
+        ignore: Collection[str] = (),
+        normalise: Callable[[str], str] | None = None,
     ) -> ReplayModel:
         """Load the model calls of one role from ``RUN_DIR/events.jsonl``.
 
@@ -203,7 +216,7 @@ class ReplayModel:
         Args:
             run_dir: the run directory.
             role: ``planner`` or ``reviewer`` (any role string the log uses).
-            ignore: passed to the constructor.
+            ignore, normalise: passed to the constructor.
 
         Raises:
             FileNotFoundError: when the run directory has no ``events.jsonl``.
@@ -229,7 +242,18 @@ class ReplayModel:
             if event.get("role") != role:
                 continue
             pairs.append(_pair_from_event(event, f"{path}:{number}"))
-        return cls(pairs, model_id=f"replay:{role}", ignore=ignore)
+        return cls(pairs, model_id=f"replay:{role}", ignore=ignore, normalise=normalise)
+
+
+def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """``value`` (JSON data) with ``fn`` applied to every string in it (keys excepted)."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    return value
 
 
 def _pair_from_event(

@@ -19,7 +19,7 @@ from typing import Any
 
 from controlscope.envs.base import AnswerKey, Check, Task, TaskError, Verdict
 from controlscope.envs.filesystem.registry import REGISTRY, FsTaskSpec
-from controlscope.envs.filesystem.server import start_filesystem_server
+from controlscope.envs.filesystem.server import normalise_observation, start_filesystem_server
 from controlscope.envs.filesystem.tasks import TASK_MODULES
 from controlscope.envs.filesystem.workspace import content_hash
 from controlscope.mcp_client import McpToolServer
@@ -215,6 +215,11 @@ class FilesystemEnvironment:
             ToolServerError: the server did not start.
         """
         return start_filesystem_server(Path(workspace))
+
+    def normalise_observation(self, text: str) -> str:
+        """``text`` with the file times of ``get_file_info`` masked (see
+        :func:`~controlscope.envs.filesystem.server.normalise_observation`)."""
+        return normalise_observation(text)
 
     def verify(self, task: Task, workspace: Path, answer_key: AnswerKey) -> Verdict:
         """Check the terminal state; never raises.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 from functools import cache
@@ -21,9 +22,11 @@ from controlscope.worker.sandbox import bwrap_path, system_binds
 
 __all__ = [
     "AGENT_ROOT",
+    "CLOCK_MASK",
     "NODE_MODULES_ENV",
     "SERVER_SCRIPT",
     "find_server_script",
+    "normalise_observation",
     "start_filesystem_server",
 ]
 
@@ -72,6 +75,36 @@ def find_server_script() -> Path:
         f"{here.parent}); run `npm ci` in the controlscope repository root (it reads "
         f"package-lock.json), or set ${NODE_MODULES_ENV} to a node_modules directory that holds it"
     )
+
+
+#: A clock reading in ``get_file_info``'s answer: the field, then JavaScript's ``Date`` text
+#: (``Mon Nov 30 2026 12:30:53 GMT+0000 (Coordinated Universal Time)``).
+_CLOCK_FIELD = re.compile(
+    r"\b(created|modified|accessed): [A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{4} "
+    r"\d{2}:\d{2}:\d{2} GMT[+-]\d{4}(?: \([^()\n]*\))?"
+)
+CLOCK_MASK = "<clock>"
+
+
+def normalise_observation(text: str) -> str:
+    """Mask the file times that ``get_file_info`` reports, for comparing two runs.
+
+    A file's creation and access times are readings of the machine's clock, and so is the
+    modification time of a file the task did not date explicitly: none of them repeats in a
+    second run of the same task and seed. Each such reading, wherever it appears (the tool's
+    answer, printed output, a variable), becomes ``created: <clock>`` etc.; everything else is
+    kept. Time-sensitive tasks date their files explicitly, so their verifiers do not depend
+    on what is masked here.
+
+    Args:
+        text: any text of a model request.
+
+    Returns:
+        ``text`` with every clock reading replaced by :data:`CLOCK_MASK`.
+    """
+    if ": " not in text:
+        return text
+    return _CLOCK_FIELD.sub(lambda m: f"{m.group(1)}: {CLOCK_MASK}", text)
 
 
 def start_filesystem_server(
