@@ -259,6 +259,16 @@ def test_scope_accepts_names_and_integers() -> None:
         ReviewRequestEvent.model_validate({**base, "granted": "everything"})
 
 
+def test_every_scope_in_the_log_is_a_name() -> None:
+    """A verdict's validation writes its granted scope by name, like the other events; logs
+    written with the integer still read."""
+    validation = Validation(granted=Scope.PARAMS, proposal=Keep(), accepted=True, realized=Keep())
+    line = json.loads(VerdictEvent(call_index=0, validation=validation).model_dump_json())
+    assert line["validation"]["granted"] == "params"
+    line["validation"]["granted"] = 2
+    assert VerdictEvent.model_validate(line).validation.granted is Scope.PARAMS
+
+
 def test_refuses_to_overwrite_a_log(tmp_path: Path) -> None:
     _write_all(tmp_path, _run_events()[:2])
     before = (tmp_path / EVENTS_FILE).read_bytes()

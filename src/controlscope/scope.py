@@ -23,7 +23,7 @@ import jsonschema
 import jsonschema.protocols
 import jsonschema.validators
 import referencing.exceptions
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from controlscope.tools import ToolSchema
 
@@ -105,6 +105,26 @@ RejectionReason = Literal[
 ``malformed`` means the review held no parseable operation."""
 
 
+def _scope_from(value: Any) -> Any:
+    """Accept a scope as a :class:`Scope`, its integer value or its (case-insensitive) name."""
+    if isinstance(value, str) and not value.isdigit():
+        try:
+            return Scope[value.upper()]
+        except KeyError:
+            names = ", ".join(s.name.lower() for s in Scope)
+            raise ValueError(f"unknown scope {value!r} (expected one of {names})") from None
+    return value
+
+
+ScopeName = Annotated[
+    Scope,
+    BeforeValidator(_scope_from),
+    PlainSerializer(lambda s: Scope(s).name.lower(), return_type=str),
+]
+"""A :class:`Scope` in a record: written as its lower-case name (``"full"``), read back from a
+name or an integer."""
+
+
 class Validation(BaseModel):
     """The verdict on one proposal, for the log.
 
@@ -117,7 +137,7 @@ class Validation(BaseModel):
         realized: the operation actually executed (``Keep`` when rejected).
     """
 
-    granted: Scope
+    granted: ScopeName
     proposal: Operation | None
     accepted: bool
     reason: RejectionReason | None = None

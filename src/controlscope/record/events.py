@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from controlscope.envs.base import Task, TaskBudgets, Verdict
 from controlscope.models.types import ModelRequest, ModelResponse, ProviderError
-from controlscope.scope import Operation, Scope, Validation
+from controlscope.scope import Operation, Scope, ScopeName, Validation
 from controlscope.worker.types import BlockResult, Boundary, PrimitiveCall, ReplaceBoundary
 
 SCHEMA_VERSION = 1
@@ -31,25 +31,6 @@ FallbackKind = Literal["malformed", "out_of_scope", "invalid_arguments", "provid
 
 
 ModelRole = Literal["planner", "reviewer"]
-
-
-def _scope_from(value: Any) -> Any:
-    """Accept a scope as a :class:`Scope`, its integer value or its (case-insensitive) name."""
-    if isinstance(value, str) and not value.isdigit():
-        try:
-            return Scope[value.upper()]
-        except KeyError:
-            names = ", ".join(s.name.lower() for s in Scope)
-            raise ValueError(f"unknown scope {value!r} (expected one of {names})") from None
-    return value
-
-
-ScopeName = Annotated[
-    Scope,
-    BeforeValidator(_scope_from),
-    PlainSerializer(lambda s: Scope(s).name.lower(), return_type=str),
-]
-"""A :class:`Scope` written as its lower-case name in the log."""
 
 
 class _Event(BaseModel):

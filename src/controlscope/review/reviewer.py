@@ -32,7 +32,6 @@ from controlscope.record.events import (
     ProposalEvent,
     RealizedOperationEvent,
     ReviewRequestEvent,
-    ScopeName,
     VerdictEvent,
     model_call_event,
 )
@@ -44,7 +43,7 @@ from controlscope.review.operations import (
 )
 from controlscope.review.state import PublicState
 from controlscope.review.views import View, ViewLimits, render_view
-from controlscope.scope import Keep, Operation, Scope, Validation, validate_operation
+from controlscope.scope import Keep, Operation, Scope, ScopeName, Validation, validate_operation
 
 EventSink = Callable[[Event], object]
 """Where a review's events go as they happen (e.g. ``TrajectoryWriter.write``)."""
