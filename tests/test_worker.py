@@ -7,6 +7,8 @@ records the calls it receives.
 from __future__ import annotations
 
 import inspect
+import os
+import resource
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -266,6 +268,26 @@ def test_spin_settings_do_not_change_what_runs(
         later = run1(s, "print(len(got))\n")  # the worker waits for the next block, then runs it
         assert later.output == "6\n"
     assert [c.result.text for c in rec.calls] == [f"content {i}" for i in range(6)]
+
+
+def test_channel_fds_above_fd_setsize(server: FakeServer) -> None:
+    """A controller with many open files (a panel) hands the worker fds above 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the open-file limit ({hard}) is below 1200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    fillers = []
+    try:
+        while not fillers or fillers[-1] < 1100:
+            fillers.append(os.open(os.devnull, os.O_RDONLY))
+        with WorkerSession(server, worker_spin_s=0.0, spin_s=0.0) as s:
+            result = run1(s, "print(read_text_file('f1.txt'))\n")
+            assert result.status == "completed", result.error
+            assert result.output == "content 1\n"
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_negative_spin_is_refused(server: FakeServer) -> None:

@@ -117,6 +117,8 @@ class Runtime:
     def __init__(self, rfd: int, wfd: int) -> None:
         self.rfd, self.wfd = rfd, wfd
         os.set_blocking(rfd, False)
+        self._poll = select.poll()
+        self._poll.register(rfd, select.POLLIN)
         self.spin_s = 0.0
         self.buf = bytearray()
         self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
@@ -183,7 +185,7 @@ class Runtime:
                 if time.perf_counter() < spin_until:
                     os.sched_yield()
                 else:
-                    select.select([self.rfd], [], [])
+                    self._poll.poll()  # poll, not select: the fd may be above FD_SETSIZE
                 continue
             if not chunk:
                 os._exit(0)  # the controller went away
