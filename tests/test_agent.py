@@ -340,8 +340,14 @@ def test_replay_masks_clock_readings_but_not_other_differences(tmp_path: Path) -
 
     again = replay(env.normalise_observation, "masked")
     assert again.verdict.success and again.summary.primitive_calls == first.summary.primitive_calls
-    with pytest.raises(ReplayMismatch, match=r"request 1 differs .* GMT\+0000"):
+    with pytest.raises(ReplayMismatch, match=r"the reviewer's request 1 differs .* GMT\+0000"):
         replay(None, "unmasked")
+    # the diverged replay's log ends saying so, and its summary is written
+    summary = read_summary(tmp_path / "unmasked")
+    assert summary.end_reason == "replay_diverged" and summary.complete
+    assert summary.success is None
+    last = read_events(tmp_path / "unmasked")[-1]
+    assert isinstance(last, RunEndEvent) and "GMT" in last.detail
 
 
 class _CrashingServer:

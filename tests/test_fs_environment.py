@@ -364,5 +364,7 @@ def test_tasks_cli_table_and_unknown_env(capsys: pytest.CaptureFixture[str]) -> 
     assert main(_cli(["--env", "filesystem"])) == 0
     out = capsys.readouterr().out
     assert "file_property/time_classification" in out
+    header = next(line for line in out.splitlines() if "python_allowed" in line)
+    assert "template" not in header  # every filesystem task is its own template
     assert main(_cli(["--env", "alfworldx"])) == 2
     assert "unknown environment" in capsys.readouterr().err

@@ -130,3 +130,53 @@ def test_bad_schedule_and_a_used_run_directory_are_clear_errors(tmp_path: Path) 
     (tmp_path / "events.jsonl").write_text("")
     out = controlscope("run", "--task", "file_context/uppercase", "--out", str(tmp_path))
     assert out.returncode == 2 and "already holds a recorded run" in out.stderr
+
+
+def test_bad_model_files_and_a_stray_base_url_are_clear_errors(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(b"")
+    task = ("run", "--task", "file_context/uppercase", "--out", str(tmp_path / "r"))
+    for model, expected in [
+        (str(tmp_path / "nothere.gguf"), "neither a known model"),
+        ("local:7b", "neither a known model"),
+        (str(empty), "not a GGUF file"),
+    ]:
+        out = controlscope(*task, "--model", model)
+        assert out.returncode == 2, out.stderr
+        assert expected in out.stderr and "Traceback" not in out.stderr
+    out = controlscope(*task, "--model", "local:0.5b", "--base-url", "http://127.0.0.1:9/v1")
+    assert out.returncode == 2 and "--base-url applies only to openai" in out.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.skipif(not (FIXTURE / "events.jsonl").exists(), reason="no recorded main job")
+def test_a_replay_with_other_options_is_refused_before_it_runs(tmp_path: Path) -> None:
+    args = json.loads((FIXTURE / "command.json").read_text())["args"]
+    args[args.index("--students") + 1] = "26"
+    args[args.index("--seed") + 1] = "1"
+    out = controlscope("run", *args, "--model", f"replay:{FIXTURE}", "--out", str(tmp_path / "r"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--seed (recorded 0, given 1)" in out.stderr
+    assert "params (recorded {'students': 25}, given {'students': 26})" in out.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.skipif(not (FIXTURE / "events.jsonl").exists(), reason="no recorded main job")
+def test_a_diverging_replay_names_the_role_and_leaves_a_complete_log(tmp_path: Path) -> None:
+    """A recording whose planner prompt differs from what this code sends (as after a change
+    to the prompts): the replay stops at the first request, names it, and ends its log."""
+    recording = tmp_path / "recording"
+    recording.mkdir()
+    lines = (FIXTURE / "events.jsonl").read_text().splitlines()
+    first_call = next(i for i, line in enumerate(lines) if '"type":"model_call"' in line)
+    event = json.loads(lines[first_call])
+    event["request"]["messages"][0]["content"] += " (an older prompt)"
+    lines[first_call] = json.dumps(event)
+    (recording / "events.jsonl").write_text("\n".join(lines) + "\n")
+    args = json.loads((FIXTURE / "command.json").read_text())["args"]
+    out = controlscope("run", *args, "--model", f"replay:{recording}", "--out", str(tmp_path / "r"))
+    assert out.returncode == 1
+    assert "the planner's request 0 differs from the recording at messages[0].content" in out.stderr
+    assert "new --out directory" in out.stderr and "Traceback" not in out.stderr
+    summary = read_summary(tmp_path / "r")
+    assert summary.end_reason == "replay_diverged" and summary.success is None

@@ -1139,7 +1139,7 @@ def test_replaced_block_leaves_no_booby_trap(sb: Sandbox, trap: str) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="finding F12, a documented known limit (see the README, Isolation): agent code "
+    reason="a documented known limit (README, Isolation): agent code "
     "can patch the in-process runtime, which then forges a call when the replacement starts",
 )
 def test_replaced_block_cannot_take_over_the_runtime(sb: Sandbox) -> None:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def real_small_gguf() -> Path:
     """The verified 0.5B file in the user's cache (assembled here if absent)."""
     return ensure_weights("0.5b")
+
+
+@pytest.fixture(autouse=True)
+def _drop_big_files(tmp_path: Path) -> Iterator[None]:
+    """Delete each test's weight files afterwards: pytest keeps its last three temporary
+    trees, and several copies of a 400 MB model would stay in /tmp."""
+    yield
+    shutil.rmtree(tmp_path / "models", ignore_errors=True)
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

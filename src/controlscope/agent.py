@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from controlscope.envs.base import AnswerKey, Environment, Task, TaskBudgets, Verdict
+from controlscope.models.replay import ReplayMismatch
 from controlscope.models.types import (
     DEFAULT_MAX_TOKENS,
     ChatModel,
@@ -300,6 +301,10 @@ class _Controller:
 
 
 REPLACEMENT_CODE_CHARS = 4000
+"""How much of a replacement's code its receipt shows the planner."""
+
+REPLAY_DIVERGED = "replay_diverged"
+"""The end reason of a replay whose model received a request its recording does not hold."""
 
 LOCAL_FILE_HINT = (
     "Note: the task's files are not on the machine that runs your code; open(), os and pathlib "
@@ -308,7 +313,6 @@ LOCAL_FILE_HINT = (
 """Appended to the receipt of a block that failed looking for files locally."""
 
 _LOCAL_FILE_ERROR = re.compile(r"^(FileNotFoundError|PermissionError|IsADirectoryError)\b", re.M)
-"""How much of a replacement's code its receipt shows the planner."""
 
 
 def _receipts_by_block(
@@ -379,6 +383,9 @@ def run_task(
 
     Raises:
         TaskError: when the task's state cannot be set up (before any model is called).
+        ReplayMismatch: a replay model received a request that differs from its recording;
+            the log then ends with a ``run_end`` of reason :data:`REPLAY_DIVERGED` (no
+            verdict) and ``summary.json`` is written.
     """
     budgets = config.budgets or task.budgets
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -412,6 +419,11 @@ def run_task(
             if callable(state_hash):
                 result.tree_hash = str(state_hash(task, workspace))
             return result
+    except ReplayMismatch as err:
+        # A replay that left its recording is no run to grade; its log ends saying so.
+        sink.write(RunEndEvent(end_reason=REPLAY_DIVERGED, detail=str(err)))
+        write_summary(out_dir, summarize(read_events(out_dir)))
+        raise
     finally:
         writer.close()
 

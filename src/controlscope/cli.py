@@ -15,7 +15,10 @@ from collections.abc import Sequence
 _COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("controlscope.run_cli", "run one task under one scope and schedule, and record it"),
     "tasks": ("controlscope.envs.catalog", "list the tasks of an environment"),
-    "model": ("controlscope.models.weights", "manage the embedded local model (model pull)"),
+    "model": (
+        "controlscope.models.weights",
+        "fetch and list the embedded local model's weights (model pull, model list)",
+    ),
 }
 
 

@@ -94,14 +94,20 @@ def main(args: argparse.Namespace) -> int:
     from controlscope.envs.catalog import get_environment
     from controlscope.models.replay import ReplayMismatch
     from controlscope.models.types import ProviderError
+    from controlscope.models.weights import WeightsError
     from controlscope.progress import LiveProgress
-    from controlscope.run_setup import build_models, recorded_config
+    from controlscope.run_setup import build_models, check_replay_condition, recorded_config
     from controlscope.schedule import parse_schedule
     from controlscope.scope import Scope
 
     console = Console(stderr=True, soft_wrap=True)
     try:
         parse_schedule(args.schedule)
+        if args.base_url is not None and not any(
+            spec is not None and spec.startswith("openai")
+            for spec in (args.model, args.reviewer_model)
+        ):
+            raise ValueError("--base-url applies only to openai:NAME models")
         if (args.out / "events.jsonl").exists():
             raise ValueError(
                 f"{args.out} already holds a recorded run; choose a new --out directory"
@@ -135,7 +141,20 @@ def main(args: argparse.Namespace) -> int:
             "draw": 0,
         }
         if args.model.startswith("replay:"):
-            knobs.update(recorded_config(Path(args.model.partition(":")[2])))
+            replayed = Path(args.model.partition(":")[2])
+            check_replay_condition(
+                replayed,
+                {
+                    "--task": task.id,
+                    "params": dict(task.params),
+                    "--seed": args.seed,
+                    "--scope": args.scope,
+                    "--schedule": args.schedule,
+                    "--view": args.view,
+                    "--replace-boundary": args.replace_boundary,
+                },
+            )
+            knobs.update(recorded_config(replayed))
         given = {
             "planner_format": args.planner_format,
             "review_mode": args.review_mode,
@@ -152,7 +171,7 @@ def main(args: argparse.Namespace) -> int:
             budgets=budgets,
             **knobs,
         )
-    except (TaskError, ValueError, FileNotFoundError, ProviderError) as err:
+    except (TaskError, ValueError, FileNotFoundError, ProviderError, WeightsError) as err:
         console.print(f"[red]controlscope run: {err}[/red]")
         return 2
     progress = None if args.quiet else LiveProgress(console, task.id, budgets.primitive_calls)
@@ -176,7 +195,8 @@ def main(args: argparse.Namespace) -> int:
         console.print(f"[red]controlscope run: the replay diverged from the recording: {err}[/red]")
         console.print(
             "A replay must repeat the recorded run's options (task, --students, --seed, --scope, "
-            "--schedule, --view, --replace-boundary)."
+            "--schedule, --view, --replace-boundary). The diverged replay's log is in "
+            f"{args.out}; replay again into a new --out directory."
         )
         return 1
     finally:

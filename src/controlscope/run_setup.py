@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from controlscope.models.cache import CachedModel, RequestCache
 from controlscope.models.factory import make_model
 from controlscope.models.types import DEFAULT_MAX_TOKENS, ChatModel
+
+if TYPE_CHECKING:
+    from controlscope.record.events import RunStartEvent
 
 LOCAL_MAX_TOKENS = 1024
 """Default per-request cap for the embedded model: at about 20 tokens/s on 2 cores, the paper's
@@ -105,13 +108,7 @@ REPLAYED_KNOBS = ("planner_format", "review_mode", "max_tokens", "temperature", 
 replayed requests can match the recorded ones."""
 
 
-def recorded_config(run_dir: Path) -> dict[str, object]:
-    """The model-facing settings of a recorded run (``run_start``'s config).
-
-    Raises:
-        FileNotFoundError: when ``run_dir/events.jsonl`` is missing.
-        ValueError: when the log has no ``run_start`` event.
-    """
+def _run_start(run_dir: Path) -> RunStartEvent:
     from controlscope.record.events import RunStartEvent
     from controlscope.record.store import read_events
 
@@ -119,5 +116,64 @@ def recorded_config(run_dir: Path) -> dict[str, object]:
         raise FileNotFoundError(f"no recorded run at {run_dir} (events.jsonl is missing)")
     for event in read_events(run_dir):
         if isinstance(event, RunStartEvent):
-            return {k: event.config[k] for k in REPLAYED_KNOBS if k in event.config}
+            return event
     raise ValueError(f"the log in {run_dir} has no run_start event")
+
+
+def recorded_config(run_dir: Path) -> dict[str, object]:
+    """The model-facing settings of a recorded run (``run_start``'s config).
+
+    Raises:
+        FileNotFoundError: when ``run_dir/events.jsonl`` is missing.
+        ValueError: when the log has no ``run_start`` event.
+    """
+    config = _run_start(run_dir).config
+    return {k: config[k] for k in REPLAYED_KNOBS if k in config}
+
+
+def check_replay_condition(run_dir: Path, given: Mapping[str, object]) -> None:
+    """Refuse a replay whose condition differs from the recorded run's.
+
+    Args:
+        run_dir: the recorded run.
+        given: the replay's condition by option name: ``--task`` (task id), ``params`` (the
+            task's generator parameters), ``--seed``, ``--scope`` (lower-case name),
+            ``--schedule``, ``--view``, ``--replace-boundary``; options left out are not
+            checked.
+
+    Raises:
+        FileNotFoundError: when ``run_dir/events.jsonl`` is missing.
+        ValueError: naming every option whose value differs from the recording, with both
+            values.
+    """
+    start = _run_start(run_dir)
+    recorded: dict[str, object] = {
+        "--task": start.task.id,
+        "params": dict(start.task.params),
+        "--seed": start.seed,
+        "--scope": start.scope.name.lower(),
+        "--schedule": start.schedule,
+        "--view": start.view,
+        "--replace-boundary": start.replace_boundary,
+    }
+    from controlscope.schedule import parse_schedule
+
+    def same(name: str, value: object) -> bool:
+        if name == "--schedule" and isinstance(value, str):  # compare canonical specs
+            try:
+                return parse_schedule(value).name == parse_schedule(start.schedule).name
+            except ValueError:
+                return False
+        return recorded[name] == value
+
+    differ = [
+        f"{name} (recorded {recorded[name]!r}, given {value!r})"
+        for name, value in given.items()
+        if name in recorded and not same(name, value)
+    ]
+    if differ:
+        raise ValueError(
+            f"the replay's options differ from the recorded run in {run_dir}: "
+            + "; ".join(differ)
+            + ". A replay repeats the recorded run's options."
+        )

@@ -77,11 +77,15 @@ def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"{env.name}: {len(tasks)} tasks")
-    for column in ("id", "category", "python_allowed", "template", "params"):
+    # A template column only when some task shares its scenario template with others.
+    templates = any(t.template != t.id for t in tasks)
+    columns = ["id", "category", "python_allowed", *(["template"] if templates else []), "params"]
+    for column in columns:
         table.add_column(column)
     for t in tasks:
         params = ", ".join(f"{k}={v}" for k, v in t.params.items())
-        table.add_row(t.id, t.category, str(t.python_allowed), t.template, params)
+        cells = [t.id, t.category, str(t.python_allowed)]
+        table.add_row(*cells, *([t.template] if templates else []), params)
     # Piped output is not cut to 80 columns.
     Console(width=None if sys.stdout.isatty() else 200).print(table)
     return 0

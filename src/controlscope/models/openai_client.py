@@ -403,7 +403,7 @@ class OpenAIModel:
                     kind, status, retryable, retry_after = verdict
                     if not retryable or attempts > self.max_retries:
                         tail = f" after {attempts} attempt(s)" if retryable else ""
-                        where = f" at {self.base_url}" if self.base_url else ""
+                        where = f" at {client.base_url}"
                         raise ProviderError(
                             f"{kind} error from {self.model}{where}{tail}: {exc}",
                             status=status,

@@ -85,7 +85,9 @@ class ReplayMismatch(AssertionError):
         received: the received value there.
     """
 
-    def __init__(self, index: int, path: str, recorded: Any, received: Any) -> None:
+    def __init__(
+        self, index: int, path: str, recorded: Any, received: Any, *, role: str | None = None
+    ) -> None:
         where = ""
         if isinstance(recorded, str) and isinstance(received, str):
             # Long texts (prompts) often share a long head: show both around the first change.
@@ -96,8 +98,9 @@ class ReplayMismatch(AssertionError):
             if at > 40:
                 where = f" (from character {at})"
                 recorded, received = recorded[at - 20 :], received[at - 20 :]
+        whose = f"the {role}'s " if role else ""
         super().__init__(
-            f"request {index} differs from the recording at {path}{where}: recorded "
+            f"{whose}request {index} differs from the recording at {path}{where}: recorded "
             f"{_short(recorded)}, received {_short(received)}"
         )
         self.index = index
@@ -109,10 +112,12 @@ class ReplayMismatch(AssertionError):
 class ReplayExhausted(ReplayMismatch):
     """More requests arrived than the recording holds."""
 
-    def __init__(self, index: int, recorded_count: int) -> None:
+    def __init__(self, index: int, recorded_count: int, *, role: str | None = None) -> None:
+        whose = f"the {role}'s " if role else ""
         AssertionError.__init__(
             self,
-            f"request {index} was not recorded: the recording holds {recorded_count} request(s)",
+            f"{whose}request {index} was not recorded: the recording holds {recorded_count} "
+            "request(s)",
         )
         self.index = index
         self.path = ""
@@ -134,6 +139,7 @@ class ReplayModel:
             :meth:`~controlscope.envs.base.Environment.normalise_observation`, which masks clock
             readings that differ between two identical runs); the mismatch quotes the
             normalised values. None compares the strings as they are.
+        role: whose requests these are (``planner``, ``reviewer``), named in mismatch messages.
 
     Attributes:
         position: how many requests have been answered.
@@ -149,6 +155,7 @@ class ReplayModel:
         model_id: str = "replay",
         ignore: Collection[str] = (),
         normalise: Callable[[str], str] | None = None,
+        role: str | None = None,
     ) -> None:
         unknown = set(ignore) - set(ModelRequest.model_fields)
         if unknown:
@@ -157,6 +164,7 @@ class ReplayModel:
         self._model_id = model_id
         self._ignore = frozenset(ignore)
         self._normalise = normalise
+        self._role = role
         self.position = 0
         self._lock = threading.Lock()
 
@@ -180,7 +188,7 @@ class ReplayModel:
         with self._lock:
             index = self.position
             if index >= len(self._pairs):
-                raise ReplayExhausted(index, len(self._pairs))
+                raise ReplayExhausted(index, len(self._pairs), role=self._role)
             recorded, outcome = self._pairs[index]
             exclude = set(self._ignore)
             want = recorded.model_dump(mode="json", exclude=exclude)
@@ -189,7 +197,7 @@ class ReplayModel:
                 want, got = _map_strings(want, self._normalise), _map_strings(got, self._normalise)
             found = first_difference(want, got)
             if found is not None:
-                raise ReplayMismatch(index, *found)
+                raise ReplayMismatch(index, *found, role=self._role)
             self.position += 1
         if isinstance(outcome, ProviderError):
             raise ProviderError(str(outcome), status=outcome.status, kind=outcome.kind)
@@ -242,7 +250,7 @@ class ReplayModel:
             if event.get("role") != role:
                 continue
             pairs.append(_pair_from_event(event, f"{path}:{number}"))
-        return cls(pairs, model_id=f"replay:{role}", ignore=ignore, normalise=normalise)
+        return cls(pairs, model_id=f"replay:{role}", ignore=ignore, normalise=normalise, role=role)
 
 
 def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:

@@ -18,7 +18,11 @@ from controlscope.record.summary import SummaryError, summarize
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m controlscope.record", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m controlscope.record",
+        description="Print a run's summary computed from RUN_DIR/events.jsonl alone (a killed "
+        "run's log works too); --write also rewrites RUN_DIR/summary.json.",
+    )
     parser.add_argument("run_dir", help="a run directory holding events.jsonl")
     parser.add_argument("--write", action="store_true", help="also write summary.json")
     args = parser.parse_args(argv)
