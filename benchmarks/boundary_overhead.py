@@ -15,8 +15,9 @@ Prints a few human-readable lines, then as its LAST line one JSON object:
   effect. Both sides of the worker channel poll briefly before sleeping
   (``WorkerSession(spin_s=..., worker_spin_s=...)``), which takes most wake-ups out of a keep
   round trip; timing the segments of a via-worker call separately puts the worker's own share
-  at about 0.17 ms (waking the worker after the tool answers, the worker's bookkeeping, the
-  boundary message) and the rest in the MCP round trip being slower after the pause;
+  at about 0.17 ms on a quiet host, 0.25 ms on a loaded one (waking the worker after the tool
+  answers, the worker's bookkeeping, the boundary message), and the rest in the MCP round trip
+  itself being slower when other processes ran between two calls;
 - ``worker_start_s``: median time for ``WorkerSession.start()`` (target <= 0.3 s);
 - ``replace_roundtrip_ms``: median time from the handler returning ``replace_workflow`` until
   the replacement block starts (target <= 10 ms);
