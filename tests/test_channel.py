@@ -69,10 +69,36 @@ def test_deadline_shorter_than_the_spin_is_kept(pair: tuple[Channel, int]) -> No
     assert time.monotonic() - t0 < 0.15  # the 0.2 s spin did not outlast the deadline
 
 
-def test_data_already_there_beats_a_zero_deadline(pair: tuple[Channel, int]) -> None:
+def test_no_time_left_means_no_message_even_one_waiting(pair: tuple[Channel, int]) -> None:
+    """A spent budget stays spent: a worker that keeps its next message queued cannot run on."""
     chan, w = pair
-    os.write(w, frame(b'{"t":"ready"}'))
-    assert chan.recv(0.0) == {"t": "ready"}
+    os.write(w, frame(b'{"t":"call"}'))
+    with pytest.raises(ChannelTimeout):
+        chan.recv(0.0)
+    assert chan.recv(1.0) == {"t": "call"}  # with time left it is read
+
+
+def test_a_full_pipe_does_not_outlast_the_deadline(pair: tuple[Channel, int]) -> None:
+    """Bytes keep arriving but no message completes: the deadline still ends the wait."""
+    chan, w = pair
+    stop = threading.Event()
+
+    def trickle() -> None:
+        os.write(w, HEADER.pack(10_000_000))
+        while not stop.is_set():
+            os.write(w, b"x" * 4096)
+            time.sleep(0.001)
+
+    t = threading.Thread(target=trickle)
+    t.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(ChannelTimeout):
+            chan.recv(0.2)
+        assert time.monotonic() - t0 < 0.5
+    finally:
+        stop.set()
+        t.join()
 
 
 def test_end_of_file_is_worker_gone(pair: tuple[Channel, int]) -> None:

@@ -812,6 +812,24 @@ FIND_RUNTIME = {
 }
 
 
+def test_a_worker_that_stops_reading_is_killed_within_its_budget(sb: Sandbox) -> None:
+    """Forged calls that are never read back: the controller's answers fill the pipe, and the
+    wait to write them counts against the block's budget (not a fixed 30 s per message)."""
+    code = FIND_RUNTIME["proxy globals"] + (
+        "import time\n"
+        "for _ in range(1000):\n"
+        "    rt.send({'t': 'call', 'tool': 'read_text_file', 'args': {'path': 'a.txt'},\n"
+        "             'line': 1, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
+        "             'dropped': 0, 'lits': {}})\n"
+        "time.sleep(100)\n"
+    )
+    t0 = time.monotonic()
+    result = sb.attempt(code, {"timeout"})
+    assert time.monotonic() - t0 < LIMITS.block_wall_s + 3
+    assert "wall-clock budget" in (result.error or "")
+    assert sb.session.calls_made == LIMITS.primitive_calls  # forged calls count like any other
+
+
 @pytest.mark.parametrize("route", list(FIND_RUNTIME))
 def test_forged_call_to_an_unknown_tool(sb: Sandbox, route: str) -> None:
     code = FIND_RUNTIME[route] + (

@@ -290,9 +290,38 @@ def test_channel_fds_above_fd_setsize(server: FakeServer) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+class SlowServer(FakeServer):
+    """Every call takes ``delay_s`` seconds (charged to the block's execution clock)."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(dict(FILES))
+        self.delay_s = delay_s
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        time.sleep(self.delay_s)
+        return super().call(name, arguments)
+
+
+def test_block_budget_ends_a_block_whose_next_call_is_already_waiting() -> None:
+    """The worker's next call is in the pipe before the controller looks (the controller was
+    busy logging the last one): a spent budget still ends the block there."""
+
+    class SlowLogging(Recorder):
+        def on_call(self, call: PrimitiveCall) -> None:
+            super().on_call(call)
+            time.sleep(0.02)  # review and logging time is not charged to the block
+
+    with WorkerSession(SlowServer(0.25), Limits(block_wall_s=0.6)) as s:
+        result = run1(s, "for i in range(12):\n    noop()\n", SlowLogging())
+    assert result.status == "timeout", (result.status, result.calls)
+    assert result.calls <= 3 and "wall-clock budget" in (result.error or "")
+
+
 def test_negative_spin_is_refused(server: FakeServer) -> None:
     with pytest.raises(ValueError, match="spin"):
         WorkerSession(server, spin_s=-1.0)
+    with pytest.raises(ValueError, match="spin"):
+        WorkerSession(server, worker_spin_s=float("nan"))
 
 
 def test_output_so_far_is_in_the_boundary(session: WorkerSession) -> None:

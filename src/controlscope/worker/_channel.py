@@ -85,6 +85,9 @@ class Channel:
             WorkerGone: end of file on the channel.
             ProtocolViolation: oversize, non-JSON or non-object message.
         """
+        if timeout is not None and timeout <= 0:
+            # No time left (a spent budget): not even a message already waiting is taken.
+            raise ChannelTimeout("no time left to receive")
         deadline = None if timeout is None else time.monotonic() + timeout
         buf = self._buf
         while True:
@@ -109,12 +112,14 @@ class Channel:
         (``time.monotonic()`` seconds; None: forever)."""
         spin_until = time.monotonic() + self.spin_s
         while True:
+            # The deadline is checked before every read, so a worker that keeps the pipe full
+            # cannot keep a spent budget alive.
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise ChannelTimeout("no message before the deadline")
             try:
                 chunk = os.read(self.rfd, 1 << 20)
             except BlockingIOError:
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    raise ChannelTimeout("no message before the deadline") from None
                 if now < spin_until:
                     os.sched_yield()
                     continue

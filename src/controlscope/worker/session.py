@@ -179,8 +179,8 @@ class WorkerSession:
         spin_s: float = CONTROLLER_SPIN_S,
         worker_spin_s: float = WORKER_SPIN_S,
     ) -> None:
-        if spin_s < 0 or worker_spin_s < 0:
-            raise ValueError("spin times must be >= 0 seconds")
+        if not (spin_s >= 0 and worker_spin_s >= 0):  # also refuses NaN
+            raise ValueError(f"spin times must be >= 0 seconds, not {spin_s}, {worker_spin_s}")
         self._spin_s = spin_s
         self._worker_spin_s = worker_spin_s
         self._tools = tools
@@ -556,63 +556,78 @@ class WorkerSession:
         blk.output_chars += len(text)
         blk.dropped = max(blk.dropped, dropped)
 
+    def _budget(self, blk: _Block) -> tuple[float, Literal["cancel", "block", "task"]]:
+        """Seconds of execution the block has left, and which budget binds."""
+        lim = self._limits
+        if blk.cancelled:
+            return lim.cancel_grace_s - blk.cancel_exec_s, "cancel"
+        block_left = lim.block_wall_s - blk.exec_s
+        task_left = lim.task_wall_s - self._task_exec_s
+        return min(block_left, task_left), ("block" if block_left <= task_left else "task")
+
+    def _charge(self, blk: _Block, seconds: float) -> None:
+        """Charge worker-facing time (waiting for or writing to the worker) to the clocks."""
+        blk.exec_s += seconds
+        self._task_exec_s += seconds
+        if blk.cancelled:
+            blk.cancel_exec_s += seconds
+
+    def _over_budget(self, kind: str) -> _Kill:
+        lim = self._limits
+        if kind == "cancel":
+            return _Kill(
+                "cancelled",
+                f"the replaced block did not unwind within {lim.cancel_grace_s:g} s; the "
+                "worker was killed and the replacement runs in a fresh worker",
+            )
+        what = (
+            f"the block's wall-clock budget of {lim.block_wall_s:g} s"
+            if kind == "block"
+            else f"the task's execution budget of {lim.task_wall_s:g} s"
+        )
+        return _Kill(
+            "timeout",
+            f"{what} was exceeded (review time excluded); the worker was killed and the "
+            "next block starts in a fresh worker",
+        )
+
     def _recv(self, blk: _Block) -> dict[str, Any]:
         """Receive the worker's next message, charging the wait to the execution clocks."""
         assert self._chan is not None
-        lim = self._limits
-        if blk.cancelled:
-            budget = lim.cancel_grace_s - blk.cancel_exec_s
-            kind = "cancel"
-        else:
-            block_left = lim.block_wall_s - blk.exec_s
-            task_left = lim.task_wall_s - self._task_exec_s
-            budget = min(block_left, task_left)
-            kind = "block" if block_left <= task_left else "task"
+        budget, kind = self._budget(blk)
         t0 = time.perf_counter()
         try:
             return self._chan.recv(max(budget, 0.0))
         except ChannelTimeout:
-            if kind == "cancel":
-                raise _Kill(
-                    "cancelled",
-                    f"the replaced block did not unwind within {lim.cancel_grace_s:g} s; the "
-                    "worker was killed and the replacement runs in a fresh worker",
-                ) from None
-            what = (
-                f"the block's wall-clock budget of {lim.block_wall_s:g} s"
-                if kind == "block"
-                else f"the task's execution budget of {lim.task_wall_s:g} s"
-            )
-            raise _Kill(
-                "timeout",
-                f"{what} was exceeded (review time excluded); the worker was killed and the "
-                "next block starts in a fresh worker",
-            ) from None
+            raise self._over_budget(kind) from None
         except WorkerGone:
             raise _Kill("killed", self._death_reason()) from None
         except ProtocolViolation as exc:
             raise _Kill("killed", f"protocol violation: {exc}") from None
         finally:
-            dt = time.perf_counter() - t0
-            blk.exec_s += dt
-            self._task_exec_s += dt
-            if blk.cancelled:
-                blk.cancel_exec_s += dt
+            self._charge(blk, time.perf_counter() - t0)
 
-    def _send(self, msg: dict[str, Any]) -> None:
+    def _send(self, blk: _Block, msg: dict[str, Any]) -> None:
+        """Send the worker a message; a worker that does not read it within the block's
+        remaining budget is killed like one that computes too long (the wait is charged)."""
         assert self._chan is not None
+        budget, kind = self._budget(blk)
+        t0 = time.perf_counter()
         try:
-            self._chan.send(msg)
+            self._chan.send(msg, timeout=max(budget, 0.0))
         except WorkerGone:
             raise _Kill("killed", self._death_reason()) from None
-        except ChannelTimeout as exc:
-            raise _Kill("killed", f"protocol violation: {exc}") from None
+        except ChannelTimeout:
+            raise self._over_budget(kind) from None
+        finally:
+            self._charge(blk, time.perf_counter() - t0)
 
     def _drive(self, blk: _Block, handler: BoundaryHandler) -> BlockResult:
         nonce = secrets.token_hex(16)
         try:
             self._send(
-                {"t": "run", "seq": blk.seq, "id": blk.block_id, "code": blk.code, "nonce": nonce}
+                blk,
+                {"t": "run", "seq": blk.seq, "id": blk.block_id, "code": blk.code, "nonce": nonce},
             )
             first = self._recv(blk)
         except _Kill as k:
@@ -662,11 +677,12 @@ class WorkerSession:
         if self._calls >= self._limits.primitive_calls:
             blk.budget_hit = True
             self._send(
+                blk,
                 {
                     "t": "budget",
                     "msg": f"the task's budget of {self._limits.primitive_calls} primitive calls "
                     "is spent; no further call is made",
-                }
+                },
             )
             return
         try:
@@ -707,7 +723,7 @@ class WorkerSession:
         elif isinstance(decision, ReplaceWorkflow):
             blk.cancelled = True
             blk.replacement = decision.code
-            self._send({"t": "cancel"})
+            self._send(blk, {"t": "cancel"})
             return
         else:
             raise TypeError(f"unknown decision {decision!r}")
@@ -718,7 +734,7 @@ class WorkerSession:
         else:
             reply.update({"t": "res", "text": result.text})
         try:
-            self._send(reply)  # first, so the worker runs on while the call is logged
+            self._send(blk, reply)  # first, so the worker runs on while the call is logged
         finally:
             handler.on_call(call)  # the call was made: it is reported whatever happens next
 
