@@ -317,7 +317,8 @@ def test_replaying_a_recorded_run_gives_the_same_run(tmp_path: Path) -> None:
 def test_replay_masks_clock_readings_but_not_other_differences(tmp_path: Path) -> None:
     """A run that printed ``get_file_info`` replays in a fresh workspace a second later: the
     file times differ, the environment's normaliser masks them, anything else still counts."""
-    info = 'print(get_file_info(path=ROOT + "/large_file.txt"))\n' + SOLVE
+    # the reading is printed and kept in a variable (the review view shows it as JSON text)
+    info = 'info = get_file_info(path=ROOT + "/large_file.txt")\nprint(info)\n' + SOLVE
     first = run(tmp_path, [fenced(info), DONE], [KEEP] * 8, scope=Scope.FULL)
     assert first.verdict.success
     ends = [e for e in read_events(first.run_dir) if isinstance(e, BlockEndEvent)]

@@ -16,13 +16,18 @@ from controlscope.envs.base import Check, Environment, TaskError
 from controlscope.envs.catalog import add_arguments, environment_names, get_environment, main
 from controlscope.envs.filesystem.environment import FilesystemEnvironment, fill_instruction
 from controlscope.envs.filesystem.registry import FsTaskSpec
-from controlscope.envs.filesystem.server import NODE_MODULES_ENV, find_server_script
+from controlscope.envs.filesystem.server import (
+    NODE_MODULES_ENV,
+    find_server_script,
+    normalise_observation,
+)
 from controlscope.envs.filesystem.testing import (
     ReferenceToolError,
     run_reference,
     solve_reference,
 )
 from controlscope.envs.filesystem.workspace import HISTORICAL_MARGIN_S, Workspace, content_hash
+from controlscope.review.views import clip
 
 CATEGORIES = {
     "desktop",
@@ -273,9 +278,42 @@ def test_normalise_observation_masks_the_servers_clock_readings(
         assert masked.count("<clock>") == 3 and "GMT" not in masked
         assert "size: 13" in masked  # the rest is kept
         assert env.normalise_observation(content) == content  # only clock readings are masked
+        as_json = env.normalise_observation(json.dumps({"info": info}))  # a variable in a view
+        assert json.loads(as_json)["info"] == masked
         texts.append((info, masked))
     assert texts[0][0] != texts[1][0]
     assert texts[0][1] == texts[1][1]
+
+
+def test_normalise_observation_masks_readings_cut_by_a_size_bound() -> None:
+    """Two runs' readings cut at the same place by a view, a snapshot or the output bound
+    (dates have a fixed width) normalise to the same text; other text is kept."""
+
+    def info(stamp: str) -> str:
+        zone = "GMT+0000 (Coordinated Universal Time)"
+        return (
+            f"size: 10\ncreated: Mon Nov 30 2026 {stamp} {zone}\n"
+            f"modified: Tue Dec 01 2026 {stamp} {zone}\nisFile: true"
+        )
+
+    def cuts(text: str) -> list[str]:
+        as_json = json.dumps(text, ensure_ascii=False)
+        out = [clip(as_json, limit) for limit in range(40, len(as_json), 7)]
+        out += [
+            text[:n] + "\n…[output truncated: 99 more characters were not kept]"
+            for n in range(20, len(text), 5)
+        ]
+        out += [json.dumps(text[:n] + "…[+9 chars]", ensure_ascii=False) for n in range(20, 90, 3)]
+        return out
+
+    first, second = cuts(info("12:30:53")), cuts(info("12:31:07"))
+    assert len(first) > 30
+    for a, b in zip(first, second, strict=True):
+        assert normalise_observation(a) == normalise_observation(b), (a, b)
+        assert "size: 10" in normalise_observation(a)
+    assert normalise_observation("meeting at 12:30:53 on Mon Nov 30") == (
+        "meeting at 12:30:53 on Mon Nov 30"
+    )
 
 
 def test_missing_server_install_says_npm_ci(

@@ -80,10 +80,24 @@ def find_server_script() -> Path:
 #: A clock reading in ``get_file_info``'s answer: the field, then JavaScript's ``Date`` text
 #: (``Mon Nov 30 2026 12:30:53 GMT+0000 (Coordinated Universal Time)``).
 _CLOCK_FIELD = re.compile(
-    r"\b(created|modified|accessed): [A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{4} "
-    r"\d{2}:\d{2}:\d{2} GMT[+-]\d{4}(?: \([^()\n]*\))?"
+    # No word boundary before the field: in JSON or repr text (a variable in a review prompt)
+    # the line break before it is the two characters backslash, n.
+    r"(created|modified|accessed): [A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{4} "
+    r"\d{2}:\d{2}:\d{2} GMT[+-]\d{4}(?: \([^()\n\\]*\))?"
 )
 CLOCK_MASK = "<clock>"
+# A reading cut by a size bound: the part before a cut marker (a review view's
+# ``[... N chars cut ...]``, a variable snapshot's ``…[+N chars]``, the worker's
+# ``…[output truncated: ...]``) or after a view's marker (views keep both ends). The dates have a
+# fixed width, so a cut falls at the same place in two runs and only the readings differ.
+_VIEW_CUT = r"\[\.\.\. \d+ chars cut \.\.\.\]"
+_ANY_CUT = r"(?:" + _VIEW_CUT + r"|…\[\+\d+ chars\]|(?:\n|\\n)…\[output truncated)"
+_CLOCK_HEAD_AT_CUT = re.compile(
+    r"(created|modified|accessed): [A-Za-z0-9 :+-]*(?=" + _ANY_CUT + ")"
+)
+_CLOCK_TAIL_AT_CUT = re.compile(
+    "(" + _VIEW_CUT + r")[A-Za-z0-9 :+-]*GMT[+-]\d{4}(?: \([^()\n\\]*\))?"
+)
 
 
 def normalise_observation(text: str) -> str:
@@ -92,8 +106,10 @@ def normalise_observation(text: str) -> str:
     A file's creation and access times are readings of the machine's clock, and so is the
     modification time of a file the task did not date explicitly: none of them repeats in a
     second run of the same task and seed. Each such reading, wherever it appears (the tool's
-    answer, printed output, a variable), becomes ``created: <clock>`` etc.; everything else is
-    kept. Time-sensitive tasks date their files explicitly, so their verifiers do not depend
+    answer, printed output, a variable, also inside JSON or ``repr`` text), becomes
+    ``created: <clock>`` etc., and so does the part of a reading that a size bound cut (next to
+    the marker of a review view, a variable snapshot or the captured output); everything else
+    is kept. Time-sensitive tasks date their files explicitly, so their verifiers do not depend
     on what is masked here.
 
     Args:
@@ -102,9 +118,13 @@ def normalise_observation(text: str) -> str:
     Returns:
         ``text`` with every clock reading replaced by :data:`CLOCK_MASK`.
     """
-    if ": " not in text:
+    if ": " not in text and "GMT" not in text:
         return text
-    return _CLOCK_FIELD.sub(lambda m: f"{m.group(1)}: {CLOCK_MASK}", text)
+    text = _CLOCK_FIELD.sub(lambda m: f"{m.group(1)}: {CLOCK_MASK}", text)
+    if "chars cut" in text or "…[" in text:
+        text = _CLOCK_HEAD_AT_CUT.sub(lambda m: f"{m.group(1)}: {CLOCK_MASK}", text)
+        text = _CLOCK_TAIL_AT_CUT.sub(lambda m: m.group(1) + CLOCK_MASK, text)
+    return text
 
 
 def start_filesystem_server(
