@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -159,6 +161,22 @@ def test_a_replay_with_other_options_is_refused_before_it_runs(tmp_path: Path) -
     assert "--seed (recorded 0, given 1)" in out.stderr
     assert "params (recorded {'students': 25}, given {'students': 26})" in out.stderr
     assert not (tmp_path / "r").exists()
+    same = json.loads((FIXTURE / "command.json").read_text())["args"]
+    for extra, named in [
+        (["--max-turns", "1"], "--max-turns (recorded 100, given 1)"),
+        (["--temperature", "0.1"], "--temperature (recorded 0.7, given 0.1)"),
+        (["--reviewer-model", f"replay:{tmp_path}"], "events.jsonl"),  # no recording there
+    ]:
+        out = controlscope(
+            "run", *same, *extra, "--model", f"replay:{FIXTURE}", "--out", str(tmp_path / "r")
+        )
+        assert out.returncode == 2 and named in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+    # another spelling of the same schedule is the same condition
+    spaced = [" continuous " if a == "continuous" else a for a in same]
+    out = controlscope("run", *spaced, "--model", f"replay:{FIXTURE}", "--out", str(tmp_path / "s"))
+    assert out.returncode == 0, out.stderr
+    assert "schedule=continuous:" in out.stdout
 
 
 @pytest.mark.skipif(not (FIXTURE / "events.jsonl").exists(), reason="no recorded main job")
@@ -180,3 +198,57 @@ def test_a_diverging_replay_names_the_role_and_leaves_a_complete_log(tmp_path: P
     assert "new --out directory" in out.stderr and "Traceback" not in out.stderr
     summary = read_summary(tmp_path / "r")
     assert summary.end_reason == "replay_diverged" and summary.success is None
+    again = f"replay:{tmp_path / 'r'}"
+    out = controlscope("run", *args, "--model", again, "--out", str(tmp_path / "q"))
+    assert out.returncode == 2 and "diverged from its recording" in out.stderr
+
+
+@pytest.mark.skipif(not (FIXTURE / "events.jsonl").exists(), reason="no recorded main job")
+def test_unusable_out_and_cache_paths_are_clear_errors(tmp_path: Path) -> None:
+    args = json.loads((FIXTURE / "command.json").read_text())["args"]
+    task = ("run", *args, "--model", f"replay:{FIXTURE}")
+    a_file = tmp_path / "file"
+    a_file.write_text("not a database\n")
+    for extra, expected in [
+        (["--out", str(a_file)], "is not a directory"),
+        (["--out", str(tmp_path / "r"), "--cache", str(tmp_path)], "request cache"),
+        (["--out", str(tmp_path / "r"), "--cache", str(a_file)], "request cache"),
+        (["--out", str(tmp_path / "r"), "--cache", str(tmp_path / "r" / "events.jsonl")], "would"),
+    ]:
+        out = controlscope(*task, *extra)
+        assert out.returncode == 2 and expected in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint that refuses every request (HTTP 400)."""
+
+    def do_POST(self) -> None:
+        body = b'{"error": {"message": "model not found", "type": "invalid_request_error"}}'
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_failing_planner_provider_is_graded_and_exits_3(tmp_path: Path) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        out = controlscope(
+            "run", "--task", "file_context/uppercase", "--model", "openai:nothing",
+            "--base-url", url, "--quiet", "--out", str(tmp_path / "r"),
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+    assert out.returncode == 3, out.stderr
+    assert "planner's model failed" in out.stderr and "model not found" in out.stderr
+    assert url in out.stderr  # the endpoint is named
+    summary = read_summary(tmp_path / "r")
+    assert summary.end_reason == "planner_provider_error" and summary.success is False

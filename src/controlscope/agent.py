@@ -125,6 +125,9 @@ class RunResult(BaseModel):
     verdict: Verdict
     run_dir: Path
     end_reason: str
+    detail: str = ""
+    """Why the run ended, in words (e.g. the provider's error message); empty for a final
+    answer."""
     tree_hash: str = ""
     extra: dict[str, str] = Field(default_factory=dict)
 
@@ -572,4 +575,6 @@ def _run_with_server(
     sink.write(RunEndEvent(end_reason=end_reason, detail=detail))
     summary = summarize(read_events(out_dir))
     write_summary(out_dir, summary)
-    return RunResult(summary=summary, verdict=verdict, run_dir=out_dir, end_reason=end_reason)
+    return RunResult(
+        summary=summary, verdict=verdict, run_dir=out_dir, end_reason=end_reason, detail=detail
+    )

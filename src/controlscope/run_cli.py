@@ -1,7 +1,10 @@
 """``controlscope run``: one task, one scope and schedule, on real parts, recorded.
 
-Exits 0 when the run completed, whatever its verdict; non-zero with a clear message on bad input
-(unknown task, bad scope, unreachable model...), before any model is called where possible.
+Exit status: 0 when the run completed, whatever its verdict; 2 on bad input (unknown task, bad
+scope, missing model file, unusable --out or --cache, a replay whose options differ from its
+recording), before any model is called; 1 when a replay diverged from its recording; 3 when the
+planner's provider failed (unreachable endpoint, weights llama.cpp cannot load...): the run is
+recorded and graded as it stands (paper A.4), and the error is printed.
 """
 
 from __future__ import annotations
@@ -43,10 +46,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replace-boundary", choices=("block", "reply"), default="reply")
     parser.add_argument(
         "--model",
+        type=str.strip,
         default="local",
         help="planner model: local | local:0.5b | PATH.gguf | openai:NAME | replay:DIR",
     )
-    parser.add_argument("--reviewer-model", default=None, help="reviewer model (default: --model)")
+    parser.add_argument(
+        "--reviewer-model",
+        type=str.strip,
+        default=None,
+        help="reviewer model (default: --model)",
+    )
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible base URL")
     parser.add_argument(
         "--planner-format",
@@ -92,17 +101,31 @@ def main(args: argparse.Namespace) -> int:
     from controlscope.agent import RunConfig, run_task
     from controlscope.envs.base import TaskError
     from controlscope.envs.catalog import get_environment
+    from controlscope.models.cache import CacheError
     from controlscope.models.replay import ReplayMismatch
     from controlscope.models.types import ProviderError
     from controlscope.models.weights import WeightsError
     from controlscope.progress import LiveProgress
-    from controlscope.run_setup import build_models, check_replay_condition, recorded_config
+    from controlscope.run_setup import (
+        REPLAYED_KNOBS,
+        build_models,
+        check_replay_condition,
+        recorded_config,
+    )
     from controlscope.schedule import parse_schedule
     from controlscope.scope import Scope
 
     console = Console(stderr=True, soft_wrap=True)
     try:
-        parse_schedule(args.schedule)
+        args.schedule = parse_schedule(args.schedule).name  # recorded in canonical form
+        if args.out.exists() and not args.out.is_dir():
+            raise ValueError(f"--out {args.out} exists and is not a directory")
+        if (
+            args.cache is not None
+            and args.cache.resolve().parent == args.out.resolve()
+            and (args.cache.name in ("events.jsonl", "summary.json"))
+        ):
+            raise ValueError(f"--cache {args.cache} would overwrite the run's {args.cache.name}")
         if args.base_url is not None and not any(
             spec is not None and spec.startswith("openai")
             for spec in (args.model, args.reviewer_model)
@@ -125,6 +148,26 @@ def main(args: argparse.Namespace) -> int:
                 if v is not None
             }
         )
+        condition: dict[str, object] = {
+            "--task": task.id,
+            "params": dict(task.params),
+            "--seed": args.seed,
+            "--scope": args.scope,
+            "--schedule": args.schedule,
+            "--view": args.view,
+            "--replace-boundary": args.replace_boundary,
+            "--max-calls": budgets.primitive_calls,
+            "--max-turns": budgets.planning_turns,
+            "--max-seconds": budgets.execution_seconds,
+            **{
+                f"--{knob.replace('_', '-')}": getattr(args, knob)
+                for knob in REPLAYED_KNOBS
+                if getattr(args, knob) is not None
+            },
+        }
+        for spec in (args.model, args.reviewer_model):
+            if spec is not None and spec.startswith("replay:"):
+                check_replay_condition(Path(spec.partition(":")[2]), condition)
         models = build_models(
             planner=args.model,
             reviewer=args.reviewer_model,
@@ -141,20 +184,7 @@ def main(args: argparse.Namespace) -> int:
             "draw": 0,
         }
         if args.model.startswith("replay:"):
-            replayed = Path(args.model.partition(":")[2])
-            check_replay_condition(
-                replayed,
-                {
-                    "--task": task.id,
-                    "params": dict(task.params),
-                    "--seed": args.seed,
-                    "--scope": args.scope,
-                    "--schedule": args.schedule,
-                    "--view": args.view,
-                    "--replace-boundary": args.replace_boundary,
-                },
-            )
-            knobs.update(recorded_config(replayed))
+            knobs.update(recorded_config(Path(args.model.partition(":")[2])))
         given = {
             "planner_format": args.planner_format,
             "review_mode": args.review_mode,
@@ -171,7 +201,18 @@ def main(args: argparse.Namespace) -> int:
             budgets=budgets,
             **knobs,
         )
-    except (TaskError, ValueError, FileNotFoundError, ProviderError, WeightsError) as err:
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"cannot create --out {args.out}: {err}") from None
+    except (
+        TaskError,
+        ValueError,
+        FileNotFoundError,
+        ProviderError,
+        WeightsError,
+        CacheError,
+    ) as err:
         console.print(f"[red]controlscope run: {err}[/red]")
         return 2
     progress = None if args.quiet else LiveProgress(console, task.id, budgets.primitive_calls)
@@ -194,10 +235,14 @@ def main(args: argparse.Namespace) -> int:
     except ReplayMismatch as err:
         console.print(f"[red]controlscope run: the replay diverged from the recording: {err}[/red]")
         console.print(
-            "A replay must repeat the recorded run's options (task, --students, --seed, --scope, "
-            "--schedule, --view, --replace-boundary). The diverged replay's log is in "
-            f"{args.out}; replay again into a new --out directory."
+            "The options matched the recording, so the requests changed: the recording was made "
+            "by code that prompts, shows or schedules differently, or the environment answered "
+            f"differently. The diverged replay's log is in {args.out}; replay again into a new "
+            "--out directory."
         )
+        return 1
+    except OSError as err:
+        console.print(f"[red]controlscope run: {err}[/red]")
         return 1
     finally:
         if progress is not None:
@@ -215,6 +260,9 @@ def main(args: argparse.Namespace) -> int:
         mark = "ok " if check.passed else "bad"
         out.print(f"  {mark} {check.name}: {check.reason}")
     out.print(f"log: {args.out / 'events.jsonl'}")
+    if result.end_reason == "planner_provider_error":
+        console.print(f"[red]controlscope run: the planner's model failed: {result.detail}[/red]")
+        return 3
     return 0
 
 

@@ -120,6 +120,16 @@ def _run_start(run_dir: Path) -> RunStartEvent:
     raise ValueError(f"the log in {run_dir} has no run_start event")
 
 
+def _diverged(run_dir: Path) -> bool:
+    from controlscope.agent import REPLAY_DIVERGED
+    from controlscope.record.events import RunEndEvent
+    from controlscope.record.store import read_events
+
+    return any(
+        isinstance(e, RunEndEvent) and e.end_reason == REPLAY_DIVERGED for e in read_events(run_dir)
+    )
+
+
 def recorded_config(run_dir: Path) -> dict[str, object]:
     """The model-facing settings of a recorded run (``run_start``'s config).
 
@@ -138,15 +148,20 @@ def check_replay_condition(run_dir: Path, given: Mapping[str, object]) -> None:
         run_dir: the recorded run.
         given: the replay's condition by option name: ``--task`` (task id), ``params`` (the
             task's generator parameters), ``--seed``, ``--scope`` (lower-case name),
-            ``--schedule``, ``--view``, ``--replace-boundary``; options left out are not
-            checked.
+            ``--schedule``, ``--view``, ``--replace-boundary``, the budgets (``--max-calls``,
+            ``--max-turns``, ``--max-seconds``) and the request settings of
+            :data:`REPLAYED_KNOBS` (``--temperature``...); options left out are not checked.
 
     Raises:
         FileNotFoundError: when ``run_dir/events.jsonl`` is missing.
         ValueError: naming every option whose value differs from the recording, with both
-            values.
+            values; or the recording is itself a replay that diverged.
     """
     start = _run_start(run_dir)
+    if _diverged(run_dir):
+        raise ValueError(
+            f"{run_dir} holds a replay that diverged from its recording; replay the original run"
+        )
     recorded: dict[str, object] = {
         "--task": start.task.id,
         "params": dict(start.task.params),
@@ -155,6 +170,14 @@ def check_replay_condition(run_dir: Path, given: Mapping[str, object]) -> None:
         "--schedule": start.schedule,
         "--view": start.view,
         "--replace-boundary": start.replace_boundary,
+        "--max-calls": start.budgets.primitive_calls,
+        "--max-turns": start.budgets.planning_turns,
+        "--max-seconds": start.budgets.execution_seconds,
+        **{
+            f"--{knob.replace('_', '-')}": start.config[knob]
+            for knob in REPLAYED_KNOBS
+            if knob in start.config
+        },
     }
     from controlscope.schedule import parse_schedule
 

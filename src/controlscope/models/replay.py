@@ -234,7 +234,10 @@ class ReplayModel:
         path = Path(run_dir) / EVENTS_FILE
         if not path.is_file():
             raise FileNotFoundError(f"no trajectory log {path}")
-        lines = path.read_text(encoding="utf-8").splitlines()
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not a UTF-8 trajectory log ({err})") from None
         pairs: list[tuple[ModelRequest, ModelResponse | ProviderError]] = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():

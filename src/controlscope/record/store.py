@@ -151,7 +151,10 @@ def read_log(run_dir: str | os.PathLike[str]) -> TrajectoryLog:
             version (the message names the line number).
     """
     path = Path(run_dir) / EVENTS_FILE
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise LogError(f"{path}: not a UTF-8 trajectory log ({err})") from None
     lines = text.split("\n")
     complete = text.endswith("\n") or text == ""
     if lines and lines[-1] == "":
