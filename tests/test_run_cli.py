@@ -148,6 +148,8 @@ def test_bad_model_files_and_a_stray_base_url_are_clear_errors(tmp_path: Path) -
         assert expected in out.stderr and "Traceback" not in out.stderr
     out = controlscope(*task, "--model", "local:0.5b", "--base-url", "http://127.0.0.1:9/v1")
     assert out.returncode == 2 and "--base-url applies only to openai" in out.stderr
+    out = controlscope(*task, "--model", "openai:m", "--base-url", "")
+    assert out.returncode == 2 and "--base-url is empty" in out.stderr
     assert not (tmp_path / "r").exists()
 
 

@@ -126,6 +126,8 @@ def main(args: argparse.Namespace) -> int:
             and (args.cache.name in ("events.jsonl", "summary.json"))
         ):
             raise ValueError(f"--cache {args.cache} would overwrite the run's {args.cache.name}")
+        if args.base_url is not None and not args.base_url.strip():
+            raise ValueError("--base-url is empty; give the endpoint, e.g. http://HOST:PORT/v1")
         if args.base_url is not None and not any(
             spec is not None and spec.startswith("openai")
             for spec in (args.model, args.reviewer_model)
