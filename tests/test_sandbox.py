@@ -812,6 +812,16 @@ FIND_RUNTIME = {
 }
 
 
+def test_a_worker_that_closes_its_channel_is_killed_and_not_charged_the_wait(sb: Sandbox) -> None:
+    """The controller waits up to a second for a worker that closed its channel to exit; that
+    wait is not the block's execution time."""
+    code = FIND_RUNTIME["proxy globals"] + "import os, time\nos.close(rt.wfd)\ntime.sleep(5)\n"
+    result = sb.attempt(code, {"killed"})
+    assert "closed its channel" in (result.error or "")
+    assert result.exec_s < 0.8, result.exec_s
+    sb.next_block_works(fresh=True)
+
+
 def test_a_worker_that_stops_reading_is_killed_within_its_budget(sb: Sandbox) -> None:
     """Forged calls that are never read back: the controller's answers fill the pipe, and the
     wait to write them counts against the block's budget (not a fixed 30 s per message)."""
