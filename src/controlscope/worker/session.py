@@ -64,6 +64,7 @@ _STDERR_TAIL = 2000
 #: these and 0.16 ms without.
 CONTROLLER_SPIN_S = 150e-6
 WORKER_SPIN_S = 200e-6
+MAX_SPIN_S = 0.01
 _JSON_SCALARS = (str, int, float, bool, type(None))
 _REPLACEMENT_ID = re.compile(r"^(.*)\.r(\d+)$")
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -167,7 +168,7 @@ class WorkerSession:
 
     Raises:
         RuntimeError: ``isolation="bwrap"`` and bwrap is unavailable.
-        ValueError: an unknown isolation request, or a negative spin time.
+        ValueError: an unknown isolation request, or a spin time outside [0, MAX_SPIN_S].
     """
 
     def __init__(
@@ -179,8 +180,11 @@ class WorkerSession:
         spin_s: float = CONTROLLER_SPIN_S,
         worker_spin_s: float = WORKER_SPIN_S,
     ) -> None:
-        if not (spin_s >= 0 and worker_spin_s >= 0):  # also refuses NaN
-            raise ValueError(f"spin times must be >= 0 seconds, not {spin_s}, {worker_spin_s}")
+        if not (0 <= spin_s <= MAX_SPIN_S and 0 <= worker_spin_s <= MAX_SPIN_S):  # refuses NaN
+            raise ValueError(
+                f"spin times must lie in [0, {MAX_SPIN_S:g}] seconds, not {spin_s}, "
+                f"{worker_spin_s} (a longer spin only burns CPU, e.g. during every review)"
+            )
         self._spin_s = spin_s
         self._worker_spin_s = worker_spin_s
         self._tools = tools
