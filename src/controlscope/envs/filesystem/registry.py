@@ -40,7 +40,8 @@ class FsTaskSpec:
         category: one of the task categories (``student_database``...).
         name: the task's name within its category; the task id is ``category/name``.
         instruction: the instruction in our own words; ``{placeholders}`` are filled from params.
-        template: the scenario template id (tasks from one template are grouped in analysis).
+        template: the scenario template id (tasks from one template are grouped in analysis);
+            the task id when empty.
         generate: writes the initial state and returns the answer key.
         verify: checks the terminal state.
         reference: a reference solution through the tools.
@@ -54,14 +55,18 @@ class FsTaskSpec:
     category: str
     name: str
     instruction: str
-    template: str
     generate: Generator
     verify: Verifier
     reference: Reference
+    template: str = ""
     python_allowed: bool = True
     default_params: Mapping[str, Any] = field(default_factory=dict)
     check_params: Callable[[Mapping[str, Any]], None] | None = None
     time_sensitive: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.template:  # each task its own template unless it shares one
+            object.__setattr__(self, "template", self.id)
 
     @property
     def id(self) -> str:

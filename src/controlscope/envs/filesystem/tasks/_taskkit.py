@@ -152,6 +152,13 @@ def fail(name: str, reason: str) -> Check:
     return Check(name=name, passed=False, reason=reason)
 
 
+def missing_output(rel: str, why: str, file_check: str, dependents: Iterable[str]) -> list[Check]:
+    """The checks of a verifier whose output file ``rel`` is unusable (``read_output`` gave
+    ``why``): ``file_check`` fails with that reason, each dependent check because ``rel`` is
+    missing."""
+    return [fail(file_check, why), *(fail(name, f"{rel} is missing") for name in dependents)]
+
+
 def check_directory(workspace: Path, rel: str, name: str) -> Check:
     """Check ``name``: ``workspace/rel`` is a directory (the reason names ``rel/``)."""
     if (workspace / rel).is_dir():

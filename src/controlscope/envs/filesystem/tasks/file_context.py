@@ -27,6 +27,7 @@ from controlscope.envs.filesystem.tasks._taskkit import (
     join,
     list_entries,
     make_dir,
+    missing_output,
     move,
     ok,
     parse_csv,
@@ -177,7 +178,6 @@ register(
         category=CATEGORY,
         name="duplicates_searching",
         instruction=_DUPLICATES_INSTRUCTION,
-        template=f"{CATEGORY}/duplicates_searching",
         generate=_generate_duplicates,
         verify=_verify_duplicates,
         reference=_reference_duplicates,
@@ -232,9 +232,12 @@ def _verify_merging(ws: Path, key: AnswerKey) -> list[Check]:
     checks: list[Check] = []
     text, why = read_output(ws, "merged_content.txt")
     if text is None:
-        checks.append(fail("merged_file", why))
-        for name in ("selected_files", "file_order", "section_contents"):
-            checks.append(fail(name, "merged_content.txt is missing"))
+        checks += missing_output(
+            "merged_content.txt",
+            why,
+            "merged_file",
+            ("selected_files", "file_order", "section_contents"),
+        )
     else:
         checks.append(ok("merged_file", "merged_content.txt exists"))
         sections: list[tuple[str, list[str]]] = []
@@ -297,7 +300,6 @@ register(
         category=CATEGORY,
         name="file_merging",
         instruction=_MERGING_INSTRUCTION,
-        template=f"{CATEGORY}/file_merging",
         generate=_generate_merging,
         verify=_verify_merging,
         reference=_reference_merging,
@@ -384,7 +386,6 @@ register(
         category=CATEGORY,
         name="file_splitting",
         instruction=_SPLITTING_INSTRUCTION,
-        template=f"{CATEGORY}/file_splitting",
         generate=_generate_splitting,
         verify=_verify_splitting,
         reference=_reference_splitting,
@@ -441,9 +442,12 @@ def _verify_pattern(ws: Path, key: AnswerKey) -> list[Check]:
     checks: list[Check] = []
     text, why = read_output(ws, "pattern_matches.txt")
     if text is None:
-        checks.append(fail("matches_file", why))
-        for name in ("all_matches_listed", "no_false_matches", "sorted_order"):
-            checks.append(fail(name, "pattern_matches.txt is missing"))
+        checks += missing_output(
+            "pattern_matches.txt",
+            why,
+            "matches_file",
+            ("all_matches_listed", "no_false_matches", "sorted_order"),
+        )
     else:
         checks.append(ok("matches_file", "pattern_matches.txt exists"))
         listed = [ln.strip().removeprefix("./") for ln in text.split("\n") if ln.strip()]
@@ -480,7 +484,6 @@ register(
         category=CATEGORY,
         name="pattern_matching",
         instruction=_PATTERN_INSTRUCTION,
-        template=f"{CATEGORY}/pattern_matching",
         generate=_generate_pattern,
         verify=_verify_pattern,
         reference=_reference_pattern,
@@ -591,7 +594,6 @@ register(
         category=CATEGORY,
         name="uppercase",
         instruction=_UPPERCASE_INSTRUCTION,
-        template=f"{CATEGORY}/uppercase",
         generate=_generate_uppercase,
         verify=_verify_uppercase,
         reference=_reference_uppercase,

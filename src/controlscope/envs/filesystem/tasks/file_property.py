@@ -205,7 +205,6 @@ TIME_CLASSIFICATION = register(
             "but the date folders. Move the files (do not copy and delete them): their "
             "modification times must stay as they are. Leave the emptied folders in `inbox/`."
         ),
-        template="file_property/time_classification",
         generate=_generate,
         verify=_verify_time,
         reference=_ref_time,
@@ -289,7 +288,6 @@ SIZE_CLASSIFICATION = register(
             "in the category and the sum of their sizes in bytes (0 and 0 when empty). Leave the "
             "emptied folders in `inbox/`."
         ),
-        template="file_property/size_classification",
         generate=_generate,
         verify=_verify_size,
         reference=_ref_size,

@@ -24,6 +24,7 @@ from controlscope.envs.filesystem.tasks._taskkit import (
     fail,
     join,
     make_dir,
+    missing_output,
     ok,
     put,
     read_output,
@@ -238,8 +239,7 @@ def _verify_analysis(ws: Path, key: AnswerKey) -> list[Check]:
     checks: list[Check] = []
     text, why = read_output(ws, "structure_report.txt")
     if text is None:
-        checks.append(fail("report_file", why))
-        checks.extend(fail(k, "structure_report.txt is missing") for k in REPORT_KEYS)
+        checks += missing_output("structure_report.txt", why, "report_file", REPORT_KEYS)
     else:
         found: dict[str, str] = {}
         for line in text.split("\n"):
@@ -300,7 +300,6 @@ register(
         category=CATEGORY,
         name="structure_analysis",
         instruction=_ANALYSIS_INSTRUCTION,
-        template=f"{CATEGORY}/structure_analysis",
         generate=_generate_analysis,
         verify=_verify_analysis,
         reference=_reference_analysis,
@@ -409,7 +408,6 @@ register(
         category=CATEGORY,
         name="structure_mirror",
         instruction=_MIRROR_INSTRUCTION,
-        template=f"{CATEGORY}/structure_mirror",
         generate=_generate_mirror,
         verify=_verify_mirror,
         reference=_reference_mirror,

@@ -27,6 +27,7 @@ from controlscope.envs.filesystem.tasks._taskkit import (
     join,
     list_entries,
     make_dir,
+    missing_output,
     move,
     ok,
     parse_csv,
@@ -261,7 +262,6 @@ register(
         category=CATEGORY,
         name="author_folders",
         instruction=_AUTHOR_INSTRUCTION,
-        template=f"{CATEGORY}/author_folders",
         generate=_generate_authors,
         verify=_verify_authors,
         reference=_reference_authors,
@@ -349,8 +349,7 @@ def _verify_math(ws: Path, key: AnswerKey) -> list[Check]:
     checks: list[Check] = []
     text, why = read_output(ws, "papers/answer.html")
     if text is None:
-        checks.append(fail("answer_file", why))
-        checks.append(fail("right_paper", "papers/answer.html is missing"))
+        checks += missing_output("papers/answer.html", why, "answer_file", ("right_paper",))
     else:
         checks.append(ok("answer_file", "papers/answer.html exists"))
         if text == files[target]:
@@ -397,7 +396,6 @@ register(
         category=CATEGORY,
         name="find_math_paper",
         instruction=_MATH_INSTRUCTION,
-        template=f"{CATEGORY}/find_math_paper",
         generate=_generate_math,
         verify=_verify_math,
         reference=_reference_math,
@@ -555,7 +553,6 @@ register(
         category=CATEGORY,
         name="organize_legacy_papers",
         instruction=_LEGACY_INSTRUCTION,
-        template=f"{CATEGORY}/organize_legacy_papers",
         generate=_generate_legacy,
         verify=_verify_legacy,
         reference=_reference_legacy,

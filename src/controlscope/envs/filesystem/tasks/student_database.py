@@ -186,7 +186,6 @@ ENGLISH_TALENT = register(
             "S0042) and the full name exactly as written in basic_info.txt, in any order. Do not "
             "change any other file."
         ),
-        template="student_database/english_talent",
         generate=_gen_english,
         verify=_verify_english,
         reference=_ref_english,
@@ -323,7 +322,6 @@ GRADE_BASED_SCORE = register(
             'workspace root: a JSON object mapping each of "A", "B", "C", "D", "F" to the number '
             "of students with that grade (0 when none)."
         ),
-        template="student_database/grade_based_score",
         generate=_gen_grades,
         verify=_verify_grades,
         reference=_ref_grades,
@@ -413,7 +411,6 @@ DUPLICATE_NAME = register(
             "(the IDs of all students with that name, in ascending order; lines in any order). "
             "List no other names."
         ),
-        template="student_database/duplicate_name",
         generate=_gen_duplicates,
         verify=_verify_duplicates,
         reference=_ref_duplicates,
