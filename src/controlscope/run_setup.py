@@ -108,26 +108,20 @@ REPLAYED_KNOBS = ("planner_format", "review_mode", "max_tokens", "temperature", 
 replayed requests can match the recorded ones."""
 
 
-def _run_start(run_dir: Path) -> RunStartEvent:
-    from controlscope.record.events import RunStartEvent
+def _recording(run_dir: Path) -> tuple[RunStartEvent, bool]:
+    """A recorded run's ``run_start`` event, and whether the run is a replay that diverged."""
+    from controlscope.agent import REPLAY_DIVERGED
+    from controlscope.record.events import RunEndEvent, RunStartEvent
     from controlscope.record.store import read_events
 
     if not (run_dir / "events.jsonl").exists():
         raise FileNotFoundError(f"no recorded run at {run_dir} (events.jsonl is missing)")
-    for event in read_events(run_dir):
-        if isinstance(event, RunStartEvent):
-            return event
-    raise ValueError(f"the log in {run_dir} has no run_start event")
-
-
-def _diverged(run_dir: Path) -> bool:
-    from controlscope.agent import REPLAY_DIVERGED
-    from controlscope.record.events import RunEndEvent
-    from controlscope.record.store import read_events
-
-    return any(
-        isinstance(e, RunEndEvent) and e.end_reason == REPLAY_DIVERGED for e in read_events(run_dir)
-    )
+    events = read_events(run_dir)
+    start = next((e for e in events if isinstance(e, RunStartEvent)), None)
+    if start is None:
+        raise ValueError(f"the log in {run_dir} has no run_start event")
+    diverged = any(isinstance(e, RunEndEvent) and e.end_reason == REPLAY_DIVERGED for e in events)
+    return start, diverged
 
 
 def recorded_config(run_dir: Path) -> dict[str, object]:
@@ -137,7 +131,7 @@ def recorded_config(run_dir: Path) -> dict[str, object]:
         FileNotFoundError: when ``run_dir/events.jsonl`` is missing.
         ValueError: when the log has no ``run_start`` event.
     """
-    config = _run_start(run_dir).config
+    config = _recording(run_dir)[0].config
     return {k: config[k] for k in REPLAYED_KNOBS if k in config}
 
 
@@ -157,8 +151,8 @@ def check_replay_condition(run_dir: Path, given: Mapping[str, object]) -> None:
         ValueError: naming every option whose value differs from the recording, with both
             values; or the recording is itself a replay that diverged.
     """
-    start = _run_start(run_dir)
-    if _diverged(run_dir):
+    start, diverged = _recording(run_dir)
+    if diverged:
         raise ValueError(
             f"{run_dir} holds a replay that diverged from its recording; replay the original run"
         )

@@ -605,14 +605,12 @@ class WorkerSession:
         except ChannelTimeout:
             raise self._over_budget(kind) from None
         except WorkerGone:
-            self._charge(blk, time.perf_counter() - t0)
-            t0 = -1.0  # charged: waiting for the dead worker's exit status is not execution
-            raise _Kill("killed", self._death_reason()) from None
+            pass  # reported below: waiting for the dead worker's exit status is not execution
         except ProtocolViolation as exc:
             raise _Kill("killed", f"protocol violation: {exc}") from None
         finally:
-            if t0 >= 0:
-                self._charge(blk, time.perf_counter() - t0)
+            self._charge(blk, time.perf_counter() - t0)
+        raise _Kill("killed", self._death_reason())
 
     def _send(self, blk: _Block, msg: dict[str, Any]) -> None:
         """Send the worker a message; a worker that does not read it within the block's
@@ -622,15 +620,14 @@ class WorkerSession:
         t0 = time.perf_counter()
         try:
             self._chan.send(msg, timeout=max(budget, 0.0))
+            return
         except WorkerGone:
-            self._charge(blk, time.perf_counter() - t0)
-            t0 = -1.0  # charged (see _recv)
-            raise _Kill("killed", self._death_reason()) from None
+            pass  # reported below (see _recv)
         except ChannelTimeout:
             raise self._over_budget(kind) from None
         finally:
-            if t0 >= 0:
-                self._charge(blk, time.perf_counter() - t0)
+            self._charge(blk, time.perf_counter() - t0)
+        raise _Kill("killed", self._death_reason())
 
     def _drive(self, blk: _Block, handler: BoundaryHandler) -> BlockResult:
         nonce = secrets.token_hex(16)
