@@ -39,12 +39,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from controlscope.core import (
+    BlockResult,
+    Boundary,
+    Keep,
+    PrimitiveCall,
+    ReplaceWorkflow,
+    ToolResult,
+    ToolSchema,
+)
+from controlscope.core import Operation as Decision
 from controlscope.envs.filesystem.server import start_filesystem_server
-from controlscope.scope import Keep, ReplaceWorkflow
-from controlscope.tools import ToolResult, ToolSchema
 from controlscope.worker import WorkerSession
+from controlscope.worker._types import Limits
 from controlscope.worker.session import CONTROLLER_SPIN_S, WORKER_SPIN_S
-from controlscope.worker.types import BlockResult, Boundary, Decision, Limits, PrimitiveCall
 
 BIG = Limits(primitive_calls=10**9)
 

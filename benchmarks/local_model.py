@@ -30,8 +30,8 @@ import sys
 import time
 from typing import Any
 
+from controlscope.core import Message, ModelRequest, ToolSpec
 from controlscope.models.local import LocalModel
-from controlscope.models.types import Message, ModelRequest, ToolSpec
 
 SYSTEM = (
     "You review a file-management agent at each primitive call before it runs. You see the goal, "

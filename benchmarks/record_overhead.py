@@ -25,8 +25,23 @@ import tempfile
 import time
 from pathlib import Path
 
-from controlscope.envs.base import Check, Task, Verdict
-from controlscope.models.types import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from controlscope.core import (
+    Boundary,
+    CallSite,
+    Check,
+    Keep,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    PrimitiveCall,
+    Scope,
+    Task,
+    ToolCall,
+    ToolResult,
+    ToolSchema,
+    Usage,
+    Verdict,
+)
 from controlscope.record import (
     BoundaryEvent,
     Event,
@@ -42,9 +57,6 @@ from controlscope.record import (
     summarize,
 )
 from controlscope.review import PublicState, render_view
-from controlscope.scope import Keep, Scope
-from controlscope.tools import ToolResult, ToolSchema
-from controlscope.worker.types import Boundary, CallSite, PrimitiveCall
 
 TASK = Task(
     id="student_database/bench",

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from controlscope.agent import RunConfig, RunResult, run_task
+from controlscope.core import ChatModel, ModelRequest, ModelResponse, Scope
 from controlscope.envs.catalog import get_environment
 from controlscope.models.replay import ReplayModel
-from controlscope.models.types import ChatModel, ModelRequest, ModelResponse
 from controlscope.run_setup import build_models
-from controlscope.scope import Scope
 
 
 class TimedModel:

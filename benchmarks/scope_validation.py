@@ -15,17 +15,18 @@ import statistics
 import time
 from collections.abc import Callable
 
-from controlscope.scope import (
+from controlscope.core import (
+    Boundary,
+    CallSite,
     Keep,
     Operation,
     PatchArguments,
     PatchBlockData,
     ReplaceWorkflow,
     Scope,
-    validate_operation,
+    ToolSchema,
 )
-from controlscope.tools import ToolSchema
-from controlscope.worker.types import Boundary, CallSite
+from controlscope.scope import validate_operation
 
 EDIT_FILE = ToolSchema(
     name="edit_file",

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from controlscope.envs.base import AnswerKey, Check, TaskError
+from controlscope.core import AnswerKey, Check, TaskError
 from controlscope.envs.filesystem.registry import REGISTRY, FsTaskSpec
 from controlscope.envs.filesystem.testing import run_reference, solve_reference
 

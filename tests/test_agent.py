@@ -15,22 +15,27 @@ from typing import Any
 import pytest
 
 from controlscope.agent import LOCAL_FILE_HINT, RunConfig, RunResult, run_task
-from controlscope.envs.base import TaskBudgets
+from controlscope.core import (
+    BlockEndEvent,
+    ModelCallEvent,
+    ModelRequest,
+    ModelResponse,
+    PrimitiveCallEvent,
+    ProviderError,
+    RealizedOperationEvent,
+    RunEndEvent,
+    Scope,
+    TaskBudgets,
+    ToolCall,
+    ToolResult,
+    ToolSchema,
+    ToolServer,
+)
 from controlscope.envs.catalog import get_environment
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models.replay import ReplayMismatch, ReplayModel
 from controlscope.models.scripted import ScriptedModel
-from controlscope.models.types import ModelRequest, ModelResponse, ProviderError, ToolCall
-from controlscope.record.events import (
-    BlockEndEvent,
-    ModelCallEvent,
-    PrimitiveCallEvent,
-    RealizedOperationEvent,
-    RunEndEvent,
-)
 from controlscope.record.store import read_events, read_summary
-from controlscope.scope import Scope
-from controlscope.tools import ToolResult, ToolSchema, ToolServer
 
 TASK_ID = "file_context/file_splitting"
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from controlscope.envs.base import Check, Environment, TaskError
+from controlscope.core import Check, TaskError
+from controlscope.envs._base import Environment
 from controlscope.envs.catalog import add_arguments, environment_names, get_environment, main
 from controlscope.envs.filesystem.environment import FilesystemEnvironment, fill_instruction
 from controlscope.envs.filesystem.registry import FsTaskSpec

@@ -15,7 +15,7 @@ from _fs_task_support import (
     failed,
     wrong_outputs_test,
 )
-from controlscope.envs.base import AnswerKey, TaskError
+from controlscope.core import AnswerKey, TaskError
 from controlscope.envs.filesystem.registry import REGISTRY
 from controlscope.envs.filesystem.tasks import file_context
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from controlscope.envs.base import Check
+from controlscope.core import Check
 from controlscope.envs.filesystem.generators.file_organisation import (
     INBOX,
     LARGE_MIN,

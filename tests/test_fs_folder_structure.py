@@ -15,7 +15,7 @@ from _fs_task_support import (
     failed,
     wrong_outputs_test,
 )
-from controlscope.envs.base import AnswerKey
+from controlscope.core import AnswerKey
 from controlscope.envs.filesystem.registry import REGISTRY
 from controlscope.envs.filesystem.tasks import folder_structure
 

@@ -16,7 +16,7 @@ from _fs_task_support import (
     failed,
     wrong_outputs_test,
 )
-from controlscope.envs.base import AnswerKey, TaskError
+from controlscope.core import AnswerKey, TaskError
 from controlscope.envs.filesystem.registry import REGISTRY
 from controlscope.envs.filesystem.tasks import papers as papers_module
 

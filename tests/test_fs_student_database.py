@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from controlscope.envs.base import Check
+from controlscope.core import Check
 from controlscope.envs.filesystem.generators.students import (
     BASIC_INFO,
     LETTER,

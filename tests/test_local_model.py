@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import jsonschema
 import pytest
 
+from controlscope.core import ChatModel, Message, ModelRequest, ProviderError, ToolSpec
 from controlscope.models.local import LocalModel, default_threads
-from controlscope.models.types import ChatModel, Message, ModelRequest, ProviderError, ToolSpec
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from controlscope.core import ToolServer, ToolServerError
 from controlscope.envs.filesystem.server import start_filesystem_server
 from controlscope.mcp_client import McpToolServer
-from controlscope.tools import ToolServer, ToolServerError
 
 
 def _children() -> set[int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controlscope.models.types import ModelResponse, ToolCall
+from controlscope.core import ModelResponse, ToolCall, ToolSchema
 from controlscope.planner import (
     EXECUTE_PYTHON,
     assistant_message,
@@ -10,7 +10,6 @@ from controlscope.planner import (
     render_signature,
     render_system_prompt,
 )
-from controlscope.tools import ToolSchema
 
 READ = ToolSchema(
     name="read_text_file",

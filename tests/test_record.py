@@ -14,15 +14,27 @@ from pathlib import Path
 
 import pytest
 
-from controlscope.envs.base import Check, Task, Verdict
-from controlscope.models.replay import ReplayModel
-from controlscope.models.types import (
+from controlscope.core import (
+    BlockResult,
+    Boundary,
+    CallSite,
+    Check,
+    Keep,
     Message,
     ModelRequest,
     ModelResponse,
+    PatchArguments,
+    PrimitiveCall,
     ProviderError,
+    ReplaceWorkflow,
+    Scope,
+    Task,
+    ToolResult,
     Usage,
+    Validation,
+    Verdict,
 )
+from controlscope.models.replay import ReplayModel
 from controlscope.record import (
     EVENTS_FILE,
     BlockEndEvent,
@@ -51,9 +63,6 @@ from controlscope.record import (
     write_summary,
 )
 from controlscope.record.summary import SummaryError
-from controlscope.scope import Keep, PatchArguments, ReplaceWorkflow, Scope, Validation
-from controlscope.tools import ToolResult
-from controlscope.worker.types import BlockResult, Boundary, CallSite, PrimitiveCall
 
 REPO = Path(__file__).resolve().parents[1]
 

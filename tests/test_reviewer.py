@@ -13,9 +13,25 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from controlscope.core import (
+    Boundary,
+    CallSite,
+    Keep,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    PatchArguments,
+    PatchBlockData,
+    PrimitiveCall,
+    ProviderError,
+    ReplaceWorkflow,
+    Scope,
+    ToolCall,
+    ToolResult,
+    ToolSchema,
+)
 from controlscope.envs.filesystem.server import start_filesystem_server
 from controlscope.models.scripted import ScriptedModel
-from controlscope.models.types import Message, ModelRequest, ModelResponse, ProviderError, ToolCall
 from controlscope.record import TrajectoryWriter, read_events
 from controlscope.review import (
     DecisionRecord,
@@ -28,15 +44,6 @@ from controlscope.review import (
     operation_tools,
     render_view,
 )
-from controlscope.scope import (
-    Keep,
-    PatchArguments,
-    PatchBlockData,
-    ReplaceWorkflow,
-    Scope,
-)
-from controlscope.tools import ToolResult, ToolSchema
-from controlscope.worker.types import Boundary, CallSite, PrimitiveCall
 
 BLOCK = (
     "names = read_text_file('students/roster.txt').splitlines()\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from controlscope.record.events import RealizedOperationEvent
+from controlscope.core import RealizedOperationEvent
 from controlscope.record.store import read_events, read_summary
 
 FIXTURE = Path(__file__).parent / "fixtures" / "main_job"

@@ -38,10 +38,18 @@ from typing import Any
 
 import pytest
 
-from controlscope.scope import Keep, ReplaceWorkflow
-from controlscope.tools import ToolResult, ToolSchema
+from controlscope.core import (
+    BlockResult,
+    Boundary,
+    Keep,
+    PrimitiveCall,
+    ReplaceWorkflow,
+    ToolResult,
+    ToolSchema,
+)
+from controlscope.core import Operation as Decision
 from controlscope.worker import WorkerSession
-from controlscope.worker.types import BlockResult, Boundary, Decision, Limits, PrimitiveCall
+from controlscope.worker._types import Limits
 
 REPO = Path(__file__).resolve().parents[1]
 OK_TEXT = "the ok file says hello"

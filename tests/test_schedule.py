@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from controlscope.core import Boundary, CallSite, Keep, Operation, PatchArguments, ReplaceWorkflow
 from controlscope.schedule import (
     AtCall,
     Continuous,
@@ -24,8 +25,6 @@ from controlscope.schedule import (
     static_call_count,
     static_write_count,
 )
-from controlscope.scope import Keep, Operation, PatchArguments, ReplaceWorkflow
-from controlscope.worker.types import Boundary, CallSite
 
 READ_BLOCK = "x = read_text_file('/w/a.txt')\ny = read_text_file('/w/b.txt')\n"
 WRITE_BLOCK = "d = read_text_file('/w/a.txt')\nwrite_file('/w/o1', d)\nwrite_file('/w/o2', d)\n"

@@ -19,27 +19,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from controlscope.envs.filesystem.server import start_filesystem_server
-from controlscope.mcp_client import McpToolServer
-from controlscope.scope import (
+from controlscope.core import (
     REQUIRED_SCOPE,
+    Boundary,
+    CallSite,
     Keep,
-    MalformedOperationError,
     Operation,
     PatchArguments,
     PatchBlockData,
     ReplaceWorkflow,
     Scope,
+    ToolSchema,
     Validation,
+)
+from controlscope.envs.filesystem.server import start_filesystem_server
+from controlscope.mcp_client import McpToolServer
+from controlscope.review.operations import MalformedOperationError, parse_operation
+from controlscope.scope import (
     block_data_constants,
     code_parameters,
     is_code_parameter,
-    parse_operation,
     validate_operation,
 )
-from controlscope.tools import ToolSchema
 from controlscope.worker import _constants
-from controlscope.worker.types import Boundary, CallSite
 
 BLOCK = """\
 import json
@@ -605,8 +607,8 @@ def test_accepted_block_data_is_what_the_worker_makes_effective() -> None:
 def test_validated_block_data_patch_takes_effect_in_the_real_worker() -> None:
     """End to end: a reviewer's block-data patch, validated here, is applied by a real
     WorkerSession; the rest of the block (and the pending call) sees the new constants."""
+    from controlscope.core import BlockResult, PrimitiveCall
     from controlscope.worker import WorkerSession
-    from controlscope.worker.types import BlockResult, PrimitiveCall
 
     code = (
         "base = 'notes'\n"
@@ -634,7 +636,7 @@ def test_validated_block_data_patch_takes_effect_in_the_real_worker() -> None:
             ]
 
         def call(self, name: str, arguments: dict[str, Any]) -> Any:
-            from controlscope.tools import ToolResult
+            from controlscope.core import ToolResult
 
             self.calls.append(dict(arguments))
             return ToolResult(text=str(arguments["path"]))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from controlscope.core import ToolSpec
 from controlscope.models.toolcall_parse import code_tool, parse_tool_calls
-from controlscope.models.types import ToolSpec
 
 EXEC = ToolSpec(
     name="execute_python",

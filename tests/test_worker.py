@@ -16,8 +16,20 @@ from typing import Any
 
 import pytest
 
-from controlscope.scope import Keep, PatchArguments, PatchBlockData, ReplaceWorkflow
-from controlscope.tools import ToolResult, ToolSchema, ToolServer, ToolServerError
+from controlscope.core import (
+    BlockResult,
+    Boundary,
+    Keep,
+    PatchArguments,
+    PatchBlockData,
+    PrimitiveCall,
+    ReplaceWorkflow,
+    ToolResult,
+    ToolSchema,
+    ToolServer,
+    ToolServerError,
+)
+from controlscope.core import Operation as Decision
 from controlscope.worker import (
     WorkerSession,
     generate_proxies,
@@ -30,7 +42,7 @@ from controlscope.worker._runtime import (
     slot_values,
     transform_block,
 )
-from controlscope.worker.types import BlockResult, Boundary, Decision, Limits, PrimitiveCall
+from controlscope.worker._types import Limits
 
 READ = ToolSchema(
     name="read_text_file",

@@ -7,11 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from controlscope.core import (
+    BlockResult,
+    Boundary,
+    Keep,
+    PatchArguments,
+    PatchBlockData,
+    PrimitiveCall,
+    ReplaceWorkflow,
+)
+from controlscope.core import Operation as Decision
 from controlscope.envs.filesystem.server import start_filesystem_server
 from controlscope.mcp_client import McpToolServer
-from controlscope.scope import Keep, PatchArguments, PatchBlockData, ReplaceWorkflow
 from controlscope.worker import WorkerSession
-from controlscope.worker.types import BlockResult, Boundary, Decision, Limits, PrimitiveCall
+from controlscope.worker._types import Limits
 
 
 class Recorder:

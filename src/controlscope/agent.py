@@ -22,16 +22,41 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from controlscope.envs.base import AnswerKey, Environment, Task, TaskBudgets, Verdict
-from controlscope.models.replay import ReplayMismatch
-from controlscope.models.types import (
+from controlscope.core import (
     DEFAULT_MAX_TOKENS,
+    AnswerKey,
+    BlockEndEvent,
+    BlockResult,
+    BlockStartEvent,
+    Boundary,
+    BoundaryEvent,
+    BudgetEvent,
     ChatModel,
+    Event,
+    FinalVerdictEvent,
+    Keep,
     Message,
+    ModelCallEvent,
     ModelRequest,
     ModelResponse,
+    Operation,
+    PlannerTurnEvent,
+    PrimitiveCall,
+    PrimitiveCallEvent,
     ProviderError,
+    ReplaceBoundary,
+    RunEndEvent,
+    RunStartEvent,
+    Scope,
+    Task,
+    TaskBudgets,
+    ToolSchema,
+    ToolServer,
+    ToolServerError,
+    Verdict,
 )
+from controlscope.envs._base import Environment
+from controlscope.models.replay import ReplayMismatch
 from controlscope.planner import (
     EXECUTE_PYTHON_SPEC,
     PlannedBlock,
@@ -43,34 +68,13 @@ from controlscope.planner import (
     results_message,
     tool_message,
 )
-from controlscope.record.events import (
-    BlockEndEvent,
-    BlockStartEvent,
-    BoundaryEvent,
-    BudgetEvent,
-    Event,
-    FinalVerdictEvent,
-    ModelCallEvent,
-    PlannerTurnEvent,
-    PrimitiveCallEvent,
-    RunEndEvent,
-    RunStartEvent,
-)
 from controlscope.record.store import TrajectoryWriter, read_events, write_summary
 from controlscope.record.summary import RunSummary, summarize
 from controlscope.review.reviewer import Reviewer, ReviewOutcome
 from controlscope.review.state import DecisionRecord, PublicState
 from controlscope.schedule import Schedule, ScheduleContext, parse_schedule
-from controlscope.scope import Keep, Operation, Scope
-from controlscope.tools import ToolSchema, ToolServer, ToolServerError
+from controlscope.worker._types import Limits
 from controlscope.worker.session import WorkerSession
-from controlscope.worker.types import (
-    BlockResult,
-    Boundary,
-    Limits,
-    PrimitiveCall,
-    ReplaceBoundary,
-)
 
 View = Literal["code_only", "with_feedback"]
 

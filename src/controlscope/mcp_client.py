@@ -32,7 +32,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from controlscope.tools import ToolResult, ToolSchema, ToolServerError
+from controlscope.core import ToolResult, ToolSchema, ToolServerError
 
 __all__ = ["McpToolServer"]
 

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from controlscope.models.types import Message, ModelResponse, ToolSpec
-from controlscope.tools import ToolSchema
+from controlscope.core import Message, ModelResponse, ToolSchema, ToolSpec
 
 EXECUTE_PYTHON = "execute_python"
 

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from controlscope.record.events import (
+from controlscope.core import (
     BlockEndEvent,
     Event,
     ModelCallEvent,

@@ -99,11 +99,10 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from controlscope.agent import RunConfig, run_task
-    from controlscope.envs.base import TaskError
+    from controlscope.core import ProviderError, Scope, TaskError
     from controlscope.envs.catalog import get_environment
     from controlscope.models.cache import CacheError
     from controlscope.models.replay import ReplayMismatch
-    from controlscope.models.types import ProviderError
     from controlscope.models.weights import WeightsError
     from controlscope.progress import LiveProgress
     from controlscope.run_setup import (
@@ -113,7 +112,6 @@ def main(args: argparse.Namespace) -> int:
         recorded_config,
     )
     from controlscope.schedule import parse_schedule
-    from controlscope.scope import Scope
 
     console = Console(stderr=True, soft_wrap=True)
     try:

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from controlscope.core import DEFAULT_MAX_TOKENS, ChatModel
 from controlscope.models.cache import CachedModel, RequestCache
 from controlscope.models.factory import make_model
-from controlscope.models.types import DEFAULT_MAX_TOKENS, ChatModel
 
 if TYPE_CHECKING:
-    from controlscope.record.events import RunStartEvent
+    from controlscope.core import RunStartEvent
 
 LOCAL_MAX_TOKENS = 1024
 """Default per-request cap for the embedded model: at about 20 tokens/s on 2 cores, the paper's
@@ -111,7 +111,7 @@ replayed requests can match the recorded ones."""
 def _recording(run_dir: Path) -> tuple[RunStartEvent, bool]:
     """A recorded run's ``run_start`` event, and whether the run is a replay that diverged."""
     from controlscope.agent import REPLAY_DIVERGED
-    from controlscope.record.events import RunEndEvent, RunStartEvent
+    from controlscope.core import RunEndEvent, RunStartEvent
     from controlscope.record.store import read_events
 
     if not (run_dir / "events.jsonl").exists():

@@ -33,8 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from controlscope.scope import Operation
-from controlscope.worker.types import Boundary
+from controlscope.core import Boundary, Operation
 
 FILESYSTEM_WRITE_TOOLS: frozenset[str] = frozenset(
     {"write_file", "edit_file", "move_file", "create_directory"}

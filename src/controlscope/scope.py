@@ -1,252 +1,50 @@
-"""Scopes and operations: what a reviewer may do at a boundary, and the check of what it proposed.
+"""Judging a reviewer's proposal against the granted scope (paper section 3.1).
 
-Paper section 3.1 defines nested operation sets A_Keep ⊂ A_Arg ⊂ A_Full; Params (the paper's
-AppWorld V2 "coordinated data edit", section A.2) sits between Arg and Full.
-
-INTERFACE CONTRACT (fixed): other modules rely on the names and fields of the records below.
-The reviewer builds proposals with :func:`parse_operation` and judges them with
-:func:`validate_operation`. Block-data validation uses the worker runtime's own constant walk
-(:func:`block_data_constants`), so what it accepts the worker can make effective.
+:func:`validate_operation` is the one check every proposal passes before it can run: a rejected
+proposal is recorded and executed as ``keep``. Block-data validation uses the worker runtime's own
+constant walk (:func:`block_data_constants`), so what it accepts the worker can make effective.
+The records it judges (:class:`~controlscope.core.Scope`, the operations,
+:class:`~controlscope.core.Validation`) live in :mod:`controlscope.core`.
 """
 
 from __future__ import annotations
 
 import ast
-import enum
 import functools
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Any
 
 import jsonschema
 import jsonschema.protocols
 import jsonschema.validators
 import referencing.exceptions
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
-from controlscope.tools import ToolSchema
-
-if TYPE_CHECKING:  # worker.types imports Operation from here
-    from controlscope.worker.types import Boundary
-
-
-class Scope(enum.IntEnum):
-    """Granted scope, ordered by inclusion: Keep ⊂ Arg ⊂ Params ⊂ Full."""
-
-    KEEP = 0
-    ARG = 1
-    PARAMS = 2
-    FULL = 3
-
-
-OperationKind = Literal["keep", "patch_arguments", "patch_block_data", "replace_workflow"]
-
-
-class Keep(BaseModel):
-    """Continue the program unchanged."""
-
-    model_config = ConfigDict(frozen=True)
-    kind: Literal["keep"] = "keep"
-
-
-class PatchArguments(BaseModel):
-    """Arg: new values for some data arguments of the pending primitive call.
-
-    ``arguments`` maps argument names to their new values; names not given keep their values.
-    """
-
-    model_config = ConfigDict(frozen=True)
-    kind: Literal["patch_arguments"] = "patch_arguments"
-    arguments: dict[str, Any]
-
-
-class PatchBlockData(BaseModel):
-    """Params: a rewrite of the whole current block whose syntax tree equals the original except for
-    constant values."""
-
-    model_config = ConfigDict(frozen=True)
-    kind: Literal["patch_block_data"] = "patch_block_data"
-    code: str
-
-
-class ReplaceWorkflow(BaseModel):
-    """Full: new code for the rest of the block (or reply); the pending call is cancelled."""
-
-    model_config = ConfigDict(frozen=True)
-    kind: Literal["replace_workflow"] = "replace_workflow"
-    code: str
-
-
-Operation = Annotated[
-    Keep | PatchArguments | PatchBlockData | ReplaceWorkflow, Field(discriminator="kind")
-]
-
-#: The least scope that grants each operation kind.
-REQUIRED_SCOPE: dict[str, Scope] = {
-    "keep": Scope.KEEP,
-    "patch_arguments": Scope.ARG,
-    "patch_block_data": Scope.PARAMS,
-    "replace_workflow": Scope.FULL,
-}
-
-RejectionReason = Literal[
-    "out_of_scope",
-    "unknown_argument",
-    "schema_violation",
-    "code_parameter",
-    "structure_changed",
-    "syntax_error",
-    "empty_patch",
-    "malformed",
-]
-"""Why a proposal was rejected (it is then executed as ``Keep``).
-
-``malformed`` means the review held no parseable operation."""
-
-
-def _scope_from(value: Any) -> Any:
-    """Accept a scope as a :class:`Scope`, its integer value or its (case-insensitive) name."""
-    if isinstance(value, str) and not value.isdigit():
-        try:
-            return Scope[value.upper()]
-        except KeyError:
-            names = ", ".join(s.name.lower() for s in Scope)
-            raise ValueError(f"unknown scope {value!r} (expected one of {names})") from None
-    return value
-
-
-ScopeName = Annotated[
+from controlscope.core import (
+    REQUIRED_SCOPE,
+    Boundary,
+    Keep,
+    Operation,
+    PatchArguments,
+    PatchBlockData,
+    RejectionReason,
+    ReplaceWorkflow,
     Scope,
-    BeforeValidator(_scope_from),
-    PlainSerializer(lambda s: Scope(s).name.lower(), return_type=str),
+    ToolSchema,
+    Validation,
+)
+from controlscope.worker import _constants
+
+__all__ = [
+    "CODE_NAME_TOKENS",
+    "DATA_CODE_QUALIFIERS",
+    "SCALAR_TYPES",
+    "block_data_constants",
+    "code_parameters",
+    "is_code_parameter",
+    "validate_operation",
 ]
-"""A :class:`Scope` in a record: written as its lower-case name (``"full"``), read back from a
-name or an integer."""
-
-
-class Validation(BaseModel):
-    """The verdict on one proposal, for the log.
-
-    Attributes:
-        granted: the scope the reviewer was offered.
-        proposal: what the reviewer proposed (None when it proposed nothing parseable).
-        accepted: whether the proposal is executed as proposed.
-        reason: the typed rejection reason when not accepted.
-        detail: a human-readable explanation of the rejection.
-        realized: the operation actually executed (``Keep`` when rejected).
-    """
-
-    granted: ScopeName
-    proposal: Operation | None
-    accepted: bool
-    reason: RejectionReason | None = None
-    detail: str = ""
-    realized: Operation
-
-
-# ---------------------------------------------------------------------------------------------
-# Parsing a reviewer's proposal
-# ---------------------------------------------------------------------------------------------
-
-
-class MalformedOperationError(ValueError):
-    """A reviewer's proposal could not be read as an :data:`Operation`.
-
-    The reviewer records it as a ``malformed`` fallback and executes ``Keep`` (paper section A.4:
-    "a malformed review response ... produces a recorded Keep fallback").
-
-    Attributes:
-        kind: the operation kind the proposal named (as given, possibly not a valid kind).
-        detail: what is wrong with it.
-    """
-
-    def __init__(self, kind: object, detail: str) -> None:
-        super().__init__(f"malformed {kind!r} operation: {detail}")
-        self.kind = kind
-        self.detail = detail
-
-
-_FENCE = re.compile(r"\A```[A-Za-z0-9_+-]*[ \t]*\n(?P<body>.*?)\n?```\Z", re.DOTALL)
-
-
-def _unfence(code: str) -> str:
-    """Strip one Markdown code fence around the whole of ``code`` (small models add them)."""
-    match = _FENCE.match(code.strip())
-    return match.group("body") if match else code
-
-
-def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Operation:
-    """Build an operation from a reviewer's answer.
-
-    ``payload`` is the tool-call arguments (tools mode) or the decision object (JSON mode); keys
-    that the kind does not use (``reason``, ``operation``, a ``code`` next to a patch...) are
-    ignored, so one decision format serves every kind.
-
-    - ``keep``: the payload is ignored.
-    - ``patch_arguments``: ``payload["arguments"]`` must be an object mapping argument names to
-      new values. A JSON *string* holding an object is accepted too (models often encode nested
-      objects as strings). Its content is checked later by :func:`validate_operation`.
-    - ``patch_block_data`` / ``replace_workflow``: ``payload["code"]`` must be a string. One
-      Markdown fence around the whole code (```` ```python ... ``` ````) is removed.
-
-    This function only checks shapes; scope, schema and syntax are judged by
-    :func:`validate_operation`.
-
-    Args:
-        kind: one of ``keep``, ``patch_arguments``, ``patch_block_data``, ``replace_workflow``
-            (surrounding whitespace and case are tolerated).
-        payload: the answer's fields.
-
-    Returns:
-        The operation (a frozen pydantic model).
-
-    Raises:
-        MalformedOperationError: unknown kind, payload not an object, a missing field, or a field
-            of the wrong type.
-    """
-    if not isinstance(kind, str):
-        raise MalformedOperationError(kind, "the operation kind must be a string")
-    name = kind.strip().lower()
-    if name not in REQUIRED_SCOPE:
-        raise MalformedOperationError(
-            kind, f"unknown operation kind; expected one of {sorted(REQUIRED_SCOPE)}"
-        )
-    if payload is None:
-        payload = {}
-    if not isinstance(payload, Mapping):
-        raise MalformedOperationError(
-            kind, f"the payload must be an object, got {type(payload).__name__}"
-        )
-    if name == "keep":
-        return Keep()
-    if name == "patch_arguments":
-        if "arguments" not in payload:
-            raise MalformedOperationError(kind, "missing field 'arguments'")
-        arguments = payload["arguments"]
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                raise MalformedOperationError(
-                    kind, f"'arguments' is a string that is not JSON: {exc}"
-                ) from exc
-        if not isinstance(arguments, Mapping):
-            raise MalformedOperationError(
-                kind, f"'arguments' must be an object, got {type(arguments).__name__}"
-            )
-        if not all(isinstance(key, str) for key in arguments):
-            raise MalformedOperationError(kind, "argument names must be strings")
-        return PatchArguments(arguments=dict(arguments))
-    if "code" not in payload:
-        raise MalformedOperationError(kind, "missing field 'code'")
-    code = payload["code"]
-    if not isinstance(code, str):
-        raise MalformedOperationError(kind, f"'code' must be a string, got {type(code).__name__}")
-    code = _unfence(code)
-    if name == "patch_block_data":
-        return PatchBlockData(code=code)
-    return ReplaceWorkflow(code=code)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -400,8 +198,6 @@ def block_data_constants(code: str) -> list[Any]:
     Raises:
         SyntaxError: the code does not parse.
     """
-    from controlscope.worker import _constants  # lazy: worker.types imports this module
-
     constants = _constants.constants_in_order(tree := ast.parse(code))
     return [constants[i].value for i in _constants.slot_positions(tree)]
 
@@ -568,8 +364,6 @@ def _same_json(old: Any, new: Any) -> bool:
 
 
 def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary) -> Validation:
-    from controlscope.worker import _constants  # lazy: worker.types imports this module
-
     try:
         new_tree = _compile(patch.code, "<patch_block_data>")
     except SyntaxError as exc:
@@ -636,16 +430,12 @@ def _running_block(code: str) -> tuple[ast.Module, str]:
     Raises:
         SyntaxError: the block does not compile.
     """
-    from controlscope.worker import _constants
-
     tree = _compile(code, "<block>")
     return tree, _constants.structure_key(tree)
 
 
 def _first_difference(old: ast.Module, new: ast.Module) -> str:
     """Point at the first top-level statement whose structure differs."""
-    from controlscope.worker import _constants
-
     for old_stmt, new_stmt in zip(old.body, new.body, strict=False):
         if _constants.structure_key(old_stmt) != _constants.structure_key(new_stmt):
             return f" (first at the statement on line {new_stmt.lineno} of the new block)"

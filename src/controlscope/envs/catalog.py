@@ -13,7 +13,8 @@ import json
 import sys
 from collections.abc import Callable
 
-from controlscope.envs.base import Environment, TaskError
+from controlscope.core import TaskError
+from controlscope.envs._base import Environment
 
 __all__ = ["ENVIRONMENTS", "add_arguments", "environment_names", "get_environment", "main"]
 

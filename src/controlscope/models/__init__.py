@@ -13,6 +13,18 @@ Public API:
 Importing this package is cheap: neither ``openai`` nor ``llama_cpp`` is imported until used.
 """
 
+from controlscope.core import (
+    DEFAULT_MAX_TOKENS,
+    ChatModel,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+)
 from controlscope.models.accounting import (
     AccountedModel,
     LedgerSummary,
@@ -25,18 +37,6 @@ from controlscope.models.factory import make_model
 from controlscope.models.openai_client import OpenAIModel, parse_tool_call
 from controlscope.models.replay import ReplayExhausted, ReplayMismatch, ReplayModel
 from controlscope.models.scripted import ScriptedModel, ScriptExhausted
-from controlscope.models.types import (
-    DEFAULT_MAX_TOKENS,
-    ChatModel,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    ProviderError,
-    ToolCall,
-    ToolChoice,
-    ToolSpec,
-    Usage,
-)
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",

@@ -12,7 +12,7 @@ import threading
 
 from pydantic import BaseModel, Field
 
-from controlscope.models.types import ChatModel, ModelRequest, ModelResponse, ProviderError
+from controlscope.core import ChatModel, ModelRequest, ModelResponse, ProviderError
 
 __all__ = ["AccountedModel", "LedgerSummary", "RoleTotals", "TokenLedger", "TokenTotals"]
 

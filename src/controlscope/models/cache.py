@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from controlscope.models.types import ChatModel, ModelRequest, ModelResponse
+from controlscope.core import ChatModel, ModelRequest, ModelResponse
 
 __all__ = ["CacheError", "CachedModel", "RequestCache", "request_key"]
 

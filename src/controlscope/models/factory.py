@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from controlscope.core import ChatModel
 from controlscope.models.openai_client import OpenAIModel
 from controlscope.models.replay import ReplayModel
 from controlscope.models.scripted import ScriptedModel
-from controlscope.models.types import ChatModel
 
 __all__ = ["LOCAL_OPTIONS", "OPENAI_OPTIONS", "make_model"]
 

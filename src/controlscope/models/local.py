@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controlscope.models.toolcall_parse import parse_tool_calls, tool_call_id
-from controlscope.models.types import (
+from controlscope.core import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -40,6 +39,7 @@ from controlscope.models.types import (
     ToolSpec,
     Usage,
 )
+from controlscope.models.toolcall_parse import parse_tool_calls, tool_call_id
 from controlscope.models.weights import ensure_weights, resolve_model_name
 
 __all__ = ["GenerationStats", "LocalModel", "default_threads"]

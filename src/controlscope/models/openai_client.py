@@ -27,11 +27,12 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from controlscope.models.types import (
+from controlscope.core import (
     Message,
     ModelRequest,
     ModelResponse,
     ProviderError,
+    ProviderErrorKind,
     ToolCall,
     Usage,
 )
@@ -216,7 +217,9 @@ def _response_from_openai(
     )
 
 
-def _classify(exc: Exception) -> tuple[str, int | None, bool, float | None] | None:
+def _classify(
+    exc: Exception,
+) -> tuple[ProviderErrorKind, int | None, bool, float | None] | None:
     """Return (kind, status, retryable, retry_after_s) for an SDK exception, None for others."""
     import openai
 

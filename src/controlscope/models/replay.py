@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from controlscope.models.types import ModelRequest, ModelResponse, ProviderError
+from controlscope.core import PROVIDER_ERROR_KINDS, ModelRequest, ModelResponse, ProviderError
 
 __all__ = ["ReplayExhausted", "ReplayMismatch", "ReplayModel", "first_difference"]
 
@@ -290,6 +290,6 @@ def _pair_from_event(
         return request, ProviderError(
             error,
             status=status if isinstance(status, int) else None,
-            kind=kind if isinstance(kind, str) else "other",
+            kind=next((k for k in PROVIDER_ERROR_KINDS if k == kind), "other"),
         )
     raise ValueError(f"{where}: model call with neither a response nor an error")

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from controlscope.models.types import ModelRequest, ModelResponse
+from controlscope.core import ModelRequest, ModelResponse
 
 __all__ = ["ScriptExhausted", "ScriptItem", "ScriptedModel"]
 

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from controlscope.models.types import ToolCall, ToolSpec
+from controlscope.core import ToolCall, ToolSpec
 
 __all__ = ["code_tool", "parse_tool_calls", "tool_call_id"]
 

@@ -5,7 +5,7 @@ Public API::
     from controlscope.record import TrajectoryWriter, read_events, summarize, write_summary
 """
 
-from controlscope.record.events import (
+from controlscope.core import (
     EVENT_ADAPTER,
     SCHEMA_VERSION,
     BlockEndEvent,

@@ -18,7 +18,7 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from controlscope.record.events import EVENT_ADAPTER, SCHEMA_VERSION, Event
+from controlscope.core import EVENT_ADAPTER, SCHEMA_VERSION, Event
 from controlscope.record.summary import RunSummary
 
 EVENTS_FILE = "events.jsonl"

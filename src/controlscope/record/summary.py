@@ -15,9 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from controlscope.core import Event, Scope
 from controlscope.models.accounting import RoleTotals, TokenLedger
-from controlscope.record.events import Event
-from controlscope.scope import Scope
 
 FALLBACK_KINDS: tuple[str, ...] = (
     "malformed",

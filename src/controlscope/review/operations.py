@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from controlscope.models.types import ModelResponse, ToolSpec
-from controlscope.scope import (
+from controlscope.core import (
     REQUIRED_SCOPE,
-    MalformedOperationError,
+    Keep,
+    ModelResponse,
     Operation,
     OperationKind,
+    PatchArguments,
+    PatchBlockData,
+    ReplaceWorkflow,
     Scope,
-    parse_operation,
+    ToolSpec,
 )
 
 DecisionMode = Literal["tools", "json"]
@@ -119,6 +123,105 @@ def decision_schema(scope: Scope) -> dict[str, Any]:
     if len(branches) == 1:
         return branches[0]
     return {"anyOf": branches}
+
+
+class MalformedOperationError(ValueError):
+    """A reviewer's proposal could not be read as an :data:`Operation`.
+
+    The reviewer records it as a ``malformed`` fallback and executes ``Keep`` (paper section A.4:
+    "a malformed review response ... produces a recorded Keep fallback").
+
+    Attributes:
+        kind: the operation kind the proposal named (as given, possibly not a valid kind).
+        detail: what is wrong with it.
+    """
+
+    def __init__(self, kind: object, detail: str) -> None:
+        super().__init__(f"malformed {kind!r} operation: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+_FENCE = re.compile(r"\A```[A-Za-z0-9_+-]*[ \t]*\n(?P<body>.*?)\n?```\Z", re.DOTALL)
+
+
+def _unfence(code: str) -> str:
+    """Strip one Markdown code fence around the whole of ``code`` (small models add them)."""
+    match = _FENCE.match(code.strip())
+    return match.group("body") if match else code
+
+
+def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Operation:
+    """Build an operation from a reviewer's answer.
+
+    ``payload`` is the tool-call arguments (tools mode) or the decision object (JSON mode); keys
+    that the kind does not use (``reason``, ``operation``, a ``code`` next to a patch...) are
+    ignored, so one decision format serves every kind.
+
+    - ``keep``: the payload is ignored.
+    - ``patch_arguments``: ``payload["arguments"]`` must be an object mapping argument names to
+      new values. A JSON *string* holding an object is accepted too (models often encode nested
+      objects as strings). Its content is checked later by :func:`validate_operation`.
+    - ``patch_block_data`` / ``replace_workflow``: ``payload["code"]`` must be a string. One
+      Markdown fence around the whole code (```` ```python ... ``` ````) is removed.
+
+    This function only checks shapes; scope, schema and syntax are judged by
+    :func:`validate_operation`.
+
+    Args:
+        kind: one of ``keep``, ``patch_arguments``, ``patch_block_data``, ``replace_workflow``
+            (surrounding whitespace and case are tolerated).
+        payload: the answer's fields.
+
+    Returns:
+        The operation (a frozen pydantic model).
+
+    Raises:
+        MalformedOperationError: unknown kind, payload not an object, a missing field, or a field
+            of the wrong type.
+    """
+    if not isinstance(kind, str):
+        raise MalformedOperationError(kind, "the operation kind must be a string")
+    name = kind.strip().lower()
+    if name not in REQUIRED_SCOPE:
+        raise MalformedOperationError(
+            kind, f"unknown operation kind; expected one of {sorted(REQUIRED_SCOPE)}"
+        )
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, Mapping):
+        raise MalformedOperationError(
+            kind, f"the payload must be an object, got {type(payload).__name__}"
+        )
+    if name == "keep":
+        return Keep()
+    if name == "patch_arguments":
+        if "arguments" not in payload:
+            raise MalformedOperationError(kind, "missing field 'arguments'")
+        arguments = payload["arguments"]
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError as exc:
+                raise MalformedOperationError(
+                    kind, f"'arguments' is a string that is not JSON: {exc}"
+                ) from exc
+        if not isinstance(arguments, Mapping):
+            raise MalformedOperationError(
+                kind, f"'arguments' must be an object, got {type(arguments).__name__}"
+            )
+        if not all(isinstance(key, str) for key in arguments):
+            raise MalformedOperationError(kind, "argument names must be strings")
+        return PatchArguments(arguments=dict(arguments))
+    if "code" not in payload:
+        raise MalformedOperationError(kind, "missing field 'code'")
+    code = payload["code"]
+    if not isinstance(code, str):
+        raise MalformedOperationError(kind, f"'code' must be a string, got {type(code).__name__}")
+    code = _unfence(code)
+    if name == "patch_block_data":
+        return PatchBlockData(code=code)
+    return ReplaceWorkflow(code=code)
 
 
 @dataclass(frozen=True)

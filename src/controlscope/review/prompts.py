@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from controlscope.core import ReplaceBoundary, Scope, ToolSchema
 from controlscope.review.operations import DecisionMode, granted_kinds
-from controlscope.scope import Scope
-from controlscope.tools import ToolSchema
-from controlscope.worker.types import ReplaceBoundary
 
 _RULES: dict[str, str] = {
     "keep": "keep: the program makes the pending call unchanged.",

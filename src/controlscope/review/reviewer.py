@@ -25,13 +25,21 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from controlscope.models.types import ChatModel, ModelRequest, ModelResponse, ProviderError
-from controlscope.record.events import (
+from controlscope.core import (
+    ChatModel,
     Event,
     FallbackKind,
+    Keep,
+    ModelRequest,
+    ModelResponse,
+    Operation,
     ProposalEvent,
+    ProviderError,
     RealizedOperationEvent,
     ReviewRequestEvent,
+    Scope,
+    ScopeName,
+    Validation,
     VerdictEvent,
     model_call_event,
 )
@@ -43,7 +51,7 @@ from controlscope.review.operations import (
 )
 from controlscope.review.state import PublicState
 from controlscope.review.views import View, ViewLimits, render_view
-from controlscope.scope import Keep, Operation, Scope, ScopeName, Validation, validate_operation
+from controlscope.scope import validate_operation
 
 EventSink = Callable[[Event], object]
 """Where a review's events go as they happen (e.g. ``TrajectoryWriter.write``)."""

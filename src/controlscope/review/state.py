@@ -13,11 +13,16 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from controlscope.models.types import Message
-from controlscope.record.events import FallbackKind
-from controlscope.scope import Operation, ScopeName
-from controlscope.tools import ToolSchema
-from controlscope.worker.types import Boundary, PrimitiveCall, ReplaceBoundary
+from controlscope.core import (
+    Boundary,
+    FallbackKind,
+    Message,
+    Operation,
+    PrimitiveCall,
+    ReplaceBoundary,
+    ScopeName,
+    ToolSchema,
+)
 
 
 class DecisionRecord(BaseModel):

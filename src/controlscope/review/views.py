@@ -17,11 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from controlscope.models.types import Message
+from controlscope.core import Message, Scope
 from controlscope.review.operations import DecisionMode
 from controlscope.review.prompts import system_prompt
 from controlscope.review.state import PublicState
-from controlscope.scope import Scope
 
 View = Literal["code_only", "with_feedback"]
 VIEWS: tuple[View, ...] = ("code_only", "with_feedback")

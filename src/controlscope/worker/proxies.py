@@ -13,7 +13,7 @@ import keyword
 import re
 from dataclasses import dataclass
 
-from controlscope.tools import ToolSchema
+from controlscope.core import ToolSchema
 
 _IDENT = re.compile(r"[^0-9A-Za-z_]")
 

@@ -37,22 +37,26 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from controlscope.scope import Keep, PatchArguments, PatchBlockData, ReplaceWorkflow
-from controlscope.tools import ToolSchema, ToolServer, ToolServerError
-from controlscope.worker import _runtime, sandbox
-from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
-from controlscope.worker.proxies import ProxySet, generate_proxies
-from controlscope.worker.types import (
+from controlscope.core import (
     BlockResult,
     BlockStatus,
     Boundary,
-    BoundaryHandler,
     CallSite,
-    Decision,
-    Limits,
+    Keep,
+    PatchArguments,
+    PatchBlockData,
     PrimitiveCall,
     ReplaceBoundary,
+    ReplaceWorkflow,
+    ToolSchema,
+    ToolServer,
+    ToolServerError,
 )
+from controlscope.core import Operation as Decision
+from controlscope.worker import _runtime, sandbox
+from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
+from controlscope.worker._types import BoundaryHandler, Limits
+from controlscope.worker.proxies import ProxySet, generate_proxies
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controlscope.envs.base import AnswerKey, Check, Task, TaskError, Verdict
+from controlscope.core import AnswerKey, Check, Task, TaskError, Verdict
 from controlscope.envs.filesystem.registry import REGISTRY, FsTaskSpec
 from controlscope.envs.filesystem.server import normalise_observation, start_filesystem_server
 from controlscope.envs.filesystem.tasks import TASK_MODULES

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controlscope.envs.base import AnswerKey, Check
-from controlscope.tools import ToolResult
+from controlscope.core import AnswerKey, Check, ToolResult
 
 ToolCaller = Callable[..., ToolResult]
 """``call(tool_name, **arguments) -> ToolResult``; raises on a tool error (reference solutions)."""

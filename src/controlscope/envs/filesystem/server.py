@@ -16,7 +16,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from controlscope.envs.base import TaskError
+from controlscope.core import TaskError
 from controlscope.mcp_client import McpToolServer
 from controlscope.worker.sandbox import bwrap_path, system_binds
 

@@ -13,12 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controlscope.envs.base import AnswerKey, Verdict
+from controlscope.core import AnswerKey, ToolResult, ToolServer, Verdict
 from controlscope.envs.filesystem.environment import make_task, prepare_workspace, spec_rng
 from controlscope.envs.filesystem.registry import FsTaskSpec, ToolCaller
 from controlscope.envs.filesystem.server import start_filesystem_server
 from controlscope.envs.filesystem.workspace import Workspace
-from controlscope.tools import ToolResult, ToolServer
 
 __all__ = ["ReferenceToolError", "run_reference", "solve_reference", "strict_caller"]
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from controlscope.envs.base import TaskError
+from controlscope.core import TaskError
 
 __all__ = ["HISTORICAL_MARGIN_S", "Workspace", "content_hash"]
 

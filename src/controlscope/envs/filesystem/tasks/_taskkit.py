@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from controlscope.envs.base import Check, TaskError
+from controlscope.core import Check, TaskError
 from controlscope.envs.filesystem.registry import ToolCaller
 
 T = TypeVar("T")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controlscope.envs.base import AnswerKey, Check
+from controlscope.core import AnswerKey, Check
 from controlscope.envs.filesystem.registry import FsTaskSpec, ToolCaller, register
 from controlscope.envs.filesystem.tasks._taskkit import (
     check_placement,

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controlscope.envs.base import AnswerKey, Check
+from controlscope.core import AnswerKey, Check
 from controlscope.envs.filesystem.generators.file_organisation import (
     INBOX,
     SIZE_BANDS,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controlscope.envs.base import AnswerKey, Check, TaskError
+from controlscope.core import AnswerKey, Check, TaskError
 from controlscope.envs.filesystem.registry import FsTaskSpec, ToolCaller, register
 from controlscope.envs.filesystem.tasks._taskkit import (
     check_directory,

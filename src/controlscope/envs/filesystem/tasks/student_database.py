@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controlscope.envs.base import AnswerKey, Check
+from controlscope.core import AnswerKey, Check
 from controlscope.envs.filesystem.generators.students import (
     BASIC_INFO,
     LETTER,

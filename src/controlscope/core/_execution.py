@@ -1,17 +1,16 @@
-"""What crosses between the controller and the worker: boundaries, decisions, block results.
+"""Records of execution: boundaries, primitive calls and block results.
 
-INTERFACE CONTRACT (fixed): the agent loop, the reviewer and the trajectory log rely on these
-names and fields.
+What crosses between the controller and the worker, and what the reviewer, the schedules and the
+trajectory log read (design notes: "boundary", "primitive call", "block").
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from controlscope.scope import Operation
-from controlscope.tools import ToolResult
+from controlscope.core._tools import ToolResult
 
 
 class CallSite(BaseModel):
@@ -123,65 +122,10 @@ class BlockResult(BaseModel):
         return "\n".join(parts)
 
 
-class Limits(BaseModel):
-    """Budgets the worker enforces with the controller (paper section 4, table 5).
-
-    Attributes:
-        block_wall_s: wall seconds one block may run before the worker is killed.
-        task_wall_s: execution seconds for the whole task (review time excluded).
-        primitive_calls: primitive calls per task; further calls raise ``BudgetExhausted``.
-        output_chars: captured printed output kept per block.
-        memory_mb: address-space limit of the worker process.
-        cpu_s: CPU-seconds limit of the worker process.
-        processes: process-count limit inside the sandbox.
-        file_size_mb: largest file the worker may write (in its private /tmp).
-        cancel_grace_s: execution seconds a replaced block may take to unwind before the
-            worker is killed (the replacement then runs in a fresh worker).
-        tmp_mb: size of the worker's private ``/tmp`` (bwrap isolation).
-    """
-
-    block_wall_s: float = 300.0
-    task_wall_s: float = 1800.0
-    primitive_calls: int = 100
-    output_chars: int = 20_000
-    memory_mb: int = 2048
-    cpu_s: int = 600
-    processes: int = 64
-    file_size_mb: int = 16
-    cancel_grace_s: float = 2.0
-    tmp_mb: int = 256
-
-
-Decision = Operation
-"""A realized (already validated) operation sent to the worker at a boundary."""
-
-
 ReplaceBoundary = Literal["block", "reply"]
 """What a replacement replaces: the current block only, or the current block and the blocks
 queued behind it in the same reply (those get cancellation receipts). Paper section A.1."""
 
 
-class BoundaryHandler(Protocol):
-    """The controller-side callbacks a worker session drives while blocks run.
-
-    The session calls them in order: ``on_block_start``, then for each primitive call
-    ``on_boundary`` (which returns the realized operation) and, when the call is made,
-    ``on_call``; finally ``on_block_end``.
-    """
-
-    def on_block_start(self, block_id: str, code: str, replaces: str | None) -> None:
-        """A block (or a replacement for block ``replaces``) starts."""
-        ...
-
-    def on_boundary(self, boundary: Boundary) -> Decision:
-        """Decide the pending call; the returned operation is executed as given (already
-        validated against the granted scope)."""
-        ...
-
-    def on_call(self, call: PrimitiveCall) -> None:
-        """A primitive call was made on the environment server."""
-        ...
-
-    def on_block_end(self, result: BlockResult) -> None:
-        """A block ended (including cancellation receipts for queued blocks)."""
-        ...
+View = Literal["code_only", "with_feedback"]
+"""What a reviewer sees of the public state: ``code_only`` or ``with_feedback`` (paper A.3)."""

@@ -1,12 +1,8 @@
-"""Requests, responses and the one interface both roles (planner, reviewer) use.
-
-INTERFACE CONTRACT (fixed): the agent loop, the reviewer, the caches and the test doubles rely on
-these names and fields.
-"""
+"""Model requests, responses and the one interface both roles (planner, reviewer) use."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -125,19 +121,38 @@ class ModelResponse(BaseModel):
     latency_s: float = 0.0
 
 
+ProviderErrorKind = Literal[
+    "rate_limit",
+    "server",
+    "timeout",
+    "connection",
+    "bad_request",
+    "context_length",
+    "runtime_crash",
+    "other",
+]
+"""What a failed model request failed of: ``rate_limit``, ``server`` (the provider's fault),
+``timeout``, ``connection`` (unreachable endpoint), ``bad_request`` (the request itself),
+``context_length`` (the prompt does not fit the model's context), ``runtime_crash`` (the local
+model's process crashed, was killed or hung) or ``other``."""
+
+PROVIDER_ERROR_KINDS: tuple[ProviderErrorKind, ...] = get_args(ProviderErrorKind)
+
+
 class ProviderError(RuntimeError):
-    """A model request failed after retries (HTTP error, timeout, unreachable endpoint).
+    """A model request failed after retries (HTTP error, timeout, unreachable endpoint, crash).
 
     Attributes:
         status: the HTTP status, if any.
-        kind: ``rate_limit``, ``server``, ``timeout``, ``connection``, ``bad_request``,
-            ``context_length`` (the prompt does not fit the model's context) or ``other``.
+        kind: one of :data:`ProviderErrorKind`.
     """
 
-    def __init__(self, message: str, *, status: int | None = None, kind: str = "other") -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, kind: ProviderErrorKind = "other"
+    ) -> None:
         super().__init__(message)
         self.status = status
-        self.kind = kind
+        self.kind: ProviderErrorKind = kind if kind in PROVIDER_ERROR_KINDS else "other"
 
 
 @runtime_checkable

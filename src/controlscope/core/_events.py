@@ -18,16 +18,67 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from controlscope.envs.base import Task, TaskBudgets, Verdict
-from controlscope.models.types import ModelRequest, ModelResponse, ProviderError
-from controlscope.scope import Operation, Scope, ScopeName, Validation
-from controlscope.worker.types import BlockResult, Boundary, PrimitiveCall, ReplaceBoundary
+from controlscope.core._execution import (
+    BlockResult,
+    Boundary,
+    PrimitiveCall,
+    ReplaceBoundary,
+    View,
+)
+from controlscope.core._models import (
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    ProviderErrorKind,
+)
+from controlscope.core._operations import (
+    FallbackKind,
+    Operation,
+    Scope,
+    ScopeName,
+    Validation,
+)
+from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
 SCHEMA_VERSION = 1
-"""Version of the event schema written by this code; readers refuse newer versions."""
+"""Version of the event schema written by this code; readers refuse newer versions.
 
-FallbackKind = Literal["malformed", "out_of_scope", "invalid_arguments", "provider_error"]
-"""Why a review was executed as ``keep`` although the reviewer did not choose it (paper A.4)."""
+Versions (what changed, and what a reader of that version accepts):
+
+==  ========================================================================================
+1   the first schema. Scopes are written by name and read from a name or an integer.
+==  ========================================================================================
+"""
+
+EVENTS_FILE = "events.jsonl"
+"""The log's file name inside a run directory."""
+
+EndReason = Literal[
+    "final_answer",
+    "budget:primitive_calls",
+    "budget:planning_turns",
+    "budget:execution_seconds",
+    "planner_provider_error",
+    "context_limit",
+    "environment_error",
+    "replay_diverged",
+]
+"""Why a run ended: the planner's final answer; a budget (paper section 4); a planner-stage
+provider error or an oversized planner context (the workspace is graded as it stands, paper A.4);
+the environment's server failed; or a replay left its recording (no verdict)."""
+
+Isolation = Literal["bwrap", "none"]
+"""The isolation the worker ran under: bubblewrap, or none (a loud fallback)."""
+
+BudgetName = Literal[
+    "primitive_calls",
+    "planning_turns",
+    "execution_seconds",
+    "tokens",
+    "blocks",
+    "requests_per_block",
+]
+"""A budget's name in ``budget`` events (paper section 4 and A.2)."""
 
 
 ModelRole = Literal["planner", "reviewer"]
@@ -62,10 +113,10 @@ class RunStartEvent(_Event):
     seed: int
     scope: ScopeName
     schedule: str
-    view: str
+    view: View
     replace_boundary: ReplaceBoundary = "reply"
     models: dict[str, str] = Field(default_factory=dict)
-    isolation: str = "none"
+    isolation: Isolation = "none"
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     config: dict[str, Any] = Field(default_factory=dict)
 
@@ -92,7 +143,7 @@ class ModelCallEvent(_Event):
     request: ModelRequest
     response: ModelResponse | None = None
     error: str | None = None
-    error_kind: str | None = None
+    error_kind: ProviderErrorKind | None = None
     error_status: int | None = None
     turn: int | None = None
     call_index: int | None = None
@@ -156,7 +207,7 @@ class ReviewRequestEvent(_Event):
     type: Literal["review_request"] = "review_request"
     call_index: int
     block_id: str
-    view: str
+    view: View
     granted: ScopeName
     draw: int = 0
 
@@ -225,7 +276,7 @@ class BudgetEvent(_Event):
     """
 
     type: Literal["budget"] = "budget"
-    budget: str
+    budget: BudgetName
     limit: float
     value: float
 
@@ -242,7 +293,7 @@ class FinalVerdictEvent(_Event):
     type: Literal["final_verdict"] = "final_verdict"
     verdict: Verdict
     success: bool
-    end_reason: str
+    end_reason: EndReason
 
 
 class RunEndEvent(_Event):
@@ -255,7 +306,7 @@ class RunEndEvent(_Event):
     """
 
     type: Literal["run_end"] = "run_end"
-    end_reason: str
+    end_reason: EndReason
     detail: str = ""
 
 
