@@ -7,7 +7,7 @@ Measures, over ``--repeats`` fresh workspaces (median reported):
   list its tools (the server is ready for the first primitive call). Target: <= 1 s (issue 4).
 * ``verify_s``: run the verifier on the reference solution's terminal state.
 * ``direct_read_ms_median`` / ``direct_read_ms_p95``: one small ``read_text_file`` through
-  :class:`~controlscope.mcp_client.McpToolServer` (the baseline of the worker's overhead ratio).
+  :class:`~controlscope.envs._mcp.McpToolServer` (the baseline of the worker's overhead ratio).
 
 Usage: ``python benchmarks/env_setup.py [--repeats 5]``. The last line printed is one JSON object.
 """

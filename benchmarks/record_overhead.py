@@ -27,13 +27,22 @@ from pathlib import Path
 
 from controlscope.core import (
     Boundary,
+    BoundaryEvent,
     CallSite,
     Check,
+    Event,
+    FinalVerdictEvent,
     Keep,
     Message,
+    ModelCallEvent,
     ModelRequest,
     ModelResponse,
+    PlannerTurnEvent,
     PrimitiveCall,
+    PrimitiveCallEvent,
+    RealizedOperationEvent,
+    RunEndEvent,
+    RunStartEvent,
     Scope,
     Task,
     ToolCall,
@@ -42,20 +51,7 @@ from controlscope.core import (
     Usage,
     Verdict,
 )
-from controlscope.record import (
-    BoundaryEvent,
-    Event,
-    FinalVerdictEvent,
-    ModelCallEvent,
-    PlannerTurnEvent,
-    PrimitiveCallEvent,
-    RealizedOperationEvent,
-    RunEndEvent,
-    RunStartEvent,
-    TrajectoryWriter,
-    read_events,
-    summarize,
-)
+from controlscope.record import TrajectoryWriter, read_events, summarize
 from controlscope.review import PublicState, render_view
 
 TASK = Task(

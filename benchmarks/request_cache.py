@@ -27,16 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from controlscope.models import (
-    CachedModel,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    OpenAIModel,
-    RequestCache,
-    Usage,
-    request_key,
-)
+from controlscope.core import Message, ModelRequest, ModelResponse, Usage
+from controlscope.models import CachedModel, OpenAIModel, RequestCache, request_key
 
 
 class Instant:

@@ -21,11 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controlscope.agent import RunConfig, RunResult, run_task
-from controlscope.core import ChatModel, ModelRequest, ModelResponse, Scope
-from controlscope.envs.catalog import get_environment
-from controlscope.models.replay import ReplayModel
-from controlscope.run_setup import build_models
+from controlscope import ModelReviewer, RunResult, RunSpec, prepare
+from controlscope.core import ChatModel, ModelRequest, ModelResponse
+from controlscope.run import run_prepared
 
 
 class TimedModel:
@@ -60,6 +58,17 @@ def measure(result: RunResult, wall_s: float, model_s: float) -> dict[str, Any]:
     }
 
 
+def timed_run(spec: RunSpec) -> tuple[RunResult, float, float]:
+    """Run ``spec`` through the public API with both roles timed: (result, wall s, model s)."""
+    prepared = prepare(spec)
+    planner = TimedModel(prepared.models.planner)
+    assert prepared.models.reviewer is not None
+    reviewer = TimedModel(prepared.models.reviewer)
+    t0 = time.perf_counter()
+    result = run_prepared(prepared, planner=planner, reviewer=ModelReviewer(reviewer))
+    return result, time.perf_counter() - t0, planner.seconds + reviewer.seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--task", default="student_database/english_talent")
@@ -70,59 +79,28 @@ def main() -> None:
     parser.add_argument("--max-calls", type=int, default=30)
     args = parser.parse_args()
 
-    env = get_environment("filesystem")
     params = {"students": args.students} if args.task.startswith("student_database/") else {}
-    task = env.task(args.task, **params)
-    budgets = task.budgets.model_copy(
-        update={"planning_turns": args.max_turns, "primitive_calls": args.max_calls}
-    )
-    models = build_models(planner=args.model, reviewer=None)
-    config = RunConfig(
-        scope=Scope.FULL,
-        schedule="continuous",
-        planner_format=models.planner_format,
-        review_mode=models.review_mode,
-        max_tokens=models.max_tokens,
-        draw=args.draw,
-        budgets=budgets,
-    )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        planner = TimedModel(models.planner)
-        assert models.reviewer is not None
-        reviewer = planner if models.reviewer is models.planner else TimedModel(models.reviewer)
-        t0 = time.perf_counter()
-        live = run_task(
-            env,
-            task,
-            seed=0,
-            planner=planner,
-            reviewer_model=reviewer,
-            config=config,
-            out_dir=root / "live",
+        spec = RunSpec(
+            task=args.task,
+            params=params,
+            scope="full",
+            schedule="continuous",
+            model=args.model,
+            draw=args.draw,
+            max_turns=args.max_turns,
+            max_calls=args.max_calls,
+            out=root / "live",
         )
-        live_wall = time.perf_counter() - t0
-        live_model = planner.seconds + (reviewer.seconds if reviewer is not planner else 0.0)
+        live, live_wall, live_model = timed_run(spec)
         print("live:", json.dumps(measure(live, live_wall, live_model)), flush=True)
-
-        replay_planner = TimedModel(ReplayModel.from_run_dir(root / "live", "planner"))
-        replay_reviewer = TimedModel(ReplayModel.from_run_dir(root / "live", "reviewer"))
-        t0 = time.perf_counter()
-        replay = run_task(
-            env,
-            task,
-            seed=0,
-            planner=replay_planner,
-            reviewer_model=replay_reviewer,
-            config=config,
-            out_dir=root / "replay",
-        )
-        replay_wall = time.perf_counter() - t0
+        again = spec.model_copy(update={"model": f"replay:{root / 'live'}", "out": root / "replay"})
+        replay, replay_wall, replay_model = timed_run(again)
         same = (
             replay.summary.primitive_calls == live.summary.primitive_calls
             and replay.verdict.success == live.verdict.success
         )
-        replay_model = replay_planner.seconds + replay_reviewer.seconds
         result = {
             "live": measure(live, live_wall, live_model),
             "replay": {**measure(replay, replay_wall, replay_model), "matches_live": same},

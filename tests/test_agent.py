@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from controlscope.agent import LOCAL_FILE_HINT, RunConfig, RunResult, run_task
 from controlscope.core import (
     BlockEndEvent,
+    Condition,
     ModelCallEvent,
     ModelRequest,
     ModelResponse,
@@ -31,11 +31,14 @@ from controlscope.core import (
     ToolSchema,
     ToolServer,
 )
-from controlscope.envs.catalog import get_environment
+from controlscope.envs._catalog import get_environment
+from controlscope.envs.filesystem._planning import LOCAL_FILE_HINT
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models.replay import ReplayMismatch, ReplayModel
 from controlscope.models.scripted import ScriptedModel
 from controlscope.record.store import read_events, read_summary
+from controlscope.review import ModelReviewer
+from controlscope.run import RunResult, run_trajectory
 
 TASK_ID = "file_context/file_splitting"
 
@@ -108,13 +111,13 @@ def run(
         "schedule": "never" if reviewer is None else "continuous",
     }
     defaults.update(config)
-    return run_task(
+    return run_trajectory(
         env,
         task,
         seed=0,
         planner=ScriptedModel(planner),  # type: ignore[arg-type]
-        reviewer_model=ScriptedModel(reviewer) if reviewer is not None else None,  # type: ignore[arg-type]
-        config=RunConfig(**defaults),  # type: ignore[arg-type]
+        reviewer=ModelReviewer(ScriptedModel(reviewer)) if reviewer is not None else None,  # type: ignore[arg-type]
+        condition=Condition(**defaults),  # type: ignore[arg-type]
         out_dir=tmp_path / name,
         workspace_root=tmp_path / "ws",
     )
@@ -304,13 +307,13 @@ def test_replaying_a_recorded_run_gives_the_same_run(tmp_path: Path) -> None:
     first = run(tmp_path, [fenced(broken), DONE], [patch] + [KEEP] * 6, scope=Scope.ARG)
     env = get_environment("filesystem")
     # The workspace path is part of the requests: replay in the same workspace root.
-    again = run_task(
+    again = run_trajectory(
         env,
         env.task(TASK_ID),
         seed=0,
         planner=ReplayModel.from_run_dir(first.run_dir, "planner"),
-        reviewer_model=ReplayModel.from_run_dir(first.run_dir, "reviewer"),
-        config=RunConfig(scope=Scope.ARG, planner_format="fenced", review_mode="json"),
+        reviewer=ModelReviewer(ReplayModel.from_run_dir(first.run_dir, "reviewer")),
+        condition=Condition(scope=Scope.ARG, planner_format="fenced", review_mode="json"),
         out_dir=tmp_path / "replayed",
         workspace_root=tmp_path / "ws",
     )
@@ -333,13 +336,15 @@ def test_replay_masks_clock_readings_but_not_other_differences(tmp_path: Path) -
     time.sleep(1.1)  # the clock readings (whole seconds) now differ
 
     def replay(normalise: Callable[[str], str] | None, name: str) -> RunResult:
-        return run_task(
+        return run_trajectory(
             env,
             env.task(TASK_ID),
             seed=0,
             planner=ReplayModel.from_run_dir(first.run_dir, "planner", normalise=normalise),
-            reviewer_model=ReplayModel.from_run_dir(first.run_dir, "reviewer", normalise=normalise),
-            config=RunConfig(scope=Scope.FULL, planner_format="fenced", review_mode="json"),
+            reviewer=ModelReviewer(
+                ReplayModel.from_run_dir(first.run_dir, "reviewer", normalise=normalise)
+            ),
+            condition=Condition(scope=Scope.FULL, planner_format="fenced", review_mode="json"),
             out_dir=tmp_path / name,
             workspace_root=tmp_path / "ws",
         )
@@ -384,13 +389,13 @@ def test_a_crashed_server_ends_the_run_with_a_readable_log(tmp_path: Path) -> No
             return _CrashingServer(super().start_server(workspace), crash_at=3)
 
     env = CrashingEnvironment()
-    result = run_task(
+    result = run_trajectory(
         env,
         env.task(TASK_ID),
         seed=0,
         planner=ScriptedModel([fenced(SOLVE), DONE]),
-        reviewer_model=None,
-        config=RunConfig(scope=Scope.KEEP, schedule="never", planner_format="fenced"),
+        reviewer=None,
+        condition=Condition(scope=Scope.KEEP, schedule="never", planner_format="fenced"),
         out_dir=tmp_path / "run",
         workspace_root=tmp_path / "ws",
     )

@@ -8,22 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from controlscope.models import (
-    AccountedModel,
-    CachedModel,
-    CacheError,
-    LedgerSummary,
+from controlscope.core import (
+    ChatModel,
     Message,
     ModelRequest,
     ModelResponse,
     ProviderError,
-    RequestCache,
-    ScriptedModel,
-    TokenLedger,
     ToolSpec,
     Usage,
+)
+from controlscope.models import (
+    CachedModel,
+    CacheError,
+    RequestCache,
+    ScriptedModel,
     request_key,
 )
+from controlscope.record import LedgerSummary, TokenLedger
 
 
 def request(text: str = "plan the task", **fields: object) -> ModelRequest:
@@ -202,6 +203,23 @@ def test_a_cache_opened_before_fork_works_in_the_child(tmp_path: Path) -> None:
 
 
 # --- accounting ---------------------------------------------------------------------------------
+
+
+class AccountedModel:
+    """Counts every response and failure of ``inner`` in ``ledger`` (as the run summary does)."""
+
+    def __init__(self, inner: ChatModel, ledger: TokenLedger, role: str | None = None) -> None:
+        self.inner, self.ledger, self.role = inner, ledger, role
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        role = self.role or request.purpose
+        try:
+            response = self.inner.complete(request)
+        except ProviderError:
+            self.ledger.add_failure(role)
+            raise
+        self.ledger.add(role, response)
+        return response
 
 
 def test_ledger_keeps_logical_and_uncached_totals_apart(tmp_path: Path) -> None:

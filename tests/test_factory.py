@@ -9,16 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from controlscope.models import (
-    ChatModel,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    OpenAIModel,
-    ReplayModel,
-    ScriptedModel,
-    make_model,
-)
+from controlscope.core import ChatModel, Message, ModelRequest, ModelResponse
+from controlscope.models import OpenAIModel, ReplayModel, ScriptedModel, make_model
 
 
 def test_openai_specs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,7 +82,8 @@ def test_importing_the_package_stays_cheap() -> None:
 
 @pytest.mark.slow
 def test_local_specs_build_the_local_model() -> None:
-    local = pytest.importorskip("controlscope.models.local")
+    from controlscope.models import local
+
     model = make_model("local:0.5b", n_ctx=512, n_threads=1)
     assert isinstance(model, local.LocalModel)
     assert "0.5b" in model.model_id

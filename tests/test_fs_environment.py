@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
+from controlscope.cli._tasks import add_arguments, main
 from controlscope.core import Check, TaskError
+from controlscope.envs import environment_names, get_environment
 from controlscope.envs._base import Environment
-from controlscope.envs.catalog import add_arguments, environment_names, get_environment, main
 from controlscope.envs.filesystem.environment import FilesystemEnvironment, fill_instruction
 from controlscope.envs.filesystem.registry import FsTaskSpec
 from controlscope.envs.filesystem.server import (
@@ -28,7 +29,7 @@ from controlscope.envs.filesystem.testing import (
     solve_reference,
 )
 from controlscope.envs.filesystem.workspace import HISTORICAL_MARGIN_S, Workspace, content_hash
-from controlscope.review.views import clip
+from controlscope.review._views import clip
 
 CATEGORIES = {
     "desktop",

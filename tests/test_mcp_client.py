@@ -14,8 +14,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from controlscope.core import ToolServer, ToolServerError
+from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem.server import start_filesystem_server
-from controlscope.mcp_client import McpToolServer
 
 
 def _children() -> set[int]:

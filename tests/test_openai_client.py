@@ -23,14 +23,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from controlscope.models import (
-    Message,
-    ModelRequest,
-    OpenAIModel,
-    ProviderError,
-    ToolCall,
-    ToolSpec,
-)
+from controlscope.core import Message, ModelRequest, ProviderError, ToolCall, ToolSpec
+from controlscope.models import OpenAIModel
 from controlscope.models.openai_client import request_to_openai
 
 Action = tuple[int, dict[str, Any] | bytes, dict[str, str]] | str
@@ -367,7 +361,8 @@ def _wait_until(check: Callable[[], bool], timeout_s: float) -> bool:
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Start ``python -m llama_cpp.server`` on loopback; yield its base URL."""
-    pytest.importorskip("llama_cpp.server")
+    import llama_cpp.server  # noqa: F401  (the server below is this package)
+
     from controlscope.models.weights import ensure_weights
 
     weights = ensure_weights("0.5b")

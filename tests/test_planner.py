@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from controlscope.core import ModelResponse, ToolCall, ToolSchema
+from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.planner import (
     EXECUTE_PYTHON,
     assistant_message,
@@ -46,13 +47,16 @@ def test_signature_puts_required_first_with_defaults_for_optional() -> None:
     compile(sig + "\n", "<sig>", "exec")
 
 
-def test_system_prompt_shows_tools_and_a_worked_example_only_when_tools_exist() -> None:
-    prompt = render_system_prompt([READ, WRITE, LIST], fmt="tools")
+def test_system_prompt_shows_tools_and_the_environments_worked_example() -> None:
+    env = FilesystemEnvironment()
+    example = env.planner_example("tools")
+    prompt = render_system_prompt([READ, WRITE, LIST], fmt="tools", example=example)
     assert "def write_file(path: str, content: str) -> str:" in prompt
-    assert "Example (" in prompt and "execute_python" in prompt
-    assert "Example (" not in render_system_prompt([READ], fmt="tools")
-    fenced = render_system_prompt([READ, WRITE, LIST], fmt="fenced")
-    assert "```python" in fenced
+    assert "Example (" in prompt and "[calls execute_python with code:]" in prompt
+    assert "Example (" not in render_system_prompt([READ, WRITE, LIST], fmt="tools")
+    fenced = env.planner_example("fenced")
+    assert "```python" in fenced and "execute_python" not in fenced
+    assert fenced in render_system_prompt([READ], fmt="fenced", example=fenced)
 
 
 def test_restricted_task_prompt_says_so() -> None:

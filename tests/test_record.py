@@ -15,47 +15,47 @@ from pathlib import Path
 import pytest
 
 from controlscope.core import (
+    EVENTS_FILE,
+    BlockEndEvent,
     BlockResult,
+    BlockStartEvent,
     Boundary,
+    BoundaryEvent,
+    BudgetEvent,
     CallSite,
     Check,
+    Event,
+    FinalVerdictEvent,
     Keep,
     Message,
+    ModelCallEvent,
     ModelRequest,
     ModelResponse,
     PatchArguments,
+    PlannerTurnEvent,
     PrimitiveCall,
+    PrimitiveCallEvent,
+    ProposalEvent,
     ProviderError,
+    RealizedOperationEvent,
     ReplaceWorkflow,
+    ReviewRequestEvent,
+    RunEndEvent,
+    RunStartEvent,
     Scope,
     Task,
     ToolResult,
     Usage,
     Validation,
     Verdict,
+    VerdictEvent,
+    model_call_event,
 )
 from controlscope.models.replay import ReplayModel
 from controlscope.record import (
-    EVENTS_FILE,
-    BlockEndEvent,
-    BlockStartEvent,
-    BoundaryEvent,
-    BudgetEvent,
-    Event,
-    FinalVerdictEvent,
     LogError,
-    ModelCallEvent,
-    PlannerTurnEvent,
-    PrimitiveCallEvent,
-    ProposalEvent,
-    RealizedOperationEvent,
-    ReviewRequestEvent,
-    RunEndEvent,
-    RunStartEvent,
     TrajectoryWriter,
     TruncatedLogWarning,
-    VerdictEvent,
-    model_call_event,
     read_events,
     read_log,
     read_summary,
@@ -348,7 +348,8 @@ def test_killed_writer_process_leaves_a_readable_log(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import sys, time
-        from controlscope.record import TrajectoryWriter, PlannerTurnEvent
+        from controlscope.core import PlannerTurnEvent
+        from controlscope.record import TrajectoryWriter
         w = TrajectoryWriter(sys.argv[1])
         for i in range(1_000_000):
             w.write(PlannerTurnEvent(turn=i))

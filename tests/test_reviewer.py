@@ -9,13 +9,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
+from pydantic import ValidationError
 
 from controlscope.core import (
     Boundary,
     CallSite,
+    ChatModel,
+    Condition,
     Keep,
     Message,
     ModelRequest,
@@ -35,14 +39,18 @@ from controlscope.models.scripted import ScriptedModel
 from controlscope.record import TrajectoryWriter, read_events
 from controlscope.review import (
     DecisionRecord,
+    EventSink,
+    ModelReviewer,
+    Proposal,
     PublicState,
-    Reviewer,
+    ReviewOutcome,
     ViewLimits,
     decision_schema,
     describe_tool,
     find_json_object,
     operation_tools,
     render_view,
+    review_boundary,
 )
 
 BLOCK = (
@@ -175,7 +183,8 @@ def test_decision_schema_admits_only_granted_complete_decisions() -> None:
 
 def test_decision_schema_compiles_to_a_llama_grammar() -> None:
     """The local model decodes under this schema; llama.cpp's converter must accept it."""
-    grammar_mod = pytest.importorskip("llama_cpp.llama_grammar")
+    import llama_cpp.llama_grammar as grammar_mod
+
     for scope in Scope:
         gbnf = grammar_mod.json_schema_to_gbnf(json.dumps(decision_schema(scope)))
         assert "operation" in gbnf
@@ -297,6 +306,21 @@ def test_replacement_block_is_shown_as_running(fs_tools: tuple[ToolSchema, ...])
 # -- reviews and fallbacks -------------------------------------------------------------------
 
 
+def review(
+    model: ScriptedModel | ChatModel,
+    scope: Scope,
+    state: PublicState,
+    *,
+    log: EventSink | None = None,
+    seed: int | None = None,
+    **condition: Any,
+) -> ReviewOutcome:
+    """One review of ``state`` by a model reviewer under a condition granting ``scope``."""
+    return review_boundary(
+        ModelReviewer(model, seed=seed), state, Condition(scope=scope, **condition), log=log
+    )
+
+
 def tool_answer(name: str, args: dict[str, object] | str) -> ModelResponse:
     return ScriptedModel.tool_call(name, args)
 
@@ -310,31 +334,32 @@ def test_accepted_patch_in_tools_mode(fs_tools: tuple[ToolSchema, ...]) -> None:
             )
         ]
     )
-    reviewer = Reviewer(model, Scope.ARG, draw=2, temperature=0.3, max_tokens=512)
-    outcome = reviewer.review(make_state(fs_tools))
+    outcome = review(
+        model, Scope.ARG, make_state(fs_tools), draw=2, temperature=0.3, max_tokens=512
+    )
     assert outcome.fallback is None and outcome.validation.accepted
     assert outcome.realized == PatchArguments(arguments={"path": "students/english.csv"})
-    assert outcome.reason == "wrong file"
+    assert outcome.proposal.reason == "wrong file"
     assert outcome.model_called and outcome.latency_s > 0
     (request,) = model.requests
     assert [t.name for t in request.tools] == ["keep", "patch_arguments"]
     assert (request.draw, request.temperature, request.max_tokens) == (2, 0.3, 512)
     assert request.purpose == "reviewer" and request.tool_choice == "auto"
     assert request.json_schema is None
-    assert outcome.request == request
+    assert outcome.proposal.request == request
 
 
 def test_replacement_accepted_under_full(fs_tools: tuple[ToolSchema, ...]) -> None:
     code = "data = read_text_file('students/english.csv')\nwrite_file('out/english.txt', data)"
     model = ScriptedModel([tool_answer("replace_workflow", {"reason": "r", "code": code})])
-    outcome = Reviewer(model, Scope.FULL).review(make_state(fs_tools))
+    outcome = review(model, Scope.FULL, make_state(fs_tools))
     assert outcome.realized == ReplaceWorkflow(code=code) and outcome.fallback is None
 
 
 def test_block_data_patch_under_params(fs_tools: tuple[ToolSchema, ...]) -> None:
     code = BLOCK.replace("MARKER_PATH", "english")
     model = ScriptedModel([tool_answer("patch_block_data", {"reason": "r", "code": code})])
-    outcome = Reviewer(model, Scope.PARAMS).review(make_state(fs_tools))
+    outcome = review(model, Scope.PARAMS, make_state(fs_tools))
     assert outcome.realized == PatchBlockData(code=code) and outcome.fallback is None
 
 
@@ -351,19 +376,20 @@ def test_block_data_patch_under_params(fs_tools: tuple[ToolSchema, ...]) -> None
 def test_malformed_answers_fall_back_to_keep(
     fs_tools: tuple[ToolSchema, ...], answer: ModelResponse
 ) -> None:
-    outcome = Reviewer(ScriptedModel([answer]), Scope.FULL).review(make_state(fs_tools))
+    outcome = review(ScriptedModel([answer]), Scope.FULL, make_state(fs_tools))
     assert outcome.fallback == "malformed"
-    assert outcome.realized == Keep() and outcome.proposal is None
+    assert outcome.realized == Keep() and outcome.proposal.operation is None
     assert not outcome.validation.accepted and outcome.validation.reason == "malformed"
-    assert outcome.problem and outcome.validation.detail == outcome.problem
-    assert outcome.error is None and outcome.response is not None
+    assert outcome.proposal.problem
+    assert outcome.validation.detail == outcome.proposal.problem
+    assert outcome.proposal.error is None and outcome.proposal.response is not None
 
 
 def test_out_of_scope_falls_back_to_keep(fs_tools: tuple[ToolSchema, ...]) -> None:
     answer = tool_answer("replace_workflow", {"reason": "r", "code": "print(1)"})
-    outcome = Reviewer(ScriptedModel([answer]), Scope.ARG).review(make_state(fs_tools))
+    outcome = review(ScriptedModel([answer]), Scope.ARG, make_state(fs_tools))
     assert outcome.fallback == "out_of_scope"
-    assert outcome.proposal == ReplaceWorkflow(code="print(1)")
+    assert outcome.proposal.operation == ReplaceWorkflow(code="print(1)")
     assert outcome.realized == Keep() and outcome.validation.reason == "out_of_scope"
 
 
@@ -395,9 +421,9 @@ def test_out_of_scope_falls_back_to_keep(fs_tools: tuple[ToolSchema, ...]) -> No
 def test_invalid_proposals_fall_back_to_keep(
     fs_tools: tuple[ToolSchema, ...], scope: Scope, answer: ModelResponse, reason: str
 ) -> None:
-    outcome = Reviewer(ScriptedModel([answer]), scope).review(make_state(fs_tools))
+    outcome = review(ScriptedModel([answer]), scope, make_state(fs_tools))
     assert outcome.fallback == "invalid_arguments"
-    assert outcome.proposal is not None and outcome.realized == Keep()
+    assert outcome.proposal.operation is not None and outcome.realized == Keep()
     assert outcome.validation.reason == reason
 
 
@@ -405,22 +431,23 @@ def test_provider_error_falls_back_to_keep(fs_tools: tuple[ToolSchema, ...]) -> 
     def fail(request: ModelRequest) -> ModelResponse:
         raise ProviderError("HTTP 400: context too long", status=400, kind="bad_request")
 
-    outcome = Reviewer(ScriptedModel([fail]), Scope.FULL).review(make_state(fs_tools))
+    outcome = review(ScriptedModel([fail]), Scope.FULL, make_state(fs_tools))
     assert outcome.fallback == "provider_error"
-    assert outcome.realized == Keep() and outcome.response is None
-    assert (outcome.error_kind, outcome.error_status) == ("bad_request", 400)
-    assert "context too long" in (outcome.error or "")
+    proposal = outcome.proposal
+    assert outcome.realized == Keep() and proposal.response is None
+    assert (proposal.error_kind, proposal.error_status) == ("bad_request", 400)
+    assert "context too long" in (proposal.error or "")
     assert "provider error" in outcome.validation.detail
 
 
 def test_other_model_exceptions_propagate(fs_tools: tuple[ToolSchema, ...]) -> None:
     with pytest.raises(Exception, match="exhausted"):
-        Reviewer(ScriptedModel([]), Scope.FULL).review(make_state(fs_tools))
+        review(ScriptedModel([]), Scope.FULL, make_state(fs_tools))
 
 
 def test_granted_keep_makes_no_model_call(fs_tools: tuple[ToolSchema, ...]) -> None:
     model = ScriptedModel([])
-    outcome = Reviewer(model, Scope.KEEP).review(make_state(fs_tools))
+    outcome = review(model, Scope.KEEP, make_state(fs_tools))
     assert model.requests == []
     assert outcome.realized == Keep() and outcome.fallback is None
     assert not outcome.model_called and outcome.validation.accepted
@@ -431,7 +458,7 @@ def test_json_mode(fs_tools: tuple[ToolSchema, ...]) -> None:
         {"reason": "wrong file", "operation": "patch_arguments", "arguments": {"path": "b.csv"}}
     )
     model = ScriptedModel([answer])
-    outcome = Reviewer(model, Scope.FULL, mode="json").review(make_state(fs_tools))
+    outcome = review(model, Scope.FULL, make_state(fs_tools), review_mode="json")
     assert outcome.realized == PatchArguments(arguments={"path": "b.csv"})
     (request,) = model.requests
     assert request.tools == () and request.json_schema == decision_schema(Scope.FULL)
@@ -439,8 +466,10 @@ def test_json_mode(fs_tools: tuple[ToolSchema, ...]) -> None:
 
 def test_tools_mode_accepts_a_json_decision_in_text(fs_tools: tuple[ToolSchema, ...]) -> None:
     answer = 'I will keep it.\n```json\n{"reason": "ok", "operation": "keep"}\n```'
-    outcome = Reviewer(ScriptedModel([answer]), Scope.ARG).review(make_state(fs_tools))
-    assert outcome.realized == Keep() and outcome.fallback is None and outcome.reason == "ok"
+    outcome = review(ScriptedModel([answer]), Scope.ARG, make_state(fs_tools))
+    assert (
+        outcome.realized == Keep() and outcome.fallback is None and outcome.proposal.reason == "ok"
+    )
 
 
 def test_code_only_reviewer_request_is_the_code_only_view(
@@ -448,15 +477,15 @@ def test_code_only_reviewer_request_is_the_code_only_view(
 ) -> None:
     model = ScriptedModel([tool_answer("keep", {"reason": "ok"})])
     state = make_state(fs_tools)
-    Reviewer(model, Scope.ARG, view="code_only").review(state)
+    review(model, Scope.ARG, state, view="code_only")
     assert list(model.requests[0].messages) == render_view(state, "code_only", Scope.ARG)
 
 
 def test_bad_reviewer_config_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown view"):
-        Reviewer(ScriptedModel([]), Scope.FULL, view="all")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="decision mode"):
-        Reviewer(ScriptedModel([]), Scope.FULL, mode="xml")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="view"):
+        Condition(view="all")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="review_mode"):
+        Condition(review_mode="xml")  # type: ignore[arg-type]
 
 
 def test_review_events_are_logged_as_they_happen(
@@ -468,11 +497,10 @@ def test_review_events_are_logged_as_they_happen(
     model = ScriptedModel(
         [tool_answer("replace_workflow", {"reason": "r", "code": "print(2)"}), fail]
     )
-    reviewer = Reviewer(model, Scope.FULL)
     with TrajectoryWriter(tmp_path) as writer:
-        reviewer.review(make_state(fs_tools), log=writer.append)
-        reviewer.review(make_state(fs_tools), log=writer.append)
-        Reviewer(model, Scope.KEEP).review(make_state(fs_tools), log=writer.append)
+        review(model, Scope.FULL, make_state(fs_tools), log=writer.write)
+        review(model, Scope.FULL, make_state(fs_tools), log=writer.write)
+        review(model, Scope.KEEP, make_state(fs_tools), log=writer.write)
     events = read_events(tmp_path)
     assert [e.type for e in events] == [
         "review_request",
@@ -492,6 +520,42 @@ def test_review_events_are_logged_as_they_happen(
     call = events[6]
     assert call.type == "model_call" and call.error_kind == "connection"
     assert call.call_index == 3 and call.response is None
+
+
+class PathRule:
+    """A rule-based reviewer: patch any call that reads ``students/english.csv`` under another
+    name, otherwise propose whatever it was told to."""
+
+    def __init__(self, fallback: Proposal) -> None:
+        self.fallback = fallback
+        self.seen: list[Condition] = []
+
+    def propose(self, state: PublicState, condition: Condition) -> Proposal:
+        self.seen.append(condition)
+        if state.boundary.arguments.get("path") == "students/englsh.csv":
+            fixed = PatchArguments(arguments={"path": "students/english.csv"})
+            return Proposal(operation=fixed, reason="typo")
+        return self.fallback
+
+
+def test_a_rule_based_reviewer_is_validated_and_recorded_like_a_model(
+    fs_tools: tuple[ToolSchema, ...], tmp_path: Path
+) -> None:
+    rule = PathRule(Proposal(operation=ReplaceWorkflow(code="print('mine')")))
+    with TrajectoryWriter(tmp_path) as writer:
+        fixed = review_boundary(
+            rule, typo_state(fs_tools), Condition(scope=Scope.ARG), log=writer.write
+        )
+        refused = review_boundary(
+            rule, make_state(fs_tools), Condition(scope=Scope.ARG), log=writer.write
+        )
+    assert fixed.realized == PatchArguments(arguments={"path": "students/english.csv"})
+    assert fixed.fallback is None and not fixed.model_called
+    assert refused.realized == Keep() and refused.fallback == "out_of_scope"
+    assert [c.scope for c in rule.seen] == [Scope.ARG, Scope.ARG]
+    types = [e.type for e in read_events(tmp_path)]
+    assert "model_call" not in types
+    assert types.count("verdict") == 2 and types.count("realized_operation") == 2
 
 
 def typo_state(tools: tuple[ToolSchema, ...]) -> PublicState:
@@ -546,25 +610,28 @@ def test_local_model_reviews_in_json_mode(fs_tools: tuple[ToolSchema, ...]) -> N
     The pipeline (view, constrained decoding, parsing, validation) must yield an accepted
     decision; if the model patches, the patch must be the fix the feedback shows.
     """
-    local = pytest.importorskip("controlscope.models.local")
-    weights = pytest.importorskip("controlscope.models.weights")
-    try:
-        weights.ensure_weights("1.5b")
-    except Exception as err:  # weights not pulled on this machine
-        pytest.skip(f"local weights unavailable: {err}")
-    model = local.LocalModel("1.5b", n_ctx=8192)
-    reviewer = Reviewer(model, Scope.ARG, mode="json", max_tokens=200, temperature=0.0, seed=0)
-    outcome = reviewer.review(typo_state(fs_tools))
-    assert outcome.response is not None and outcome.request is not None
-    assert outcome.fallback is None, (outcome.raw, outcome.validation.detail)
+    from controlscope.models.local import LocalModel
+
+    model = LocalModel("1.5b", n_ctx=8192)
+    outcome = review(
+        model,
+        Scope.ARG,
+        typo_state(fs_tools),
+        review_mode="json",
+        max_tokens=200,
+        temperature=0.0,
+        seed=0,
+    )
+    assert outcome.proposal.response is not None and outcome.proposal.request is not None
+    assert outcome.fallback is None, (outcome.proposal.raw, outcome.validation.detail)
     assert outcome.realized.kind in {"keep", "patch_arguments"}
     if isinstance(outcome.realized, PatchArguments):
         assert outcome.realized.arguments == {"path": "students/english.csv"}
-    assert outcome.response.usage.input_tokens < 2000
+    assert outcome.proposal.response.usage.input_tokens < 2000
 
 
 def test_replacement_code_in_a_markdown_fence_is_unwrapped() -> None:
-    from controlscope.review.operations import parse_decision, strip_code_fence
+    from controlscope.review._operations import parse_decision, strip_code_fence
 
     fenced = "```python\nx = 1\nprint(x)\n```"
     answer = {"reason": "r", "operation": "replace_workflow", "code": fenced}

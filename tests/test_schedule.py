@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from controlscope.core import Boundary, CallSite, Keep, Operation, PatchArguments, ReplaceWorkflow
+from controlscope.envs.filesystem._planning import READ_TOOLS, WRITE_TOOLS
 from controlscope.schedule import (
     AtCall,
     Continuous,
@@ -22,9 +23,19 @@ from controlscope.schedule import (
     ScheduleContext,
     local_rule_call_index,
     parse_schedule,
+    schedule_name,
     static_call_count,
     static_write_count,
 )
+
+TOOLS = {"write_tools": WRITE_TOOLS, "read_tools": READ_TOOLS}
+"""The filesystem environment's tool sets, which the ``once`` rule reads."""
+
+
+def parse(spec: str) -> Schedule:
+    """A schedule for the filesystem environment."""
+    return parse_schedule(spec, **TOOLS)
+
 
 READ_BLOCK = "x = read_text_file('/w/a.txt')\ny = read_text_file('/w/b.txt')\n"
 WRITE_BLOCK = "d = read_text_file('/w/a.txt')\nwrite_file('/w/o1', d)\nwrite_file('/w/o2', d)\n"
@@ -110,27 +121,27 @@ def test_per_block_reviews_first_boundary_of_each_block_including_replacements()
 
 def test_once_at_index_reviews_once() -> None:
     steps = reads("b0", 6)
-    assert drive(parse_schedule("once:3"), steps) == [3]
-    assert drive(parse_schedule("once:0"), steps) == [0]
-    assert drive(parse_schedule("once:9"), steps) == []
+    assert drive(parse("once:3"), steps) == [3]
+    assert drive(parse("once:0"), steps) == [0]
+    assert drive(parse("once:9"), steps) == []
 
 
 def test_once_at_index_does_not_repeat_after_a_replacement_at_it() -> None:
     steps = [*reads("b0", 2), Step("b0", realized=REPLACE), *reads("b0.r1", 3)]
     # The replaced call is cancelled, so the replacement's first call is again index 2.
-    assert drive(parse_schedule("once:2"), steps) == [2]
+    assert drive(parse("once:2"), steps) == [2]
 
 
 def test_midpoint_reviews_after_half_the_source_calls() -> None:
     steps = reads("b0", 10)
-    assert drive(parse_schedule("midpoint:7"), steps) == [3]
-    assert drive(parse_schedule("midpoint:8"), steps) == [4]
-    assert parse_schedule("midpoint:7").name == "midpoint:7"
+    assert drive(parse("midpoint:7"), steps) == [3]
+    assert drive(parse("midpoint:8"), steps) == [4]
+    assert parse("midpoint:7").name == "midpoint:7"
 
 
 def test_midpoint_then_continuous() -> None:
     steps = reads("b0", 8)
-    assert drive(parse_schedule("midpoint:8+continuous"), steps) == [4, 5, 6, 7]
+    assert drive(parse("midpoint:8+continuous"), steps) == [4, 5, 6, 7]
 
 
 def test_protect_window_after_each_replacement() -> None:
@@ -140,7 +151,7 @@ def test_protect_window_after_each_replacement() -> None:
         *[Step("b0.r1", realized=REPLACE) for _ in range(4)],  # 2, 3, 4 protected; 5 reviewed
         *[Step("b0.r2") for _ in range(4)],
     ]
-    reviewed = drive(parse_schedule("protect:3"), steps)
+    reviewed = drive(parse("protect:3"), steps)
     # calls completed: b0 0,1 | replaced at 2 | b0.r1 calls 2,3,4 kept (protected),
     # at 5 reviewed -> replaced again (window to 8) | b0.r2 calls 5,6,7 protected, 8 reviewed.
     assert reviewed == [0, 1, 2, 5, 8]
@@ -148,7 +159,7 @@ def test_protect_window_after_each_replacement() -> None:
 
 def test_protect_zero_is_continuous() -> None:
     steps = [*reads("b0", 1), Step("b0", realized=REPLACE), *reads("b0.r1", 2)]
-    assert drive(parse_schedule("protect:0"), steps) == [0, 1, 1, 2]
+    assert drive(parse("protect:0"), steps) == [0, 1, 1, 2]
 
 
 def test_retain_first_stops_after_first_replacement() -> None:
@@ -157,7 +168,7 @@ def test_retain_first_stops_after_first_replacement() -> None:
         Step("b0", realized=REPLACE),
         *[Step("b0.r1", realized=REPLACE) for _ in range(3)],
     ]
-    assert drive(parse_schedule("retain_first"), steps) == [0, 1]
+    assert drive(parse("retain_first"), steps) == [0, 1]
 
 
 def test_modifiers_compose_with_per_block() -> None:
@@ -170,10 +181,10 @@ def test_modifiers_compose_with_per_block() -> None:
     ]
     # per_block: b0@0, b1@2 (replaced; window to 2+2=4), b1.r1@2 protected, b2@3 protected,
     # b3@4 reviewed.
-    sched = parse_schedule("per_block+protect:2")
+    sched = parse("per_block+protect:2")
     assert sched.name == "per_block+protect:2"
     assert drive(sched, steps) == [0, 2, 4]
-    assert drive(parse_schedule("per_block+retain_first"), steps) == [0, 2]
+    assert drive(parse("per_block+retain_first"), steps) == [0, 2]
 
 
 def test_once_local_rule_picks_first_module_level_boundary_of_multi_writer() -> None:
@@ -184,7 +195,7 @@ def test_once_local_rule_picks_first_module_level_boundary_of_multi_writer() -> 
         Step("b2", code=WRITE_BLOCK),
     ]
     steps[0].queued = steps[1].queued = (WRITE_BLOCK,)
-    assert drive(parse_schedule("once"), steps) == [2]
+    assert drive(parse("once"), steps) == [2]
 
 
 def test_once_local_rule_skips_function_internal_boundaries() -> None:
@@ -193,33 +204,33 @@ def test_once_local_rule_skips_function_internal_boundaries() -> None:
         Step("b0", code=FUNC_WRITE_BLOCK, function="go"),
         Step("b1", code=LOOP_WRITE_BLOCK),
     ]
-    assert drive(OnceLocalRule(), steps) == [2]
+    assert drive(OnceLocalRule(**TOOLS), steps) == [2]
 
 
 def test_once_local_rule_falls_back_to_a_read_block() -> None:
     single_write = "d = read_text_file('/w/a')\nwrite_file('/w/o', d)\n"
     steps = [Step("b0", code=single_write), Step("b0", code=single_write), *reads("b1", 2)]
     # b0 writes once and reads: with no multi-writer known, it is the read-block fallback.
-    assert drive(OnceLocalRule(), steps) == [0]
+    assert drive(OnceLocalRule(**TOOLS), steps) == [0]
     # A block that neither writes more than once nor reads is never chosen.
     steps = [Step("b0", code="create_directory('/w/x')")]
-    assert drive(OnceLocalRule(), steps) == []
+    assert drive(OnceLocalRule(**TOOLS), steps) == []
 
 
 def test_once_local_rule_honours_environment_tools() -> None:
     code = "put('a')\nput('b')\n"
     sched = parse_schedule("once", write_tools=frozenset({"put"}), read_tools=frozenset())
     assert drive(sched, [Step("b0", code=code), Step("b0", code=code)]) == [0]
-    assert drive(OnceLocalRule(), [Step("b0", code=code)]) == []
+    assert drive(OnceLocalRule(**TOOLS), [Step("b0", code=code)]) == []
 
 
 def test_static_counts() -> None:
-    assert static_write_count(WRITE_BLOCK) == 2
-    assert static_write_count(LOOP_WRITE_BLOCK) == 2
-    assert static_write_count("write_file('/a', [x for x in y])") == 1
-    assert static_write_count("[write_file(p, '') for p in ps]") == 2
-    assert static_write_count("obj.write_file('/a', '')") == 0
-    assert static_write_count("write_file(") == 0  # does not parse
+    assert static_write_count(WRITE_BLOCK, WRITE_TOOLS) == 2
+    assert static_write_count(LOOP_WRITE_BLOCK, WRITE_TOOLS) == 2
+    assert static_write_count("write_file('/a', [x for x in y])", WRITE_TOOLS) == 1
+    assert static_write_count("[write_file(p, '') for p in ps]", WRITE_TOOLS) == 2
+    assert static_write_count("obj.write_file('/a', '')", WRITE_TOOLS) == 0
+    assert static_write_count("write_file(", WRITE_TOOLS) == 0  # does not parse
     assert static_call_count(READ_BLOCK, frozenset({"read_text_file"})) == 2
 
 
@@ -243,9 +254,9 @@ def test_local_rule_call_index_offline() -> None:
         (FUNC_WRITE_BLOCK, bounds("b1", 2, 2, function="go")),
         (WRITE_BLOCK, bounds("b2", 4, 3)),
     ]
-    assert local_rule_call_index(trajectory) == 4
-    assert local_rule_call_index(trajectory[:2]) == 0  # read-block fallback
-    assert local_rule_call_index(trajectory[1:2]) is None
+    assert local_rule_call_index(trajectory, **TOOLS) == 4
+    assert local_rule_call_index(trajectory[:2], **TOOLS) == 0  # read-block fallback
+    assert local_rule_call_index(trajectory[1:2], **TOOLS) is None
 
 
 @pytest.mark.parametrize(
@@ -263,10 +274,17 @@ def test_local_rule_call_index_offline() -> None:
     ],
 )
 def test_parse_schedule(spec: str, cls: type, name: str) -> None:
-    sched = parse_schedule(spec)
+    sched = parse(spec)
     assert isinstance(sched, cls)
     assert sched.name == name
-    assert isinstance(parse_schedule(sched.name), cls)
+    assert isinstance(parse(sched.name), cls)
+
+
+def test_schedule_name_is_canonical_without_an_environment() -> None:
+    assert schedule_name(" once ") == "once"
+    assert schedule_name("per_block + protect:2") == parse("per_block+protect:2").name
+    with pytest.raises(ValueError, match="unknown schedule"):
+        schedule_name("sometimes")
 
 
 @pytest.mark.parametrize(
@@ -286,12 +304,12 @@ def test_parse_schedule(spec: str, cls: type, name: str) -> None:
 )
 def test_parse_schedule_rejects_bad_specs(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        parse_schedule(spec)
+        parse(spec)
 
 
 def test_schedules_satisfy_the_protocol() -> None:
     for spec in ("never", "continuous", "per_block", "once", "once:2", "midpoint:9", "protect:1"):
-        assert isinstance(parse_schedule(spec), Schedule)
+        assert isinstance(parse(spec), Schedule)
 
 
 def _random_trajectory(rng: random.Random) -> list[Step]:
@@ -318,21 +336,21 @@ def test_schedule_invariants_on_random_trajectories(seed: int) -> None:
     # Continuous reviews every boundary (a replaced boundary keeps its call index).
     assert len(every) == n
     for spec in ("once", f"once:{rng.randint(0, n)}", f"midpoint:{rng.randint(0, 2 * n)}"):
-        assert len(drive(parse_schedule(spec), steps)) <= 1, spec
+        assert len(drive(parse(spec), steps)) <= 1, spec
     # per_block: exactly one review per block that reached a boundary.
     blocks = {s.block for s in steps}
     per_block = drive(PerBlock(), steps)
     assert len(per_block) == len(blocks)
     k = rng.randint(0, 4)
     log: list[tuple[int, str]] = []
-    protected = drive(parse_schedule(f"protect:{k}"), steps, log=log)
+    protected = drive(parse(f"protect:{k}"), steps, log=log)
     assert len(protected) <= n
     # No review inside a window: after a replacement with c calls completed, the next review
     # comes only once c + k calls have completed.
     for (c, kind), (c_next, _) in itertools.pairwise(log):
         if kind == "replace_workflow":
             assert c_next >= c + k
-    retained = drive(parse_schedule("retain_first"), steps)
+    retained = drive(parse("retain_first"), steps)
     assert retained == every[: len(retained)]
     # Since every review realizes the step's operation, retain_first stops right after the
     # first replacement.

@@ -32,9 +32,9 @@ from controlscope.core import (
     ToolSchema,
     Validation,
 )
+from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem.server import start_filesystem_server
-from controlscope.mcp_client import McpToolServer
-from controlscope.review.operations import MalformedOperationError, parse_operation
+from controlscope.review._operations import MalformedOperationError, parse_operation
 from controlscope.scope import (
     block_data_constants,
     code_parameters,

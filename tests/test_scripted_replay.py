@@ -7,21 +7,29 @@ from pathlib import Path
 
 import pytest
 
-from controlscope.models import (
+from controlscope.core import (
+    EVENT_ADAPTER,
+    EVENTS_FILE,
     ChatModel,
     Message,
+    ModelCallEvent,
     ModelRequest,
     ModelResponse,
+    PlannerTurnEvent,
     ProviderError,
+    ToolSpec,
+    Usage,
+    model_call_event,
+)
+from controlscope.models import (
     ReplayExhausted,
     ReplayMismatch,
     ReplayModel,
     ScriptedModel,
     ScriptExhausted,
-    ToolSpec,
-    Usage,
 )
 from controlscope.models.replay import first_difference
+from controlscope.record import LogError, TrajectoryWriter, TruncatedLogWarning
 
 
 def conversation(*contents: str, **fields: object) -> ModelRequest:
@@ -157,52 +165,41 @@ def test_replay_mismatch_in_settings_and_tools() -> None:
         ReplayModel([], ignore={"nonsense"})
 
 
-def _event(
-    role: str, request: ModelRequest, response: ModelResponse | None, **extra: object
-) -> str:
-    event: dict[str, object] = {"type": "model_call", "role": role, "request": request.model_dump()}
-    if response is not None:
-        event["response"] = response.model_dump()
-    event.update(extra)
-    return json.dumps(event)
-
-
 def test_replay_from_run_dir_reads_one_role(tmp_path: Path) -> None:
     plan_1, plan_2 = conversation("sys", "task"), conversation("sys", "task", "a", "obs")
     review = conversation("review sys", "h")
-    lines = [
-        json.dumps({"type": "run_start", "task": "t1"}),
-        _event("planner", plan_1, ModelResponse(text="a", usage=Usage(input_tokens=9))),
-        json.dumps({"type": "boundary", "call": {"tool": "read_text_file"}}),
-        _event("reviewer", review, ModelResponse(text='{"decision": "keep"}')),
-        "",
-        _event("planner", plan_2, None, error="503", error_kind="server", error_status=503),
-        '{"type": "model_call", "role": "planner", "requ',  # a run killed mid-write
-    ]
-    (tmp_path / "events.jsonl").write_text("\n".join(lines))
+    with TrajectoryWriter(tmp_path) as writer:
+        answer = ModelResponse(text="a", usage=Usage(input_tokens=9))
+        writer.write(model_call_event("planner", plan_1, answer, turn=0))
+        writer.write(PlannerTurnEvent(turn=1))
+        keep = ModelResponse(text='{"decision": "keep"}')
+        writer.write(model_call_event("reviewer", review, keep, call_index=0))
+        failure = ProviderError("503", status=503, kind="server")
+        writer.write(model_call_event("planner", plan_2, failure, turn=1))
+    with (tmp_path / EVENTS_FILE).open("a") as log:
+        log.write('{"type": "model_call", "role": "planner", "requ')  # a run killed mid-write
 
-    planner = ReplayModel.from_run_dir(tmp_path, "planner")
+    with pytest.warns(TruncatedLogWarning):
+        planner = ReplayModel.from_run_dir(tmp_path, "planner")
     assert len(planner) == 2 and planner.model_id == "replay:planner"
     assert planner.complete(plan_1).usage.input_tokens == 9
     with pytest.raises(ProviderError) as caught:
         planner.complete(plan_2)
     assert (caught.value.kind, caught.value.status) == ("server", 503)
-
-    reviewer = ReplayModel.from_run_dir(tmp_path, "reviewer")
+    with pytest.warns(TruncatedLogWarning):
+        reviewer = ReplayModel.from_run_dir(tmp_path, "reviewer")
     assert reviewer.complete(review).text == '{"decision": "keep"}'
-    assert len(ReplayModel.from_run_dir(tmp_path, "other")) == 0
+    with pytest.warns(TruncatedLogWarning):
+        assert len(ReplayModel.from_run_dir(tmp_path, "other")) == 0
 
 
 def test_replay_reads_the_log_the_trajectory_writer_writes(tmp_path: Path) -> None:
-    """Round trip through the real trajectory store (controlscope.record)."""
-    store = pytest.importorskip("controlscope.record.store")
-    events = pytest.importorskip("controlscope.record.events")
     plan, review = conversation("sys", "task"), conversation("review sys", "h")
     reply = ScriptedModel.tool_call("execute_python", {"code": "print(1)"})
-    with store.TrajectoryWriter(tmp_path) as writer:
-        writer.write(events.model_call_event("planner", plan, reply, turn=0))
+    with TrajectoryWriter(tmp_path) as writer:
+        writer.write(model_call_event("planner", plan, reply, turn=0))
         failure = ProviderError("timed out", status=None, kind="timeout")
-        writer.write(events.model_call_event("reviewer", review, failure, call_index=0))
+        writer.write(model_call_event("reviewer", review, failure, call_index=0))
     planner = ReplayModel.from_run_dir(tmp_path, "planner")
     assert planner.complete(plan) == reply
     reviewer = ReplayModel.from_run_dir(tmp_path, "reviewer")
@@ -214,18 +211,16 @@ def test_replay_reads_the_log_the_trajectory_writer_writes(tmp_path: Path) -> No
 def test_replay_from_run_dir_bad_input(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"events\.jsonl"):
         ReplayModel.from_run_dir(tmp_path, "planner")
-    log = tmp_path / "events.jsonl"
-    log.write_text("{broken\n" + _event("planner", conversation("s"), ModelResponse()))
-    with pytest.raises(ValueError, match=r"events.jsonl:1: not JSON"):
+    log = tmp_path / EVENTS_FILE
+    good = model_call_event("planner", conversation("s"), ModelResponse())
+    log.write_text("{broken\n" + EVENT_ADAPTER.dump_json(good).decode() + "\n")
+    with pytest.raises(LogError, match=r"events.jsonl:1"):
         ReplayModel.from_run_dir(tmp_path, "planner")
     log.write_text(json.dumps({"type": "model_call", "role": "planner", "request": {}}) + "\n")
-    with pytest.raises(ValueError, match=r"events.jsonl:1: model call without a valid request"):
+    with pytest.raises(LogError, match=r"events.jsonl:1: unreadable event"):
         ReplayModel.from_run_dir(tmp_path, "planner")
-    log.write_text(_event("planner", conversation("s"), None, error={"kind": "server"}) + "\n")
-    with pytest.raises(ProviderError) as caught:
-        ReplayModel.from_run_dir(tmp_path, "planner").complete(conversation("s"))
-    assert caught.value.kind == "server"
-    log.write_text(_event("planner", conversation("s"), None) + "\n")
+    empty = ModelCallEvent(role="planner", request=conversation("s"))
+    log.write_text(EVENT_ADAPTER.dump_json(empty).decode() + "\n")
     with pytest.raises(ValueError, match="neither a response nor an error"):
         ReplayModel.from_run_dir(tmp_path, "planner")
 

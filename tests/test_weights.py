@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import shutil
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from controlscope.cli import main as cli_main
 from controlscope.models import weights
 from controlscope.models.weights import KNOWN_MODELS, WeightsError, ensure_weights
 
@@ -169,11 +169,9 @@ def test_lock_serialises_assembly(
 def test_cli_pull_prints_path_last(
     capsys: pytest.CaptureFixture[str], real_small_gguf: Path
 ) -> None:
-    parser = argparse.ArgumentParser()
-    weights.add_arguments(parser)
-    assert weights.main(parser.parse_args(["pull", "--model", "0.5b", "--quiet"])) == 0
+    assert cli_main(["model", "pull", "--model", "0.5b", "--quiet"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == str(real_small_gguf)
-    assert weights.main(parser.parse_args(["pull", "--model", "/nonexistent/x.gguf"])) == 1
+    assert cli_main(["model", "pull", "--model", "/nonexistent/x.gguf"]) == 1
     assert "neither a known model" in capsys.readouterr().err
 
 

@@ -63,6 +63,8 @@ NOOP = ToolSchema(name="noop", input_schema={"type": "object", "properties": {}}
 class FakeServer:
     """A ToolServer whose files are a dict; records every call it receives."""
 
+    agent_roots: tuple[str, ...] = ()
+
     def __init__(self, files: dict[str, str] | None = None, fail: bool = False) -> None:
         self.files = files if files is not None else {}
         self.calls: list[tuple[str, dict[str, Any]]] = []

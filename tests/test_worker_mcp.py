@@ -17,8 +17,8 @@ from controlscope.core import (
     ReplaceWorkflow,
 )
 from controlscope.core import Operation as Decision
+from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem.server import start_filesystem_server
-from controlscope.mcp_client import McpToolServer
 from controlscope.worker import WorkerSession
 from controlscope.worker._types import Limits
 

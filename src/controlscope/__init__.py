@@ -1,3 +1,96 @@
-"""controlscope: workflow revision scopes for code-writing language-model agents."""
+"""controlscope: workflow-revision scopes for language-model agents that act by writing programs.
+
+Run a task under a scope, the same way ``controlscope run`` does::
+
+    import controlscope as cs
+
+    spec = cs.RunSpec(task="student_database/english_talent", params={"students": 25},
+                      scope="full", schedule="continuous", out="runs/py-demo")
+    result = cs.run_task(spec)
+    print(result.verdict.success, result.summary.primitive_calls)
+
+The names below are the public API; subpackages (:mod:`controlscope.core`,
+:mod:`controlscope.models`, :mod:`controlscope.envs`, :mod:`controlscope.review`,
+:mod:`controlscope.worker`, :mod:`controlscope.record`, :mod:`controlscope.run`) export more.
+``docs/architecture.md`` shows how the parts fit and what each is called elsewhere.
+"""
+
+from controlscope.core import (
+    BlockResult,
+    Boundary,
+    ChatModel,
+    Condition,
+    Event,
+    Keep,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Operation,
+    PatchArguments,
+    PatchBlockData,
+    PrimitiveCall,
+    ProviderError,
+    ReplaceWorkflow,
+    Scope,
+    Task,
+    TaskBudgets,
+    Validation,
+    Verdict,
+)
+from controlscope.envs import Environment, McpToolServer, get_environment
+from controlscope.models import make_model
+from controlscope.record import RunSummary, read_events, read_summary
+from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer, ReviewOutcome
+from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_task, run_trajectory
+from controlscope.schedule import Schedule, parse_schedule
+from controlscope.scope import validate_operation
+from controlscope.worker import Limits, WorkerSession
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "BlockResult",
+    "Boundary",
+    "ChatModel",
+    "Condition",
+    "Environment",
+    "Event",
+    "Keep",
+    "Limits",
+    "McpToolServer",
+    "Message",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelReviewer",
+    "Operation",
+    "PatchArguments",
+    "PatchBlockData",
+    "PrimitiveCall",
+    "Proposal",
+    "ProviderError",
+    "PublicState",
+    "ReplaceWorkflow",
+    "ReviewOutcome",
+    "Reviewer",
+    "RunResult",
+    "RunSpec",
+    "RunSummary",
+    "Schedule",
+    "Scope",
+    "SpecError",
+    "Task",
+    "TaskBudgets",
+    "Validation",
+    "Verdict",
+    "WorkerSession",
+    "__version__",
+    "get_environment",
+    "make_model",
+    "parse_schedule",
+    "prepare",
+    "read_events",
+    "read_summary",
+    "run_task",
+    "run_trajectory",
+    "validate_operation",
+]

@@ -13,13 +13,11 @@ import keyword
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from controlscope.core import Message, ModelResponse, ToolSchema, ToolSpec
+from controlscope.core import Message, ModelResponse, PlannerFormat, ToolSchema, ToolSpec
 
 EXECUTE_PYTHON = "execute_python"
-
-PlannerFormat = Literal["tools", "fenced"]
 
 EXECUTE_PYTHON_SPEC = ToolSpec(
     name=EXECUTE_PYTHON,
@@ -81,11 +79,12 @@ def render_signature(tool: ToolSchema) -> str:
     return f"def {tool.name}({', '.join(params)}) -> str:\n    {body}"
 
 
-_EXAMPLE_TOOLS = ("read_text_file", "write_file", "list_directory")
-
-
 def render_system_prompt(
-    tools: Sequence[ToolSchema], *, fmt: PlannerFormat, python_allowed: bool = True
+    tools: Sequence[ToolSchema],
+    *,
+    fmt: PlannerFormat,
+    python_allowed: bool = True,
+    example: str = "",
 ) -> str:
     """The planner's system prompt: the tools as Python functions and one worked example.
 
@@ -95,9 +94,10 @@ def render_system_prompt(
             when it is written as one fenced ```python block per reply.
         python_allowed: False for tasks whose instruction restricts Python; the prompt then asks
             for one tool call per block with no other computation (paper appendix B).
+        example: the environment's worked example (``Environment.planner_example``), shown
+            after the functions; empty for none.
     """
     functions = "\n\n".join(render_signature(t) for t in tools)
-    names = {t.name for t in tools}
     how = (
         "To act, call the tool `execute_python` with the code of one block."
         if fmt == "tools"
@@ -114,9 +114,6 @@ def render_system_prompt(
             "literal arguments and print their results; do not compute with Python.\n"
         )
     )
-    example = ""
-    if set(_EXAMPLE_TOOLS) <= names:
-        example = _filesystem_example(fmt)
     return (
         "You solve tasks by writing Python code that calls the functions below. They already "
         "exist in the Python session: call them directly, never define, import or mock them. "
@@ -126,35 +123,6 @@ def render_system_prompt(
         "values. Use absolute paths inside the allowed directory.\n"
         f"{how}\nWhen the task is complete, answer briefly without code.\n"
         f"{restriction}\nFunctions:\n\n{functions}\n{example}"
-    )
-
-
-def _filesystem_example(fmt: PlannerFormat) -> str:
-    """A two-turn worked example with the filesystem tools (look first, then act)."""
-
-    def block(code: str) -> str:
-        if fmt == "tools":
-            return f"[calls execute_python with code:]\n{code}"
-        return f"```python\n{code}\n```"
-
-    first = 'listing = list_directory(path="/data/notes")\nprint(listing)'
-    second = (
-        'names = [line[7:] for line in listing.splitlines() if line.startswith("[FILE] ")]\n'
-        'rows = ["name,words"]\n'
-        "for name in names:\n"
-        '    text = read_text_file(path="/data/notes/" + name)\n'
-        '    rows.append(f"{name},{len(text.split())}")\n'
-        'write_file(path="/data/counts.csv", content="\\n".join(rows) + "\\n")\n'
-        "print(rows)"
-    )
-    return (
-        "\nExample (allowed directory /data).\n"
-        "Task: write the word count of every file in /data/notes to /data/counts.csv.\n"
-        f"Assistant:\n{block(first)}\n"
-        "Output: [FILE] a.txt\n[FILE] b.txt\n"
-        f"Assistant:\n{block(second)}\n"
-        "Output: ['name,words', 'a.txt,12', 'b.txt,7']\n"
-        "Assistant: Done: /data/counts.csv lists both files.\n"
     )
 
 

@@ -35,27 +35,6 @@ from typing import Protocol, runtime_checkable
 
 from controlscope.core import Boundary, Operation
 
-FILESYSTEM_WRITE_TOOLS: frozenset[str] = frozenset(
-    {"write_file", "edit_file", "move_file", "create_directory"}
-)
-"""The filesystem server's writing tools (appendix B's "writer block")."""
-
-FILESYSTEM_READ_TOOLS: frozenset[str] = frozenset(
-    {
-        "read_file",
-        "read_text_file",
-        "read_media_file",
-        "read_multiple_files",
-        "list_directory",
-        "list_directory_with_sizes",
-        "directory_tree",
-        "search_files",
-        "get_file_info",
-        "list_allowed_directories",
-    }
-)
-"""The filesystem server's information-returning tools (appendix B's "read block")."""
-
 
 @dataclass(frozen=True)
 class ScheduleContext:
@@ -222,8 +201,8 @@ class OnceLocalRule(_Tracked):
     def __init__(
         self,
         *,
-        write_tools: frozenset[str] = FILESYSTEM_WRITE_TOOLS,
-        read_tools: frozenset[str] = FILESYSTEM_READ_TOOLS,
+        write_tools: frozenset[str],
+        read_tools: frozenset[str],
     ) -> None:
         super().__init__()
         self.write_tools = write_tools
@@ -359,8 +338,8 @@ _SPECS = "never, continuous, per_block, once, once:K, midpoint:N, protect:n, ret
 def parse_schedule(
     spec: str,
     *,
-    write_tools: frozenset[str] = FILESYSTEM_WRITE_TOOLS,
-    read_tools: frozenset[str] = FILESYSTEM_READ_TOOLS,
+    write_tools: frozenset[str],
+    read_tools: frozenset[str],
 ) -> Schedule:
     """Build a fresh schedule from its spec (see the module docstring for the grammar).
 
@@ -380,6 +359,16 @@ def parse_schedule(
     for part in parts[1:]:
         base = _parse_one(part, spec, write_tools, read_tools, base=base)
     return base
+
+
+def schedule_name(spec: str) -> str:
+    """The canonical form of a schedule spec (what a run records), e.g. ``" once:3 "`` ->
+    ``"once:3"``.
+
+    Raises:
+        ValueError: unknown or malformed spec.
+    """
+    return parse_schedule(spec, write_tools=frozenset(), read_tools=frozenset()).name
 
 
 def _parse_one(
@@ -442,7 +431,7 @@ def static_call_count(code: str, tools: frozenset[str], *, loop_weight: int = 1)
     return counter.count
 
 
-def static_write_count(code: str, write_tools: frozenset[str] = FILESYSTEM_WRITE_TOOLS) -> int:
+def static_write_count(code: str, write_tools: frozenset[str]) -> int:
     """Static count of writes in ``code`` for the local rule: call sites of writing tools, a
     call site inside a loop or comprehension counting as two (it can write more than once)."""
     return static_call_count(code, write_tools, loop_weight=2)
@@ -477,8 +466,8 @@ class _CallCounter(ast.NodeVisitor):
 def local_rule_call_index(
     blocks: Sequence[tuple[str, Sequence[Boundary]]],
     *,
-    write_tools: frozenset[str] = FILESYSTEM_WRITE_TOOLS,
-    read_tools: frozenset[str] = FILESYSTEM_READ_TOOLS,
+    write_tools: frozenset[str],
+    read_tools: frozenset[str],
 ) -> int | None:
     """The paper's local boundary (appendix B) in a complete source trajectory.
 

@@ -16,6 +16,7 @@ records defined here:
 - events: one pydantic model per event type, :data:`Event`, :data:`EVENT_ADAPTER`.
 """
 
+from controlscope.core._condition import Condition, DecisionMode, IsolationRequest, PlannerFormat
 from controlscope.core._events import (
     EVENT_ADAPTER,
     EVENTS_FILE,
@@ -100,11 +101,14 @@ __all__ = [
     "CallSite",
     "ChatModel",
     "Check",
+    "Condition",
+    "DecisionMode",
     "EndReason",
     "Event",
     "FallbackKind",
     "FinalVerdictEvent",
     "Isolation",
+    "IsolationRequest",
     "Keep",
     "Message",
     "ModelCallEvent",
@@ -115,6 +119,7 @@ __all__ = [
     "OperationKind",
     "PatchArguments",
     "PatchBlockData",
+    "PlannerFormat",
     "PlannerTurnEvent",
     "PrimitiveCall",
     "PrimitiveCallEvent",

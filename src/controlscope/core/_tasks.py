@@ -8,11 +8,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class TaskBudgets(BaseModel):
-    """Default budgets of a task (paper section 4: 100 calls, 100 turns, 1,800 s)."""
+    """The budgets of a task (paper section 4: 100 primitive calls, 100 planning turns, 1,800
+    execution seconds; review time is recorded apart and never counts).
 
-    primitive_calls: int = 100
-    planning_turns: int = 100
-    execution_seconds: float = 1800.0
+    Attributes:
+        primitive_calls: primitive calls per task (at least 1).
+        planning_turns: ordinary planning turns per task (at least 1).
+        execution_seconds: execution seconds per task (positive and finite).
+
+    Raises:
+        pydantic.ValidationError: a value out of range.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    primitive_calls: int = Field(default=100, ge=1)
+    planning_turns: int = Field(default=100, ge=1)
+    execution_seconds: float = Field(default=1800.0, gt=0.0, allow_inf_nan=False)
 
 
 class Task(BaseModel):

@@ -54,7 +54,15 @@ class ToolServerError(RuntimeError):
 
 @runtime_checkable
 class ToolServer(Protocol):
-    """A running environment server, used synchronously by the controller."""
+    """A running environment server, used synchronously by the controller.
+
+    Attributes:
+        agent_roots: the paths agent code uses for the workspace (the same in every branch when
+            the environment confines its server to a fixed root); empty when the server has no
+            notion of a workspace root.
+    """
+
+    agent_roots: tuple[str, ...]
 
     def list_tools(self) -> list[ToolSchema]:
         """Return the server's tools, in the server's order."""

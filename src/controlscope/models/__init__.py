@@ -2,68 +2,50 @@
 
 Public API:
 
-- types: :class:`ModelRequest`, :class:`ModelResponse`, :class:`Message`, :class:`ToolCall`,
-  :class:`ToolSpec`, :class:`Usage`, :class:`ProviderError`, :class:`ChatModel`.
+The request and response records and the :class:`~controlscope.core.ChatModel` protocol live
+in :mod:`controlscope.core`. Here:
+
 - models: :class:`OpenAIModel` (any OpenAI-compatible endpoint), :class:`ScriptedModel` and
   :class:`ReplayModel` (test doubles), the embedded local model via :func:`make_model`
   (``controlscope.models.local.LocalModel``, imported on demand because it loads ``llama_cpp``).
-- wrappers: :class:`CachedModel` over a :class:`RequestCache` (exact-request cache),
-  :class:`AccountedModel` over a :class:`TokenLedger` (logical vs uncached totals, paper A.5).
+- wrappers: :class:`CachedModel` over a :class:`RequestCache` (exact-request cache).
+
+- weights: :func:`ensure_weights` assembles and checks the embedded model's GGUF.
 
 Importing this package is cheap: neither ``openai`` nor ``llama_cpp`` is imported until used.
 """
 
-from controlscope.core import (
-    DEFAULT_MAX_TOKENS,
-    ChatModel,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    ProviderError,
-    ToolCall,
-    ToolChoice,
-    ToolSpec,
-    Usage,
-)
-from controlscope.models.accounting import (
-    AccountedModel,
-    LedgerSummary,
-    RoleTotals,
-    TokenLedger,
-    TokenTotals,
-)
 from controlscope.models.cache import CachedModel, CacheError, RequestCache, request_key
 from controlscope.models.factory import make_model
 from controlscope.models.openai_client import OpenAIModel, parse_tool_call
 from controlscope.models.replay import ReplayExhausted, ReplayMismatch, ReplayModel
 from controlscope.models.scripted import ScriptedModel, ScriptExhausted
+from controlscope.models.weights import (
+    DEFAULT_MODEL,
+    KNOWN_MODELS,
+    KnownModel,
+    WeightsError,
+    ensure_weights,
+    weights_dir,
+)
 
 __all__ = [
-    "DEFAULT_MAX_TOKENS",
-    "AccountedModel",
+    "DEFAULT_MODEL",
+    "KNOWN_MODELS",
     "CacheError",
     "CachedModel",
-    "ChatModel",
-    "LedgerSummary",
-    "Message",
-    "ModelRequest",
-    "ModelResponse",
+    "KnownModel",
     "OpenAIModel",
-    "ProviderError",
     "ReplayExhausted",
     "ReplayMismatch",
     "ReplayModel",
     "RequestCache",
-    "RoleTotals",
     "ScriptExhausted",
     "ScriptedModel",
-    "TokenLedger",
-    "TokenTotals",
-    "ToolCall",
-    "ToolChoice",
-    "ToolSpec",
-    "Usage",
+    "WeightsError",
+    "ensure_weights",
     "make_model",
     "parse_tool_call",
     "request_key",
+    "weights_dir",
 ]

@@ -14,14 +14,10 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from controlscope.core import PROVIDER_ERROR_KINDS, ModelRequest, ModelResponse, ProviderError
+from controlscope.core import ModelCallEvent, ModelRequest, ModelResponse, ProviderError
+from controlscope.record import read_events
 
 __all__ = ["ReplayExhausted", "ReplayMismatch", "ReplayModel", "first_difference"]
-
-EVENTS_FILE = "events.jsonl"
-"""The trajectory log inside a run directory (written by the trajectory store)."""
 
 _ABSENT = "<absent>"
 
@@ -136,7 +132,7 @@ class ReplayModel:
         ignore: top-level request fields left out of the comparison (e.g. ``{"draw"}``).
         normalise: applied to every string of both the recorded and the received request
             before they are compared (e.g. an environment's
-            :meth:`~controlscope.envs.base.Environment.normalise_observation`, which masks clock
+            :meth:`~controlscope.envs._base.Environment.normalise_observation`, which masks clock
             readings that differ between two identical runs); the mismatch quotes the
             normalised values. None compares the strings as they are.
         role: whose requests these are (``planner``, ``reviewer``), named in mismatch messages.
@@ -212,47 +208,27 @@ class ReplayModel:
         ignore: Collection[str] = (),
         normalise: Callable[[str], str] | None = None,
     ) -> ReplayModel:
-        """Load the model calls of one role from ``RUN_DIR/events.jsonl``.
+        """Load the model calls of one role from a run directory's log.
 
-        Model-call events (``controlscope.record.events.ModelCallEvent``) are lines with
-        ``"type": "model_call"``, ``"role"``, ``"request"`` (a :class:`ModelRequest` in JSON) and
-        ``"response"`` (a :class:`ModelResponse`), or, when the call failed, ``"error"`` (the
-        message) with ``"error_kind"`` and ``"error_status"`` (an object with ``message``,
-        ``kind``, ``status`` is accepted too). Other lines are other events and are skipped. A
-        last line cut short (a run killed while writing) is skipped too.
+        Every ``model_call`` event of ``role`` becomes a recorded pair: its request and its
+        response, or, when the call failed, a :class:`~controlscope.core.ProviderError` of the
+        recorded kind and status. The log is read by :func:`controlscope.record.read_events`
+        (a last line cut short by a killed run is skipped).
 
         Args:
             run_dir: the run directory.
-            role: ``planner`` or ``reviewer`` (any role string the log uses).
+            role: ``planner`` or ``reviewer``.
             ignore, normalise: passed to the constructor.
 
         Raises:
-            FileNotFoundError: when the run directory has no ``events.jsonl``.
-            ValueError: for a malformed line (not JSON, or a model call without a valid request,
-                or with neither response nor error); the message names the file and line.
+            FileNotFoundError: when the run directory has no log.
+            controlscope.record.LogError: when the log cannot be read (names file and line).
+            ValueError: a model call with neither a response nor an error.
         """
-        path = Path(run_dir) / EVENTS_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"no trajectory log {path}")
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{path}: not a UTF-8 trajectory log ({err})") from None
         pairs: list[tuple[ModelRequest, ModelResponse | ProviderError]] = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError as exc:
-                if number == len(lines):
-                    break  # the run was killed mid-write; everything before it stands
-                raise ValueError(f"{path}:{number}: not JSON: {exc}") from exc
-            if not isinstance(event, dict) or event.get("type") != "model_call":
-                continue
-            if event.get("role") != role:
-                continue
-            pairs.append(_pair_from_event(event, f"{path}:{number}"))
+        for event in read_events(run_dir):
+            if isinstance(event, ModelCallEvent) and event.role == role:
+                pairs.append(_pair_from_event(event))
         return cls(pairs, model_id=f"replay:{role}", ignore=ignore, normalise=normalise, role=role)
 
 
@@ -267,29 +243,10 @@ def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
     return value
 
 
-def _pair_from_event(
-    event: dict[str, Any], where: str
-) -> tuple[ModelRequest, ModelResponse | ProviderError]:
-    try:
-        request = ModelRequest.model_validate(event.get("request"))
-    except ValidationError as exc:
-        raise ValueError(f"{where}: model call without a valid request: {exc}") from exc
-    if event.get("response") is not None:
-        try:
-            return request, ModelResponse.model_validate(event["response"])
-        except ValidationError as exc:
-            raise ValueError(f"{where}: model call with an invalid response: {exc}") from exc
-    error = event.get("error")
-    kind = event.get("error_kind")
-    status = event.get("error_status")
-    if isinstance(error, dict):  # an error object instead of separate fields
-        kind = error.get("kind", kind)
-        status = error.get("status", status)
-        error = error.get("message", json.dumps(error))
-    if isinstance(error, str):
-        return request, ProviderError(
-            error,
-            status=status if isinstance(status, int) else None,
-            kind=next((k for k in PROVIDER_ERROR_KINDS if k == kind), "other"),
-        )
-    raise ValueError(f"{where}: model call with neither a response nor an error")
+def _pair_from_event(event: ModelCallEvent) -> tuple[ModelRequest, ModelResponse | ProviderError]:
+    if event.response is not None:
+        return event.request, event.response
+    if event.error is not None:
+        kind = event.error_kind or "other"
+        return event.request, ProviderError(event.error, status=event.error_status, kind=kind)
+    raise ValueError(f"model call event {event.seq} has neither a response nor an error")

@@ -21,7 +21,6 @@ This module imports only the standard library at top level (it is the ``controls
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import hashlib
@@ -40,13 +39,11 @@ __all__ = [
     "KNOWN_MODELS",
     "KnownModel",
     "WeightsError",
-    "add_arguments",
-    "cache_dir",
     "ensure_weights",
-    "main",
     "resolve_model_name",
     "sha256_file",
     "verify_file",
+    "weights_dir",
 ]
 
 GGUF_MAGIC = b"GGUF"
@@ -124,7 +121,7 @@ KNOWN_MODELS: dict[str, KnownModel] = {
 DEFAULT_MODEL = "1.5b"
 
 
-def cache_dir() -> Path:
+def weights_dir() -> Path:
     """Return the directory holding assembled weights (not created here).
 
     ``$CONTROLSCOPE_HOME/models`` if that variable is set, else ``~/.cache/controlscope/models``.
@@ -378,7 +375,7 @@ def ensure_weights(name_or_path: str = DEFAULT_MODEL, *, progress: bool = False)
         _check_gguf_magic(path)
         return path.resolve()
 
-    dest = cache_dir() / model.file_name
+    dest = weights_dir() / model.file_name
     if dest.is_file():
         verify_file(dest, model.sha256, expected_size=model.size, progress=progress)
         return dest.resolve()
@@ -387,38 +384,3 @@ def ensure_weights(name_or_path: str = DEFAULT_MODEL, *, progress: bool = False)
             _assemble(model, dest, progress=progress)
     verify_file(dest, model.sha256, expected_size=model.size, progress=progress)
     return dest.resolve()
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register ``controlscope model`` subcommands (``pull``, ``path``) on ``parser``."""
-    sub = parser.add_subparsers(dest="model_command", required=True)
-    pull = sub.add_parser(
-        "pull",
-        help="assemble and verify the local model's weights; print the GGUF path (last line)",
-    )
-    names = sorted(KNOWN_MODELS)
-    pull.add_argument(
-        "--model",
-        default=DEFAULT_MODEL,
-        help=f"known model ({', '.join(names)}; default {DEFAULT_MODEL}) or a .gguf path",
-    )
-    pull.add_argument("--quiet", action="store_true", help="no progress bars")
-    info = sub.add_parser("list", help="list the known models and whether they are cached")
-    info.set_defaults(model_command="list")
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run ``controlscope model pull|list``; return the exit code (1 on a WeightsError)."""
-    if args.model_command == "list":
-        for model in KNOWN_MODELS.values():
-            path = cache_dir() / model.file_name
-            state = "cached" if path.is_file() else "absent"
-            print(f"{model.name}\t{model.model_id}\t{state}\t{path}")
-        return 0
-    try:
-        path = ensure_weights(args.model, progress=not args.quiet)
-    except WeightsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0

@@ -1,33 +1,14 @@
-"""The trajectory log: event schema, run-directory store and run summaries.
+"""The trajectory log on disk: the run-directory store and run summaries.
+
+The event schema itself is :mod:`controlscope.core` (``Event`` and one model per event type).
 
 Public API::
 
     from controlscope.record import TrajectoryWriter, read_events, summarize, write_summary
 """
 
-from controlscope.core import (
-    EVENT_ADAPTER,
-    SCHEMA_VERSION,
-    BlockEndEvent,
-    BlockStartEvent,
-    BoundaryEvent,
-    BudgetEvent,
-    Event,
-    FallbackKind,
-    FinalVerdictEvent,
-    ModelCallEvent,
-    PlannerTurnEvent,
-    PrimitiveCallEvent,
-    ProposalEvent,
-    RealizedOperationEvent,
-    ReviewRequestEvent,
-    RunEndEvent,
-    RunStartEvent,
-    VerdictEvent,
-    model_call_event,
-)
+from controlscope.record._accounting import LedgerSummary, RoleTotals, TokenLedger, TokenTotals
 from controlscope.record.store import (
-    EVENTS_FILE,
     SUMMARY_FILE,
     LogError,
     TrajectoryLog,
@@ -41,33 +22,17 @@ from controlscope.record.store import (
 from controlscope.record.summary import RunSummary, SummaryError, summarize
 
 __all__ = [
-    "EVENTS_FILE",
-    "EVENT_ADAPTER",
-    "SCHEMA_VERSION",
     "SUMMARY_FILE",
-    "BlockEndEvent",
-    "BlockStartEvent",
-    "BoundaryEvent",
-    "BudgetEvent",
-    "Event",
-    "FallbackKind",
-    "FinalVerdictEvent",
+    "LedgerSummary",
     "LogError",
-    "ModelCallEvent",
-    "PlannerTurnEvent",
-    "PrimitiveCallEvent",
-    "ProposalEvent",
-    "RealizedOperationEvent",
-    "ReviewRequestEvent",
-    "RunEndEvent",
-    "RunStartEvent",
+    "RoleTotals",
     "RunSummary",
     "SummaryError",
+    "TokenLedger",
+    "TokenTotals",
     "TrajectoryLog",
     "TrajectoryWriter",
     "TruncatedLogWarning",
-    "VerdictEvent",
-    "model_call_event",
     "read_events",
     "read_log",
     "read_summary",

@@ -18,10 +18,9 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from controlscope.core import EVENT_ADAPTER, SCHEMA_VERSION, Event
+from controlscope.core import EVENT_ADAPTER, EVENTS_FILE, SCHEMA_VERSION, Event
 from controlscope.record.summary import RunSummary
 
-EVENTS_FILE = "events.jsonl"
 SUMMARY_FILE = "summary.json"
 
 _DURABLE_TYPES = frozenset({"run_start", "final_verdict", "run_end"})

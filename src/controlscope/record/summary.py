@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from controlscope.core import Event, Scope
-from controlscope.models.accounting import RoleTotals, TokenLedger
+from controlscope.record._accounting import RoleTotals, TokenLedger
 
 FALLBACK_KINDS: tuple[str, ...] = (
     "malformed",
@@ -52,7 +52,7 @@ class RunSummary(BaseModel):
         rejected_proposals: proposals the validation rejected (out of scope or invalid).
         fallbacks: Keep fallbacks by kind (all four kinds always present).
         tokens: token use by role (``planner``, ``reviewer``; both always present), as
-            :class:`controlscope.models.accounting.TokenLedger` accounts it: logical vs uncached
+            :class:`controlscope.record.TokenLedger` accounts it: logical vs uncached
             totals, cache hits, failed requests, model latency.
         wall_seconds: wall time from ``run_start`` to the last event.
         review_seconds: summed review latency (recorded apart from execution time, paper 4).

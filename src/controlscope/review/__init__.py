@@ -1,39 +1,45 @@
-"""The reviewer: public state, views, prompts, operation interface and fallbacks.
+"""The reviewer: public state, views, prompts, the operation interface, reviews and fallbacks.
 
-Public API::
-
-    from controlscope.review import PublicState, Reviewer, render_view, operation_tools
-
-A :class:`Reviewer` turns the :class:`PublicState` at a boundary into a validated operation
-(:class:`ReviewOutcome`); malformed, out-of-scope, invalid and provider-failed reviews become
-recorded Keep fallbacks (paper A.4).
+A :class:`Reviewer` (the model reviewer :class:`ModelReviewer`, or your own) proposes an
+operation for the :class:`PublicState` at a boundary; :func:`review_boundary` validates it
+against the granted scope and records it. Malformed, out-of-scope, invalid and provider-failed
+reviews become recorded Keep fallbacks (paper A.4).
 """
 
-from controlscope.review.operations import (
-    DecisionMode,
+from controlscope.review._operations import (
+    MalformedOperationError,
     ParsedDecision,
     decision_schema,
     find_json_object,
     granted_kinds,
     operation_tools,
     parse_decision,
+    parse_operation,
     raw_answer,
 )
-from controlscope.review.prompts import describe_tool, system_prompt
-from controlscope.review.reviewer import EventSink, Reviewer, ReviewOutcome
-from controlscope.review.state import DecisionRecord, PublicState
-from controlscope.review.views import VIEWS, View, ViewLimits, clip, render_view
+from controlscope.review._prompts import describe_tool, system_prompt
+from controlscope.review._reviewer import (
+    EventSink,
+    ModelReviewer,
+    Proposal,
+    Reviewer,
+    ReviewOutcome,
+    review_boundary,
+)
+from controlscope.review._state import DecisionRecord, PublicState
+from controlscope.review._views import VIEWS, ViewLimits, clip, render_view
 
 __all__ = [
     "VIEWS",
-    "DecisionMode",
     "DecisionRecord",
     "EventSink",
+    "MalformedOperationError",
+    "ModelReviewer",
     "ParsedDecision",
+    "Proposal",
     "PublicState",
     "ReviewOutcome",
     "Reviewer",
-    "View",
     "ViewLimits",
     "clip",
     "decision_schema",
@@ -42,7 +48,9 @@ __all__ = [
     "granted_kinds",
     "operation_tools",
     "parse_decision",
+    "parse_operation",
     "raw_answer",
     "render_view",
+    "review_boundary",
     "system_prompt",
 ]

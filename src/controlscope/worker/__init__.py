@@ -6,13 +6,16 @@ and the isolation helpers. The fixed records live in :mod:`controlscope.worker.t
 """
 
 from controlscope.worker._runtime import BudgetExhausted, ToolError
+from controlscope.worker._types import BoundaryHandler, Limits
 from controlscope.worker.proxies import ProxySet, generate_proxies
 from controlscope.worker.sandbox import Isolation, isolation_available, resolve_isolation
 from controlscope.worker.session import WorkerSession, WorkerStartError, replacement_id
 
 __all__ = [
+    "BoundaryHandler",
     "BudgetExhausted",
     "Isolation",
+    "Limits",
     "ProxySet",
     "ToolError",
     "WorkerSession",

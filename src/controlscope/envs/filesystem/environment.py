@@ -17,12 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controlscope.core import AnswerKey, Check, Task, TaskError, Verdict
+from controlscope.core import AnswerKey, Check, PlannerFormat, Task, TaskError, Verdict
+from controlscope.envs._mcp import McpToolServer
+from controlscope.envs.filesystem import _planning
 from controlscope.envs.filesystem.registry import REGISTRY, FsTaskSpec
 from controlscope.envs.filesystem.server import normalise_observation, start_filesystem_server
 from controlscope.envs.filesystem.tasks import TASK_MODULES
 from controlscope.envs.filesystem.workspace import content_hash
-from controlscope.mcp_client import McpToolServer
 
 __all__ = [
     "MAX_SEED",
@@ -143,13 +144,17 @@ def prepare_workspace(workspace: Path) -> Path:
 
 
 class FilesystemEnvironment:
-    """The filesystem environment (implements :class:`~controlscope.envs.base.Environment`).
+    """The filesystem environment (implements :class:`~controlscope.envs.Environment`).
 
     Attributes:
         name: ``filesystem``.
+        read_tools: the server's information-returning tools.
+        write_tools: the server's writing tools.
     """
 
     name = "filesystem"
+    read_tools = _planning.READ_TOOLS
+    write_tools = _planning.WRITE_TOOLS
 
     def __init__(self) -> None:
         self._specs = load_tasks()
@@ -249,3 +254,12 @@ class FilesystemEnvironment:
         """
         spec = self.spec(task.id)
         return content_hash(Path(workspace), historical_mtimes=spec.time_sensitive)
+
+    def planner_example(self, fmt: PlannerFormat) -> str:
+        """A two-turn worked example with the filesystem tools, written for ``fmt``."""
+        return _planning.planner_example(fmt)
+
+    def error_hint(self, error: str) -> str | None:
+        """A reminder that the task's files are reachable only through the tools, when
+        ``error`` shows code that looked for them locally; else None."""
+        return _planning.error_hint(error)

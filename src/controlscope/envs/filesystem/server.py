@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from controlscope.core import TaskError
-from controlscope.mcp_client import McpToolServer
+from controlscope.envs._mcp import McpToolServer
 from controlscope.worker.sandbox import bwrap_path, system_binds
 
 __all__ = [

@@ -6,7 +6,7 @@ Three parts, kept apart on purpose:
   :data:`~controlscope.envs.filesystem.registry.ToolCaller`, the same primitive calls an agent
   makes; the workspace root is learnt from ``list_allowed_directories``.
 * verifier side: reads the terminal workspace from disk and turns every problem into a failed
-  :class:`~controlscope.envs.base.Check` with a reason; nothing here raises on bad agent output.
+  :class:`~controlscope.envs._base.Check` with a reason; nothing here raises on bad agent output.
 * generator side: writes the initial workspace and reads generator parameters.
 """
 

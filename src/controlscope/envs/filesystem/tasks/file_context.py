@@ -3,7 +3,7 @@
 Our own tasks of the kinds in the ``file_context`` category of the paper's 24-task filesystem
 suite (paper section 4; appendix B names pattern matching among the four tasks whose
 instruction restricts Python). Each task has a seeded generator, an instruction in our words, a
-verifier returning one :class:`~controlscope.envs.base.Check` per requirement and a reference
+verifier returning one :class:`~controlscope.envs._base.Check` per requirement and a reference
 solution that works through the filesystem tools only.
 """
 

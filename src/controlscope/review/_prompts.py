@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from controlscope.core import ReplaceBoundary, Scope, ToolSchema
-from controlscope.review.operations import DecisionMode, granted_kinds
+from controlscope.core import DecisionMode, ReplaceBoundary, Scope, ToolSchema
+from controlscope.review._operations import granted_kinds
 
 _RULES: dict[str, str] = {
     "keep": "keep: the program makes the pending call unchanged.",

@@ -5,7 +5,7 @@ the user goal, observed tool results, current program, pending call, and exposed
 variables." At each boundary "the reviewer also sees the task history, current block, public tool
 schemas, earlier review decisions, and queued calls" (A.1). Hidden evaluation data never enters it.
 
-The agent loop builds a :class:`PublicState`; a view (:mod:`controlscope.review.views`) decides
+The agent loop builds a :class:`PublicState`; a view (:mod:`controlscope.review._views`) decides
 which parts of it a review request shows.
 """
 

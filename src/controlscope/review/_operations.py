@@ -14,10 +14,11 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from controlscope.core import (
     REQUIRED_SCOPE,
+    DecisionMode,
     Keep,
     ModelResponse,
     Operation,
@@ -28,8 +29,6 @@ from controlscope.core import (
     Scope,
     ToolSpec,
 )
-
-DecisionMode = Literal["tools", "json"]
 
 _KINDS: tuple[OperationKind, ...] = (
     "keep",

@@ -13,17 +13,15 @@ Both views carry the same operation schema and earlier review decisions. Everyth
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from controlscope.core import Message, Scope
-from controlscope.review.operations import DecisionMode
-from controlscope.review.prompts import system_prompt
-from controlscope.review.state import PublicState
+from controlscope.core import DecisionMode, Message, Scope, View
+from controlscope.review._prompts import system_prompt
+from controlscope.review._state import PublicState
 
-View = Literal["code_only", "with_feedback"]
-VIEWS: tuple[View, ...] = ("code_only", "with_feedback")
+VIEWS: tuple[View, ...] = get_args(View)
 
 
 class ViewLimits(BaseModel):

@@ -12,9 +12,9 @@ import threading
 
 from pydantic import BaseModel, Field
 
-from controlscope.core import ChatModel, ModelRequest, ModelResponse, ProviderError
+from controlscope.core import ModelResponse
 
-__all__ = ["AccountedModel", "LedgerSummary", "RoleTotals", "TokenLedger", "TokenTotals"]
+__all__ = ["LedgerSummary", "RoleTotals", "TokenLedger", "TokenTotals"]
 
 
 class TokenTotals(BaseModel):
@@ -142,38 +142,3 @@ class TokenLedger:
         for account in roles.values():
             total = total.merged(account)
         return LedgerSummary(roles=dict(sorted(roles.items())), total=total)
-
-
-class AccountedModel:
-    """Wrap a :class:`ChatModel` so every response (and failure) enters a ledger.
-
-    Args:
-        inner: the model.
-        ledger: the ledger.
-        role: the role to count under; ``None`` uses each request's ``purpose``.
-    """
-
-    def __init__(self, inner: ChatModel, ledger: TokenLedger, role: str | None = None) -> None:
-        self.inner = inner
-        self.ledger = ledger
-        self.role = role
-
-    @property
-    def model_id(self) -> str:
-        """The inner model's id."""
-        return self.inner.model_id
-
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        """Answer through the inner model and count the outcome.
-
-        Raises:
-            ProviderError: from the inner model (counted as a failed request first).
-        """
-        role = self.role or request.purpose
-        try:
-            response = self.inner.complete(request)
-        except ProviderError:
-            self.ledger.add_failure(role)
-            raise
-        self.ledger.add(role, response)
-        return response

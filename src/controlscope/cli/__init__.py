@@ -1,0 +1,66 @@
+"""The ``controlscope`` command: ``run``, ``tasks``, ``model``.
+
+Each verb lives in its own module, which only parses its arguments, calls the library and prints
+(the library does the work: :func:`controlscope.run_task` for ``run``). Exit status: 0 on
+success, 2 on bad input (one line on stderr, before anything runs), others per verb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+from collections.abc import Sequence
+from types import FrameType
+
+#: verb -> (module, help); each module has ``add_arguments(parser)`` and ``main(args) -> int``.
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("controlscope.cli._run", "run one task under one scope and schedule, and record it"),
+    "tasks": ("controlscope.cli._tasks", "list the tasks of an environment"),
+    "model": (
+        "controlscope.cli._model",
+        "fetch and list the embedded local model's weights (model pull, model list)",
+    ),
+}
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse with its errors as one line and exit status 2 (no usage dump)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every verb registered."""
+    parser = _ArgumentParser(
+        prog="controlscope",
+        description="Run code-writing agents under workflow-revision scopes and record them.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+    for name, (module_name, help_text) in _COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM ends the command like Ctrl-C, so every clean-up runs (processes, workspace)."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``controlscope`` command; returns the process exit status."""
+    args = build_parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        code: int = args._module.main(args)
+    except KeyboardInterrupt:
+        print("controlscope: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return code

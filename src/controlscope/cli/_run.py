@@ -1,0 +1,146 @@
+"""``controlscope run``: one task under one scope and schedule, on real parts, recorded.
+
+Parses the options into a :class:`~controlscope.run.RunSpec`, calls the library as
+:func:`~controlscope.run.run_task` does (prepare, then run) and prints the verdict. Exit
+status: 0 when the run completed, whatever its verdict; 2 on bad input (one line, before any
+model is called); 1 when a replay diverged from its recording; 3 when the planner's model
+failed (the run is recorded and graded as it stands, paper A.4).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+
+from controlscope.core import TaskError
+from controlscope.models import ReplayMismatch
+from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_prepared
+
+_DIVERGED_HELP = (
+    "The options matched the recording, so the requests changed: the recording was made by code "
+    "that prompts, shows or schedules differently, or the environment answered differently. "
+    "The diverged replay's log is in {out}; replay again into a new --out directory."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register ``run``'s options (one per :class:`RunSpec` field, dashes for underscores)."""
+    add = parser.add_argument
+    add("--task", required=True, help="task id, e.g. student_database/english_talent")
+    add("--env", default="filesystem", help="environment (default: filesystem)")
+    add("--seed", type=int, default=0, help="the task's data seed (default 0)")
+    add("--students", type=int, default=None, help="number of students (student tasks)")
+    add("--param", action="append", default=[], metavar="KEY=VALUE", help="a task parameter")
+    add("--scope", choices=("keep", "arg", "params", "full"), default="full")
+    add(
+        "--schedule",
+        default="continuous",
+        help="never|continuous|per_block|once[:K]|midpoint:N|protect:n|retain_first (join with +)",
+    )
+    add("--view", choices=("code_only", "with_feedback"), default="with_feedback")
+    add("--replace-boundary", choices=("block", "reply"), default="reply")
+    add("--model", default="local", help="local|local:0.5b|PATH.gguf|openai:NAME|replay:DIR")
+    add("--reviewer-model", default=None, help="reviewer model (default: --model)")
+    add("--base-url", default=None, help="OpenAI-compatible base URL")
+    add("--planner-format", choices=("tools", "fenced"), default=None, help="default: per model")
+    add("--review-mode", choices=("tools", "json"), default=None, help="default: per model")
+    add("--temperature", type=float, default=None, help="default 0.7")
+    add("--max-tokens", type=int, default=None, help="per-request token cap")
+    add("--draw", type=int, default=None, help="reviewer draw index (default 0)")
+    add("--max-calls", type=int, default=None, help="primitive-call budget (default 100)")
+    add("--max-turns", type=int, default=None, help="planning-turn budget (default 100)")
+    add("--max-seconds", type=float, default=None, help="execution-seconds budget (default 1800)")
+    add("--cache", type=Path, default=None, help="an SQLite exact-request cache file to use")
+    add("--out", required=True, type=Path, help="run directory to write")
+    add("--quiet", action="store_true", help="no live progress")
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    """The :class:`RunSpec` the options describe.
+
+    Raises:
+        ValueError: a malformed ``--param``.
+        pydantic.ValidationError: a value out of range.
+    """
+    params: dict[str, Any] = {}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--param expects KEY=VALUE, got {item!r}")
+        params[key] = int(value) if value.lstrip("-").isdigit() else value
+    if args.students is not None:
+        params["students"] = args.students
+    fields = set(RunSpec.model_fields) - {"params"}
+    given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+    return RunSpec(params=params, **given)
+
+
+def _one_line(err: ValidationError) -> str:
+    """A validation error as one line naming the options, e.g. ``--max-calls: ...``."""
+    parts = []
+    for e in err.errors():
+        where = ".".join(str(p) for p in e["loc"])
+        parts.append(f"--{where.replace('_', '-')}: {e['msg']} (got {e.get('input')!r})")
+    return "; ".join(parts)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run one task; return the exit status (see the module docstring)."""
+    console = Console(stderr=True, soft_wrap=True)
+    try:
+        spec = spec_from_args(args)
+        prepared = prepare(spec)  # every check before any model is called
+    except ValidationError as err:
+        return _fail(console, _one_line(err), 2)
+    except (ValueError, SpecError) as err:
+        return _fail(console, str(err), 2)
+    from controlscope.cli._progress import LiveProgress
+
+    budget = prepared.condition.budgets.primitive_calls
+    progress = None if args.quiet else LiveProgress(console, prepared.task.id, budget)
+    try:
+        if progress is not None:
+            progress.start()
+        observer = progress.observe if progress is not None else None
+        result = run_prepared(prepared, observer=observer)
+    except (TaskError, SpecError) as err:
+        return _fail(console, str(err), 2)
+    except ReplayMismatch as err:
+        _fail(console, f"the replay diverged from the recording: {err}", 1)
+        console.print(escape(_DIVERGED_HELP.format(out=spec.out)))
+        return 1
+    except OSError as err:
+        return _fail(console, str(err), 1)
+    finally:
+        if progress is not None:
+            progress.stop()
+    _print_result(spec, result)
+    if result.end_reason == "planner_provider_error":
+        return _fail(console, f"the planner's model failed: {result.detail}", 3)
+    return 0
+
+
+def _fail(console: Console, message: str, code: int) -> int:
+    console.print(f"[red]controlscope run: {escape(message)}[/red]")
+    return code
+
+
+def _print_result(spec: RunSpec, result: RunResult) -> None:
+    s = result.summary
+    verdict = "PASS" if result.verdict.success else "FAIL"
+    out = Console(soft_wrap=True)
+    out.print(
+        f"{escape(result.verdict.task_id)} seed={spec.seed} scope={spec.scope.name.lower()} "
+        f"schedule={escape(spec.schedule)}: [bold]{verdict}[/bold] ({result.end_reason}; "
+        f"{s.primitive_calls} calls, {s.planning_turns} turns, {s.reviews} reviews, "
+        f"{s.patches} patches, {s.replacements} replacements, {s.rejected_proposals} rejected)"
+    )
+    for check in result.verdict.checks:
+        mark = "ok " if check.passed else "bad"
+        out.print(f"  {mark} {escape(check.name)}: {escape(check.reason)}")
+    out.print(f"log: {escape(str(spec.out / 'events.jsonl'))}")

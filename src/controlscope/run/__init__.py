@@ -1,0 +1,34 @@
+"""Running one trajectory: the spec, the entry points, the result.
+
+- :func:`run_task` runs a :class:`RunSpec` (what ``controlscope run`` does);
+- :func:`run_trajectory` runs ready objects (environment, task, models, reviewer, condition);
+- :func:`prepare` checks a spec against the outside world without running it.
+"""
+
+from controlscope.run._api import run_prepared, run_task
+from controlscope.run._loop import REPLACEMENT_CODE_CHARS, Ending, receipts_by_block
+from controlscope.run._models import LOCAL_MAX_TOKENS, RunModels, build_models
+from controlscope.run._replay_check import REPLAYED_SETTINGS, check_replay, recorded_settings
+from controlscope.run._spec import PreparedRun, RunSpec, SpecError, prepare
+from controlscope.run._trajectory import Observer, RunResult, run_trajectory
+
+__all__ = [
+    "LOCAL_MAX_TOKENS",
+    "REPLACEMENT_CODE_CHARS",
+    "REPLAYED_SETTINGS",
+    "Ending",
+    "Observer",
+    "PreparedRun",
+    "RunModels",
+    "RunResult",
+    "RunSpec",
+    "SpecError",
+    "build_models",
+    "check_replay",
+    "prepare",
+    "receipts_by_block",
+    "recorded_settings",
+    "run_prepared",
+    "run_task",
+    "run_trajectory",
+]

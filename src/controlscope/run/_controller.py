@@ -1,0 +1,197 @@
+"""The controller of one trajectory: the worker's boundary handler and the planner's history.
+
+The worker session calls :class:`Controller` at every block start, boundary, primitive call and
+block end (:class:`~controlscope.worker.BoundaryHandler`); at a boundary the schedule decides
+whether to review, and the review's realized operation is what the worker executes (paper
+sections 3.1 and A.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from controlscope.core import (
+    BlockEndEvent,
+    BlockResult,
+    BlockStartEvent,
+    Boundary,
+    BoundaryEvent,
+    ChatModel,
+    Condition,
+    Event,
+    Keep,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Operation,
+    PlannerTurnEvent,
+    PrimitiveCall,
+    PrimitiveCallEvent,
+    ProviderError,
+    Task,
+    ToolSchema,
+    model_call_event,
+)
+from controlscope.planner import EXECUTE_PYTHON_SPEC, PlannedBlock
+from controlscope.review import DecisionRecord, PublicState, Reviewer, review_boundary
+from controlscope.schedule import Schedule, ScheduleContext
+
+EventSink = Callable[[Event], object]
+"""Where events go as they happen (the trajectory writer, plus live progress)."""
+
+
+class Controller:
+    """Drives one trajectory: the boundary handler of the worker and the planner loop's state.
+
+    Args:
+        task: the task (its instruction is the reviewer's goal).
+        tools: the environment's tool schemas.
+        sink: receives every event as it happens.
+        schedule: when to review.
+        reviewer: who proposes at reviewed boundaries; None for no reviews.
+        condition: the run's condition (granted scope, view, sampling, budgets...).
+    """
+
+    def __init__(
+        self,
+        *,
+        task: Task,
+        tools: Sequence[ToolSchema],
+        sink: EventSink,
+        schedule: Schedule,
+        reviewer: Reviewer | None,
+        condition: Condition,
+    ) -> None:
+        self.task = task
+        self.tools = tuple(tools)
+        self.sink = sink
+        self.schedule = schedule
+        self.reviewer = reviewer
+        self.condition = condition
+        self.history: list[Message] = []
+        self.turn = 0
+        self.reply_turn = 0
+        self.reply_blocks: tuple[str, ...] = ()
+        self.block_index: dict[str, int] = {}
+        self.running_is_replacement = False
+        self.reply_messages: list[str] = []
+        self.replacement_code: dict[str, str] = {}
+        self.block_calls: list[PrimitiveCall] = []
+        self.decisions: list[DecisionRecord] = []
+        self.calls_completed = 0
+        self.review_seconds = 0.0
+
+    # -- BoundaryHandler -------------------------------------------------------------------
+
+    def on_block_start(self, block_id: str, code: str, replaces: str | None) -> None:
+        """A block (or a replacement of block ``replaces``) starts."""
+        self.running_is_replacement = replaces is not None
+        if replaces is not None:
+            self.replacement_code[block_id] = code
+        self.block_calls = []
+        self.sink(
+            BlockStartEvent(block_id=block_id, code=code, replaces=replaces, turn=self.reply_turn)
+        )
+
+    def on_boundary(self, boundary: Boundary) -> Operation:
+        """Ask the schedule, review if it says so, and return the operation to execute."""
+        index = self.block_index.get(boundary.block_id.split(".r", 1)[0])
+        queued: tuple[str, ...] = ()
+        if index is not None and (
+            not self.running_is_replacement or self.condition.replace_boundary == "block"
+        ):
+            # Under a reply boundary a replacement has cancelled the blocks queued behind it.
+            queued = self.reply_blocks[index + 1 :]
+        ctx = ScheduleContext(
+            code=boundary.code,
+            block_index=index if index is not None else len(self.reply_blocks),
+            is_replacement=self.running_is_replacement,
+            queued_blocks=queued,
+            calls_completed=self.calls_completed,
+        )
+        review = self.reviewer is not None and self.schedule.should_review(boundary, ctx)
+        self.sink(BoundaryEvent(boundary=boundary, review=review))
+        realized: Operation = Keep()
+        if review and self.reviewer is not None:
+            realized = self._review(self.reviewer, boundary, index, queued)
+        self.schedule.observe(boundary, realized)
+        return realized
+
+    def on_call(self, call: PrimitiveCall) -> None:
+        """A primitive call was made on the environment server."""
+        self.calls_completed += 1
+        self.block_calls.append(call)
+        self.sink(PrimitiveCallEvent(call=call))
+
+    def on_block_end(self, result: BlockResult) -> None:
+        """A block ended (cancellation receipts included)."""
+        self.reply_messages.append(result.receipt())
+        self.sink(BlockEndEvent(result=result))
+
+    # -- reviews ---------------------------------------------------------------------------
+
+    def _review(
+        self, reviewer: Reviewer, boundary: Boundary, index: int | None, queued: tuple[str, ...]
+    ) -> Operation:
+        state = PublicState(
+            goal=self.task.instruction,
+            history=tuple(m for m in self.history if m.role != "system"),
+            reply_blocks=self.reply_blocks,
+            running_block=None if self.running_is_replacement else index,
+            queued_blocks=queued,
+            boundary=boundary,
+            tools=self.tools,
+            decisions=tuple(self.decisions),
+            reply_messages=tuple(self.reply_messages),
+            block_calls=tuple(self.block_calls),
+            calls_used=self.calls_completed,
+            call_budget=self.condition.budgets.primitive_calls,
+            replace_boundary=self.condition.replace_boundary,
+        )
+        outcome = review_boundary(reviewer, state, self.condition, log=self.sink)
+        self.review_seconds += outcome.latency_s
+        self.decisions.append(
+            DecisionRecord(
+                call_index=boundary.call_index,
+                block_id=boundary.block_id,
+                tool=boundary.tool,
+                granted=self.condition.scope,
+                operation=outcome.realized,
+                fallback=outcome.fallback,
+            )
+        )
+        return outcome.realized
+
+    # -- planning ----------------------------------------------------------------------------
+
+    def plan(self, planner: ChatModel) -> ModelResponse:
+        """One ordinary planning turn.
+
+        Raises:
+            ProviderError: a planner-stage error (recorded first).
+        """
+        request = ModelRequest(
+            messages=tuple(self.history),
+            tools=(EXECUTE_PYTHON_SPEC,) if self.condition.planner_format == "tools" else (),
+            tool_choice="auto",
+            temperature=self.condition.temperature,
+            max_tokens=self.condition.max_tokens,
+            purpose="planner",
+        )
+        self.sink(PlannerTurnEvent(turn=self.turn))
+        try:
+            response = planner.complete(request)
+        except ProviderError as err:
+            self.sink(model_call_event("planner", request, err, turn=self.turn))
+            raise
+        self.sink(model_call_event("planner", request, response, turn=self.turn))
+        return response
+
+    def start_reply(self, blocks: Sequence[PlannedBlock]) -> list[tuple[str, str]]:
+        """Name the reply's blocks and reset the per-reply public state."""
+        self.reply_turn = self.turn - 1
+        named = [(f"t{self.reply_turn}.b{i}", b.code) for i, b in enumerate(blocks)]
+        self.reply_blocks = tuple(code for _, code in named)
+        self.block_index = {block_id: i for i, (block_id, _) in enumerate(named)}
+        self.reply_messages = []
+        return named

@@ -1,0 +1,171 @@
+"""The planner loop of one trajectory: ordinary planning, running replies, receipts, budgets.
+
+Every condition keeps ordinary planning (paper section 3.2): after a block or reply ends, the
+planner sees each block's receipt and writes the next reply, until it answers without code, a
+budget is reached, or a planner-stage provider error ends the trajectory (paper A.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from controlscope.core import (
+    BlockResult,
+    BudgetEvent,
+    ChatModel,
+    EndReason,
+    ProviderError,
+    TaskBudgets,
+    ToolServerError,
+)
+from controlscope.planner import (
+    ParsedReply,
+    assistant_message,
+    parse_reply,
+    results_message,
+    tool_message,
+)
+from controlscope.run._controller import Controller
+from controlscope.worker import WorkerSession
+
+REPLACEMENT_CODE_CHARS = 4000
+"""How much of a replacement's code its receipt shows the planner."""
+
+ErrorHint = Callable[[str], "str | None"]
+"""The environment's hint for a failed block's traceback (``Environment.error_hint``)."""
+
+
+@dataclass(frozen=True)
+class Ending:
+    """Why the loop stopped.
+
+    Attributes:
+        reason: the run's end reason.
+        detail: the reason in words (e.g. the provider's error message); empty for a final
+            answer.
+    """
+
+    reason: EndReason
+    detail: str = ""
+
+
+def run_loop(
+    controller: Controller, session: WorkerSession, planner: ChatModel, hint: ErrorHint
+) -> Ending:
+    """Plan and run replies until the trajectory ends; return why it ended."""
+    budgets = controller.condition.budgets
+    while True:
+        if controller.turn >= budgets.planning_turns:
+            controller.sink(
+                BudgetEvent(
+                    budget="planning_turns", limit=budgets.planning_turns, value=controller.turn
+                )
+            )
+            return Ending("budget:planning_turns")
+        try:
+            response = controller.plan(planner)
+        except ProviderError as err:
+            # Paper A.4: a planner-stage error ends the trajectory; the workspace is graded.
+            reason: EndReason = (
+                "context_limit" if err.kind == "context_length" else "planner_provider_error"
+            )
+            return Ending(reason, str(err))
+        controller.turn += 1
+        parsed = parse_reply(response, fmt=controller.condition.planner_format)
+        controller.history.append(assistant_message(response, parsed))
+        if parsed.final:
+            return Ending("final_answer")
+        for call_id, why in parsed.malformed:
+            controller.history.append(tool_message(call_id, why))
+        if parsed.blocks:
+            ending = _run_reply(controller, session, parsed, hint)
+            if ending is not None:
+                return ending
+
+
+def _run_reply(
+    controller: Controller, session: WorkerSession, parsed: ParsedReply, hint: ErrorHint
+) -> Ending | None:
+    """Run one reply's blocks, hand their receipts to the planner; an Ending if the run ends."""
+    named = controller.start_reply(parsed.blocks)
+    try:
+        results = session.run_reply(
+            named, controller, replace_boundary=controller.condition.replace_boundary
+        )
+    except ToolServerError as err:
+        # The environment server died or broke the protocol: the block was reported killed;
+        # the run ends and the workspace is graded as it stands.
+        return Ending("environment_error", str(err))
+    receipts = receipts_by_block(named, results, controller.replacement_code, hint)
+    fenced: list[str] = []
+    for (block_id, _), block in zip(named, parsed.blocks, strict=True):
+        if block.tool_call_id is not None:
+            controller.history.append(tool_message(block.tool_call_id, receipts[block_id]))
+        else:
+            fenced.append(receipts[block_id])
+    if fenced:
+        controller.history.append(results_message(fenced))
+    return _budget_ending(controller, session, results)
+
+
+def _budget_ending(
+    controller: Controller, session: WorkerSession, results: Sequence[BlockResult]
+) -> Ending | None:
+    """The call or execution-seconds budget that ended the reply, recorded; None if neither."""
+    budgets: TaskBudgets = controller.condition.budgets
+    if any(result.status == "budget_exhausted" for result in results):
+        controller.sink(
+            BudgetEvent(
+                budget="primitive_calls", limit=budgets.primitive_calls, value=session.calls_made
+            )
+        )
+        return Ending("budget:primitive_calls")
+    if session.task_exec_s >= budgets.execution_seconds:
+        controller.sink(
+            BudgetEvent(
+                budget="execution_seconds",
+                limit=budgets.execution_seconds,
+                value=session.task_exec_s,
+            )
+        )
+        return Ending("budget:execution_seconds")
+    return None
+
+
+def receipts_by_block(
+    named: Sequence[tuple[str, str]],
+    results: Sequence[BlockResult],
+    replacement_code: dict[str, str],
+    hint: ErrorHint,
+) -> dict[str, str]:
+    """Join each planned block's receipt with the receipts of its replacements.
+
+    A replacement's receipt starts with its code, so ordinary planning sees what ran in place
+    of the planner's block (paper A.1: "cancellation receipts preserve the tool-call protocol").
+    A block that failed gets the environment's hint for its error, if any.
+
+    Args:
+        named: the reply's ``(block_id, code)`` pairs.
+        results: every block result of the reply (replacements and receipts included).
+        replacement_code: the code of each replacement block, by block id.
+        hint: the environment's error hint.
+
+    Returns:
+        The receipt text by planned block id.
+    """
+    out: dict[str, list[str]] = {block_id: [] for block_id, _ in named}
+    for result in results:
+        root = result.block_id.split(".r", 1)[0]
+        code = replacement_code.get(result.block_id)
+        if code is not None:
+            shown = code[:REPLACEMENT_CODE_CHARS]
+            cut = "" if len(shown) == len(code) else "\n# ... (cut)"
+            out.setdefault(root, []).append(
+                f"[a reviewer replaced the rest with block {result.block_id}:]\n{shown}{cut}"
+            )
+        out.setdefault(root, []).append(result.receipt())
+        note = hint(result.error or "") if result.status == "error" else None
+        if note:
+            out[root].append(note)
+    return {k: "\n".join(v) if v else f"[block {k}: not run]" for k, v in out.items()}

@@ -1,0 +1,99 @@
+"""Model specs (``local``, ``openai:NAME``, ``replay:DIR``...) -> a run's planner and reviewer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from controlscope.core import DEFAULT_MAX_TOKENS, ChatModel, DecisionMode, PlannerFormat
+from controlscope.models.cache import CachedModel, RequestCache
+from controlscope.models.factory import make_model
+
+LOCAL_MAX_TOKENS = 1024
+"""Default per-request cap for the embedded model: at about 20 tokens/s on 2 cores, the paper's
+16,384 would let one runaway answer take minutes."""
+
+
+@dataclass(frozen=True)
+class RunModels:
+    """The models of one run and the formats that suit them.
+
+    Attributes:
+        planner: the ordinary planner.
+        reviewer: the reviewer (None when no review can happen).
+        planner_format: ``fenced`` for local models (small models write fenced code more
+            reliably than code inside a JSON string), ``tools`` otherwise.
+        review_mode: ``json`` (schema-constrained decision) for local models, ``tools`` otherwise.
+        max_tokens: the default per-request token cap for these models.
+    """
+
+    planner: ChatModel
+    reviewer: ChatModel | None
+    planner_format: PlannerFormat
+    review_mode: DecisionMode
+    max_tokens: int
+
+
+def _is_local(spec: str) -> bool:
+    return spec.startswith("local") or spec.lower().endswith(".gguf")
+
+
+def build_models(
+    *,
+    planner: str,
+    reviewer: str | None,
+    base_url: str | None = None,
+    cache_path: Path | None = None,
+    need_reviewer: bool = True,
+    normalise: Callable[[str], str] | None = None,
+) -> RunModels:
+    """Build the planner and the reviewer.
+
+    A reviewer spec equal to the planner's shares one model object (the local model keeps a
+    separate KV context per role, so they do not evict each other's prefixes). ``replay:DIR``
+    answers each role from that role's recorded calls.
+
+    Args:
+        planner: the planner's spec (see :func:`controlscope.models.factory.make_model`).
+        reviewer: the reviewer's spec; None means the planner's.
+        base_url: endpoint for ``openai`` specs.
+        cache_path: an SQLite exact-request cache file; None for no cache.
+        need_reviewer: False when the condition never reviews (Keep or ``never``).
+        normalise: for ``replay`` specs, what masks run-dependent text before requests are
+            compared (the environment's ``normalise_observation``).
+
+    Raises:
+        ValueError, FileNotFoundError, WeightsError: from the model factory.
+    """
+    reviewer_spec = reviewer or planner
+
+    def build(spec: str, role: str) -> ChatModel:
+        is_openai = spec.startswith("openai")
+        return make_model(
+            spec,
+            base_url=base_url if is_openai else None,
+            role=role if spec.startswith("replay:") else None,
+            normalise=normalise,
+        )
+
+    planner_model = build(planner, "planner")
+    reviewer_model: ChatModel | None = None
+    if need_reviewer:
+        if reviewer_spec == planner and not planner.startswith("replay:"):
+            reviewer_model = planner_model
+        else:
+            reviewer_model = build(reviewer_spec, "reviewer")
+    if cache_path is not None:
+        cache = RequestCache(cache_path)
+        planner_model = CachedModel(planner_model, cache)
+        if reviewer_model is not None:
+            reviewer_model = CachedModel(reviewer_model, cache)
+    local = _is_local(planner)
+    return RunModels(
+        planner=planner_model,
+        reviewer=reviewer_model,
+        planner_format="fenced" if local else "tools",
+        review_mode="json" if _is_local(reviewer_spec) else "tools",
+        max_tokens=LOCAL_MAX_TOKENS if local else DEFAULT_MAX_TOKENS,
+    )

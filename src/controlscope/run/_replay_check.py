@@ -1,0 +1,117 @@
+"""A replay repeats its recording's condition: what a ``replay:DIR`` model spec is checked for.
+
+A replay answers every model request from a recorded run, so it only makes sense under the
+recorded run's task, parameters, seed and condition; the request settings it does not state are
+taken from the recording, so the replayed requests can match the recorded ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from controlscope.core import EVENTS_FILE, RunEndEvent, RunStartEvent, Task, TaskBudgets
+from controlscope.record import read_events
+from controlscope.schedule import schedule_name
+
+if TYPE_CHECKING:
+    from controlscope.run._spec import RunSpec
+
+REPLAYED_SETTINGS = ("planner_format", "review_mode", "max_tokens", "temperature", "draw")
+"""Run settings that shape model requests: a replay takes them from the recorded run unless the
+spec states them (and then they must match)."""
+
+
+def _recording(run_dir: Path) -> RunStartEvent:
+    """A recorded run's ``run_start``.
+
+    Raises:
+        FileNotFoundError: no log in ``run_dir``.
+        ValueError: the log has no ``run_start``, or it is a replay that diverged.
+    """
+    if not (run_dir / EVENTS_FILE).exists():
+        raise FileNotFoundError(f"no recorded run at {run_dir} ({EVENTS_FILE} is missing)")
+    events = read_events(run_dir)
+    start = next((e for e in events if isinstance(e, RunStartEvent)), None)
+    if start is None:
+        raise ValueError(f"the log in {run_dir} has no run_start event")
+    if any(isinstance(e, RunEndEvent) and e.end_reason == "replay_diverged" for e in events):
+        raise ValueError(
+            f"{run_dir} holds a replay that diverged from its recording; replay the original run"
+        )
+    return start
+
+
+def recorded_settings(run_dir: Path) -> dict[str, Any]:
+    """The request settings of a recorded run (:data:`REPLAYED_SETTINGS` of its condition).
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`check_replay`.
+    """
+    config = _recording(run_dir).config
+    return {k: config[k] for k in REPLAYED_SETTINGS if k in config}
+
+
+def check_replay(run_dir: Path, spec: RunSpec, task: Task, budgets: TaskBudgets) -> None:
+    """Refuse a replay whose condition differs from the recorded run's.
+
+    Compared: the task id and parameters, the seed, scope, schedule (canonical), view,
+    replacement boundary, the three budgets, and those of :data:`REPLAYED_SETTINGS` that the
+    spec states.
+
+    Args:
+        run_dir: the recorded run.
+        spec: the replay's specification.
+        task: the replay's task (with parameters).
+        budgets: the replay's budgets.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` holds no log.
+        ValueError: naming every setting whose value differs from the recording, with both
+            values; or the recording is itself a replay that diverged.
+    """
+    start = _recording(run_dir)
+    recorded: dict[str, object] = {
+        "task": start.task.id,
+        "params": dict(start.task.params),
+        "seed": start.seed,
+        "scope": start.scope.name.lower(),
+        "schedule": _canonical(start.schedule),
+        "view": start.view,
+        "replace_boundary": start.replace_boundary,
+        "max_calls": start.budgets.primitive_calls,
+        "max_turns": start.budgets.planning_turns,
+        "max_seconds": start.budgets.execution_seconds,
+        **{k: start.config[k] for k in REPLAYED_SETTINGS if k in start.config},
+    }
+    given: dict[str, object] = {
+        "task": task.id,
+        "params": dict(task.params),
+        "seed": spec.seed,
+        "scope": spec.scope.name.lower(),
+        "schedule": spec.schedule,
+        "view": spec.view,
+        "replace_boundary": spec.replace_boundary,
+        "max_calls": budgets.primitive_calls,
+        "max_turns": budgets.planning_turns,
+        "max_seconds": budgets.execution_seconds,
+        **{k: getattr(spec, k) for k in REPLAYED_SETTINGS if getattr(spec, k) is not None},
+    }
+    differ = [
+        f"{name} (recorded {recorded[name]!r}, given {value!r})"
+        for name, value in given.items()
+        if name in recorded and recorded[name] != value
+    ]
+    if differ:
+        raise ValueError(
+            f"the replay's options differ from the recorded run in {run_dir}: "
+            + "; ".join(differ)
+            + ". A replay repeats the recorded run's options."
+        )
+
+
+def _canonical(schedule: str) -> str:
+    try:
+        return schedule_name(schedule)
+    except ValueError:
+        return schedule

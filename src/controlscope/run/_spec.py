@@ -1,0 +1,263 @@
+"""A run's specification: every option of ``controlscope run``, its default and its check.
+
+:class:`RunSpec` is what the CLI builds from its arguments and what a Python caller builds by
+hand; both then call :func:`controlscope.run_task`, so the two get the same experiment.
+Validation happens in two steps, both before any model is called:
+
+1. constructing the spec checks each value alone (ranges, finite numbers, the schedule's
+   grammar, non-empty strings) and raises :class:`pydantic.ValidationError`;
+2. :func:`prepare` checks what needs the outside world (the environment and task exist, the
+   output directory is usable, a replay's options match its recording, the models can be built)
+   and raises :class:`SpecError`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from controlscope.core import (
+    Condition,
+    DecisionMode,
+    IsolationRequest,
+    PlannerFormat,
+    ProviderError,
+    ReplaceBoundary,
+    Scope,
+    ScopeName,
+    Task,
+    TaskBudgets,
+    TaskError,
+    View,
+)
+from controlscope.envs import Environment, get_environment
+from controlscope.models import CacheError, WeightsError
+from controlscope.run._models import RunModels, build_models
+from controlscope.run._replay_check import check_replay, recorded_settings
+from controlscope.schedule import schedule_name
+
+
+class SpecError(ValueError):
+    """A run specification that cannot run (unknown task, unusable directory, a replay whose
+    options differ from its recording, a model that cannot be built); nothing has run."""
+
+
+class RunSpec(BaseModel):
+    """Everything that defines one run, with the defaults ``controlscope run`` uses.
+
+    Attributes:
+        task: the task id, e.g. ``student_database/english_talent``.
+        env: the environment's name.
+        params: the task's generator parameters (e.g. ``{"students": 25}``).
+        seed: the task's data seed (at least 0).
+        scope: the granted scope (``keep``, ``arg``, ``params``, ``full``; paper section 3.1).
+        schedule: when to review (see :func:`controlscope.schedule.parse_schedule`); stored in
+            canonical form.
+        view: the reviewer's view (paper A.3).
+        replace_boundary: what a replacement replaces (paper A.1).
+        model: the planner's model spec (``local``, ``local:0.5b``, ``PATH.gguf``,
+            ``openai:NAME``, ``replay:DIR``; see :func:`controlscope.models.make_model`).
+        reviewer_model: the reviewer's model spec; None means the planner's.
+        base_url: the OpenAI-compatible endpoint for ``openai`` specs.
+        planner_format: how the planner emits code; None: ``fenced`` for local models,
+            ``tools`` otherwise (a replay: the recording's).
+        review_mode: how the reviewer answers; None: ``json`` for local models, ``tools``
+            otherwise (a replay: the recording's).
+        temperature: sampling temperature of both roles; None: 0.7 (paper section 4).
+        max_tokens: per-request token cap; None: 16,384 (paper section 4), 1,024 for the local
+            model.
+        draw: the reviewer draw index; None: 0.
+        max_calls: the primitive-call budget; None: the task's (100).
+        max_turns: the planning-turn budget; None: the task's (100).
+        max_seconds: the execution-seconds budget; None: the task's (1,800).
+        block_exec_s: execution seconds one block may run.
+        isolation: the worker isolation asked for.
+        cache: an SQLite exact-request cache file shared between runs; None for none.
+        out: the run directory to write (must not hold a recorded run).
+
+    Raises:
+        pydantic.ValidationError: a value out of range or of the wrong form.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    task: str
+    env: str = "filesystem"
+    params: dict[str, int | str] = Field(default_factory=dict)
+    seed: int = Field(default=0, ge=0)
+    scope: ScopeName = Scope.FULL
+    schedule: str = "continuous"
+    view: View = "with_feedback"
+    replace_boundary: ReplaceBoundary = "reply"
+    model: str = "local"
+    reviewer_model: str | None = None
+    base_url: str | None = None
+    planner_format: PlannerFormat | None = None
+    review_mode: DecisionMode | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    draw: int | None = Field(default=None, ge=0)
+    max_calls: int | None = Field(default=None, ge=1)
+    max_turns: int | None = Field(default=None, ge=1)
+    max_seconds: float | None = Field(default=None, gt=0.0)
+    block_exec_s: float = Field(default=300.0, gt=0.0)
+    isolation: IsolationRequest = "auto"
+    cache: Path | None = None
+    out: Path
+
+    @field_validator("schedule")
+    @classmethod
+    def _canonical_schedule(cls, value: str) -> str:
+        return schedule_name(value)
+
+    @field_validator("temperature", "max_seconds", "block_exec_s")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+    @field_validator("model", "reviewer_model", "base_url", "task", "env")
+    @classmethod
+    def _stripped(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is blank; give a value")
+        return value.strip() if value is not None else None
+
+    @field_validator("out")
+    @classmethod
+    def _named_out(cls, value: Path) -> Path:
+        if not str(value).strip():
+            raise ValueError("must name a directory")
+        return value
+
+    @property
+    def reviews(self) -> bool:
+        """Whether the condition can review at all (not Keep, not ``never``)."""
+        return self.schedule != "never" and self.scope != Scope.KEEP
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A spec resolved against the outside world, ready to run.
+
+    Attributes:
+        spec: the spec.
+        env: the environment.
+        task: the task with its parameters.
+        condition: the resolved condition (defaults filled in from the models or a recording).
+        models: the planner and reviewer models (the reviewer None when no review can happen
+            or a custom reviewer is given).
+    """
+
+    spec: RunSpec
+    env: Environment
+    task: Task
+    condition: Condition
+    models: RunModels
+
+
+def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
+    """Check ``spec`` against the outside world and build what the run needs.
+
+    Args:
+        spec: the run's specification.
+        build_reviewer: False when the caller brings its own reviewer.
+
+    Returns:
+        The prepared run. Its output directory is created.
+
+    Raises:
+        SpecError: an unknown environment or task, bad task parameters, an unusable ``out`` or
+            ``cache``, ``base_url`` with no ``openai`` model, a replay whose options differ
+            from its recording, or models that cannot be built (missing weights or files).
+    """
+    try:
+        _check_paths(spec)
+        env = get_environment(spec.env)
+        task = env.task(spec.task, **spec.params)
+        budgets = _budgets(spec, task)
+        for model_spec in (spec.model, spec.reviewer_model):
+            if model_spec is not None and model_spec.startswith("replay:"):
+                check_replay(Path(model_spec.partition(":")[2]), spec, task, budgets)
+        models = build_models(
+            planner=spec.model,
+            reviewer=spec.reviewer_model,
+            base_url=spec.base_url,
+            cache_path=spec.cache,
+            need_reviewer=build_reviewer and spec.reviews,
+            normalise=env.normalise_observation,
+        )
+        condition = _condition(spec, models, budgets)
+        _make_out(spec.out)
+    except (TaskError, ValueError, FileNotFoundError, ProviderError, WeightsError, CacheError) as e:
+        raise SpecError(str(e)) from e
+    return PreparedRun(spec=spec, env=env, task=task, condition=condition, models=models)
+
+
+def _check_paths(spec: RunSpec) -> None:
+    """The output directory and cache file are usable; ``base_url`` has an ``openai`` model."""
+    out = spec.out
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out {out} exists and is not a directory")
+    if (out / "events.jsonl").exists():
+        raise ValueError(f"{out} already holds a recorded run; choose a new out directory")
+    cache = spec.cache
+    if (
+        cache is not None
+        and cache.resolve().parent == out.resolve()
+        and cache.name in ("events.jsonl", "summary.json")
+    ):
+        raise ValueError(f"cache {cache} would overwrite the run's {cache.name}")
+    if spec.base_url is not None and not any(
+        s is not None and s.startswith("openai") for s in (spec.model, spec.reviewer_model)
+    ):
+        raise ValueError("base_url applies only to openai:NAME models")
+
+
+def _budgets(spec: RunSpec, task: Task) -> TaskBudgets:
+    given = {
+        "primitive_calls": spec.max_calls,
+        "planning_turns": spec.max_turns,
+        "execution_seconds": spec.max_seconds,
+    }
+    base = task.budgets.model_dump()
+    base.update({k: v for k, v in given.items() if v is not None})
+    return TaskBudgets(**base)
+
+
+def _condition(spec: RunSpec, models: RunModels, budgets: TaskBudgets) -> Condition:
+    """The condition: the spec's values, else a replay's recording, else the models' defaults."""
+    settings: dict[str, Any] = {
+        "planner_format": models.planner_format,
+        "review_mode": models.review_mode,
+        "max_tokens": models.max_tokens,
+        "temperature": 0.7,
+        "draw": 0,
+    }
+    if spec.model.startswith("replay:"):
+        settings.update(recorded_settings(Path(spec.model.partition(":")[2])))
+    settings.update({k: getattr(spec, k) for k in settings if getattr(spec, k) is not None})
+    try:
+        return Condition(
+            scope=spec.scope,
+            schedule=spec.schedule,
+            view=spec.view,
+            replace_boundary=spec.replace_boundary,
+            budgets=budgets,
+            block_exec_s=spec.block_exec_s,
+            isolation=spec.isolation,
+            **settings,
+        )
+    except ValidationError as err:  # a recording with settings this version refuses
+        raise ValueError(f"the run's settings are not valid: {err}") from None
+
+
+def _make_out(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot create out {out}: {err}") from None

@@ -1,0 +1,221 @@
+"""One trajectory on real parts: workspace, server, worker, planner loop, verdict, log.
+
+:func:`run_trajectory` is the lower-level entry point under :func:`controlscope.run_task`: it
+takes ready objects (environment, task, models or reviewer, condition) instead of a
+:class:`~controlscope.run.RunSpec` (design notes, "Execution contract"; paper sections 3, 4 and
+A.1):
+
+1. the environment creates the task's initial state in a fresh workspace and starts its server;
+2. the planner writes blocks; each reply's blocks run in the worker;
+3. at every boundary the schedule decides whether the reviewer sees the public state ``h``; its
+   proposal is validated against the granted scope and the realized operation is executed;
+4. the run ends at a final answer, a budget, or a planner provider error (the workspace is then
+   graded as it stands, paper A.4), and the verifier scores the workspace.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from controlscope.core import (
+    AnswerKey,
+    ChatModel,
+    Condition,
+    EndReason,
+    Event,
+    FinalVerdictEvent,
+    Message,
+    RunEndEvent,
+    RunStartEvent,
+    Task,
+    ToolServer,
+    Verdict,
+)
+from controlscope.envs import Environment
+from controlscope.models import ReplayMismatch
+from controlscope.planner import first_user_message, render_system_prompt
+from controlscope.record import RunSummary, TrajectoryWriter, read_events, summarize, write_summary
+from controlscope.review import ModelReviewer, Reviewer
+from controlscope.run._controller import Controller
+from controlscope.run._loop import Ending, run_loop
+from controlscope.schedule import parse_schedule
+from controlscope.worker import Limits, WorkerSession
+
+
+class RunResult(BaseModel):
+    """What a run returns: its summary, the verifier's verdict, why it ended, where its log is.
+
+    Attributes:
+        summary: the run's summary (also in ``summary.json``).
+        verdict: the native verifier's verdict on the terminal workspace.
+        run_dir: the run directory (``events.jsonl``, ``summary.json``).
+        end_reason: why the run ended.
+        detail: why it ended, in words (e.g. the provider's error); empty for a final answer.
+    """
+
+    summary: RunSummary
+    verdict: Verdict
+    run_dir: Path
+    end_reason: EndReason
+    detail: str = ""
+
+
+Observer = Callable[[Event], None]
+"""Called with every event after it is written (e.g. live progress)."""
+
+
+def run_trajectory(
+    env: Environment,
+    task: Task,
+    *,
+    seed: int,
+    planner: ChatModel,
+    reviewer: Reviewer | None,
+    condition: Condition,
+    out_dir: Path,
+    workspace_root: Path | None = None,
+    observer: Observer | None = None,
+) -> RunResult:
+    """Run ``task`` once under ``condition`` and record it in ``out_dir``.
+
+    Args:
+        env: the task's environment.
+        task: the task (with its generator parameters).
+        seed: the task's data seed.
+        planner: the ordinary planner (it also writes the source program).
+        reviewer: who proposes at reviewed boundaries; None (or a ``never`` schedule) means no
+            reviews.
+        condition: scope, schedule, view, replacement boundary, formats, sampling, budgets.
+        out_dir: the run directory; gets ``events.jsonl`` (flushed per event) and
+            ``summary.json``.
+        workspace_root: where the fresh workspace directory is made (a temporary directory
+            when None); the workspace is removed when the run ends.
+        observer: called with every event after it is written.
+
+    Returns:
+        The run's summary, verdict and end reason.
+
+    Raises:
+        TaskError: the task's state cannot be set up (before any model is called).
+        FileExistsError: ``out_dir`` already holds a log.
+        ReplayMismatch: a replay model received a request its recording does not hold; the
+            log then ends with ``run_end`` ``replay_diverged`` (no verdict) and
+            ``summary.json`` is written.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if workspace_root is not None:
+        workspace_root.mkdir(parents=True, exist_ok=True)
+    writer = TrajectoryWriter(out_dir)
+
+    def sink(event: Event) -> None:
+        written = writer.write(event)
+        if observer is not None:
+            observer(written)
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="cs-ws-", dir=workspace_root) as tmp:
+            workspace = Path(tmp)
+            answer_key: AnswerKey = env.setup(task, seed, workspace)
+            server = env.start_server(workspace)
+            try:
+                ending = _run_session(
+                    env, task, seed, planner, reviewer, condition, sink, server, workspace
+                )
+            finally:
+                server.close()
+            verdict = env.verify(task, workspace, answer_key)
+        sink(FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=ending.reason))
+        sink(RunEndEvent(end_reason=ending.reason, detail=ending.detail))
+        summary = summarize(read_events(out_dir))
+        write_summary(out_dir, summary)
+        return RunResult(
+            summary=summary,
+            verdict=verdict,
+            run_dir=out_dir,
+            end_reason=ending.reason,
+            detail=ending.detail,
+        )
+    except ReplayMismatch as err:
+        # A replay that left its recording is no run to grade; its log ends saying so.
+        sink(RunEndEvent(end_reason="replay_diverged", detail=str(err)))
+        write_summary(out_dir, summarize(read_events(out_dir)))
+        raise
+    finally:
+        writer.close()
+
+
+def _run_session(
+    env: Environment,
+    task: Task,
+    seed: int,
+    planner: ChatModel,
+    reviewer: Reviewer | None,
+    condition: Condition,
+    sink: Callable[[Event], None],
+    server: ToolServer,
+    workspace: Path,
+) -> Ending:
+    """Start the worker, record ``run_start``, run the planner loop; return why it ended."""
+    tools = server.list_tools()
+    reviews = reviewer is not None and condition.schedule != "never"
+    controller = Controller(
+        task=task,
+        tools=tools,
+        sink=sink,
+        schedule=parse_schedule(
+            condition.schedule, write_tools=env.write_tools, read_tools=env.read_tools
+        ),
+        reviewer=reviewer if reviews else None,
+        condition=condition,
+    )
+    system = render_system_prompt(
+        tools,
+        fmt=condition.planner_format,
+        python_allowed=task.python_allowed,
+        example=env.planner_example(condition.planner_format),
+    )
+    # How agent code names the workspace: a fixed root where the environment confines its
+    # server (the same paths in every branch), else the host path.
+    roots = server.agent_roots or (str(workspace),)
+    controller.history = [
+        Message(role="system", content=system),
+        first_user_message(task.instruction, roots),
+    ]
+    limits = Limits(
+        block_wall_s=condition.block_exec_s,
+        task_wall_s=condition.budgets.execution_seconds,
+        primitive_calls=condition.budgets.primitive_calls,
+    )
+    with WorkerSession(server, limits, isolation=condition.isolation) as session:
+        session.start()
+        sink(
+            RunStartEvent(
+                task=task,
+                seed=seed,
+                scope=condition.scope,
+                schedule=condition.schedule,
+                view=condition.view,
+                replace_boundary=condition.replace_boundary,
+                models={
+                    "planner": planner.model_id,
+                    "reviewer": _reviewer_id(reviewer) if reviews else "",
+                },
+                isolation=session.isolation,
+                budgets=condition.budgets,
+                config=condition.model_dump(mode="json"),
+            )
+        )
+        return run_loop(controller, session, planner, env.error_hint)
+
+
+def _reviewer_id(reviewer: Reviewer | None) -> str:
+    """The reviewer's model id, or its class name for a reviewer without a model."""
+    if reviewer is None:
+        return ""
+    if isinstance(reviewer, ModelReviewer):
+        return reviewer.model.model_id
+    return type(reviewer).__name__
