@@ -7,11 +7,13 @@ records the calls it receives.
 from __future__ import annotations
 
 import inspect
+import itertools
 import os
 import resource
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -938,9 +940,10 @@ def test_worker_dying_between_blocks_is_replaced(server: FakeServer) -> None:
 def test_auto_falls_back_to_none_when_bwrap_is_missing(
     server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from controlscope.worker import sandbox
+    from controlscope import _bwrap
+    from controlscope.worker import _sandbox as sandbox
 
-    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    monkeypatch.setattr(_bwrap, "bwrap_path", lambda: None)
     sandbox.bwrap_self_test.cache_clear()
     try:
         with pytest.raises(RuntimeError, match="not installed"):
@@ -978,3 +981,40 @@ def test_hooks_of_a_replaced_block_are_defused(server: FakeServer) -> None:
     ]
     assert results[1].output == "200000 [1, 2]\n" and not results[1].fresh_worker
     assert server.calls == [] and len(rec.boundaries) == 1
+
+
+def test_bwrap_options_show_only_what_is_needed(tmp_path: Path) -> None:
+    """The one bwrap helper: shared confinement, paths already visible not bound twice, the
+    private /tmp before any bind that may lie under it, ``--`` last."""
+    from controlscope import _bwrap
+
+    inside_usr = Path("/usr/lib")
+    extra = tmp_path / "pkg"
+    nested = extra / "bin"
+    args = _bwrap.options(
+        ro_paths=[inside_usr, extra, nested],
+        binds=[(str(tmp_path / "ws"), "/workspace")],
+        tmp_mb=8,
+        chdir="/workspace",
+        hostname="w",
+    )
+    assert args[:5] == ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    assert args[-1] == "--" and "--proc" not in args and "/sys" not in args
+    pairs = list(itertools.pairwise(args))
+    assert ("--ro-bind", str(extra)) in pairs
+    assert ("--ro-bind", str(nested)) not in pairs and ("--ro-bind", "/usr/lib") not in pairs
+    assert args.index("--tmpfs") < args.index("--bind")
+    assert args[args.index("--size") + 1] == str(8 * 1024 * 1024)
+    assert ("--chdir", "/workspace") in pairs and ("--hostname", "w") in pairs
+
+
+def test_bwrap_probe_reports_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    from controlscope import _bwrap
+
+    monkeypatch.setattr(_bwrap, "bwrap_path", lambda: None)
+    assert "not installed" in (_bwrap.probe([], ["true"], timeout_s=5) or "")
+    monkeypatch.setattr(_bwrap, "bwrap_path", lambda: "/bin/sh")
+    # ``sh -c CMD --`` stands in for bwrap: the probe runs [bwrap, *options, *command]
+    assert _bwrap.probe(["-c", "echo ok"], [], timeout_s=5) is None
+    problem = _bwrap.probe(["-c", "echo nope >&2; exit 3"], [], timeout_s=5)
+    assert problem is not None and "exit 3" in problem and "nope" in problem

@@ -5,9 +5,10 @@ Public API: :class:`WorkerSession` (the controller side), the agent-facing excep
 and the isolation helpers. The fixed records live in :mod:`controlscope.worker.types`.
 """
 
+from controlscope.core import Isolation
+from controlscope.worker._proxies import ProxySet, generate_proxies
 from controlscope.worker._runtime import BudgetExhausted, ToolError
-from controlscope.worker.proxies import ProxySet, generate_proxies
-from controlscope.worker.sandbox import Isolation, isolation_available, resolve_isolation
+from controlscope.worker._sandbox import isolation_available, resolve_isolation
 from controlscope.worker.session import WorkerSession, WorkerStartError, replacement_id
 
 __all__ = [

@@ -53,10 +53,11 @@ from controlscope.core import (
     ToolServerError,
 )
 from controlscope.core import Operation as Decision
-from controlscope.worker import _runtime, sandbox
+from controlscope.worker import _runtime
+from controlscope.worker import _sandbox as sandbox
 from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
+from controlscope.worker._proxies import ProxySet, generate_proxies
 from controlscope.worker._types import BoundaryHandler, Limits
-from controlscope.worker.proxies import ProxySet, generate_proxies
 
 log = logging.getLogger(__name__)
 
