@@ -122,7 +122,7 @@ def server() -> FakeServer:
 
 @pytest.fixture
 def session(server: FakeServer) -> Iterator[WorkerSession]:
-    with WorkerSession(server, Limits(block_wall_s=10)) as s:
+    with WorkerSession(server, Limits(block_exec_s=10)) as s:
         yield s
 
 
@@ -325,7 +325,7 @@ def test_block_budget_ends_a_block_whose_next_call_is_already_waiting() -> None:
             super().on_call(call)
             time.sleep(0.02)  # review and logging time is not charged to the block
 
-    with WorkerSession(SlowServer(0.25), Limits(block_wall_s=0.6)) as s:
+    with WorkerSession(SlowServer(0.25), Limits(block_exec_s=0.6)) as s:
         result = run1(s, "for i in range(12):\n    noop()\n", SlowLogging())
     assert result.status == "timeout", (result.status, result.calls)
     assert result.calls <= 3 and "wall-clock budget" in (result.error or "")
@@ -536,7 +536,7 @@ CATCHERS = {
 
 @pytest.mark.parametrize("name", sorted(CATCHERS))
 def test_replacement_cannot_be_swallowed(name: str, server: FakeServer) -> None:
-    with WorkerSession(server, Limits(block_wall_s=10)) as session:
+    with WorkerSession(server, Limits(block_exec_s=10)) as session:
         session.run_reply([("setup", "keep_me = 'v'")], Recorder())
         rec = Recorder(
             lambda b: (
@@ -651,7 +651,7 @@ def test_call_budget(server: FakeServer) -> None:
 
 
 def test_block_wall_timeout_kills_and_next_block_is_fresh(server: FakeServer) -> None:
-    with WorkerSession(server, Limits(block_wall_s=0.5)) as session:
+    with WorkerSession(server, Limits(block_exec_s=0.5)) as session:
         results = session.run_reply(
             [
                 ("a", "x = 1"),
@@ -672,14 +672,14 @@ def test_review_time_is_not_execution_time(server: FakeServer) -> None:
         time.sleep(0.6)
         return Keep()
 
-    with WorkerSession(server, Limits(block_wall_s=0.5)) as session:
+    with WorkerSession(server, Limits(block_exec_s=0.5)) as session:
         result = run1(session, "noop()\nnoop()\n", Recorder(slow_review))
     assert result.status == "completed"
     assert result.wall_s > 1.0 and result.exec_s < 0.5
 
 
 def test_task_budget_stops_later_blocks(server: FakeServer) -> None:
-    with WorkerSession(server, Limits(task_wall_s=0.4, block_wall_s=5)) as session:
+    with WorkerSession(server, Limits(task_exec_s=0.4, block_exec_s=5)) as session:
         results = session.run_reply(
             [("a", "import time\ntime.sleep(0.6)"), ("b", "print('no')")], Recorder()
         )
@@ -730,7 +730,7 @@ FORGERIES = {
 
 @pytest.mark.parametrize("name", sorted(FORGERIES))
 def test_protocol_violations_kill_the_worker(name: str, server: FakeServer) -> None:
-    with WorkerSession(server, Limits(block_wall_s=10)) as session:
+    with WorkerSession(server, Limits(block_exec_s=10)) as session:
         results = session.run_reply(
             [("setup", "v = 1"), ("evil", FORGERIES[name]), ("next", "print('ok')")], Recorder()
         )

@@ -66,7 +66,7 @@ def server(workspace: Path) -> Iterator[McpToolServer]:
 
 @pytest.fixture
 def session(server: McpToolServer) -> Iterator[WorkerSession]:
-    with WorkerSession(server, Limits(block_wall_s=20)) as s:
+    with WorkerSession(server, Limits(block_exec_s=20)) as s:
         yield s
 
 
@@ -160,7 +160,7 @@ def test_tool_error_from_the_real_server(session: WorkerSession) -> None:
 
 
 def test_budgets_with_the_real_server(server: McpToolServer) -> None:
-    with WorkerSession(server, Limits(primitive_calls=2, block_wall_s=1.0)) as session:
+    with WorkerSession(server, Limits(primitive_calls=2, block_exec_s=1.0)) as session:
         results = session.run_reply(
             [("b1", FIVE_READS), ("b2", "while True:\n    pass\n"), ("b3", "print('up')")],
             Recorder(),

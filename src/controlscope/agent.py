@@ -466,8 +466,8 @@ def _run_with_server(
         else None
     )
     limits = Limits(
-        block_wall_s=config.block_wall_s,
-        task_wall_s=budgets.execution_seconds,
+        block_exec_s=config.block_wall_s,
+        task_exec_s=budgets.execution_seconds,
         primitive_calls=budgets.primitive_calls,
     )
     controller = _Controller(

@@ -146,7 +146,7 @@ class WorkerSession:
     protocol violation, death), after which the next block starts a fresh worker and its result
     says so (``fresh_worker``). Paper section 3 and A.1.
 
-    Budgets (:class:`Limits`): ``block_wall_s`` and ``task_wall_s`` count execution seconds
+    Budgets (:class:`Limits`): ``block_exec_s`` and ``task_exec_s`` count execution seconds
     (worker time and tool-call time; review time in the handler is excluded) and kill the
     worker when exceeded (status ``timeout``); ``primitive_calls`` counts calls made on the
     server, a call beyond it raises ``BudgetExhausted`` in agent code and ends the block
@@ -479,11 +479,11 @@ class WorkerSession:
     ) -> BlockResult:
         handler.on_block_start(block_id, code, replaces)
         lim = self._limits
-        if self._task_exec_s >= lim.task_wall_s:
+        if self._task_exec_s >= lim.task_exec_s:
             return BlockResult(
                 block_id=block_id,
                 status="timeout",
-                error=(f"not run: the task's execution budget of {lim.task_wall_s:g} s is spent"),
+                error=(f"not run: the task's execution budget of {lim.task_exec_s:g} s is spent"),
             )
         try:
             tree = ast.parse(code)
@@ -570,8 +570,8 @@ class WorkerSession:
         lim = self._limits
         if blk.cancelled:
             return lim.cancel_grace_s - blk.cancel_exec_s, "cancel"
-        block_left = lim.block_wall_s - blk.exec_s
-        task_left = lim.task_wall_s - self._task_exec_s
+        block_left = lim.block_exec_s - blk.exec_s
+        task_left = lim.task_exec_s - self._task_exec_s
         return min(block_left, task_left), ("block" if block_left <= task_left else "task")
 
     def _charge(self, blk: _Block, seconds: float) -> None:
@@ -590,9 +590,9 @@ class WorkerSession:
                 "worker was killed and the replacement runs in a fresh worker",
             )
         what = (
-            f"the block's wall-clock budget of {lim.block_wall_s:g} s"
+            f"the block's wall-clock budget of {lim.block_exec_s:g} s"
             if kind == "block"
-            else f"the task's execution budget of {lim.task_wall_s:g} s"
+            else f"the task's execution budget of {lim.task_exec_s:g} s"
         )
         return _Kill(
             "timeout",
