@@ -48,8 +48,7 @@ from controlscope.core import (
     ToolSchema,
 )
 from controlscope.core import Operation as Decision
-from controlscope.worker import WorkerSession
-from controlscope.worker._types import Limits
+from controlscope.worker import Limits, WorkerSession
 
 REPO = Path(__file__).resolve().parents[1]
 OK_TEXT = "the ok file says hello"

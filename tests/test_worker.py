@@ -33,6 +33,7 @@ from controlscope.core import (
 )
 from controlscope.core import Operation as Decision
 from controlscope.worker import (
+    Limits,
     WorkerSession,
     generate_proxies,
     isolation_available,
@@ -44,7 +45,6 @@ from controlscope.worker._runtime import (
     slot_values,
     transform_block,
 )
-from controlscope.worker._types import Limits
 
 READ = ToolSchema(
     name="read_text_file",

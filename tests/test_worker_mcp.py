@@ -19,8 +19,7 @@ from controlscope.core import (
 from controlscope.core import Operation as Decision
 from controlscope.envs.filesystem.server import start_filesystem_server
 from controlscope.mcp_client import McpToolServer
-from controlscope.worker import WorkerSession
-from controlscope.worker._types import Limits
+from controlscope.worker import Limits, WorkerSession
 
 
 class Recorder:

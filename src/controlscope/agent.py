@@ -73,8 +73,7 @@ from controlscope.record.summary import RunSummary, summarize
 from controlscope.review.reviewer import Reviewer, ReviewOutcome
 from controlscope.review.state import DecisionRecord, PublicState
 from controlscope.schedule import Schedule, ScheduleContext, parse_schedule
-from controlscope.worker._types import Limits
-from controlscope.worker.session import WorkerSession
+from controlscope.worker import Limits, WorkerSession
 
 View = Literal["code_only", "with_feedback"]
 
