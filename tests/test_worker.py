@@ -461,6 +461,28 @@ def test_patch_block_data_changes_the_rest_of_the_block(
     assert rec.boundaries[1].code == new  # later boundaries show the patched block
 
 
+def test_patch_block_data_takes_effect_when_the_pending_call_fails(
+    session: WorkerSession, server: FakeServer
+) -> None:
+    """The rewrite's constants hold for the rest of the block whatever the patched call gave:
+    a tool error does not leave the worker on the old constants while boundaries show the new."""
+    code = (
+        "try:\n"
+        "    read_text_file('missing.txt')\n"
+        "except ToolError:\n"
+        "    pass\n"
+        "print(read_text_file('f1.txt'), 'old')\n"
+    )
+    new = code.replace("'missing.txt'", "'gone.txt'").replace("'f1.txt'", "'f2.txt'")
+    new = new.replace("'old'", "'new'")
+    rec = Recorder(lambda b: PatchBlockData(code=new) if b.block_call_index == 0 else Keep())
+    result = run1(session, code, rec)
+    assert result.status == "completed", result.error
+    assert [a["path"] for _, a in server.calls] == ["gone.txt", "f2.txt"]
+    assert result.output == "content 2 new\n"
+    assert rec.boundaries[1].code == new
+
+
 def test_patch_block_data_with_other_structure_is_refused(session: WorkerSession) -> None:
     rec = Recorder(lambda b: PatchBlockData(code="x = read_text_file('f1.txt') + 'extra'\n"))
     with pytest.raises(ValueError, match="structure"):
@@ -676,6 +698,9 @@ def test_review_time_is_not_execution_time(server: FakeServer) -> None:
         result = run1(session, "noop()\nnoop()\n", Recorder(slow_review))
     assert result.status == "completed"
     assert result.wall_s > 1.0 and result.exec_s < 0.5
+    # one clock: the session's task account is the block's, review time left out of both
+    assert session.clock.task_s == session.task_exec_s == result.exec_s
+    assert not session.clock.task_spent
 
 
 def test_task_budget_stops_later_blocks(server: FakeServer) -> None:
@@ -683,6 +708,7 @@ def test_task_budget_stops_later_blocks(server: FakeServer) -> None:
         results = session.run_reply(
             [("a", "import time\ntime.sleep(0.6)"), ("b", "print('no')")], Recorder()
         )
+        assert session.clock.task_spent and session.clock.task_s >= 0.4
     assert [r.status for r in results] == ["timeout", "timeout"]
     assert "task's execution budget" in (results[0].error or "")
     assert results[1].output == "" and "not run" in (results[1].error or "")
@@ -716,6 +742,12 @@ FORGERIES = {
         "import time\ntime.sleep(5)\n"
     ),
     "os_exit": "import os\nos._exit(0)\n",
+    "unhashable_tool": (
+        "import os, sys, json\n"
+        "m = json.dumps({'t': 'call', 'tool': ['noop'], 'args': {}}).encode()\n"
+        "os.write(int(sys.argv[2]), len(m).to_bytes(4, 'big') + m)\n"
+        "noop()\n"
+    ),
     "deep_json": (
         "import os, sys\n"
         "m = b'[' * 200000 + b']' * 200000\n"

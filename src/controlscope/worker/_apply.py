@@ -57,13 +57,15 @@ class MakeCall:
             result: the call's observation.
 
         Returns:
-            ``{"t": "res", "text": ...}`` (with ``"code"`` when the block's constants were
-            patched) or ``{"t": "err", "msg": ...}`` for a tool error, which agent code sees as
-            ``ToolError``.
+            ``{"t": "res", "text": ...}``, or ``{"t": "err", "msg": ...}`` for a tool error
+            (agent code sees ``ToolError``); either with ``"code"`` when the block's constants
+            were patched, which then take effect whatever the call gave.
         """
-        if result.is_error:
-            return {"t": "err", "msg": result.text}
-        reply: dict[str, Any] = {"t": "res", "text": result.text}
+        reply: dict[str, Any] = (
+            {"t": "err", "msg": result.text}
+            if result.is_error
+            else {"t": "res", "text": result.text}
+        )
         if self.patched:
             reply["code"] = self.code
         return reply

@@ -14,14 +14,14 @@ sends is the runtime itself (a marshalled code object read by the bootstrap). Me
 controller: ``ready``, ``started`` (echoes the ``run`` message's nonce before anything else of the
 block), ``call`` (a boundary: tool, arguments, line, call site, variables, output delta,
 literal-argument slots) and ``end`` (status, output delta, error). Controller to worker:
-``init``, ``run``, and the answer to a ``call``: ``res`` (observation text, optionally the patched
-block code whose constants take effect), ``err`` (tool error), ``budget`` (call budget exhausted)
-or ``cancel`` (replace_workflow: unwind the block). Paper section A.1 (the worker exposes the
+``init``, ``run``, and the answer to a ``call``: ``res`` (observation text) or ``err`` (tool
+error), either with the patched block code whose constants take effect, ``budget`` (call budget
+exhausted) or ``cancel`` (replace_workflow: unwind the block). Paper section A.1 (the worker exposes the
 pending call, its arguments, JSON-serialisable variables and printed output).
 
 The worker is untrusted: agent code can reach everything in this interpreter, including the
 channel. The controller therefore treats every message as a claim and checks it against its own
-state machine (see ``session.py``).
+state machine (see ``_driver.py``).
 """
 
 from __future__ import annotations
@@ -368,9 +368,9 @@ class Runtime:
         finally:
             self.signals.restore()
         kind = msg.get("t")
+        if "code" in msg and kind in ("res", "err"):  # patch_block_data, whatever the call gave
+            self._patch_constants(str(msg["code"]))
         if kind == "res":
-            if "code" in msg:
-                self._patch_constants(str(msg["code"]))
             return str(msg["text"])
         if kind == "err":
             raise ToolError(str(msg["msg"]))
