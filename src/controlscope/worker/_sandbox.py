@@ -179,5 +179,9 @@ def resolve_isolation(requested: Literal["auto", "bwrap", "none"]) -> Isolation:
 
 
 def isolation_available() -> bool:
-    """True when bwrap isolation works on this machine."""
+    """Whether bwrap isolation works on this machine.
+
+    Returns:
+        True when bwrap passes the worker's self-test (run once per process).
+    """
     return bwrap_self_test() is None

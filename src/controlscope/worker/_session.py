@@ -284,14 +284,15 @@ class WorkerSession:
             result, replacement = self._run_block(block_id, code, replaces, handler)
             results.append(result)
             handler.on_block_end(result)
-            if result.replaced_by is None:
+            new_id = result.replaced_by
+            if new_id is None or replacement is None:
                 continue
             if replace_boundary == "reply":
-                receipts = _cancel_queued(queue, block_id, result.replaced_by)
+                receipts = _cancel_queued(queue, block_id, new_id)
                 for receipt in receipts:
                     handler.on_block_end(receipt)
                 results += receipts
-            queue.appendleft((result.replaced_by, replacement or "", block_id))
+            queue.appendleft((new_id, replacement, block_id))
         return results
 
     def _run_block(
