@@ -50,9 +50,7 @@ from controlscope.core import (
 )
 from controlscope.core import Operation as Decision
 from controlscope.envs.filesystem.server import start_filesystem_server
-from controlscope.worker import WorkerSession
-from controlscope.worker._types import Limits
-from controlscope.worker.session import CONTROLLER_SPIN_S, WORKER_SPIN_S
+from controlscope.worker import CONTROLLER_SPIN_S, WORKER_SPIN_S, Limits, WorkerSession
 
 BIG = Limits(primitive_calls=10**9)
 

@@ -7,11 +7,13 @@ records the calls it receives.
 from __future__ import annotations
 
 import inspect
+import itertools
 import os
 import resource
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +33,7 @@ from controlscope.core import (
 )
 from controlscope.core import Operation as Decision
 from controlscope.worker import (
+    Limits,
     WorkerSession,
     generate_proxies,
     isolation_available,
@@ -42,7 +45,6 @@ from controlscope.worker._runtime import (
     slot_values,
     transform_block,
 )
-from controlscope.worker._types import Limits
 
 READ = ToolSchema(
     name="read_text_file",
@@ -122,7 +124,7 @@ def server() -> FakeServer:
 
 @pytest.fixture
 def session(server: FakeServer) -> Iterator[WorkerSession]:
-    with WorkerSession(server, Limits(block_wall_s=10)) as s:
+    with WorkerSession(server, Limits(block_exec_s=10)) as s:
         yield s
 
 
@@ -325,7 +327,7 @@ def test_block_budget_ends_a_block_whose_next_call_is_already_waiting() -> None:
             super().on_call(call)
             time.sleep(0.02)  # review and logging time is not charged to the block
 
-    with WorkerSession(SlowServer(0.25), Limits(block_wall_s=0.6)) as s:
+    with WorkerSession(SlowServer(0.25), Limits(block_exec_s=0.6)) as s:
         result = run1(s, "for i in range(12):\n    noop()\n", SlowLogging())
     assert result.status == "timeout", (result.status, result.calls)
     assert result.calls <= 3 and "wall-clock budget" in (result.error or "")
@@ -461,6 +463,28 @@ def test_patch_block_data_changes_the_rest_of_the_block(
     assert rec.boundaries[1].code == new  # later boundaries show the patched block
 
 
+def test_patch_block_data_takes_effect_when_the_pending_call_fails(
+    session: WorkerSession, server: FakeServer
+) -> None:
+    """The rewrite's constants hold for the rest of the block whatever the patched call gave:
+    a tool error does not leave the worker on the old constants while boundaries show the new."""
+    code = (
+        "try:\n"
+        "    read_text_file('missing.txt')\n"
+        "except ToolError:\n"
+        "    pass\n"
+        "print(read_text_file('f1.txt'), 'old')\n"
+    )
+    new = code.replace("'missing.txt'", "'gone.txt'").replace("'f1.txt'", "'f2.txt'")
+    new = new.replace("'old'", "'new'")
+    rec = Recorder(lambda b: PatchBlockData(code=new) if b.block_call_index == 0 else Keep())
+    result = run1(session, code, rec)
+    assert result.status == "completed", result.error
+    assert [a["path"] for _, a in server.calls] == ["gone.txt", "f2.txt"]
+    assert result.output == "content 2 new\n"
+    assert rec.boundaries[1].code == new
+
+
 def test_patch_block_data_with_other_structure_is_refused(session: WorkerSession) -> None:
     rec = Recorder(lambda b: PatchBlockData(code="x = read_text_file('f1.txt') + 'extra'\n"))
     with pytest.raises(ValueError, match="structure"):
@@ -536,7 +560,7 @@ CATCHERS = {
 
 @pytest.mark.parametrize("name", sorted(CATCHERS))
 def test_replacement_cannot_be_swallowed(name: str, server: FakeServer) -> None:
-    with WorkerSession(server, Limits(block_wall_s=10)) as session:
+    with WorkerSession(server, Limits(block_exec_s=10)) as session:
         session.run_reply([("setup", "keep_me = 'v'")], Recorder())
         rec = Recorder(
             lambda b: (
@@ -651,7 +675,7 @@ def test_call_budget(server: FakeServer) -> None:
 
 
 def test_block_wall_timeout_kills_and_next_block_is_fresh(server: FakeServer) -> None:
-    with WorkerSession(server, Limits(block_wall_s=0.5)) as session:
+    with WorkerSession(server, Limits(block_exec_s=0.5)) as session:
         results = session.run_reply(
             [
                 ("a", "x = 1"),
@@ -672,17 +696,21 @@ def test_review_time_is_not_execution_time(server: FakeServer) -> None:
         time.sleep(0.6)
         return Keep()
 
-    with WorkerSession(server, Limits(block_wall_s=0.5)) as session:
+    with WorkerSession(server, Limits(block_exec_s=0.5)) as session:
         result = run1(session, "noop()\nnoop()\n", Recorder(slow_review))
     assert result.status == "completed"
     assert result.wall_s > 1.0 and result.exec_s < 0.5
+    # one clock: the session's task account is the block's, review time left out of both
+    assert session.clock.task_s == session.task_exec_s == result.exec_s
+    assert not session.clock.task_spent
 
 
 def test_task_budget_stops_later_blocks(server: FakeServer) -> None:
-    with WorkerSession(server, Limits(task_wall_s=0.4, block_wall_s=5)) as session:
+    with WorkerSession(server, Limits(task_exec_s=0.4, block_exec_s=5)) as session:
         results = session.run_reply(
             [("a", "import time\ntime.sleep(0.6)"), ("b", "print('no')")], Recorder()
         )
+        assert session.clock.task_spent and session.clock.task_s >= 0.4
     assert [r.status for r in results] == ["timeout", "timeout"]
     assert "task's execution budget" in (results[0].error or "")
     assert results[1].output == "" and "not run" in (results[1].error or "")
@@ -716,6 +744,12 @@ FORGERIES = {
         "import time\ntime.sleep(5)\n"
     ),
     "os_exit": "import os\nos._exit(0)\n",
+    "unhashable_tool": (
+        "import os, sys, json\n"
+        "m = json.dumps({'t': 'call', 'tool': ['noop'], 'args': {}}).encode()\n"
+        "os.write(int(sys.argv[2]), len(m).to_bytes(4, 'big') + m)\n"
+        "noop()\n"
+    ),
     "deep_json": (
         "import os, sys\n"
         "m = b'[' * 200000 + b']' * 200000\n"
@@ -730,7 +764,7 @@ FORGERIES = {
 
 @pytest.mark.parametrize("name", sorted(FORGERIES))
 def test_protocol_violations_kill_the_worker(name: str, server: FakeServer) -> None:
-    with WorkerSession(server, Limits(block_wall_s=10)) as session:
+    with WorkerSession(server, Limits(block_exec_s=10)) as session:
         results = session.run_reply(
             [("setup", "v = 1"), ("evil", FORGERIES[name]), ("next", "print('ok')")], Recorder()
         )
@@ -940,9 +974,10 @@ def test_worker_dying_between_blocks_is_replaced(server: FakeServer) -> None:
 def test_auto_falls_back_to_none_when_bwrap_is_missing(
     server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from controlscope.worker import sandbox
+    from controlscope import _bwrap
+    from controlscope.worker import _sandbox as sandbox
 
-    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    monkeypatch.setattr(_bwrap, "bwrap_path", lambda: None)
     sandbox.bwrap_self_test.cache_clear()
     try:
         with pytest.raises(RuntimeError, match="not installed"):
@@ -980,3 +1015,40 @@ def test_hooks_of_a_replaced_block_are_defused(server: FakeServer) -> None:
     ]
     assert results[1].output == "200000 [1, 2]\n" and not results[1].fresh_worker
     assert server.calls == [] and len(rec.boundaries) == 1
+
+
+def test_bwrap_options_show_only_what_is_needed(tmp_path: Path) -> None:
+    """The one bwrap helper: shared confinement, paths already visible not bound twice, the
+    private /tmp before any bind that may lie under it, ``--`` last."""
+    from controlscope import _bwrap
+
+    inside_usr = Path("/usr/lib")
+    extra = tmp_path / "pkg"
+    nested = extra / "bin"
+    args = _bwrap.options(
+        ro_paths=[inside_usr, extra, nested],
+        binds=[(str(tmp_path / "ws"), "/workspace")],
+        tmp_mb=8,
+        chdir="/workspace",
+        hostname="w",
+    )
+    assert args[:5] == ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    assert args[-1] == "--" and "--proc" not in args and "/sys" not in args
+    pairs = list(itertools.pairwise(args))
+    assert ("--ro-bind", str(extra)) in pairs
+    assert ("--ro-bind", str(nested)) not in pairs and ("--ro-bind", "/usr/lib") not in pairs
+    assert args.index("--tmpfs") < args.index("--bind")
+    assert args[args.index("--size") + 1] == str(8 * 1024 * 1024)
+    assert ("--chdir", "/workspace") in pairs and ("--hostname", "w") in pairs
+
+
+def test_bwrap_probe_reports_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    from controlscope import _bwrap
+
+    monkeypatch.setattr(_bwrap, "bwrap_path", lambda: None)
+    assert "not installed" in (_bwrap.probe([], ["true"], timeout_s=5) or "")
+    monkeypatch.setattr(_bwrap, "bwrap_path", lambda: "/bin/sh")
+    # ``sh -c CMD --`` stands in for bwrap: the probe runs [bwrap, *options, *command]
+    assert _bwrap.probe(["-c", "echo ok"], [], timeout_s=5) is None
+    problem = _bwrap.probe(["-c", "echo nope >&2; exit 3"], [], timeout_s=5)
+    assert problem is not None and "exit 3" in problem and "nope" in problem

@@ -19,8 +19,7 @@ from controlscope.core import (
 from controlscope.core import Operation as Decision
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem.server import start_filesystem_server
-from controlscope.worker import WorkerSession
-from controlscope.worker._types import Limits
+from controlscope.worker import Limits, WorkerSession
 
 
 class Recorder:
@@ -66,7 +65,7 @@ def server(workspace: Path) -> Iterator[McpToolServer]:
 
 @pytest.fixture
 def session(server: McpToolServer) -> Iterator[WorkerSession]:
-    with WorkerSession(server, Limits(block_wall_s=20)) as s:
+    with WorkerSession(server, Limits(block_exec_s=20)) as s:
         yield s
 
 
@@ -160,7 +159,7 @@ def test_tool_error_from_the_real_server(session: WorkerSession) -> None:
 
 
 def test_budgets_with_the_real_server(server: McpToolServer) -> None:
-    with WorkerSession(server, Limits(primitive_calls=2, block_wall_s=1.0)) as session:
+    with WorkerSession(server, Limits(primitive_calls=2, block_exec_s=1.0)) as session:
         results = session.run_reply(
             [("b1", FIVE_READS), ("b2", "while True:\n    pass\n"), ("b3", "print('up')")],
             Recorder(),

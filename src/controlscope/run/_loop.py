@@ -121,12 +121,12 @@ def _budget_ending(
             )
         )
         return Ending("budget:primitive_calls")
-    if session.task_exec_s >= budgets.execution_seconds:
+    if session.clock.task_spent:
         controller.sink(
             BudgetEvent(
                 budget="execution_seconds",
                 limit=budgets.execution_seconds,
-                value=session.task_exec_s,
+                value=session.clock.task_s,
             )
         )
         return Ending("budget:execution_seconds")

@@ -186,8 +186,8 @@ def _run_session(
         first_user_message(task.instruction, roots),
     ]
     limits = Limits(
-        block_wall_s=condition.block_exec_s,
-        task_wall_s=condition.budgets.execution_seconds,
+        block_exec_s=condition.block_exec_s,
+        task_exec_s=condition.budgets.execution_seconds,
         primitive_calls=condition.budgets.primitive_calls,
     )
     with WorkerSession(server, limits, isolation=condition.isolation) as session:

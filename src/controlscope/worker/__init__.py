@@ -1,19 +1,35 @@
 """The pausable worker: agent blocks run isolated and stop at every primitive call.
 
-Public API: :class:`WorkerSession` (the controller side), the agent-facing exceptions
-:class:`ToolError` and :class:`BudgetExhausted` (the same classes exist in the agent namespace),
-and the isolation helpers. The fixed records live in :mod:`controlscope.worker.types`.
+Public API: :class:`WorkerSession` (the controller side: one worker process, one namespace per
+trajectory), its settings :class:`Limits` and callbacks :class:`BoundaryHandler`, the task's
+:class:`ExecutionClock`, the agent-facing exceptions :class:`ToolError` and
+:class:`BudgetExhausted` (the same classes exist in the agent namespace), the tool proxies
+(:func:`generate_proxies`) and the isolation helpers. The records the worker exchanges with
+the other layers (boundaries, primitive calls, block results, operations) live in
+:mod:`controlscope.core`.
+
+Inside, each private module has one job: ``_process`` owns the worker process, ``_clock`` the
+execution clock, ``_driver`` drives one block's messages, ``_apply`` applies an operation at a
+boundary, ``_session`` composes them; ``_runtime`` (with ``_constants``, ``_snapshot`` and
+``_hardening``) is the program that runs inside the sandbox, ``_channel`` the controller's end
+of its pipes, ``_sandbox`` the launch command and ``_proxies`` the proxy generator.
 """
 
+from controlscope.core import Isolation
+from controlscope.worker._clock import ExecutionClock
+from controlscope.worker._process import CONTROLLER_SPIN_S, WORKER_SPIN_S, WorkerStartError
+from controlscope.worker._proxies import ProxySet, generate_proxies
 from controlscope.worker._runtime import BudgetExhausted, ToolError
+from controlscope.worker._sandbox import isolation_available, resolve_isolation
+from controlscope.worker._session import WorkerSession, replacement_id
 from controlscope.worker._types import BoundaryHandler, Limits
-from controlscope.worker.proxies import ProxySet, generate_proxies
-from controlscope.worker.sandbox import Isolation, isolation_available, resolve_isolation
-from controlscope.worker.session import WorkerSession, WorkerStartError, replacement_id
 
 __all__ = [
+    "CONTROLLER_SPIN_S",
+    "WORKER_SPIN_S",
     "BoundaryHandler",
     "BudgetExhausted",
+    "ExecutionClock",
     "Isolation",
     "Limits",
     "ProxySet",

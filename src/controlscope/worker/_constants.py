@@ -96,23 +96,13 @@ def structure_key(tree: ast.AST) -> str:
     return repr(blank(tree))
 
 
-def transform_block(
-    tree: ast.Module, table: str
-) -> tuple[ast.Module, list[Any], dict[tuple[int, int, int, int], dict[str, Any]]]:
-    """Rewrite each tabulated constant into ``table[i]`` and index calls' literal arguments.
-
-    Args:
-        tree: the parsed block (modified in place).
-        table: the module-level name of the block's constants list.
-
-    Returns:
-        ``(tree, values, call_literals)``: the rewritten tree, the initial table values, and for
-        each call expression (keyed by its ``(line, end_line, col, end_col)`` span) the slots of
-        its plain-literal arguments: ``{"pos": {index: slot}, "kw": {name: slot}}``.
-    """
-    constants = constants_in_order(tree)
-    slots = [constants[i] for i in slot_positions(tree)]
-    slot_of = {id(n): i for i, n in enumerate(slots)}
+def _call_literals(
+    tree: ast.AST, slot_of: dict[int, int]
+) -> dict[tuple[int, int, int, int], dict[str, Any]]:
+    """For each call expression with plain-literal arguments, keyed by its
+    ``(line, end_line, col, end_col)`` span, their slots: ``{"pos": {index: slot}, "kw":
+    {name: slot}}`` (positional ones up to the first ``*args``). ``slot_of``: constant node id
+    -> slot."""
     call_literals: dict[tuple[int, int, int, int], dict[str, Any]] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or node.end_lineno is None:
@@ -131,6 +121,27 @@ def transform_block(
         if pos or kw:
             key = (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset or 0)
             call_literals[key] = {"pos": pos, "kw": kw}
+    return call_literals
+
+
+def transform_block(
+    tree: ast.Module, table: str
+) -> tuple[ast.Module, list[Any], dict[tuple[int, int, int, int], dict[str, Any]]]:
+    """Rewrite each tabulated constant into ``table[i]`` and index calls' literal arguments.
+
+    Args:
+        tree: the parsed block (modified in place).
+        table: the module-level name of the block's constants list.
+
+    Returns:
+        ``(tree, values, call_literals)``: the rewritten tree, the initial table values, and for
+        each call expression (keyed by its ``(line, end_line, col, end_col)`` span) the slots of
+        its plain-literal arguments: ``{"pos": {index: slot}, "kw": {name: slot}}``.
+    """
+    constants = constants_in_order(tree)
+    slots = [constants[i] for i in slot_positions(tree)]
+    slot_of = {id(n): i for i, n in enumerate(slots)}
+    call_literals = _call_literals(tree, slot_of)
 
     def lookup(i: int, node: ast.AST) -> ast.expr:
         new = ast.Subscript(

@@ -151,8 +151,14 @@ def seccomp_program(machine: str, pid: int, pgid: int | None = None) -> bytes | 
     tail.append((ret, 0, 0, eperm))
     label("ALLOW")
     tail.append((ret, 0, 0, allow))
+    return _assemble(body + tail, labels)
+
+
+def _assemble(program: list[Any], labels: dict[str, int]) -> bytes:
+    """Classic-BPF bytes of ``program``: ``(op, jt, jf, k)`` instructions and forward jumps
+    ``("J", op, k, true_label, false_label)`` (None: the next instruction)."""
     out = []
-    for i, ins in enumerate(body + tail):
+    for i, ins in enumerate(program):
         if ins[0] == "J":
             _, op, k, t_label, f_label = ins
             jt = 0 if t_label is None else labels[t_label] - (i + 1)

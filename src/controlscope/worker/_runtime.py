@@ -14,14 +14,14 @@ sends is the runtime itself (a marshalled code object read by the bootstrap). Me
 controller: ``ready``, ``started`` (echoes the ``run`` message's nonce before anything else of the
 block), ``call`` (a boundary: tool, arguments, line, call site, variables, output delta,
 literal-argument slots) and ``end`` (status, output delta, error). Controller to worker:
-``init``, ``run``, and the answer to a ``call``: ``res`` (observation text, optionally the patched
-block code whose constants take effect), ``err`` (tool error), ``budget`` (call budget exhausted)
-or ``cancel`` (replace_workflow: unwind the block). Paper section A.1 (the worker exposes the
-pending call, its arguments, JSON-serialisable variables and printed output).
+``init``, ``run``, and the answer to a ``call``: ``res`` (observation text) or ``err`` (tool
+error), either with the patched block code whose constants take effect, ``budget`` (call budget
+exhausted) or ``cancel`` (replace_workflow: unwind the block). Paper section A.1 (the worker
+exposes the pending call, its arguments, JSON-serialisable variables and printed output).
 
 The worker is untrusted: agent code can reach everything in this interpreter, including the
 channel. The controller therefore treats every message as a claim and checks it against its own
-state machine (see ``session.py``).
+state machine (see ``_driver.py``).
 """
 
 from __future__ import annotations
@@ -309,47 +309,18 @@ class Runtime:
             raise _Cancelled()
         if not self.running:
             raise RuntimeError("tool proxies can only be called while a block runs")
-        caller = _getframe(2)
-        lits: dict[str, int] = {}
-        site_frame: Any = caller
-        while site_frame is not None and not site_frame.f_code.co_filename.startswith(
-            BLOCK_FILENAME_PREFIX
-        ):
-            site_frame = site_frame.f_back
-        if caller.f_code.co_filename == self.block_file:
-            lits = self._literal_slots(caller, tool)
-        line, function, class_name, local_vars = 0, None, None, {}
-        site_block = None  # the block whose code makes the call (an earlier one for its helpers)
-        if site_frame is not None:
-            line = site_frame.f_lineno or 0
-            code = site_frame.f_code
-            site_block = code.co_filename[len(BLOCK_FILENAME_PREFIX) : -1]
-            if code.co_flags & 0x1:  # CO_OPTIMIZED: a function frame
-                parts = code.co_qualname.split(".")
-                function = parts[-1]
-                if len(parts) >= 2 and parts[-2] != "<locals>":
-                    class_name = parts[-2]
-                local_vars = snapshot(site_frame.f_locals, self.hidden)
-            elif code.co_name != "<module>":
-                class_name = code.co_name
         out, mark = self.capture.pending()
+        message = {
+            "t": "call",
+            "tool": tool,
+            "args": arguments,
+            **self._call_site(_getframe(2), tool),
+            "mv": snapshot(self.ns, self.hidden),
+            "out": out,
+            "dropped": self.capture.dropped,
+        }
         try:
-            frame = self.encode(
-                {
-                    "t": "call",
-                    "tool": tool,
-                    "args": arguments,
-                    "line": line,
-                    "fn": function,
-                    "site": site_block,
-                    "cls": class_name,
-                    "mv": snapshot(self.ns, self.hidden),
-                    "lv": local_vars,
-                    "out": out,
-                    "dropped": self.capture.dropped,
-                    "lits": lits,
-                }
-            )
+            frame = self.encode(message)
         except (TypeError, ValueError) as exc:
             raise TypeError(
                 f"{tool}: arguments must be JSON data (str, numbers...): {exc}"
@@ -367,10 +338,51 @@ class Runtime:
             msg = self.recv()
         finally:
             self.signals.restore()
+        return self._answer(msg)
+
+    def _call_site(self, caller: Any, tool: str) -> dict[str, Any]:
+        """The ``call`` message's fields on where the call is made: the block code's line,
+        function, class and locals (``line``, ``fn``, ``cls``, ``lv``), the block whose code it
+        is (``site``: an earlier block for its helpers) and, when the proxy is called directly
+        from the running block, the slots of its literal arguments (``lits``)."""
+        lits: dict[str, int] = {}
+        if caller.f_code.co_filename == self.block_file:
+            lits = self._literal_slots(caller, tool)
+        site_frame: Any = caller
+        while site_frame is not None and not site_frame.f_code.co_filename.startswith(
+            BLOCK_FILENAME_PREFIX
+        ):
+            site_frame = site_frame.f_back
+        line, function, class_name, local_vars = 0, None, None, {}
+        site_block = None
+        if site_frame is not None:
+            line = site_frame.f_lineno or 0
+            code = site_frame.f_code
+            site_block = code.co_filename[len(BLOCK_FILENAME_PREFIX) : -1]
+            if code.co_flags & 0x1:  # CO_OPTIMIZED: a function frame
+                parts = code.co_qualname.split(".")
+                function = parts[-1]
+                if len(parts) >= 2 and parts[-2] != "<locals>":
+                    class_name = parts[-2]
+                local_vars = snapshot(site_frame.f_locals, self.hidden)
+            elif code.co_name != "<module>":
+                class_name = code.co_name
+        return {
+            "line": line,
+            "fn": function,
+            "site": site_block,
+            "cls": class_name,
+            "lv": local_vars,
+            "lits": lits,
+        }
+
+    def _answer(self, msg: dict[str, Any]) -> Any:
+        """Act on the controller's answer to a call: the observation, or the exception agent
+        code sees; a patched block's constants first take effect."""
         kind = msg.get("t")
+        if "code" in msg and kind in ("res", "err"):  # patch_block_data, whatever the call gave
+            self._patch_constants(str(msg["code"]))
         if kind == "res":
-            if "code" in msg:
-                self._patch_constants(str(msg["code"]))
             return str(msg["text"])
         if kind == "err":
             raise ToolError(str(msg["msg"]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from controlscope.core import BlockResult, Boundary, Operation, PrimitiveCall
 
@@ -12,22 +12,33 @@ from controlscope.core import BlockResult, Boundary, Operation, PrimitiveCall
 class Limits(BaseModel):
     """Budgets the worker enforces with the controller (paper section 4, table 5).
 
+    The three time budgets count execution seconds on the session's
+    :class:`~controlscope.worker.ExecutionClock`: time the worker runs or is waited for, and
+    time the tool server takes; review time (the handler deciding at a boundary) is never
+    charged. Unknown fields are refused.
+
     Attributes:
-        block_wall_s: wall seconds one block may run before the worker is killed.
-        task_wall_s: execution seconds for the whole task (review time excluded).
+        block_exec_s: execution seconds one block may take; beyond them the worker is killed
+            and the block ends ``timeout``.
+        task_exec_s: execution seconds of the whole task (all blocks of the session); a block
+            that would exceed them is killed (``timeout``), and once they are spent no further
+            block runs.
         primitive_calls: primitive calls per task; further calls raise ``BudgetExhausted``.
         output_chars: captured printed output kept per block.
         memory_mb: address-space limit of the worker process.
         cpu_s: CPU-seconds limit of the worker process.
         processes: process-count limit inside the sandbox.
         file_size_mb: largest file the worker may write (in its private /tmp).
-        cancel_grace_s: execution seconds a replaced block may take to unwind before the
-            worker is killed (the replacement then runs in a fresh worker).
+        cancel_grace_s: execution seconds a replaced block may take to unwind (counted from
+            the cancellation) before the worker is killed (the replacement then runs in a
+            fresh worker).
         tmp_mb: size of the worker's private ``/tmp`` (bwrap isolation).
     """
 
-    block_wall_s: float = 300.0
-    task_wall_s: float = 1800.0
+    model_config = ConfigDict(extra="forbid")
+
+    block_exec_s: float = 300.0
+    task_exec_s: float = 1800.0
     primitive_calls: int = 100
     output_chars: int = 20_000
     memory_mb: int = 2048

@@ -12,13 +12,12 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 
+from controlscope import _bwrap
 from controlscope.core import TaskError
 from controlscope.envs._mcp import McpToolServer
-from controlscope.worker.sandbox import bwrap_path, system_binds
 
 __all__ = [
     "AGENT_ROOT",
@@ -164,12 +163,11 @@ def start_filesystem_server(
     root = Path(workspace).resolve()
     if not root.is_dir():
         raise TaskError(f"workspace {root} is not a directory")
-    if confine and _bwrap_works(node, script):
-        bwrap = bwrap_path()
-        assert bwrap is not None
+    bwrap = _bwrap.bwrap_path()
+    if confine and bwrap is not None and _bwrap_works(node, script):
         server = McpToolServer.stdio(
             bwrap,
-            [*_bwrap_arguments(node, script, root), node, str(script), AGENT_ROOT],
+            [*_bwrap_options(node, script, root), node, str(script), AGENT_ROOT],
             env={"TZ": "UTC"},
             timeout_s=timeout_s,
             stderr_path=stderr_path,
@@ -194,43 +192,29 @@ def start_filesystem_server(
     return server
 
 
-_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+_SYSTEM_DIRS = (*_bwrap.SYSTEM_DIRS, "/etc")
 
 
-def _bwrap_arguments(node: str, script: Path, root: Path) -> list[str]:
-    """bwrap's arguments for the server: read-only system paths, Node.js and the pinned package,
-    the workspace bound read-write at :data:`AGENT_ROOT`, no network, a private ``/tmp``."""
-    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    args += ["--ro-bind", "/usr", "/usr", *system_binds(_SYSTEM_DIRS)]
-    # No /proc and no /sys: a root process could write kernel settings through them. The
-    # private /tmp comes before the binds below, which may lie under /tmp (a checkout there).
-    args += ["--dev", "/dev", "--tmpfs", "/tmp"]
-    extra = {Path(os.path.realpath(node)).parent.parent, script.parents[3]}
-    for path in sorted(extra):
-        if not any(path.is_relative_to(d) for d in ("/usr", *_SYSTEM_DIRS)):
-            args += ["--ro-bind", str(path), str(path)]
-    if Path(node).parent != Path(os.path.realpath(node)).parent:
-        args += ["--ro-bind", str(Path(node).parent), str(Path(node).parent)]
-    args += ["--bind", str(root), AGENT_ROOT, "--chdir", AGENT_ROOT, "--"]
-    return args
+def _bwrap_options(node: str, script: Path, root: Path) -> list[str]:
+    """bwrap's options for the server: the shared confinement (:func:`controlscope._bwrap.options`)
+    with ``/etc``, Node.js and the pinned package read-only, and the workspace bound read-write
+    at :data:`AGENT_ROOT`, its working directory."""
+    real_node = Path(os.path.realpath(node))
+    ro_paths = [*sorted({real_node.parent.parent, script.parents[3]}), Path(node).parent]
+    return _bwrap.options(
+        system_dirs=_SYSTEM_DIRS,
+        ro_paths=ro_paths,
+        binds=[(str(root), AGENT_ROOT)],
+        chdir=AGENT_ROOT,
+    )
 
 
 @cache
 def _bwrap_works(node: str, script: Path) -> bool:
-    """Whether Node.js runs under the server's bwrap arguments here (checked once)."""
-    bwrap = bwrap_path()
-    if bwrap is None:
-        return False
+    """Whether Node.js runs under the server's bwrap options here (checked once)."""
     probe = Path(os.path.realpath("/tmp"))
-    command = [bwrap, *_bwrap_arguments(node, script, probe)]
-    try:
-        out = subprocess.run(
-            [*command, node, "-e", "process.stdout.write('ok')"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and out.stdout == "ok"
+    command = [node, "-e", "process.stdout.write('ok')"]
+    problem = _bwrap.probe(_bwrap_options(node, script, probe), command, timeout_s=30)
+    if problem is not None:
+        log.info("the filesystem server cannot run under bwrap: %s", problem)
+    return problem is None

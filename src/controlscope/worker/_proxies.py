@@ -1,4 +1,4 @@
-"""Tool proxies: Python functions generated from the tools' schemas (design.md, "tool proxies").
+"""Tool proxies: Python functions generated from the tools' schemas (paper section A.1).
 
 A proxy has the tool's name, one parameter per schema property (required ones first, in schema
 order; optional ones default to the schema's ``default`` or, without one, to a marker that leaves

@@ -1,10 +1,11 @@
 """How the worker process is launched: the interpreter, bubblewrap arguments, isolation checks.
 
-Isolation on Linux (design.md, execution contract; paper section A.1: "Python executes in an
-isolated worker with no direct task-filesystem mount or network access"): ``bwrap`` with every
-namespace unshared (no network), read-only binds of the system paths and of the interpreter's
-prefix only (no task workspace, no repository, no home), a private size-limited tmpfs ``/tmp``,
-a new session, all capabilities dropped, ``--die-with-parent``, and no ``/proc`` or ``/sys``.
+Isolation on Linux (README, "Isolation"; paper section A.1: "Python executes in an isolated
+worker with no direct task-filesystem mount or network access"): ``bwrap`` with the shared
+confinement of :mod:`controlscope._bwrap` (every namespace unshared, so no network; read-only
+system paths; a private size-limited ``/tmp``; a new session; no capabilities;
+``--die-with-parent``; no ``/proc`` or ``/sys``) plus the interpreter's prefix read-only, and
+nothing else (no task workspace, no repository, no home).
 Resource limits, empty capability sets and a seccomp filter (no processes, threads, ``exec``,
 network sockets, namespaces or mounts) are applied by the runtime itself before agent code
 runs, in both modes. Where bwrap is missing or fails its self-test, the same runtime runs
@@ -17,18 +18,15 @@ import functools
 import logging
 import marshal
 import os
-import shutil
-import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from controlscope import _bwrap
+from controlscope.core import Isolation
 from controlscope.worker import _runtime
 
 log = logging.getLogger(__name__)
-
-Isolation = Literal["bwrap", "none"]
 
 #: Bootstrap run by ``python -c``: reads one length-prefixed frame from the channel (fd
 #: ``argv[1]``) holding the runtime bundle, a marshalled tuple of code objects (compiled by the
@@ -58,9 +56,6 @@ WORKER_ENV = {
     "PYTHONIOENCODING": "utf-8",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
-
-_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-
 
 #: The runtime bundle's modules, in execution order (each stdlib-only).
 RUNTIME_MODULES = ("_constants", "_snapshot", "_hardening", "_runtime")
@@ -112,63 +107,16 @@ def python_command(rfd: int, wfd: int) -> list[str]:
     ]
 
 
-def bwrap_path() -> str | None:
-    """The ``bwrap`` executable, or None when it is not installed (or not on Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    return shutil.which("bwrap")
+def bwrap_options(tmp_mb: int = 256) -> list[str]:
+    """The worker's bwrap options (between ``bwrap`` and the interpreter).
 
-
-def system_binds(dirs: Sequence[str]) -> list[str]:
-    """bwrap arguments that show each of ``dirs`` read-only as on the host: a symlink stays a
-    symlink (``/bin -> usr/bin`` on merged-/usr systems), a directory is bound, a missing one is
-    skipped."""
-    args: list[str] = []
-    for d in dirs:
-        p = Path(d)
-        if p.is_symlink():
-            args += ["--symlink", os.readlink(p), d]
-        elif p.is_dir():
-            args += ["--ro-bind", d, d]
-    return args
-
-
-def bwrap_arguments(bwrap: str, tmp_mb: int = 256) -> list[str]:
-    """bwrap's arguments before the command: namespaces, binds, tmpfs, capabilities.
-
-    No ``/proc`` and no ``/sys`` are mounted: a root process (even without capabilities) could
-    write kernel settings through them, which are checked by file mode only.
+    Besides the shared confinement (:func:`controlscope._bwrap.options`): the interpreter's
+    prefix read-only, a private ``/tmp`` of ``tmp_mb`` MiB as the working directory, host name
+    ``worker``.
     """
-    args = [
-        bwrap,
-        "--unshare-all",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-    ]
-    args += system_binds(_SYSTEM_DIRS)
-    # The private /tmp first: the binds below may lie under /tmp and must stay visible.
-    args += ["--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     prefix = Path(os.path.realpath(sys.base_prefix))
-    if not prefix.is_relative_to("/usr"):
-        args += ["--ro-bind", str(prefix), str(prefix)]
-    exe_dir = interpreter().parent
-    if not exe_dir.is_relative_to("/usr") and not exe_dir.is_relative_to(prefix):
-        args += ["--ro-bind", str(exe_dir), str(exe_dir)]
-    args += [
-        "--dev",
-        "/dev",
-        "--chdir",
-        "/tmp",
-        "--hostname",
-        "worker",
-        "--",
-    ]
-    return args
+    ro_paths = [prefix, interpreter().parent]
+    return _bwrap.options(ro_paths=ro_paths, tmp_mb=tmp_mb, hostname="worker")
 
 
 def worker_command(isolation: Isolation, rfd: int, wfd: int, tmp_mb: int = 256) -> list[str]:
@@ -180,41 +128,38 @@ def worker_command(isolation: Isolation, rfd: int, wfd: int, tmp_mb: int = 256) 
     py = python_command(rfd, wfd)
     if isolation == "none":
         return py
-    bwrap = bwrap_path()
+    bwrap = _bwrap.bwrap_path()
     if bwrap is None:
         raise RuntimeError("bubblewrap (bwrap) is not installed")
-    return bwrap_arguments(bwrap, tmp_mb) + py
+    return [bwrap, *bwrap_options(tmp_mb), *py]
 
 
 @functools.cache
 def bwrap_self_test() -> str | None:
-    """Run the interpreter once inside bwrap; None if it works, else why not (cached)."""
-    bwrap = bwrap_path()
-    if bwrap is None:
-        return (
-            "bubblewrap (bwrap) is not installed"
-            if sys.platform.startswith("linux")
-            else f"bubblewrap is Linux-only (platform {sys.platform})"
-        )
+    """Run the interpreter once inside the worker's bwrap (cached).
+
+    The probe also checks that the current directory (the repository, in a checkout) is not
+    visible inside.
+
+    Returns:
+        None when bwrap works, else why not.
+    """
     probe = "import os,sys;print('ok' if not os.path.exists(sys.argv[1]) else 'visible')"
-    cmd = [*bwrap_arguments(bwrap), str(interpreter()), "-S", "-s", "-P", "-c", probe, os.getcwd()]
-    try:
-        out = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=20, env=WORKER_ENV, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap self-test failed to run: {exc}"
-    if out.returncode != 0 or out.stdout.strip() != "ok":
-        detail = (out.stderr or out.stdout).strip()[-500:]
-        return f"bwrap self-test failed (exit {out.returncode}): {detail}"
-    return None
+    command = [str(interpreter()), "-S", "-s", "-P", "-c", probe, os.getcwd()]
+    return _bwrap.probe(bwrap_options(), command, timeout_s=20, env=WORKER_ENV)
 
 
 def resolve_isolation(requested: Literal["auto", "bwrap", "none"]) -> Isolation:
     """What isolation a session gets for a request.
 
-    ``auto`` means bwrap when it passes its self-test, else ``none`` (with a loud warning, see
-    :func:`warn_unisolated`). ``bwrap`` insists on it.
+    ``auto`` means bwrap when it passes its self-test, else ``none`` (the session then warns
+    loudly). ``bwrap`` insists on it.
+
+    Args:
+        requested: ``"auto"``, ``"bwrap"`` or ``"none"``.
+
+    Returns:
+        ``"bwrap"`` or ``"none"``.
 
     Raises:
         RuntimeError: ``bwrap`` was requested and is unavailable or fails its self-test.
@@ -234,5 +179,9 @@ def resolve_isolation(requested: Literal["auto", "bwrap", "none"]) -> Isolation:
 
 
 def isolation_available() -> bool:
-    """True when bwrap isolation works on this machine."""
+    """Whether bwrap isolation works on this machine.
+
+    Returns:
+        True when bwrap passes the worker's self-test (run once per process).
+    """
     return bwrap_self_test() is None
