@@ -4,7 +4,7 @@ Measures, over ``--repeats`` fresh workspaces (median reported):
 
 * ``setup_and_server_ready_s``: generate the initial state of
   ``student_database/english_talent`` (150 students), start the npm MCP filesystem server on it and
-  list its tools (the server is ready for the first primitive call). Target: <= 1 s (issue 4).
+  list its tools (the server is ready for the first primitive call). Target: <= 1 s.
 * ``verify_s``: run the verifier on the reference solution's terminal state.
 * ``direct_read_ms_median`` / ``direct_read_ms_p95``: one small ``read_text_file`` through
   :class:`~controlscope.envs._mcp.McpToolServer` (the baseline of the worker's overhead ratio).

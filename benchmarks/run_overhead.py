@@ -1,4 +1,4 @@
-"""Framework overhead of a run: time outside model calls / wall time (issue 5).
+"""Framework overhead of a run: time outside model calls / wall time.
 
 Runs one task live with the embedded local model as planner and continuous Full reviewer, then
 replays the recorded run (``replay:`` models answer instantly). For each prints ``wall_s``,

@@ -151,7 +151,7 @@ def test_arg_patch_repairs_a_wrong_path(tmp_path: Path) -> None:
     assert result.verdict.success, result.verdict.checks
     ops = [e.operation.kind for e in realized(result)]
     assert ops[0] == "patch_arguments" and set(ops[1:]) == {"keep"}
-    assert result.summary.patches == 1 and result.summary.reviews == 7
+    assert result.summary.argument_patches == 1 and result.summary.reviews == 7
 
 
 def test_without_the_patch_the_same_program_fails(tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ def test_task_list_shape(env: FilesystemEnvironment) -> None:
 
 
 def test_suite_covers_the_issue(env: FilesystemEnvironment) -> None:
-    """Issue 4: at least 24 tasks in the 8 categories, four of them restricting Python."""
+    """At least 24 tasks in the 8 categories, four of them restricting Python (paper B)."""
     tasks = env.tasks()
     assert len(tasks) >= 24
     assert {t.category for t in tasks} == CATEGORIES

@@ -16,6 +16,7 @@ import pytest
 
 from controlscope.core import (
     EVENTS_FILE,
+    SCHEMA_VERSION,
     BlockEndEvent,
     BlockResult,
     BlockStartEvent,
@@ -47,8 +48,8 @@ from controlscope.core import (
     ToolResult,
     Usage,
     Validation,
+    ValidationEvent,
     Verdict,
-    VerdictEvent,
     model_call_event,
 )
 from controlscope.models.replay import ReplayModel
@@ -141,7 +142,7 @@ def _run_events() -> list[Event]:
             role="reviewer", request=_request("reviewer", "r0"), response=_response(50, 10)
         ),
         ProposalEvent(call_index=0, raw="patch", operation=patch),
-        VerdictEvent(
+        ValidationEvent(
             call_index=0,
             validation=Validation(
                 granted=Scope.FULL, proposal=patch, accepted=True, realized=patch
@@ -171,7 +172,7 @@ def _run_events() -> list[Event]:
             response=_response(60, 5, cached=True),
         ),
         ProposalEvent(call_index=2, raw="x", operation=replace),
-        VerdictEvent(
+        ValidationEvent(
             call_index=2,
             validation=Validation(
                 granted=Scope.ARG,
@@ -221,7 +222,7 @@ def test_round_trip_assigns_seq_and_time(tmp_path: Path) -> None:
         "boundary",
         "review_request",
         "proposal",
-        "verdict",
+        "validation",
         "realized_operation",
         "primitive_call",
         "budget",
@@ -233,7 +234,7 @@ def test_round_trip_assigns_seq_and_time(tmp_path: Path) -> None:
 def test_lines_are_json_with_scope_names_and_model_call_shape(tmp_path: Path) -> None:
     _write_all(tmp_path, _run_events())
     lines = [json.loads(x) for x in (tmp_path / EVENTS_FILE).read_text().splitlines()]
-    assert lines[0]["scope"] == "full" and lines[0]["schema_version"] == 1
+    assert lines[0]["scope"] == "full" and lines[0]["schema_version"] == SCHEMA_VERSION
     calls = [x for x in lines if x["type"] == "model_call"]
     assert {c["role"] for c in calls} == {"planner", "reviewer"}
     for c in calls:
@@ -272,10 +273,10 @@ def test_every_scope_in_the_log_is_a_name() -> None:
     """A verdict's validation writes its granted scope by name, like the other events; logs
     written with the integer still read."""
     validation = Validation(granted=Scope.PARAMS, proposal=Keep(), accepted=True, realized=Keep())
-    line = json.loads(VerdictEvent(call_index=0, validation=validation).model_dump_json())
+    line = json.loads(ValidationEvent(call_index=0, validation=validation).model_dump_json())
     assert line["validation"]["granted"] == "params"
     line["validation"]["granted"] = 2
-    assert VerdictEvent.model_validate(line).validation.granted is Scope.PARAMS
+    assert ValidationEvent.model_validate(line).validation.granted is Scope.PARAMS
 
 
 def test_refuses_to_overwrite_a_log(tmp_path: Path) -> None:
@@ -337,9 +338,24 @@ def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
     _write_all(tmp_path, _run_events()[:2])
     path = tmp_path / EVENTS_FILE
     newer = json.loads(path.read_text().splitlines()[1])
-    newer["schema_version"] = 2
+    newer["schema_version"] = SCHEMA_VERSION + 1
     path.write_text(path.read_text() + json.dumps(newer) + "\n")
-    with pytest.raises(LogError, match="schema version 2"):
+    with pytest.raises(LogError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        read_events(tmp_path)
+
+
+def test_a_version_1_log_is_read_upgraded(tmp_path: Path) -> None:
+    """Schema 1 called the validation of a proposal a ``verdict`` event."""
+    validation = Validation(granted=Scope.ARG, proposal=Keep(), accepted=True, realized=Keep())
+    old = json.loads(ValidationEvent(call_index=4, validation=validation).model_dump_json())
+    old.update({"schema_version": 1, "type": "verdict"})
+    (tmp_path / EVENTS_FILE).write_text(json.dumps(old) + "\n")
+    (event,) = read_events(tmp_path)
+    assert isinstance(event, ValidationEvent) and event.call_index == 4
+    assert event.schema_version == SCHEMA_VERSION and event.validation == validation
+    old["type"] = "teleport"
+    (tmp_path / EVENTS_FILE).write_text(json.dumps(old) + "\n" + json.dumps(old) + "\n")
+    with pytest.raises(LogError, match="unreadable event"):
         read_events(tmp_path)
 
 
@@ -391,7 +407,7 @@ def test_summarize_counts_everything() -> None:
     assert s.isolation == "bwrap"
     assert s.success is True and s.complete and s.end_reason == "budget:planning_turns"
     assert (s.primitive_calls, s.planning_turns, s.blocks, s.boundaries) == (3, 2, 1, 3)
-    assert (s.reviews, s.patches, s.block_data_patches, s.replacements) == (3, 1, 0, 0)
+    assert (s.reviews, s.argument_patches, s.block_data_patches, s.replacements) == (3, 1, 0, 0)
     assert s.rejected_proposals == 1
     assert s.fallbacks == {
         "malformed": 0,
@@ -416,7 +432,7 @@ def test_summary_of_a_killed_prefix_is_incomplete(tmp_path: Path) -> None:
     _write_all(tmp_path, _run_events()[:12])
     s = summarize(read_events(tmp_path))
     assert not s.complete and s.success is None and s.end_reason is None
-    assert s.primitive_calls == 1 and s.patches == 1
+    assert s.primitive_calls == 1 and s.argument_patches == 1
 
 
 def test_summary_file_round_trip(tmp_path: Path) -> None:
@@ -444,7 +460,7 @@ def test_rebuild_summary_from_the_command_line(tmp_path: Path) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "incomplete last line" in done.stderr
-    assert json.loads(done.stdout)["patches"] == 1
+    assert json.loads(done.stdout)["argument_patches"] == 1
     assert read_summary(tmp_path).primitive_calls == 1
     missing = subprocess.run(
         [sys.executable, "-m", "controlscope.record", str(tmp_path / "nope")],
@@ -461,7 +477,7 @@ def test_concurrent_writers_keep_lines_whole_and_seq_consecutive(tmp_path: Path)
 
         def work(offset: int) -> None:
             for i in range(150):
-                writer.append(PlannerTurnEvent(turn=offset + i))
+                writer.write(PlannerTurnEvent(turn=offset + i))
 
         threads = [threading.Thread(target=work, args=(k * 1000,)) for k in range(4)]
         for t in threads:

@@ -506,7 +506,7 @@ def test_review_events_are_logged_as_they_happen(
         "review_request",
         "model_call",
         "proposal",
-        "verdict",
+        "validation",
         "realized_operation",
         "review_request",
         "model_call",
@@ -555,7 +555,7 @@ def test_a_rule_based_reviewer_is_validated_and_recorded_like_a_model(
     assert [c.scope for c in rule.seen] == [Scope.ARG, Scope.ARG]
     types = [e.type for e in read_events(tmp_path)]
     assert "model_call" not in types
-    assert types.count("verdict") == 2 and types.count("realized_operation") == 2
+    assert types.count("validation") == 2 and types.count("realized_operation") == 2
 
 
 def typo_state(tools: tuple[ToolSchema, ...]) -> PublicState:

@@ -138,7 +138,8 @@ def _print_result(spec: RunSpec, result: RunResult) -> None:
         f"{escape(result.verdict.task_id)} seed={spec.seed} scope={spec.scope.name.lower()} "
         f"schedule={escape(spec.schedule)}: [bold]{verdict}[/bold] ({result.end_reason}; "
         f"{s.primitive_calls} calls, {s.planning_turns} turns, {s.reviews} reviews, "
-        f"{s.patches} patches, {s.replacements} replacements, {s.rejected_proposals} rejected)"
+        f"{s.argument_patches} argument patches, {s.block_data_patches} block-data patches, "
+        f"{s.replacements} replacements, {s.rejected_proposals} rejected)"
     )
     for check in result.verdict.checks:
         mark = "ok " if check.passed else "bad"

@@ -39,8 +39,9 @@ from controlscope.core._events import (
     ReviewRequestEvent,
     RunEndEvent,
     RunStartEvent,
-    VerdictEvent,
+    ValidationEvent,
     model_call_event,
+    upgrade_event,
 )
 from controlscope.core._execution import (
     BlockResult,
@@ -147,8 +148,9 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "Validation",
+    "ValidationEvent",
     "Verdict",
-    "VerdictEvent",
     "View",
     "model_call_event",
+    "upgrade_event",
 ]

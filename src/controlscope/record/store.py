@@ -1,8 +1,8 @@
 """The trajectory store: a run directory holding ``events.jsonl`` and ``summary.json``.
 
 Events are appended as JSON lines and flushed one by one, so a killed run leaves a readable log up
-to its last event (design.md, "Execution contract"). Reading tolerates a truncated last line (the
-event being written when the process died) and reports it.
+to its last event (``docs/architecture.md``, "Execution contract"). Reading tolerates a truncated
+last line (the event being written when the process died) and reports it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from controlscope.core import EVENT_ADAPTER, EVENTS_FILE, SCHEMA_VERSION, Event
+from controlscope.core import EVENT_ADAPTER, EVENTS_FILE, SCHEMA_VERSION, Event, upgrade_event
 from controlscope.record.summary import RunSummary
 
 SUMMARY_FILE = "summary.json"
@@ -100,9 +100,6 @@ class TrajectoryWriter:
             self._events.append(stamped)
             return stamped
 
-    append = write
-    """Alias of :meth:`write` (reads naturally as ``log=writer.append``)."""
-
     def close(self) -> None:
         """Flush, ``fsync`` and close the log; safe to call twice."""
         with self._lock:
@@ -165,7 +162,7 @@ def read_log(run_dir: str | os.PathLike[str]) -> TrajectoryLog:
         if not line.strip():
             continue
         try:
-            event = EVENT_ADAPTER.validate_json(line)
+            event = _parse(line)
         except ValidationError as err:
             if is_last and (not complete or _is_cut_json(line)):
                 truncated = line
@@ -222,6 +219,24 @@ def read_summary(run_dir: str | os.PathLike[str]) -> RunSummary:
     """
     path = Path(run_dir) / SUMMARY_FILE
     return RunSummary.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def _parse(line: str) -> Event:
+    """One event from one log line, upgraded when an older schema version wrote it.
+
+    Raises:
+        pydantic.ValidationError: the line is not an event of a known version.
+    """
+    try:
+        return EVENT_ADAPTER.validate_json(line)
+    except ValidationError as err:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            raise err from None
+        if not isinstance(data, dict) or upgrade_event(data) is data:
+            raise
+        return EVENT_ADAPTER.validate_python(upgrade_event(data))
 
 
 def _is_cut_json(line: str) -> bool:

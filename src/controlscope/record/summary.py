@@ -46,7 +46,7 @@ class RunSummary(BaseModel):
         blocks: blocks started (replacement blocks included).
         boundaries: boundaries reached.
         reviews: reviews for which a reviewer model was asked.
-        patches: realized ``patch_arguments`` operations.
+        argument_patches: realized ``patch_arguments`` operations.
         block_data_patches: realized ``patch_block_data`` operations.
         replacements: realized ``replace_workflow`` operations.
         rejected_proposals: proposals the validation rejected (out of scope or invalid).
@@ -76,7 +76,7 @@ class RunSummary(BaseModel):
     blocks: int = 0
     boundaries: int = 0
     reviews: int = 0
-    patches: int = 0
+    argument_patches: int = 0
     block_data_patches: int = 0
     replacements: int = 0
     rejected_proposals: int = 0
@@ -94,8 +94,8 @@ class SummaryError(ValueError):
     """The events cannot be summarized (no ``run_start`` event first)."""
 
 
-_REALIZED_COUNTERS: dict[str, Literal["patches", "block_data_patches", "replacements"]] = {
-    "patch_arguments": "patches",
+_REALIZED_COUNTERS: dict[str, Literal["argument_patches", "block_data_patches", "replacements"]] = {
+    "patch_arguments": "argument_patches",
     "patch_block_data": "block_data_patches",
     "replace_workflow": "replacements",
 }
@@ -155,7 +155,7 @@ def _count(summary: RunSummary, event: Event) -> None:
         summary.blocks += 1
     elif event.type == "boundary":
         summary.boundaries += 1
-    elif event.type == "verdict":
+    elif event.type == "validation":
         if event.validation.proposal is not None and not event.validation.accepted:
             summary.rejected_proposals += 1
     elif event.type == "realized_operation":

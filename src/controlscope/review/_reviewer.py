@@ -43,7 +43,7 @@ from controlscope.core import (
     Scope,
     ScopeName,
     Validation,
-    VerdictEvent,
+    ValidationEvent,
     model_call_event,
 )
 from controlscope.review._operations import decision_schema, operation_tools, parse_decision
@@ -277,7 +277,7 @@ def _judge(
     )
     if proposal.operation is None and proposal.problem:
         validation = validation.model_copy(update={"detail": proposal.problem})
-    _emit(log, VerdictEvent(call_index=call_index, validation=validation))
+    _emit(log, ValidationEvent(call_index=call_index, validation=validation))
     return validation
 
 
