@@ -443,3 +443,13 @@ def test_schedules_after_a_replacement(
     assert result.verdict.success
     assert [e.call_index for e in realized(result)] == reviewed_calls
     assert result.summary.replacements == 1
+
+
+def test_a_model_that_fails_unexpectedly_ends_the_run_recorded_and_graded(tmp_path: Path) -> None:
+    """Not a provider error: a scripted planner that runs out of answers raises its own error."""
+    result = run(tmp_path, [fenced(SOLVE)])  # no second answer
+    assert result.end_reason == "error" and "ScriptExhausted" in result.detail
+    assert result.verdict.success  # the workspace was graded as it stands
+    events = read_events(result.run_dir)
+    assert events[-1].type == "run_end" and events[-2].type == "final_verdict"
+    assert read_summary(result.run_dir).end_reason == "error"

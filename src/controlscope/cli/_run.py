@@ -4,7 +4,8 @@ Parses the options into a :class:`~controlscope.run.RunSpec`, calls the library 
 :func:`~controlscope.run.run_task` does (prepare, then run) and prints the verdict. Exit
 status: 0 when the run completed, whatever its verdict; 2 on bad input (one line, before any
 model is called); 1 when a replay diverged from its recording; 3 when the planner's model
-failed (the run is recorded and graded as it stands, paper A.4).
+failed; 4 when another part failed unexpectedly (both recorded and graded as they stand,
+paper A.4); 130 when interrupted (recorded, not graded).
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ def main(args: argparse.Namespace) -> int:
     _print_result(spec, result)
     if result.end_reason == "planner_provider_error":
         return _fail(console, f"the planner's model failed: {result.detail}", 3)
+    if result.end_reason == "error":
+        return _fail(console, f"the run failed (recorded): {result.detail}", 4)
     return 0
 
 

@@ -63,11 +63,14 @@ EndReason = Literal[
     "planner_provider_error",
     "context_limit",
     "environment_error",
+    "error",
     "replay_diverged",
+    "interrupted",
 ]
 """Why a run ended: the planner's final answer; a budget (paper section 4); a planner-stage
 provider error or an oversized planner context (the workspace is graded as it stands, paper A.4);
-the environment's server failed; or a replay left its recording (no verdict)."""
+the environment's server failed; another part failed unexpectedly (``error``, graded as it
+stands); a replay left its recording, or the run was interrupted (no verdict)."""
 
 Isolation = Literal["bwrap", "none"]
 """The isolation the worker ran under: bubblewrap, or none (a loud fallback)."""

@@ -127,10 +127,10 @@ class RunSpec(BaseModel):
             raise ValueError("is blank; give a value")
         return value.strip() if value is not None else None
 
-    @field_validator("out")
+    @field_validator("out", mode="before")
     @classmethod
-    def _named_out(cls, value: Path) -> Path:
-        if not str(value).strip():
+    def _named_out(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
             raise ValueError("must name a directory")
         return value
 

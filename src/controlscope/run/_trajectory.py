@@ -16,6 +16,7 @@ A.1):
 from __future__ import annotations
 
 import tempfile
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -105,6 +106,12 @@ def run_trajectory(
         ReplayMismatch: a replay model received a request its recording does not hold; the
             log then ends with ``run_end`` ``replay_diverged`` (no verdict) and
             ``summary.json`` is written.
+        KeyboardInterrupt: the run was interrupted; the log ends with ``run_end``
+            ``interrupted`` (no verdict) and ``summary.json`` is written.
+
+    Any other failure of a part during the run (a model raising something other than a
+    provider error, a bug) ends the run with end reason ``error`` (the failure in the detail),
+    graded as it stands.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     if workspace_root is not None:
@@ -125,6 +132,10 @@ def run_trajectory(
                 ending = _run_session(
                     env, task, seed, planner, reviewer, condition, sink, server, workspace
                 )
+            except (ReplayMismatch, KeyboardInterrupt):
+                raise
+            except Exception as err:  # a failing part ends the run, recorded and graded
+                ending = Ending("error", _describe(err))
             finally:
                 server.close()
             verdict = env.verify(task, workspace, answer_key)
@@ -141,11 +152,30 @@ def run_trajectory(
         )
     except ReplayMismatch as err:
         # A replay that left its recording is no run to grade; its log ends saying so.
-        sink(RunEndEvent(end_reason="replay_diverged", detail=str(err)))
-        write_summary(out_dir, summarize(read_events(out_dir)))
+        _end_ungraded(sink, out_dir, "replay_diverged", str(err))
+        raise
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM (the CLI turns it into an interrupt): recorded, not graded.
+        _end_ungraded(sink, out_dir, "interrupted", "the run was interrupted")
         raise
     finally:
         writer.close()
+
+
+def _end_ungraded(
+    sink: Callable[[Event], None], out_dir: Path, reason: EndReason, why: str
+) -> None:
+    """End a run that has no verdict: its ``run_end`` and its summary."""
+    sink(RunEndEvent(end_reason=reason, detail=why))
+    write_summary(out_dir, summarize(read_events(out_dir)))
+
+
+def _describe(err: BaseException) -> str:
+    """An unexpected failure in words: its type, message and where it was raised (the last
+    frames of its traceback), for the ``run_end`` event's detail."""
+    frames = traceback.format_exception(type(err), err, err.__traceback__, limit=-6)
+    text = "".join(frames).strip()
+    return text[-4000:]
 
 
 def _run_session(
