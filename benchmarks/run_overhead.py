@@ -95,7 +95,7 @@ def main() -> None:
         )
         live, live_wall, live_model = timed_run(spec)
         print("live:", json.dumps(measure(live, live_wall, live_model)), flush=True)
-        again = spec.model_copy(update={"model": f"replay:{root / 'live'}", "out": root / "replay"})
+        again = spec.replace(model=f"replay:{root / 'live'}", out=root / "replay")
         replay, replay_wall, replay_model = timed_run(again)
         same = (
             replay.summary.primitive_calls == live.summary.primitive_calls

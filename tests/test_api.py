@@ -67,6 +67,9 @@ def test_a_spec_checks_each_value_alone() -> None:
             cs.RunSpec(task=TASK, **{"out": "runs/x", **bad})  # type: ignore[arg-type]
     spec = cs.RunSpec(task=TASK, out=Path("runs/x"), schedule=" per_block + protect:2 ")
     assert spec.schedule == "per_block+protect:2" and spec.scope is cs.Scope.FULL
+    with pytest.raises(ValidationError):
+        spec.replace(max_turns=0)
+    assert spec.replace(out="runs/y").out == Path("runs/y")
 
 
 def test_prepare_resolves_the_condition_and_refuses_what_cannot_run(tmp_path: Path) -> None:
@@ -85,7 +88,7 @@ def test_prepare_resolves_the_condition_and_refuses_what_cannot_run(tmp_path: Pa
         ({"params": {"students": 3}}, "students"),
     ):
         with pytest.raises(cs.SpecError, match=expected):
-            cs.prepare(spec.model_copy(update={**bad, "out": tmp_path / "b"}))
+            cs.prepare(spec.replace(**bad, out=tmp_path / "b"))
     assert not (tmp_path / "b").exists()
 
 
@@ -146,12 +149,10 @@ def test_a_rule_based_reviewer_repairs_a_run(tmp_path: Path) -> None:
     result = cs.run_task(spec, reviewer=reviewer)
     assert result.verdict.success and reviewer.asked >= 1
     assert result.summary.replacements == 1 and result.summary.models["reviewer"] == "FixTheNames"
-    narrower = spec.model_copy(
-        update={
-            "scope": cs.Scope.ARG,
-            "model": script(tmp_path, f"```python\n{BROKEN}\n```", "Done."),
-            "out": tmp_path / "arg",
-        }
+    narrower = spec.replace(
+        scope="arg",
+        model=script(tmp_path, f"```python\n{BROKEN}\n```", "Done."),
+        out=tmp_path / "arg",
     )
     refused = cs.run_task(narrower, reviewer=FixTheNames())
     assert not refused.verdict.success and refused.summary.replacements == 0
@@ -277,3 +278,19 @@ def descendants(pid: int) -> list[int]:
         found.extend(children)
         frontier.extend(children)
     return found
+
+
+def test_the_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's "From Python" example, with a scripted planner in place of the local model."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## From Python", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    block = "```python\nprint(list_directory(path='/workspace'))\n```"
+    keep = json.dumps({"reason": "fine", "operation": "keep"})  # the reviewer shares the script
+    planner = script(tmp_path, block, keep, "Done.")
+    assert 'model="local"' in code
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code.replace('model="local"', f"model={planner!r}"), "README", "exec"), {})
+    for run in ("runs/py-demo", "runs/py-rule"):
+        summary = cs.read_summary(tmp_path / run)
+        assert summary.complete and summary.primitive_calls == 1 and summary.boundaries == 1

@@ -134,6 +134,15 @@ class RunSpec(BaseModel):
             raise ValueError("must name a directory")
         return value
 
+    def replace(self, **changes: Any) -> RunSpec:
+        """A copy with ``changes`` applied and checked like a new spec (``model_copy`` would
+        not check them).
+
+        Raises:
+            pydantic.ValidationError: a changed value is out of range.
+        """
+        return RunSpec.model_validate({**self.model_dump(), **changes})
+
     @property
     def reviews(self) -> bool:
         """Whether the condition can review at all (not Keep, not ``never``)."""
