@@ -36,7 +36,7 @@ from controlscope.envs.filesystem._planning import LOCAL_FILE_HINT
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models.replay import ReplayMismatch, ReplayModel
 from controlscope.models.scripted import ScriptedModel
-from controlscope.record.store import read_events, read_summary
+from controlscope.record import read_events, read_summary
 from controlscope.review import ModelReviewer
 from controlscope.run import RunResult, run_trajectory
 

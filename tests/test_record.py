@@ -55,6 +55,7 @@ from controlscope.core import (
 from controlscope.models.replay import ReplayModel
 from controlscope.record import (
     LogError,
+    SummaryError,
     TrajectoryWriter,
     TruncatedLogWarning,
     read_events,
@@ -63,7 +64,6 @@ from controlscope.record import (
     summarize,
     write_summary,
 )
-from controlscope.record.summary import SummaryError
 
 REPO = Path(__file__).resolve().parents[1]
 

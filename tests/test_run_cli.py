@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from controlscope.core import RealizedOperationEvent
-from controlscope.record.store import read_events, read_summary
+from controlscope.record import read_events, read_summary
 
 FIXTURE = Path(__file__).parent / "fixtures" / "main_job"
 """A real run of the README's main job with the embedded 1.5B model (see fixtures/README.md)."""

@@ -6,7 +6,7 @@ and A.4: "trajectory continuation preserves saved requests, responses, contexts,
 
 Each event carries ``schema_version`` (:data:`SCHEMA_VERSION`), ``seq`` (0-based position in the
 log), ``t`` (wall clock, seconds since the epoch) and ``type`` (the discriminator). The writer
-(:class:`controlscope.record.store.TrajectoryWriter`) assigns ``seq`` and ``t``; construct events
+(:class:`controlscope.record.TrajectoryWriter`) assigns ``seq`` and ``t``; construct events
 with the defaults and let it stamp them.
 
 Scopes are written by name (``"full"``) and read back from a name or an integer.

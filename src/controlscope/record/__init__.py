@@ -8,7 +8,7 @@ Public API::
 """
 
 from controlscope.record._accounting import LedgerSummary, RoleTotals, TokenLedger, TokenTotals
-from controlscope.record.store import (
+from controlscope.record._store import (
     SUMMARY_FILE,
     LogError,
     TrajectoryLog,
@@ -19,7 +19,7 @@ from controlscope.record.store import (
     read_summary,
     write_summary,
 )
-from controlscope.record.summary import RunSummary, SummaryError, summarize
+from controlscope.record._summary import RunSummary, SummaryError, summarize
 
 __all__ = [
     "SUMMARY_FILE",

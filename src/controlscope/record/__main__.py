@@ -12,8 +12,14 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from controlscope.record.store import LogError, TruncatedLogWarning, read_events, write_summary
-from controlscope.record.summary import SummaryError, summarize
+from controlscope.record import (
+    LogError,
+    SummaryError,
+    TruncatedLogWarning,
+    read_events,
+    summarize,
+    write_summary,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

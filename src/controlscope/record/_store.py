@@ -19,7 +19,7 @@ from typing import IO
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from controlscope.core import EVENT_ADAPTER, EVENTS_FILE, SCHEMA_VERSION, Event, upgrade_event
-from controlscope.record.summary import RunSummary
+from controlscope.record._summary import RunSummary
 
 SUMMARY_FILE = "summary.json"
 
