@@ -380,6 +380,12 @@ def _declared_attributes(cls: type, node: ast.ClassDef) -> list[str]:
     return [n for n in names if not n.startswith("_") and n != "model_config"]
 
 
+def _is_private_base(base: type, cls: type) -> bool:
+    """A base class of ``cls`` from the same package whose name is private (``_Event``)."""
+    same_package = base.__module__.split(".")[0] == cls.__module__.split(".")[0]
+    return same_package and base.__name__.startswith("_")
+
+
 def _class_problems(cls: type, label: str) -> list[str]:
     """The class rule (see :func:`documentation_problems`)."""
     located = _class_node(cls)
@@ -393,9 +399,17 @@ def _class_problems(cls: type, label: str) -> list[str]:
     sections = docstring_sections(doc)
     problems = []
     attributes = _declared_attributes(cls, node)
+    documented = set(sections.get("Attributes", []))
+    for base in cls.__mro__[1:]:  # a private base's fields are documented in it or here
+        located_base = _class_node(base) if _is_private_base(base, cls) else None
+        if located_base is not None:
+            base_node = located_base[0]
+            attributes += _declared_attributes(base, base_node)
+            base_sections = docstring_sections(ast.get_docstring(base_node))
+            documented.update(base_sections.get("Attributes", []))
     if attributes:
-        missing = [a for a in attributes if a not in sections.get("Attributes", [])]
-        if "Attributes" not in sections:
+        missing = [a for a in dict.fromkeys(attributes) if a not in documented]
+        if not documented:
             problems.append(f"{label}: no Attributes section")
         elif missing:
             problems.append(f"{label}: Attributes does not name {', '.join(missing)}")
@@ -486,8 +500,10 @@ def documentation_problems(package: str = PACKAGE) -> dict[str, list[str]]:
     - a function: a docstring with an ``Args:`` section naming every parameter (when it takes
       any) and a ``Returns:`` (or ``Yields:``) section unless it returns None;
     - a class: a docstring of its own; an ``Attributes:`` section naming every public data
-      attribute its body declares (fields, properties, enum members; a discriminator tag such
-      as ``kind: Literal["keep"] = "keep"`` says only which class it is and is exempt); a
+      attribute its body, or the body of a private base class of the same package, declares
+      (fields, properties, enum members; a discriminator tag such as
+      ``kind: Literal["keep"] = "keep"`` says only which class it is and is exempt; the
+      private base's own ``Attributes:`` section counts too); a
       hand-written ``__init__`` has its parameters named under ``Args:`` (in the class's or the
       constructor's docstring); a ``Protocol`` has each public method it declares documented by
       the function rule, since those methods are what an implementation must provide;

@@ -473,7 +473,7 @@ def validate_operation(
     """Judge a reviewer's proposal at a boundary against the granted scope (paper section 3.1).
 
     Rules, checked in this order; the first failing one gives the typed ``reason``, and a rejected
-    proposal is realized as ``Keep()`` (design.md: "fallback"):
+    proposal is realized as ``Keep()`` (a recorded fallback):
 
     1. ``None`` (nothing parseable) -> ``malformed``.
     2. The operation's least scope (:data:`REQUIRED_SCOPE`) exceeds ``granted`` ->

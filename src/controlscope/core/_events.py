@@ -1,8 +1,8 @@
 """The trajectory log's event schema: one pydantic model per event type, one discriminated union.
 
 Every model request and response, block, boundary, review, decision and primitive call of a run
-is an event, written as it happens (design.md, "Execution contract"; paper section 3.3 and A.4:
-"trajectory continuation preserves saved requests, responses, contexts, and decisions").
+is an event, written as it happens (paper section 3.3 and A.4: "trajectory continuation
+preserves saved requests, responses, contexts, and decisions").
 
 Each event carries ``schema_version`` (:data:`SCHEMA_VERSION`), ``seq`` (0-based position in the
 log), ``t`` (wall clock, seconds since the epoch) and ``type`` (the discriminator). The writer
@@ -85,7 +85,13 @@ ModelRole = Literal["planner", "reviewer"]
 
 
 class _Event(BaseModel):
-    """Fields every event has; ``seq`` and ``t`` are assigned by the writer."""
+    """Fields every event has; ``seq`` and ``t`` are assigned by the writer.
+
+    Attributes:
+        schema_version: the schema version the event was written under (:data:`SCHEMA_VERSION`).
+        seq: the event's 0-based position in the log.
+        t: when it was written (wall clock, seconds since the epoch).
+    """
 
     schema_version: int = SCHEMA_VERSION
     seq: int = 0
@@ -150,7 +156,11 @@ class ModelCallEvent(_Event):
 
 
 class PlannerTurnEvent(_Event):
-    """An ordinary planning turn begins (paper section 3.2: every condition keeps it)."""
+    """An ordinary planning turn begins (paper section 3.2: every condition keeps it).
+
+    Attributes:
+        turn: the turn's number (1-based).
+    """
 
     type: Literal["planner_turn"] = "planner_turn"
     turn: int
@@ -174,7 +184,11 @@ class BlockStartEvent(_Event):
 
 
 class BlockEndEvent(_Event):
-    """A block ended (completed, raised, was cancelled or hit a budget)."""
+    """A block ended (completed, raised, was cancelled or hit a budget).
+
+    Attributes:
+        result: the block's result: status, output, error, calls made and clocks.
+    """
 
     type: Literal["block_end"] = "block_end"
     result: BlockResult
@@ -228,7 +242,12 @@ class ProposalEvent(_Event):
 
 
 class VerdictEvent(_Event):
-    """The validation of a proposal against the granted scope (``scope.validate_operation``)."""
+    """The validation of a proposal against the granted scope (``scope.validate_operation``).
+
+    Attributes:
+        call_index: the boundary's call index.
+        validation: whether the proposal was accepted, and why not.
+    """
 
     type: Literal["verdict"] = "verdict"
     call_index: int
@@ -259,7 +278,11 @@ class RealizedOperationEvent(_Event):
 
 
 class PrimitiveCallEvent(_Event):
-    """A primitive call made on the environment server (after any patch), with its observation."""
+    """A primitive call made on the environment server (after any patch), with its observation.
+
+    Attributes:
+        call: the call as executed, its observation and timing.
+    """
 
     type: Literal["primitive_call"] = "primitive_call"
     call: PrimitiveCall
@@ -300,8 +323,7 @@ class RunEndEvent(_Event):
     """The run ended.
 
     Attributes:
-        end_reason: ``final_answer``, ``budget:<name>``, ``planner_provider_error``, ``error``
-            or another short word the agent loop documents.
+        end_reason: why it ended (one of :data:`EndReason`).
         detail: a human-readable explanation.
     """
 

@@ -1,7 +1,7 @@
 """Test helper: run a task's reference solution through the real npm filesystem server.
 
-Used by every filesystem task's tests (issue 4: "a reference solution (a program using the
-tools, run through the real server) passes the verifier")::
+Used by every filesystem task's tests: a reference solution (a program using the tools, run
+through the real server) must pass the verifier::
 
     verdict = run_reference(ENGLISH_TALENT, seed=3, params={"students": 25})
     assert verdict.success, verdict.checks

@@ -1,7 +1,7 @@
 """Seeded filler text for generated task files (file context, folder structure, papers).
 
 Every function draws only from the given :class:`random.Random`, so a task's workspace is a
-pure function of its seed (issue 4: "the generators are deterministic per seed"). The text is
+pure function of its seed (the same seed gives the same initial state). The text is
 plain ASCII, so upper-casing and byte sizes agree between Python and the Node.js server.
 """
 
