@@ -31,7 +31,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
     """Run each test (its fixtures' setup and teardown included) under its markers' access."""
     with pytest.MonkeyPatch.context() as mp:
         if item.get_closest_marker("needs_weights") is None:
