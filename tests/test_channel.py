@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
-from controlscope.worker._runtime import HEADER
+from controlscope.worker._runtime import HEADER, MAX_MESSAGE_BYTES
 
 
 @pytest.fixture(params=[0.0, 0.2], ids=["sleep", "spin"])
@@ -61,12 +61,20 @@ def test_message_split_across_writes(pair: tuple[Channel, int]) -> None:
     t.join()
 
 
-def test_deadline_shorter_than_the_spin_is_kept(pair: tuple[Channel, int]) -> None:
-    chan, _ = pair
-    t0 = time.monotonic()
-    with pytest.raises(ChannelTimeout):
-        chan.recv(0.05)
-    assert time.monotonic() - t0 < 0.15  # the 0.2 s spin did not outlast the deadline
+def test_deadline_shorter_than_the_spin_is_kept() -> None:
+    """A 0.05 s deadline ends a wait whose spin alone would last 5 s."""
+    r, w = os.pipe()
+    sr, sw = os.pipe()
+    chan = Channel(r, sw, spin_s=5.0)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ChannelTimeout):
+            chan.recv(0.05)
+        assert time.monotonic() - t0 < 2.5  # not the spin's 5 s
+    finally:
+        chan.close()
+        os.close(w)
+        os.close(sr)
 
 
 def test_no_time_left_means_no_message_even_one_waiting(pair: tuple[Channel, int]) -> None:
@@ -83,8 +91,8 @@ def test_a_full_pipe_does_not_outlast_the_deadline(pair: tuple[Channel, int]) ->
     chan, w = pair
     stop = threading.Event()
 
-    def trickle() -> None:
-        os.write(w, HEADER.pack(10_000_000))
+    def trickle() -> None:  # the largest message allowed: seconds of trickling to complete
+        os.write(w, HEADER.pack(MAX_MESSAGE_BYTES))
         while not stop.is_set():
             os.write(w, b"x" * 4096)
             time.sleep(0.001)
@@ -95,7 +103,7 @@ def test_a_full_pipe_does_not_outlast_the_deadline(pair: tuple[Channel, int]) ->
     try:
         with pytest.raises(ChannelTimeout):
             chan.recv(0.2)
-        assert time.monotonic() - t0 < 0.5
+        assert time.monotonic() - t0 < 2.0  # the deadline plus a margin, not the message's end
     finally:
         stop.set()
         t.join()

@@ -81,6 +81,7 @@ def test_importing_the_package_stays_cheap() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_weights
 def test_local_specs_build_the_local_model() -> None:
     from controlscope.models import local
 

@@ -12,7 +12,7 @@ import pytest
 from controlscope.core import ChatModel, Message, ModelRequest, ProviderError, ToolSpec
 from controlscope.models.local import LocalModel, default_threads
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_weights]
 
 TOOLS_SYSTEM = '''You write Python code for a user. These functions already exist and are imported;
 call them, never define them:

@@ -410,6 +410,7 @@ def served(llama_server: str) -> OpenAIModel:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_weights
 def test_real_server_text_answer(served: OpenAIModel) -> None:
     request = ModelRequest(
         messages=(Message(role="user", content="Reply with the single word: yes"),),
@@ -425,6 +426,7 @@ def test_real_server_text_answer(served: OpenAIModel) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_weights
 def test_real_server_named_tool_call(served: OpenAIModel) -> None:
     schema = {
         "type": "object",
@@ -447,6 +449,7 @@ def test_real_server_named_tool_call(served: OpenAIModel) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_weights
 def test_real_server_json_schema_answer(served: OpenAIModel) -> None:
     schema = {
         "type": "object",
@@ -471,6 +474,7 @@ def test_real_server_json_schema_answer(served: OpenAIModel) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_weights
 def test_real_server_rejects_openai_json_schema_format(llama_server: str) -> None:
     """llama_cpp.server fails on OpenAI's ``json_schema`` format (why ``json_format`` exists)."""
     model = OpenAIModel("qwen-0.5b", base_url=llama_server, max_retries=0)

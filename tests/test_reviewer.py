@@ -604,6 +604,7 @@ def typo_state(tools: tuple[ToolSchema, ...]) -> PublicState:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_weights
 def test_local_model_reviews_in_json_mode(fs_tools: tuple[ToolSchema, ...]) -> None:
     """The embedded 1.5B model, decoding under the decision schema, returns a valid decision.
 

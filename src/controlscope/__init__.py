@@ -47,6 +47,7 @@ from controlscope.scope import validate_operation
 from controlscope.worker import Limits, WorkerSession
 
 __version__ = "0.1.0"
+"""The package's version (as in ``pyproject.toml``)."""
 
 __all__ = [
     "BlockResult",

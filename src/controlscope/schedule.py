@@ -59,16 +59,33 @@ class ScheduleContext:
 
 @runtime_checkable
 class Schedule(Protocol):
-    """When to review. ``name`` is the canonical spec (``parse_schedule(s.name)`` rebuilds it)."""
+    """When to review: consulted at every boundary, told what was executed there.
+
+    Attributes:
+        name: the canonical spec (``parse_schedule(s.name)`` rebuilds it).
+    """
 
     name: str
 
     def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
-        """Return True when the reviewer should be asked at ``boundary`` (no side effects)."""
+        """Decide whether the reviewer is asked at ``boundary`` (no side effects).
+
+        Args:
+            boundary: the pending call.
+            ctx: the running block and the task's progress.
+
+        Returns:
+            True when the reviewer should be asked.
+        """
         ...
 
     def observe(self, boundary: Boundary, realized: Operation) -> None:
-        """Record the operation executed at ``boundary`` (``keep`` when not reviewed)."""
+        """Record the operation executed at ``boundary``.
+
+        Args:
+            boundary: the boundary just decided.
+            realized: the operation executed there (``keep`` when it was not reviewed).
+        """
         ...
 
 
@@ -348,6 +365,9 @@ def parse_schedule(
             ``"per_block+retain_first"``.
         write_tools: the environment's writing tools (for ``once``'s local rule).
         read_tools: the environment's information-returning tools (for ``once``).
+
+    Returns:
+        A schedule that has observed nothing yet.
 
     Raises:
         ValueError: unknown or malformed spec (the message lists the accepted forms).

@@ -90,7 +90,13 @@ ModelRole = Literal["planner", "reviewer"]
 
 
 class _Event(BaseModel):
-    """Fields every event has; ``seq`` and ``t`` are assigned by the writer."""
+    """Fields every event has; ``seq`` and ``t`` are assigned by the writer.
+
+    Attributes:
+        schema_version: the schema version the event was written under (:data:`SCHEMA_VERSION`).
+        seq: the event's 0-based position in the log.
+        t: when it was written (wall clock, seconds since the epoch).
+    """
 
     schema_version: int = SCHEMA_VERSION
     seq: int = 0
@@ -155,7 +161,11 @@ class ModelCallEvent(_Event):
 
 
 class PlannerTurnEvent(_Event):
-    """An ordinary planning turn begins (paper section 3.2: every condition keeps it)."""
+    """An ordinary planning turn begins (paper section 3.2: every condition keeps it).
+
+    Attributes:
+        turn: the turn's number (1-based).
+    """
 
     type: Literal["planner_turn"] = "planner_turn"
     turn: int
@@ -179,7 +189,11 @@ class BlockStartEvent(_Event):
 
 
 class BlockEndEvent(_Event):
-    """A block ended (completed, raised, was cancelled or hit a budget)."""
+    """A block ended (completed, raised, was cancelled or hit a budget).
+
+    Attributes:
+        result: the block's result: status, output, error, calls made and clocks.
+    """
 
     type: Literal["block_end"] = "block_end"
     result: BlockResult
@@ -235,7 +249,12 @@ class ProposalEvent(_Event):
 class ValidationEvent(_Event):
     """The validation of a proposal against the granted scope
     (:func:`controlscope.scope.validate_operation`). Not to be confused with the verifier's
-    verdict on the terminal workspace (:class:`FinalVerdictEvent`)."""
+    verdict on the terminal workspace (:class:`FinalVerdictEvent`).
+
+    Attributes:
+        call_index: the boundary's call index.
+        validation: whether the proposal was accepted, and why not.
+    """
 
     type: Literal["validation"] = "validation"
     call_index: int
@@ -266,7 +285,11 @@ class RealizedOperationEvent(_Event):
 
 
 class PrimitiveCallEvent(_Event):
-    """A primitive call made on the environment server (after any patch), with its observation."""
+    """A primitive call made on the environment server (after any patch), with its observation.
+
+    Attributes:
+        call: the call as executed, its observation and timing.
+    """
 
     type: Literal["primitive_call"] = "primitive_call"
     call: PrimitiveCall
@@ -307,8 +330,7 @@ class RunEndEvent(_Event):
     """The run ended.
 
     Attributes:
-        end_reason: ``final_answer``, ``budget:<name>``, ``planner_provider_error``, ``error``
-            or another short word the agent loop documents.
+        end_reason: why it ended (one of :data:`EndReason`).
         detail: a human-readable explanation.
     """
 

@@ -65,7 +65,17 @@ class Boundary(BaseModel):
 
 
 class PrimitiveCall(BaseModel):
-    """One primitive call as executed (after any patch) with its observation and timing."""
+    """One primitive call as executed (after any patch) with its observation and timing.
+
+    Attributes:
+        block_id: the block that made it.
+        call_index: 0-based index of this primitive call within the task (all blocks).
+        tool: the tool's name.
+        arguments: the arguments it was made with (after any patch).
+        result: the tool's observation.
+        started_at: when it was sent (wall clock, seconds since the epoch).
+        elapsed_ms: milliseconds until the observation came back.
+    """
 
     block_id: str
     call_index: int

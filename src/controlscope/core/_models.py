@@ -30,7 +30,15 @@ class ToolCall(BaseModel):
 
 
 class Message(BaseModel):
-    """One chat message in OpenAI's shape."""
+    """One chat message in OpenAI's shape.
+
+    Attributes:
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
+        content: the message text (None for an assistant turn of tool calls only).
+        tool_calls: the tool calls of an assistant turn.
+        tool_call_id: for a ``tool`` message, the id of the call it answers.
+        name: for a ``tool`` message, the tool's name.
+    """
 
     model_config = ConfigDict(frozen=True)
     role: Literal["system", "user", "assistant", "tool"]
@@ -142,6 +150,11 @@ PROVIDER_ERROR_KINDS: tuple[ProviderErrorKind, ...] = get_args(ProviderErrorKind
 class ProviderError(RuntimeError):
     """A model request failed after retries (HTTP error, timeout, unreachable endpoint, crash).
 
+    Args:
+        message: what failed, for people.
+        status: the HTTP status, if any.
+        kind: one of :data:`ProviderErrorKind` (an unknown kind becomes ``other``).
+
     Attributes:
         status: the HTTP status, if any.
         kind: one of :data:`ProviderErrorKind`.
@@ -157,7 +170,11 @@ class ProviderError(RuntimeError):
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """A language model usable as planner or reviewer."""
+    """A language model usable as planner or reviewer.
+
+    Attributes:
+        model_id: a stable identifier of the model (part of cache keys).
+    """
 
     @property
     def model_id(self) -> str:
@@ -166,6 +183,12 @@ class ChatModel(Protocol):
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer one request.
+
+        Args:
+            request: the messages, tools and sampling settings to answer.
+
+        Returns:
+            The model's response: text and/or tool calls, token usage, latency.
 
         Raises:
             ProviderError: when the model cannot answer (after the client's retries).

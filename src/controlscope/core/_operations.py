@@ -14,7 +14,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 
 
 class Scope(enum.IntEnum):
-    """Granted scope, ordered by inclusion: Keep ⊂ Arg ⊂ Params ⊂ Full."""
+    """Granted scope, ordered by inclusion: Keep ⊂ Arg ⊂ Params ⊂ Full (paper section 3.1).
+
+    Attributes:
+        KEEP: only ``keep``: the program continues unchanged.
+        ARG: also ``patch_arguments``: new values for the pending call's data arguments.
+        PARAMS: also ``patch_block_data``: the block rewritten with other constants.
+        FULL: also ``replace_workflow``: new code for the rest of the block (or reply).
+    """
 
     KEEP = 0
     ARG = 1
@@ -35,7 +42,8 @@ class Keep(BaseModel):
 class PatchArguments(BaseModel):
     """Arg: new values for some data arguments of the pending primitive call.
 
-    ``arguments`` maps argument names to their new values; names not given keep their values.
+    Attributes:
+        arguments: argument names to their new values; names not given keep their values.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -45,7 +53,11 @@ class PatchArguments(BaseModel):
 
 class PatchBlockData(BaseModel):
     """Params: a rewrite of the whole current block whose syntax tree equals the original except for
-    constant values."""
+    constant values.
+
+    Attributes:
+        code: the rewritten block's full source.
+    """
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["patch_block_data"] = "patch_block_data"
@@ -53,7 +65,11 @@ class PatchBlockData(BaseModel):
 
 
 class ReplaceWorkflow(BaseModel):
-    """Full: new code for the rest of the block (or reply); the pending call is cancelled."""
+    """Full: new code for the rest of the block (or reply); the pending call is cancelled.
+
+    Attributes:
+        code: the replacement's source, run in the same namespace.
+    """
 
     model_config = ConfigDict(frozen=True)
     kind: Literal["replace_workflow"] = "replace_workflow"
@@ -63,6 +79,7 @@ class ReplaceWorkflow(BaseModel):
 Operation = Annotated[
     Keep | PatchArguments | PatchBlockData | ReplaceWorkflow, Field(discriminator="kind")
 ]
+"""A reviewer's operation at a boundary, one per scope level; ``kind`` tells which."""
 
 #: The least scope that grants each operation kind.
 REQUIRED_SCOPE: dict[str, Scope] = {

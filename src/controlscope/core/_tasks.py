@@ -60,7 +60,13 @@ class Check(BaseModel):
 
 
 class Verdict(BaseModel):
-    """A verifier's verdict: success iff every check passed."""
+    """A verifier's verdict: success iff every check passed.
+
+    Attributes:
+        task_id: the task that was verified.
+        checks: one check per requirement of the task, in the verifier's order.
+        success: True when there is at least one check and every check passed.
+    """
 
     task_id: str
     checks: list[Check]

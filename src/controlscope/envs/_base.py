@@ -25,11 +25,22 @@ class Environment(Protocol):
     write_tools: frozenset[str]
 
     def tasks(self) -> list[Task]:
-        """All tasks with default parameters, sorted by id."""
+        """List the environment's tasks.
+
+        Returns:
+            All tasks with default parameters, sorted by id.
+        """
         ...
 
     def task(self, task_id: str, **params: Any) -> Task:
         """One task, with generator parameters (e.g. ``students=75``).
+
+        Args:
+            task_id: the task's id (``student_database/english_talent``).
+            **params: generator parameters overriding the task's defaults.
+
+        Returns:
+            The task with its parameters filled in.
 
         Raises:
             TaskError: unknown id or bad parameters.
@@ -39,17 +50,41 @@ class Environment(Protocol):
     def setup(self, task: Task, seed: int, workspace: Path) -> AnswerKey:
         """Create the task's initial state in ``workspace`` (an existing, empty directory).
 
+        Args:
+            task: the task to set up.
+            seed: the data seed; the same seed gives the same initial state.
+            workspace: the directory to fill.
+
+        Returns:
+            What the verifier needs to grade the terminal state (never shown to the agent).
+
         Raises:
             TaskError: bad seed, or the workspace cannot be written.
         """
         ...
 
     def start_server(self, workspace: Path) -> ToolServer:
-        """Start the environment's tool server confined to ``workspace``."""
+        """Start the environment's tool server confined to ``workspace``.
+
+        Args:
+            workspace: the only directory the server may read and write.
+
+        Returns:
+            The running server; the caller closes it.
+        """
         ...
 
     def verify(self, task: Task, workspace: Path, answer_key: AnswerKey) -> Verdict:
-        """Check the workspace's terminal state; never raises on bad agent output."""
+        """Check the workspace's terminal state; never raises on bad agent output.
+
+        Args:
+            task: the task that ran.
+            workspace: its workspace in the terminal state.
+            answer_key: what :meth:`setup` returned for this workspace.
+
+        Returns:
+            The verdict: one check per requirement, success iff all passed.
+        """
         ...
 
     def normalise_observation(self, text: str) -> str:
@@ -57,8 +92,14 @@ class Environment(Protocol):
 
         Tool observations can carry readings of the machine's clock (a file's creation or
         access time) that no seed controls; replays compare requests after passing every
-        string through this, so such readings do not count as a divergence. Return ``text``
-        unchanged when the environment's observations are deterministic.
+        string through this, so such readings do not count as a divergence.
+
+        Args:
+            text: a tool observation or any string built from one.
+
+        Returns:
+            ``text`` with those readings masked; ``text`` unchanged when the environment's
+            observations are deterministic.
         """
         ...
 
@@ -66,17 +107,39 @@ class Environment(Protocol):
         """A hash of the workspace's state, to compare terminal states across branches and
         replays (paper section 3.3 and A.4).
 
+        Args:
+            task: the task whose state the workspace holds.
+            workspace: the workspace to hash.
+
+        Returns:
+            A hex digest, equal for equal states.
+
         Raises:
             TaskError: unknown task or an unreadable workspace.
         """
         ...
 
     def planner_example(self, fmt: PlannerFormat) -> str:
-        """A short worked example for the planner's system prompt, written for ``fmt`` (empty
-        for none). Small models need one: without it they tend to redefine the tools."""
+        """A short worked example for the planner's system prompt.
+
+        Small models need one: without it they tend to redefine the tools.
+
+        Args:
+            fmt: the planner's reply format the example is written in.
+
+        Returns:
+            The example, or an empty string for none.
+        """
         ...
 
     def error_hint(self, error: str) -> str | None:
-        """A hint for the planner after a block failed with ``error`` (its traceback text), or
-        None. For example, code that looked for the task's files with ``open()``."""
+        """A hint for the planner after a block failed, e.g. code that looked for the task's
+        files with ``open()``.
+
+        Args:
+            error: the failed block's error (its traceback text).
+
+        Returns:
+            The hint, or None when the environment has none for this error.
+        """
         ...

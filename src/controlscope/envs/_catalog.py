@@ -24,6 +24,12 @@ def environment_names() -> list[str]:
 def get_environment(name: str) -> Environment:
     """Build the environment called ``name``.
 
+    Args:
+        name: a registered environment name (``filesystem``).
+
+    Returns:
+        A new instance of the environment.
+
     Raises:
         TaskError: unknown name (the message lists the known ones).
     """

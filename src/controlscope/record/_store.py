@@ -186,6 +186,12 @@ def read_log(run_dir: str | os.PathLike[str]) -> TrajectoryLog:
 def read_events(run_dir: str | os.PathLike[str]) -> list[Event]:
     """Read a run's events; warn with :class:`TruncatedLogWarning` when the last line was cut.
 
+    Args:
+        run_dir: the run directory holding ``events.jsonl``.
+
+    Returns:
+        The events in log order (a cut last line left out).
+
     Raises:
         FileNotFoundError: no log in ``run_dir``.
         LogError: see :func:`read_log`.
@@ -212,6 +218,12 @@ def write_summary(run_dir: str | os.PathLike[str], summary: RunSummary) -> Path:
 
 def read_summary(run_dir: str | os.PathLike[str]) -> RunSummary:
     """Read ``run_dir/summary.json``.
+
+    Args:
+        run_dir: the run directory.
+
+    Returns:
+        The run's summary as written at its end (or by ``controlscope.record --write``).
 
     Raises:
         FileNotFoundError: no summary in ``run_dir``.

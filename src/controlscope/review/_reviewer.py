@@ -100,6 +100,10 @@ class Reviewer(Protocol):
         Args:
             state: the complete public state ``h`` at the boundary (paper section 3.1).
             condition: the run's condition (granted scope, view, sampling settings...).
+
+        Returns:
+            The proposal: the parsed operation (None when nothing parseable came back) with
+            the raw answer and, for a model, its request and response.
         """
         ...
 
@@ -179,6 +183,8 @@ class ReviewOutcome(BaseModel):
         validation: the verdict; ``validation.realized`` is the operation to execute.
         fallback: the fallback kind when the realized ``keep`` is not the reviewer's choice.
         latency_s: wall seconds of the whole review (rendering, model, validation).
+        realized: the operation to execute at the boundary (``validation.realized``).
+        model_called: True when a model request was made.
     """
 
     granted: ScopeName

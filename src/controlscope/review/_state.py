@@ -66,6 +66,10 @@ class PublicState(BaseModel):
         calls_used: primitive calls completed in the task so far.
         call_budget: the task's primitive-call budget, if any.
         replace_boundary: what a replacement replaces (``block`` or ``reply``).
+        tool_schema: the pending call's tool schema (a bare schema when the tool is not
+            listed).
+        source_line: the running block's source line of the pending call (empty when out of
+            range).
     """
 
     model_config = ConfigDict(frozen=True)

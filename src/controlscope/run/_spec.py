@@ -78,6 +78,7 @@ class RunSpec(BaseModel):
         isolation: the worker isolation asked for.
         cache: an SQLite exact-request cache file shared between runs; None for none.
         out: the run directory to write (must not hold a recorded run).
+        reviews: whether the condition can review at all (not Keep, not ``never``).
 
     Raises:
         pydantic.ValidationError: a value out of range or of the wrong form.

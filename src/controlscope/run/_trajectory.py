@@ -18,6 +18,7 @@ from __future__ import annotations
 import tempfile
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -123,22 +124,9 @@ def run_trajectory(
         if observer is not None:
             observer(written)
 
+    parts = _Parts(env, task, seed, planner, reviewer, condition, sink)
     try:
-        with tempfile.TemporaryDirectory(prefix="cs-ws-", dir=workspace_root) as tmp:
-            workspace = Path(tmp)
-            answer_key: AnswerKey = env.setup(task, seed, workspace)
-            server = env.start_server(workspace)
-            try:
-                ending = _run_session(
-                    env, task, seed, planner, reviewer, condition, sink, server, workspace
-                )
-            except (ReplayMismatch, KeyboardInterrupt):
-                raise
-            except Exception as err:  # a failing part ends the run, recorded and graded
-                ending = Ending("error", _describe(err))
-            finally:
-                server.close()
-            verdict = env.verify(task, workspace, answer_key)
+        verdict, ending = _graded_run(parts, workspace_root)
         sink(FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=ending.reason))
         sink(RunEndEvent(end_reason=ending.reason, detail=ending.detail))
         summary = summarize(read_events(out_dir))
@@ -162,6 +150,36 @@ def run_trajectory(
         writer.close()
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """What one trajectory runs with (the arguments of :func:`run_trajectory`)."""
+
+    env: Environment
+    task: Task
+    seed: int
+    planner: ChatModel
+    reviewer: Reviewer | None
+    condition: Condition
+    sink: Callable[[Event], None]
+
+
+def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, Ending]:
+    """Set the task up in a fresh workspace, run it, and grade the workspace as it stands."""
+    with tempfile.TemporaryDirectory(prefix="cs-ws-", dir=workspace_root) as tmp:
+        workspace = Path(tmp)
+        answer_key: AnswerKey = parts.env.setup(parts.task, parts.seed, workspace)
+        server = parts.env.start_server(workspace)
+        try:
+            ending = _run_session(parts, server, workspace)
+        except (ReplayMismatch, KeyboardInterrupt):
+            raise
+        except Exception as err:  # a failing part ends the run, recorded and graded
+            ending = Ending("error", _describe(err))
+        finally:
+            server.close()
+        return parts.env.verify(parts.task, workspace, answer_key), ending
+
+
 def _end_ungraded(
     sink: Callable[[Event], None], out_dir: Path, reason: EndReason, why: str
 ) -> None:
@@ -178,18 +196,10 @@ def _describe(err: BaseException) -> str:
     return text[-4000:]
 
 
-def _run_session(
-    env: Environment,
-    task: Task,
-    seed: int,
-    planner: ChatModel,
-    reviewer: Reviewer | None,
-    condition: Condition,
-    sink: Callable[[Event], None],
-    server: ToolServer,
-    workspace: Path,
-) -> Ending:
+def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
     """Start the worker, record ``run_start``, run the planner loop; return why it ended."""
+    env, task, condition, sink = parts.env, parts.task, parts.condition, parts.sink
+    planner, reviewer = parts.planner, parts.reviewer
     tools = server.list_tools()
     reviews = reviewer is not None and condition.schedule != "never"
     controller = Controller(
@@ -225,7 +235,7 @@ def _run_session(
         sink(
             RunStartEvent(
                 task=task,
-                seed=seed,
+                seed=parts.seed,
                 scope=condition.scope,
                 schedule=condition.schedule,
                 view=condition.view,

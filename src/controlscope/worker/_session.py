@@ -117,6 +117,15 @@ class WorkerSession:
             microseconds on a virtual machine); 0 always sleeps.
         worker_spin_s: the same for the worker waiting for the controller's answer.
 
+    Attributes:
+        isolation: the isolation really in force: ``bwrap`` or ``none``.
+        seccomp: whether the running worker installed its seccomp filter.
+        clock: the task's execution clock: the one account of its execution-seconds budget.
+        calls_made: primitive calls made so far in this task (all blocks).
+        task_exec_s: execution seconds spent so far in this task (review time excluded).
+        tool_schemas: the tools' schemas, as listed by the server.
+        pid: the worker's process id as the controller sees it (bwrap's, under bwrap).
+
     Raises:
         RuntimeError: ``isolation="bwrap"`` and bwrap is unavailable.
         ValueError: an unknown isolation request, or a spin time outside [0, MAX_SPIN_S].
