@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from controlscope.cli._console import fail, one_line
 from controlscope.core import TaskError
 from controlscope.models import ReplayMismatch
 from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_prepared
@@ -81,15 +82,6 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     return RunSpec(params=params, **given)
 
 
-def _one_line(err: ValidationError) -> str:
-    """A validation error as one line naming the options, e.g. ``--max-calls: ...``."""
-    parts = []
-    for e in err.errors():
-        where = ".".join(str(p) for p in e["loc"])
-        parts.append(f"--{where.replace('_', '-')}: {e['msg']} (got {e.get('input')!r})")
-    return "; ".join(parts)
-
-
 def main(args: argparse.Namespace) -> int:
     """Run one task; return the exit status (see the module docstring)."""
     console = Console(stderr=True, soft_wrap=True)
@@ -97,9 +89,9 @@ def main(args: argparse.Namespace) -> int:
         spec = spec_from_args(args)
         prepared = prepare(spec)  # every check before any model is called
     except ValidationError as err:
-        return _fail(console, _one_line(err), 2)
+        return fail(console, "run", one_line(err), 2)
     except (ValueError, SpecError) as err:
-        return _fail(console, str(err), 2)
+        return fail(console, "run", str(err), 2)
     from controlscope.cli._progress import LiveProgress
 
     budget = prepared.condition.budgets.primitive_calls
@@ -110,27 +102,22 @@ def main(args: argparse.Namespace) -> int:
         observer = progress.observe if progress is not None else None
         result = run_prepared(prepared, observer=observer)
     except (TaskError, SpecError) as err:
-        return _fail(console, str(err), 2)
+        return fail(console, "run", str(err), 2)
     except ReplayMismatch as err:
-        _fail(console, f"the replay diverged from the recording: {err}", 1)
+        fail(console, "run", f"the replay diverged from the recording: {err}", 1)
         console.print(escape(_DIVERGED_HELP.format(out=spec.out)))
         return 1
     except OSError as err:
-        return _fail(console, str(err), 1)
+        return fail(console, "run", str(err), 1)
     finally:
         if progress is not None:
             progress.stop()
     _print_result(spec, result)
     if result.end_reason == "planner_provider_error":
-        return _fail(console, f"the planner's model failed: {result.detail}", 3)
+        return fail(console, "run", f"the planner's model failed: {result.detail}", 3)
     if result.end_reason == "error":
-        return _fail(console, f"the run failed (recorded): {result.detail}", 4)
+        return fail(console, "run", f"the run failed (recorded): {result.detail}", 4)
     return 0
-
-
-def _fail(console: Console, message: str, code: int) -> int:
-    console.print(f"[red]controlscope run: {escape(message)}[/red]")
-    return code
 
 
 def _print_result(spec: RunSpec, result: RunResult) -> None:
