@@ -277,7 +277,7 @@ class Runtime:
 
     def _fresh_names(self) -> dict[str, Any]:
         """New proxy functions (whatever agent code did to earlier ones) and the exceptions."""
-        scope: dict[str, Any] = {"_cs_call": self.call, "_MISSING": _MISSING}
+        scope: dict[str, Any] = {"_cs_call": self.call}
         exec(self.proxy_code, scope)
         names = {name: scope[name] for name in self.proxy_names}
         names["ToolError"] = ToolError
@@ -467,16 +467,6 @@ class Runtime:
         _signal(signal.SIGALRM, signal.SIG_IGN)
         _setprofile(None)
         _settrace(None)
-
-
-class _Missing:
-    """Marks an optional tool parameter the agent did not pass (left out of the call)."""
-
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-_MISSING = _Missing()
 
 
 def main(argv: list[str]) -> None:
