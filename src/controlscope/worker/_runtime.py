@@ -73,8 +73,8 @@ if __name__ != "__main__":  # imported by the controller; in the worker the bund
         seccomp_program,
     )
     from controlscope.worker._snapshot import (
-        _ENCODER,
         SCOPE_CHARS,
+        WIRE_JSON,
         _Capture,
         _clean,
         snapshot,
@@ -145,7 +145,9 @@ class Runtime:
     @staticmethod
     def encode(msg: dict[str, Any]) -> bytes:
         """One framed message. Raises TypeError/ValueError for data JSON cannot carry."""
-        raw = _ENCODER.encode(msg).encode()  # UnicodeEncodeError (a ValueError) for lone surrogates
+        raw = WIRE_JSON.encode(
+            msg
+        ).encode()  # UnicodeEncodeError (a ValueError) for lone surrogates
         return HEADER.pack(len(raw)) + raw
 
     def write(self, frame: bytes) -> None:
