@@ -23,7 +23,13 @@ from typing import Any
 
 from controlscope.core import Message, ToolCall, ToolSpec, decode_json
 
-__all__ = ["message_to_openai", "parse_tool_call", "tool_call_id", "tools_to_openai"]
+__all__ = [
+    "message_to_openai",
+    "parse_tool_call",
+    "tool_call_id",
+    "tool_call_to_openai",
+    "tools_to_openai",
+]
 
 _JSON_TYPES = {
     list: "array",
@@ -94,6 +100,15 @@ def _argument_text(arguments: object) -> str:
         return repr(arguments)
 
 
+def tool_call_to_openai(call: ToolCall, *, chat_template: bool = False) -> dict[str, Any]:
+    """One tool call in the OpenAI shape ``{"id", "type": "function", "function": {"name",
+    "arguments"}}``; for a chat template, the arguments are the decoded object when there is
+    one (see :func:`message_to_openai`)."""
+    decoded = chat_template and call.parsed is not None
+    function = {"name": call.name, "arguments": call.parsed if decoded else call.arguments}
+    return {"id": call.id, "type": "function", "function": function}
+
+
 def message_to_openai(message: Message, *, chat_template: bool = False) -> dict[str, Any]:
     """One message in the OpenAI chat shape.
 
@@ -111,17 +126,7 @@ def message_to_openai(message: Message, *, chat_template: bool = False) -> dict[
     out: dict[str, Any] = {"role": message.role, "content": content}
     if message.tool_calls:
         out["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {
-                    "name": call.name,
-                    "arguments": (
-                        call.parsed if chat_template and call.parsed is not None else call.arguments
-                    ),
-                },
-            }
-            for call in message.tool_calls
+            tool_call_to_openai(call, chat_template=chat_template) for call in message.tool_calls
         ]
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
