@@ -124,6 +124,10 @@ def test_malformed_messages_are_protocol_violations(pair: tuple[Channel, int]) -
     os.write(w, frame(b"{nope"))
     with pytest.raises(ProtocolViolation, match="not JSON"):
         chan.recv(1.0)
+    for constant in (b"NaN", b"Infinity", b"-Infinity"):  # what the runtime never sends
+        os.write(w, frame(b'{"t":"call","variables":{"x":' + constant + b"}}"))
+        with pytest.raises(ProtocolViolation, match="not JSON"):
+            chan.recv(1.0)
     os.write(w, HEADER.pack(2**31))
     with pytest.raises(ProtocolViolation, match="exceeds"):
         chan.recv(1.0)

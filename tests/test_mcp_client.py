@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,3 +213,15 @@ def test_silent_server_times_out_and_is_stopped() -> None:
         )
     assert time.perf_counter() - t0 < 8
     assert _children() - before == set()  # the process was stopped, not leaked
+
+
+def test_close_stops_the_portal_thread() -> None:
+    def portals() -> set[str]:
+        return {t.name for t in threading.enumerate() if t.name.startswith("mcp-client:")}
+
+    server = McpToolServer.in_memory(_demo_server(), timeout_s=10)
+    assert "mcp-client:in-memory demo" in portals()
+    server.close()
+    assert "mcp-client:in-memory demo" not in portals()
+    with pytest.raises(ToolServerError, match="closed"):
+        server.list_tools()

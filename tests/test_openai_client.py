@@ -246,6 +246,24 @@ def test_malformed_tool_call_arguments_are_kept_raw(endpoint: FakeEndpoint) -> N
     assert response.text is None
 
 
+def test_empty_tool_call_arguments_are_an_empty_object(endpoint: FakeEndpoint) -> None:
+    calls = [{"id": "c", "type": "function", "function": {"name": "list_allowed", "arguments": ""}}]
+    endpoint.script.append((200, completion(None, tool_calls=calls, finish="tool_calls"), {}))
+    (call,) = make(endpoint).complete(user("hi")).tool_calls
+    assert call.parsed == {} and call.error is None and call.id == "c"
+
+
+def test_retry_after_is_honoured_up_to_the_cap(endpoint: FakeEndpoint) -> None:
+    endpoint.script.append((429, ERROR_BODY, {"retry-after": "30"}))
+    endpoint.script.append((503, ERROR_BODY, {"retry-after-ms": "10"}))
+    endpoint.script.append((200, completion("ok"), {}))
+    model = make(endpoint, max_backoff_s=0.3)
+    start = time.monotonic()
+    assert model.complete(user("hi")).text == "ok"
+    assert 0.3 <= time.monotonic() - start < 3.0  # 30 s capped at 0.3 s, then 10 ms
+    assert (model.last_attempts, model.total_retries, model.total_attempts) == (3, 2, 3)
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -49,6 +49,7 @@ from controlscope.review import (
     describe_tool,
     find_json_object,
     operation_tools,
+    parse_decision,
     render_view,
     review_boundary,
 )
@@ -632,12 +633,13 @@ def test_local_model_reviews_in_json_mode(fs_tools: tuple[ToolSchema, ...]) -> N
 
 
 def test_replacement_code_in_a_markdown_fence_is_unwrapped() -> None:
-    from controlscope.review._operations import parse_decision, strip_code_fence
-
     fenced = "```python\nx = 1\nprint(x)\n```"
     answer = {"reason": "r", "operation": "replace_workflow", "code": fenced}
     parsed = parse_decision(ModelResponse(text=json.dumps(answer)), "json")
     assert isinstance(parsed.operation, ReplaceWorkflow)
     assert parsed.operation.code == "x = 1\nprint(x)"
-    assert strip_code_fence("print('```')") == "print('```')"
-    assert strip_code_fence("a = 1\n```python\nb = 2\n```") == "a = 1\n```python\nb = 2\n```"
+    # code that merely contains a fence, or backticks in a string, is kept as written
+    for code in ("print('```')", "a = 1\n```python\nb = 2\n```"):
+        answer = {"reason": "r", "operation": "patch_block_data", "code": code}
+        parsed = parse_decision(ModelResponse(text=json.dumps(answer)), "json")
+        assert isinstance(parsed.operation, PatchBlockData) and parsed.operation.code == code

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from controlscope.core import ToolSpec
-from controlscope.models.toolcall_parse import code_tool, parse_tool_calls
+from controlscope.models import parse_tool_call
+from controlscope.models.toolcall_parse import code_tool, parse_tool_calls, tool_call_id
 
 EXEC = ToolSpec(
     name="execute_python",
@@ -116,3 +117,52 @@ def test_only_python_fences_count_as_code() -> None:
     _, calls = parse_tool_calls(text, [EXEC])
     assert calls[0].arguments == "```py\nprint(1)\n```"
     assert parse_tool_calls("```bash\nls\n```", [EXEC])[1] == ()
+
+
+def test_a_closing_tag_inside_a_json_string_does_not_end_the_call() -> None:
+    code = 'print("<tool_call>")\nprint("</tool_call>")'
+    text = "<tool_call>\n" + json.dumps({"name": "execute_python", "arguments": {"code": code}})
+    prose, calls = parse_tool_calls(text + "\n</tool_call>\nThat runs it.", [EXEC])
+    assert prose == "That runs it."
+    (call,) = calls
+    assert call.parsed == {"code": code} and call.error is None
+
+
+def test_several_calls_in_one_block_are_several_calls() -> None:
+    text = (
+        '<tool_call>\n{"name": "read_text_file", "arguments": {"path": "a"}}\n'
+        '{"name": "read_text_file", "arguments": {"path": "b"}}\n</tool_call>'
+    )
+    _, calls = parse_tool_calls(text, [READ])
+    assert [c.parsed for c in calls] == [{"path": "a"}, {"path": "b"}]
+    assert calls[0].id != calls[1].id
+
+
+def test_text_after_a_call_object_in_its_block_is_reported() -> None:
+    text = '<tool_call>{"name": "read_text_file", "arguments": {"path": "a"}}}</tool_call>'
+    _, (good, junk) = parse_tool_calls(text, [READ])
+    assert good.parsed == {"path": "a"}
+    assert junk.parsed is None and junk.arguments == "}" and "not valid JSON" in (junk.error or "")
+
+
+def test_empty_or_missing_arguments_are_an_empty_object_on_both_model_paths() -> None:
+    for body in ('{"name": "list_allowed", "arguments": ""}', '{"name": "list_allowed"}'):
+        _, (call,) = parse_tool_calls(f"<tool_call>{body}</tool_call>", [READ])
+        assert call.parsed == {} and call.error is None
+    assert parse_tool_call("c1", "list_allowed", "").parsed == {}
+    assert parse_tool_call("c1", "list_allowed", None).parsed == {}
+
+
+def test_one_id_scheme_for_local_and_openai_shaped_calls() -> None:
+    arguments = {"path": "a.txt"}
+    text = "<tool_call>" + json.dumps({"name": "read_text_file", "arguments": arguments})
+    _, (local,) = parse_tool_calls(text + "</tool_call>", [READ])
+    remote = parse_tool_call(None, "read_text_file", json.dumps(arguments), 0)
+    assert local.id == remote.id == tool_call_id(json.dumps(arguments), 0, "read_text_file")
+    assert parse_tool_call("given", "read_text_file", "{}").id == "given"
+
+
+def test_the_program_of_a_fenced_answer_is_the_flagged_call() -> None:
+    text = "Like `f()`:\n```python\nf()\n```\nThe program:\n```Python\nx = f()\nprint(x)\n```"
+    _, (call,) = parse_tool_calls(text, [EXEC])
+    assert call.arguments == "```Python\nx = f()\nprint(x)\n```" and call.parsed is None

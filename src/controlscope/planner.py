@@ -8,14 +8,19 @@ models without tool calling, fenced code (paper sections 4 and A.1).
 
 from __future__ import annotations
 
-import json
-import keyword
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from controlscope.core import Message, ModelResponse, PlannerFormat, ToolSchema, ToolSpec
+from controlscope.core import (
+    Message,
+    ModelResponse,
+    PlannerFormat,
+    ToolSchema,
+    ToolSpec,
+    foreign_fence,
+    program_fence,
+    python_signature,
+)
 
 EXECUTE_PYTHON = "execute_python"
 
@@ -32,51 +37,19 @@ EXECUTE_PYTHON_SPEC = ToolSpec(
     },
 )
 
-_JSON_TO_PY = {
-    "string": "str",
-    "integer": "int",
-    "number": "float",
-    "boolean": "bool",
-    "array": "list",
-    "object": "dict",
-}
-
-
-def _annotation(schema: dict[str, Any]) -> str:
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        names = [_JSON_TO_PY.get(str(k), "object") for k in kind if k != "null"]
-        return " | ".join(names) or "object"
-    if kind == "array":
-        items = schema.get("items")
-        if isinstance(items, dict) and items.get("type") in _JSON_TO_PY:
-            return f"list[{_JSON_TO_PY[str(items['type'])]}]"
-        return "list"
-    if isinstance(kind, str):
-        return _JSON_TO_PY.get(kind, "object")
-    return "object"
-
 
 def render_signature(tool: ToolSchema) -> str:
     """Render one tool as a Python ``def`` line with a one-paragraph docstring.
 
-    Required parameters come first; optional ones get their schema default or ``None``.
+    The signature is the proxy's own (:func:`controlscope.core.python_signature`: required
+    parameters first; an optional one defaults to its schema default, else to ``None``, which
+    leaves it out of the call); the description is cut to 300 characters.
     """
-    props: dict[str, Any] = dict(tool.input_schema.get("properties") or {})
-    required = [p for p in tool.input_schema.get("required", []) if p in props]
-    optional = [p for p in props if p not in required]
-    params: list[str] = []
-    for name in required:
-        params.append(f"{name}: {_annotation(props[name])}")
-    for name in optional:
-        default = props[name].get("default")
-        params.append(f"{name}: {_annotation(props[name])} = {default!r}")
-    params = [p if not keyword.iskeyword(p.split(":")[0]) else f"{p}  # keyword" for p in params]
-    doc = " ".join(tool.description.split())
+    doc = " ".join(tool.description.split()).replace('"""', "'''")
     if len(doc) > 300:
         doc = doc[:297] + "..."
     body = f'"""{doc}"""' if doc else "..."
-    return f"def {tool.name}({', '.join(params)}) -> str:\n    {body}"
+    return f"def {python_signature(tool)} -> str:\n    {body}"
 
 
 def render_system_prompt(
@@ -149,29 +122,42 @@ class ParsedReply:
             missing ``code``); each gets a tool message with the message.
         final: True when the reply has no code at all (the planner's final answer).
         text: the assistant text kept in the planner's history: for fenced code, the text up to
-            the end of the first block (small models go on to imagine its output and write more
-            turns; only the first block runs).
+            the end of the block that runs (small models go on to imagine its output and write
+            more turns; only that block runs).
+        notice: for a reply whose only code is in a language that does not run here (a
+            ``bash`` block...), what to tell the planner; the reply is then not final.
     """
 
     blocks: tuple[PlannedBlock, ...]
     malformed: tuple[tuple[str, str], ...]
     final: bool
     text: str | None = None
-
-
-_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+    notice: str | None = None
 
 
 def parse_reply(response: ModelResponse, *, fmt: PlannerFormat) -> ParsedReply:
     """Split a planner response into blocks.
 
     Native ``execute_python`` calls are the reply's queued blocks, in order. When the response has
-    no tool calls, its first fenced ```python block is the one block (in either format: small
-    models often answer in text); text after that block is dropped from the history.
+    no tool calls (in either format: small models often answer in text), its fenced code is read
+    with CommonMark's line-based rules and one block is the program
+    (:func:`controlscope.core.program_fence`):
+
+    - only the reply's own turn counts: a line ``Output:``, ``Assistant:``, ``User:`` or
+      ``Execution results:`` after a block starts an imagined transcript, which is dropped;
+    - blocks labelled ``python``, ``py``, ``python3`` or ``py3`` (any case) are candidates, or
+      unlabelled blocks when there is no such label;
+    - the LAST non-blank candidate runs. The prompt asks for one block; when a reply has several,
+      the earlier ones are snippets written while reasoning ("I will call ``read_file(...)``")
+      and the program comes last, while an imagined next turn is cut by the first rule.
+
+    Text after the block that runs is dropped from the history. A reply with no runnable block
+    but with code in another language (``bash``, ``js``: anything not Python nor a data label
+    such as ``json``, ``csv``, ``text``) is not a final answer: ``notice`` tells the planner to
+    write Python.
     """
     blocks: list[PlannedBlock] = []
     malformed: list[tuple[str, str]] = []
-    text = response.text
     for call in response.tool_calls:
         if call.name != EXECUTE_PYTHON:
             malformed.append((call.id, f"unknown tool {call.name!r}: use {EXECUTE_PYTHON}"))
@@ -182,15 +168,23 @@ def parse_reply(response: ModelResponse, *, fmt: PlannerFormat) -> ParsedReply:
             malformed.append((call.id, f"malformed {EXECUTE_PYTHON} call: {why}"))
             continue
         blocks.append(PlannedBlock(code=code, tool_call_id=call.id))
-    if not response.tool_calls and response.text:
-        for match in _FENCE.finditer(response.text):
-            code = match.group(1).strip("\n")
-            if code.strip():
-                blocks.append(PlannedBlock(code=code, tool_call_id=None))
-                text = response.text[: match.end()]
-                break
-    final = not blocks and not malformed
-    return ParsedReply(blocks=tuple(blocks), malformed=tuple(malformed), final=final, text=text)
+    if response.tool_calls or not response.text:
+        final = not blocks and not malformed
+        return ParsedReply(tuple(blocks), tuple(malformed), final=final, text=response.text)
+    text = response.text
+    program = program_fence(text)
+    if program is not None:
+        block = PlannedBlock(code=program.body.strip("\n"), tool_call_id=None)
+        return ParsedReply((block,), (), final=False, text=text[: program.end])
+    foreign = foreign_fence(text)
+    if foreign is not None:
+        notice = (
+            f"Only Python runs here: your reply holds a ```{foreign.language} block and no "
+            "```python block. Write the code as one ```python block, or, if the task is "
+            "complete, answer briefly without code."
+        )
+        return ParsedReply((), (), final=False, text=text, notice=notice)
+    return ParsedReply((), (), final=True, text=text)
 
 
 def assistant_message(response: ModelResponse, parsed: ParsedReply | None = None) -> Message:
@@ -225,8 +219,3 @@ def results_message(receipts: Sequence[str]) -> Message:
         + "\n\nIf the task is not complete yet, write the next block; if it is, answer briefly "
         "without code.",
     )
-
-
-def dumps_arguments(arguments: dict[str, Any]) -> str:
-    """Compact JSON of tool arguments for logs and prompts."""
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str)

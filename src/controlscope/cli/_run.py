@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from controlscope import core
 from controlscope.cli._console import fail, one_line
 from controlscope.core import TaskError
 from controlscope.models import ReplayMismatch
@@ -38,19 +39,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seed", type=int, default=0, help="the task's data seed (default 0)")
     add("--students", type=int, default=None, help="number of students (student tasks)")
     add("--param", action="append", default=[], metavar="KEY=VALUE", help="a task parameter")
-    add("--scope", choices=("keep", "arg", "params", "full"), default="full")
+    add("--scope", choices=core.SCOPE_NAMES, default="full")
     add(
         "--schedule",
         default="continuous",
         help="never|continuous|per_block|once[:K]|midpoint:N|protect:n|retain_first (join with +)",
     )
-    add("--view", choices=("code_only", "with_feedback"), default="with_feedback")
-    add("--replace-boundary", choices=("block", "reply"), default="reply")
+    add("--view", choices=core.VIEWS, default="with_feedback")
+    add("--replace-boundary", choices=core.REPLACE_BOUNDARIES, default="reply")
     add("--model", default="local", help="local|local:0.5b|PATH.gguf|openai:NAME|replay:DIR")
     add("--reviewer-model", default=None, help="reviewer model (default: --model)")
     add("--base-url", default=None, help="OpenAI-compatible base URL")
-    add("--planner-format", choices=("tools", "fenced"), default=None, help="default: per model")
-    add("--review-mode", choices=("tools", "json"), default=None, help="default: per model")
+    add("--planner-format", choices=core.PLANNER_FORMATS, default=None, help="default: per model")
+    add("--review-mode", choices=core.DECISION_MODES, default=None, help="default: per model")
     add("--temperature", type=float, default=None, help="default 0.7")
     add("--max-tokens", type=int, default=None, help="per-request token cap")
     add("--draw", type=int, default=None, help="reviewer draw index (default 0)")

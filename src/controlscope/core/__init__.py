@@ -13,10 +13,22 @@ records defined here:
 - operations: :class:`Scope`, :class:`Keep`, :class:`PatchArguments`, :class:`PatchBlockData`,
   :class:`ReplaceWorkflow`, :data:`Operation`, :class:`Validation`;
 - execution: :class:`Boundary`, :class:`CallSite`, :class:`PrimitiveCall`, :class:`BlockResult`;
-- events: one pydantic model per event type, :data:`Event`, :data:`EVENT_ADAPTER`.
+- events: one pydantic model per event type, :data:`Event`, :data:`EVENT_ADAPTER`;
+- reading model text: :func:`fences` (CommonMark's fenced code blocks), :func:`program_fence`
+  (the program of a reply), :func:`unfence`, :func:`fence`, :func:`find_json_object`,
+  :func:`decode_json`;
+- a tool as a Python function: :func:`tool_params`, :func:`python_signature`,
+  :func:`python_name` (one rule for the planner's prompt and the worker's proxies).
 """
 
-from controlscope.core._condition import Condition, DecisionMode, IsolationRequest, PlannerFormat
+from controlscope.core._condition import (
+    DECISION_MODES,
+    PLANNER_FORMATS,
+    Condition,
+    DecisionMode,
+    IsolationRequest,
+    PlannerFormat,
+)
 from controlscope.core._events import (
     EVENT_ADAPTER,
     EVENTS_FILE,
@@ -44,6 +56,8 @@ from controlscope.core._events import (
     upgrade_event,
 )
 from controlscope.core._execution import (
+    REPLACE_BOUNDARIES,
+    VIEWS,
     BlockResult,
     BlockStatus,
     Boundary,
@@ -67,7 +81,10 @@ from controlscope.core._models import (
     Usage,
 )
 from controlscope.core._operations import (
+    FALLBACK_KINDS,
+    OPERATION_KINDS,
     REQUIRED_SCOPE,
+    SCOPE_NAMES,
     FallbackKind,
     Keep,
     Operation,
@@ -80,16 +97,47 @@ from controlscope.core._operations import (
     ScopeName,
     Validation,
 )
+from controlscope.core._signature import (
+    ToolParam,
+    annotation,
+    python_name,
+    python_signature,
+    tool_params,
+)
 from controlscope.core._tasks import AnswerKey, Check, Task, TaskBudgets, TaskError, Verdict
+from controlscope.core._text import (
+    DATA_LANGUAGES,
+    PYTHON_LANGUAGES,
+    Fence,
+    decode_json,
+    fence,
+    fences,
+    find_json_object,
+    foreign_fence,
+    json_objects,
+    json_value_at,
+    own_turn,
+    program_fence,
+    unfence,
+)
 from controlscope.core._tools import ToolResult, ToolSchema, ToolServer, ToolServerError
 
 __all__ = [
+    "DATA_LANGUAGES",
+    "DECISION_MODES",
     "DEFAULT_MAX_TOKENS",
     "EVENTS_FILE",
     "EVENT_ADAPTER",
+    "FALLBACK_KINDS",
+    "OPERATION_KINDS",
+    "PLANNER_FORMATS",
     "PROVIDER_ERROR_KINDS",
+    "PYTHON_LANGUAGES",
+    "REPLACE_BOUNDARIES",
     "REQUIRED_SCOPE",
     "SCHEMA_VERSION",
+    "SCOPE_NAMES",
+    "VIEWS",
     "AnswerKey",
     "BlockEndEvent",
     "BlockResult",
@@ -107,6 +155,7 @@ __all__ = [
     "EndReason",
     "Event",
     "FallbackKind",
+    "Fence",
     "FinalVerdictEvent",
     "Isolation",
     "IsolationRequest",
@@ -141,6 +190,7 @@ __all__ = [
     "TaskError",
     "ToolCall",
     "ToolChoice",
+    "ToolParam",
     "ToolResult",
     "ToolSchema",
     "ToolServer",
@@ -151,6 +201,20 @@ __all__ = [
     "ValidationEvent",
     "Verdict",
     "View",
+    "annotation",
+    "decode_json",
+    "fence",
+    "fences",
+    "find_json_object",
+    "foreign_fence",
+    "json_objects",
+    "json_value_at",
     "model_call_event",
+    "own_turn",
+    "program_fence",
+    "python_name",
+    "python_signature",
+    "tool_params",
+    "unfence",
     "upgrade_event",
 ]

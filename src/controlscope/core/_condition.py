@@ -10,7 +10,7 @@ user options.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -23,9 +23,15 @@ PlannerFormat = Literal["tools", "fenced"]
 """How the planner emits a block: a native ``execute_python`` tool call (several in one reply
 are queued blocks), or one fenced ```python block per reply (for models without tool calling)."""
 
+PLANNER_FORMATS: tuple[PlannerFormat, ...] = get_args(PlannerFormat)
+"""Every planner format."""
+
 DecisionMode = Literal["tools", "json"]
 """How the reviewer answers: one call of a native operation tool, or one JSON decision object
 decoded under a schema (paper A.3: both carry the same operation schema)."""
+
+DECISION_MODES: tuple[DecisionMode, ...] = get_args(DecisionMode)
+"""Every decision mode."""
 
 IsolationRequest = Literal["auto", "bwrap", "none"]
 """The worker isolation asked for: ``auto`` (bubblewrap when it works, else none, loudly),

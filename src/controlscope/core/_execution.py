@@ -6,7 +6,7 @@ trajectory log read (design notes: "boundary", "primitive call", "block").
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -139,3 +139,9 @@ queued behind it in the same reply (those get cancellation receipts). Paper sect
 
 View = Literal["code_only", "with_feedback"]
 """What a reviewer sees of the public state: ``code_only`` or ``with_feedback`` (paper A.3)."""
+
+VIEWS: tuple[View, ...] = get_args(View)
+"""Every view."""
+
+REPLACE_BOUNDARIES: tuple[ReplaceBoundary, ...] = get_args(ReplaceBoundary)
+"""Every replacement boundary."""

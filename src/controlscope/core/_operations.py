@@ -8,7 +8,7 @@ shared by every layer; judging a proposal is :func:`controlscope.scope.validate_
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
@@ -30,6 +30,12 @@ class Scope(enum.IntEnum):
 
 
 OperationKind = Literal["keep", "patch_arguments", "patch_block_data", "replace_workflow"]
+
+OPERATION_KINDS: tuple[OperationKind, ...] = get_args(OperationKind)
+"""Every operation kind, smallest scope first."""
+
+SCOPE_NAMES: tuple[str, ...] = tuple(s.name.lower() for s in Scope)
+"""The scopes' names (``keep``, ``arg``, ``params``, ``full``), smallest first."""
 
 
 class Keep(BaseModel):
@@ -110,7 +116,7 @@ def _scope_from(value: Any) -> Any:
         try:
             return Scope[value.upper()]
         except KeyError:
-            names = ", ".join(s.name.lower() for s in Scope)
+            names = ", ".join(SCOPE_NAMES)
             raise ValueError(f"unknown scope {value!r} (expected one of {names})") from None
     return value
 
@@ -146,3 +152,6 @@ class Validation(BaseModel):
 
 FallbackKind = Literal["malformed", "out_of_scope", "invalid_arguments", "provider_error"]
 """Why a review was executed as ``keep`` although the reviewer did not choose it (paper A.4)."""
+
+FALLBACK_KINDS: tuple[FallbackKind, ...] = get_args(FallbackKind)
+"""Every fallback kind."""

@@ -1,11 +1,12 @@
 """A synchronous :class:`~controlscope.tools.ToolServer` on the official ``mcp`` SDK.
 
 The controller is synchronous: it answers one boundary at a time. The SDK is asynchronous. An
-:class:`McpToolServer` bridges the two with one background thread that runs an asyncio loop and
-holds the client session for the server's whole life; :meth:`McpToolServer.call` submits a
-coroutine to that loop and waits for it with a timeout. Every primitive call the controller lets
-through goes this way (paper section A.1: "the environment server receives a separate task
-workspace for each branch"), so the hot path is one ``run_coroutine_threadsafe`` round trip.
+:class:`McpToolServer` bridges the two with an ``anyio`` blocking portal
+(``anyio.from_thread.start_blocking_portal``: an event loop on its own thread) in which one task
+holds the client session for the server's whole life; :meth:`McpToolServer.call` starts a task
+in the portal and waits for it with a timeout. Every primitive call the controller lets through
+goes this way (paper section A.1: "the environment server receives a separate task workspace for
+each branch"), so the hot path is one portal round trip.
 
 The client never advertises MCP roots: the filesystem server would replace its allowed directories
 (the task workspace) with them.
@@ -13,18 +14,19 @@ The client never advertises MCP roots: the filesystem server would replace its a
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import os
 import tempfile
 import threading
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+import anyio
 import mcp_types
+from anyio.from_thread import start_blocking_portal
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server import Server
@@ -49,7 +51,7 @@ class McpToolServer:
 
     Build it with :meth:`stdio` (a subprocess, e.g. the npm filesystem server) or
     :meth:`in_memory` (an in-process ``MCPServer``, for tests). The session lives on a dedicated
-    daemon thread; :meth:`close` stops it and the server (safe to call twice). Also a context
+    portal thread; :meth:`close` stops it and the server (safe to call twice). Also a context
     manager.
 
     Errors: a tool error (bad path, bad arguments, an exception in the tool, a JSON-RPC error the
@@ -94,15 +96,12 @@ class McpToolServer:
         self._client: Client | None = None
         self._closed = False
         self._dead: str | None = None
-        self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._main: asyncio.Task[None] | None = None
+        self._stop: anyio.Event | None = None
         self._start_error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._run_loop, args=(target,), name=f"mcp-client:{label}", daemon=True
-        )
-        self._thread.start()
+        self._exit = contextlib.ExitStack()
+        self._portal = self._exit.enter_context(start_blocking_portal(name=f"mcp-client:{label}"))
+        self._main = self._portal.start_task_soon(self._hold_session, target)
         if not self._ready.wait(self._timeout_s):
             tail = self._stderr_tail()
             self._shutdown()
@@ -180,20 +179,9 @@ class McpToolServer:
 
     # ----------------------------------------------------------------------------- the loop
 
-    def _run_loop(self, target: Any) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._main = self._loop.create_task(self._hold_session(target))
-            with contextlib.suppress(asyncio.CancelledError):
-                self._loop.run_until_complete(self._main)
-        finally:
-            self._ready.set()
-            with contextlib.suppress(Exception):
-                self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-            self._loop.close()
-
     async def _hold_session(self, target: Any) -> None:
-        self._stop = asyncio.Event()
+        """The portal task that owns the session: open it, wait for :meth:`close`, close it."""
+        self._stop = anyio.Event()
         try:
             # mode="legacy": the initialize handshake, which the npm server speaks; no probe
             # round trip at start-up. No list_roots_callback: roots are never advertised.
@@ -207,22 +195,28 @@ class McpToolServer:
                 self._start_error = error
             else:
                 self._dead = _describe(error)
+            if isinstance(error, anyio.get_cancelled_exc_class()):
+                raise
         finally:
             self._client = None
+            self._ready.set()
 
-    def _submit(self, coro: Coroutine[Any, Any, _T], what: str) -> _T:
+    def _submit(self, func: Callable[..., Awaitable[_T]], *args: Any, what: str) -> _T:
+        """Run ``func(*args)`` in the portal and wait for it (a little longer than the SDK's
+        own read timeout, which answers first).
+
+        Raises:
+            ToolServerError: closed server, ended session, no answer in time, or cancelled.
+        """
         if self._closed:
-            coro.close()
             raise ToolServerError(f"{self._label}: {what} on a closed server")
-        if self._dead is not None or not self._thread.is_alive():
-            coro.close()
+        if self._dead is not None or self._main.done():
             raise ToolServerError(
-                f"{self._label}: the session ended ({self._dead or 'thread exited'}); "
+                f"{self._label}: the session ended ({self._dead or 'its task exited'}); "
                 f"{what} cannot be made{self._stderr_tail()}"
             )
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        future = self._portal.start_task_soon(func, *args)
         try:
-            # A little longer than the SDK's own read timeout, which answers first.
             return future.result(self._timeout_s + 1.0)
         except concurrent.futures.TimeoutError:
             future.cancel()
@@ -253,7 +247,7 @@ class McpToolServer:
             ToolServerError: transport failure or a dead server.
         """
         if self._tools is None:
-            self._tools = self._submit(self._list_tools(), "tools/list")
+            self._tools = self._submit(self._list_tools, what="tools/list")
         return list(self._tools)
 
     async def _list_tools(self) -> list[ToolSchema]:
@@ -292,7 +286,7 @@ class McpToolServer:
             ToolServerError: transport failure, dead server, timeout, or a closed client.
         """
         start = time.perf_counter()
-        result = self._submit(self._call(name, arguments), f"call of {name!r}")
+        result = self._submit(self._call, name, arguments, what=f"call of {name!r}")
         return result.model_copy(update={"elapsed_ms": (time.perf_counter() - start) * 1000.0})
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
@@ -320,14 +314,17 @@ class McpToolServer:
     def _shutdown(self) -> None:
         # A live session ends through its stop event (a clean exit of the client's context);
         # a session still starting is cancelled. Either way the SDK stops the server process.
-        stop, main = self._stop, self._main
-        if not self._loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                if self._client is not None and stop is not None:
-                    self._loop.call_soon_threadsafe(stop.set)
-                elif main is not None:
-                    self._loop.call_soon_threadsafe(main.cancel)
-        self._thread.join(_CLOSE_TIMEOUT_S)
+        # Whatever is left after the grace period is cancelled with the portal.
+        stop = self._stop
+        with contextlib.suppress(RuntimeError):
+            if self._client is not None and stop is not None:
+                self._portal.call(stop.set)
+            else:
+                self._main.cancel()
+        concurrent.futures.wait([self._main], timeout=_CLOSE_TIMEOUT_S)
+        with contextlib.suppress(RuntimeError):
+            self._portal.call(self._portal.stop, True)
+        self._exit.close()  # stops the portal's event loop and joins its thread
         if self._stderr_file is not None:
             with contextlib.suppress(OSError):
                 self._stderr_file.close()

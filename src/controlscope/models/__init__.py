@@ -15,9 +15,10 @@ in :mod:`controlscope.core`. Here:
 Importing this package is cheap: neither ``openai`` nor ``llama_cpp`` is imported until used.
 """
 
+from controlscope.models._chat_format import parse_tool_call
 from controlscope.models.cache import CachedModel, CacheError, RequestCache, request_key
 from controlscope.models.factory import make_model
-from controlscope.models.openai_client import OpenAIModel, parse_tool_call
+from controlscope.models.openai_client import OpenAIModel
 from controlscope.models.replay import ReplayExhausted, ReplayMismatch, ReplayModel
 from controlscope.models.scripted import ScriptedModel, ScriptExhausted
 from controlscope.models.weights import (

@@ -1,4 +1,4 @@
-"""Build a :class:`~controlscope.models.types.ChatModel` from a short spec string.
+"""Build a :class:`~controlscope.core.ChatModel` from a short spec string.
 
 Specs (as given to ``--model`` / ``--reviewer-model``):
 

@@ -1,4 +1,4 @@
-"""A :class:`~controlscope.models.types.ChatModel` for any OpenAI-compatible chat endpoint.
+"""A :class:`~controlscope.core.ChatModel` for any OpenAI-compatible chat endpoint.
 
 Built on the ``openai`` SDK (a provider, vLLM, llama.cpp's server, ``llama_cpp.server``). The body
 is built here from the request and sent with the SDK's ``client.post`` (its documented way to send
@@ -6,11 +6,12 @@ any body), which skips the SDK's per-field parameter transformation: that costs 
 message on this machine, i.e. tenths of a second per request late in a long trajectory, for no gain
 since the body is already in the wire shape (``benchmarks/request_cache.py``).
 
-The SDK's own retries are switched off so that this client can count attempts and apply one
-backoff rule: 429, 408, 409, 5xx, timeouts and connection errors are retried with exponential
-backoff; after the last attempt a typed :class:`~controlscope.models.types.ProviderError` is
-raised, so the agent can apply the paper's rules (section 4: a review-stage error becomes a
-recorded keep, a planner-stage error ends the trajectory). Every request has a timeout: an
+The SDK's own retries are switched off; ``tenacity`` retries instead, so that this client counts
+attempts and applies one backoff rule: 429, 408, 409, 5xx, timeouts and connection errors are
+retried with exponential backoff (or after the server's ``Retry-After``); after the last attempt
+a typed :class:`~controlscope.core.ProviderError` is raised, so the agent can apply the paper's
+rules (section 4: a review-stage error becomes a recorded keep, a planner-stage error ends the
+trajectory). Every request has a timeout: an
 unreachable or silent endpoint never hangs the caller.
 
 The ``openai`` package is imported on first use, so importing this module stays cheap.
@@ -18,17 +19,14 @@ The ``openai`` package is imported on first use, so importing this module stays 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import random
 import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from controlscope.core import (
-    Message,
     ModelRequest,
     ModelResponse,
     ProviderError,
@@ -36,12 +34,14 @@ from controlscope.core import (
     ToolCall,
     Usage,
 )
+from controlscope.models._chat_format import message_to_openai, parse_tool_call, tools_to_openai
 
 if TYPE_CHECKING:
     import openai
+    import tenacity
     from openai.types.chat import ChatCompletion
 
-__all__ = ["JsonFormat", "MaxTokensField", "OpenAIModel", "parse_tool_call", "request_to_openai"]
+__all__ = ["JsonFormat", "MaxTokensField", "OpenAIModel", "request_to_openai"]
 
 JsonFormat = Literal["json_schema", "json_object"]
 """How a schema-constrained answer is asked for (see :func:`request_to_openai`)."""
@@ -52,61 +52,6 @@ MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 _RETRY_STATUSES = frozenset({408, 409, 429})
 _PLACEHOLDER_KEY = "not-needed"
 """Sent when no key is configured: local OpenAI-compatible servers ignore the key."""
-
-
-def parse_tool_call(
-    call_id: str | None, name: str, arguments: str | None, index: int = 0
-) -> ToolCall:
-    """Decode one emitted tool call, keeping malformed arguments as they came.
-
-    Args:
-        call_id: the provider's call id; when missing, a deterministic ``call_<hex>`` id is derived
-            from ``index``, ``name`` and ``arguments`` (so replays and cache keys stay stable).
-        name: the tool name as emitted.
-        arguments: the raw argument text (JSON expected; ``None`` or blank counts as ``{}``).
-        index: the call's position in its message (only used to derive a missing id).
-
-    Returns:
-        A :class:`ToolCall` whose ``parsed`` is the decoded JSON object, or ``None`` with ``error``
-        saying why decoding failed (not JSON, or JSON that is not an object); ``arguments`` always
-        holds the raw text.
-    """
-    raw = arguments if arguments is not None else ""
-    if not call_id:
-        digest = hashlib.sha256(f"{index}\0{name}\0{raw}".encode()).hexdigest()[:24]
-        call_id = f"call_{digest}"
-    if not raw.strip():
-        return ToolCall(id=call_id, name=name, arguments=raw, parsed={})
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return ToolCall(
-            id=call_id, name=name, arguments=raw, error=f"arguments are not valid JSON: {exc}"
-        )
-    if not isinstance(value, dict):
-        kind = type(value).__name__
-        return ToolCall(
-            id=call_id, name=name, arguments=raw, error=f"arguments are JSON {kind}, not an object"
-        )
-    return ToolCall(id=call_id, name=name, arguments=raw, parsed=value)
-
-
-def _message_to_openai(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in message.tool_calls
-        ]
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    if message.name is not None and message.role != "tool":
-        out["name"] = message.name
-    return out
 
 
 def request_to_openai(
@@ -136,24 +81,14 @@ def request_to_openai(
             tools (other than ``auto``/``none``).
     """
     kwargs: dict[str, Any] = {
-        "messages": [_message_to_openai(m) for m in request.messages],
+        "messages": [message_to_openai(m) for m in request.messages],
         "temperature": request.temperature,
         max_tokens_field: request.max_tokens,
     }
     names = [tool.name for tool in request.tools]
     choice = request.tool_choice
     if request.tools:
-        kwargs["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                },
-            }
-            for tool in request.tools
-        ]
+        kwargs["tools"] = tools_to_openai(request.tools)
         if choice in ("auto", "required", "none"):
             kwargs["tool_choice"] = choice
         elif choice in names:
@@ -246,6 +181,12 @@ def _classify(
     return "other", None, False, None  # e.g. a response that fails the SDK's validation
 
 
+def _retryable(exc: BaseException) -> bool:
+    """Whether a failed attempt is worth another (see :func:`_classify`)."""
+    verdict = _classify(exc) if isinstance(exc, Exception) else None
+    return verdict is not None and verdict[2]
+
+
 def _retry_after_s(headers: Mapping[str, str]) -> float | None:
     value = headers.get("retry-after-ms")
     if value is not None:
@@ -276,9 +217,10 @@ class OpenAIModel:
         api_key: the bearer key.
         timeout_s: seconds one HTTP attempt may take (connect at most 10 s of it); > 0.
         max_retries: further attempts after the first on retryable failures; >= 0.
-        backoff_s: delay before the first retry; doubles every retry (with up to 25 % jitter),
-            capped at ``max_backoff_s``. A server's ``Retry-After`` is honoured up to that cap.
-        max_backoff_s: the longest single wait between attempts.
+        backoff_s: delay before the first retry; doubles every retry, capped at
+            ``max_backoff_s``, plus a jitter of up to a quarter of ``backoff_s``. A server's
+            ``Retry-After`` is honoured up to that cap.
+        max_backoff_s: the longest exponential wait between attempts.
         json_format: how ``json_schema`` requests are sent (see :func:`request_to_openai`);
             ``json_object`` for ``llama_cpp.server``, which fails on the ``json_schema`` type.
         max_tokens_field: which body field carries the token cap (see :func:`request_to_openai`).
@@ -359,14 +301,40 @@ class OpenAIModel:
                 )
             return self._client
 
-    def _delay(self, retry: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_backoff_s)
-        base = min(self.backoff_s * (2 ** (retry - 1)), self.max_backoff_s)
-        return base * (1.0 + 0.25 * random.random()) if base > 0 else 0.0
+    def _retrying(self) -> tenacity.Retrying:
+        """The retry policy of one :meth:`complete` call.
+
+        Retryable failures (see :func:`_classify`) are retried up to ``max_retries`` times; the
+        wait is the server's ``Retry-After`` when it sent one (capped at ``max_backoff_s``), else
+        ``backoff_s`` doubling every retry up to ``max_backoff_s``, plus a random jitter of up to
+        a quarter of ``backoff_s``. Every wait counts one retry in ``total_retries``.
+        """
+        import tenacity
+
+        backoff = tenacity.wait_exponential(
+            multiplier=self.backoff_s, max=self.max_backoff_s
+        ) + tenacity.wait_random(0, self.backoff_s / 4)
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            failure = state.outcome.exception() if state.outcome is not None else None
+            verdict = _classify(failure) if isinstance(failure, Exception) else None
+            if verdict is not None and verdict[3] is not None:
+                return min(max(verdict[3], 0.0), self.max_backoff_s)
+            return backoff(state)
+
+        def count_retry(state: tenacity.RetryCallState) -> None:
+            self.total_retries += 1
+
+        return tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            wait=wait,
+            retry=tenacity.retry_if_exception(_retryable),
+            before_sleep=count_retry,
+            reraise=True,
+        )
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        """Send one request, retrying transient failures.
+        """Send one request, retrying transient failures (see :meth:`_retrying`).
 
         Args:
             request: the request (see :func:`request_to_openai` for the mapping).
@@ -383,46 +351,43 @@ class OpenAIModel:
         """
         from openai.types.chat import ChatCompletion
 
-        body = request_to_openai(
-            request, json_format=self.json_format, max_tokens_field=self.max_tokens_field
-        )
+        body = {"model": self.model, **self._body(request)}
         client = self._get_client()
         start = time.monotonic()
         attempts = 0
+
+        def attempt() -> ChatCompletion:
+            nonlocal attempts
+            attempts += 1
+            self.total_attempts += 1
+            return client.post("/chat/completions", cast_to=ChatCompletion, body=body)
+
         try:
-            while True:
-                attempts += 1
-                self.total_attempts += 1
-                try:
-                    completion = client.post(
-                        "/chat/completions",
-                        cast_to=ChatCompletion,
-                        body={"model": self.model, **body},
-                    )
-                except Exception as exc:
-                    verdict = _classify(exc)
-                    if verdict is None:
-                        raise
-                    kind, status, retryable, retry_after = verdict
-                    if not retryable or attempts > self.max_retries:
-                        tail = f" after {attempts} attempt(s)" if retryable else ""
-                        where = f" at {client.base_url}"
-                        raise ProviderError(
-                            f"{kind} error from {self.model}{where}{tail}: {exc}",
-                            status=status,
-                            kind=kind,
-                        ) from exc
-                    self.total_retries += 1
-                    time.sleep(self._delay(attempts, retry_after))
-                    continue
-                try:
-                    return _response_from_openai(completion, self.model, time.monotonic() - start)
-                except (AttributeError, TypeError, ValueError) as exc:
-                    raise ProviderError(
-                        f"malformed response from {self.model}: {exc}", kind="other"
-                    ) from exc
+            completion = self._retrying()(attempt)
+        except Exception as exc:
+            verdict = _classify(exc)
+            if verdict is None:
+                raise
+            kind, status, retryable, _ = verdict
+            tail = f" after {attempts} attempt(s)" if retryable else ""
+            raise ProviderError(
+                f"{kind} error from {self.model} at {client.base_url}{tail}: {exc}",
+                status=status,
+                kind=kind,
+            ) from exc
         finally:
             self.last_attempts = attempts
+        try:
+            return _response_from_openai(completion, self.model, time.monotonic() - start)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise ProviderError(
+                f"malformed response from {self.model}: {exc}", kind="other"
+            ) from exc
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        return request_to_openai(
+            request, json_format=self.json_format, max_tokens_field=self.max_tokens_field
+        )
 
     def close(self) -> None:
         """Close the HTTP client (idempotent)."""

@@ -1,7 +1,7 @@
 """A scripted model: answers given in advance, in order (a test double users also want).
 
 Example:
-    >>> from controlscope.models.types import Message
+    >>> from controlscope.core import Message
     >>> model = ScriptedModel(["hello", ScriptedModel.tool_call("execute_python", {"code": "1"})])
     >>> request = ModelRequest(messages=(Message(role="user", content="hi"),))
     >>> model.complete(request).text
@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controlscope.core import ModelRequest, ModelResponse
+from controlscope.models._chat_format import parse_tool_call
 
 __all__ = ["ScriptExhausted", "ScriptItem", "ScriptedModel"]
 
@@ -136,8 +137,6 @@ class ScriptedModel:
                 call always gets the same id, so cache keys and replays stay stable).
             text: assistant text sent along with the call.
         """
-        from controlscope.models.openai_client import parse_tool_call
-
         raw = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
         call = parse_tool_call(call_id, name, raw)
         return ModelResponse(text=text, tool_calls=(call,), finish_reason="tool_calls")

@@ -15,15 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from controlscope.core import Event, Scope
+from controlscope.core import FALLBACK_KINDS, Event, Scope
 from controlscope.record._accounting import RoleTotals, TokenLedger
-
-FALLBACK_KINDS: tuple[str, ...] = (
-    "malformed",
-    "out_of_scope",
-    "invalid_arguments",
-    "provider_error",
-)
 
 
 class RunSummary(BaseModel):
@@ -80,7 +73,7 @@ class RunSummary(BaseModel):
     block_data_patches: int = 0
     replacements: int = 0
     rejected_proposals: int = 0
-    fallbacks: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(FALLBACK_KINDS, 0))
+    fallbacks: dict[str, int] = Field(default_factory=lambda: {str(k): 0 for k in FALLBACK_KINDS})
     tokens: dict[str, RoleTotals] = Field(
         default_factory=lambda: {"planner": RoleTotals(), "reviewer": RoleTotals()}
     )

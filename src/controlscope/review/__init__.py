@@ -6,11 +6,11 @@ against the granted scope and records it. Malformed, out-of-scope, invalid and p
 reviews become recorded Keep fallbacks (paper A.4).
 """
 
+from controlscope.core import VIEWS, find_json_object
 from controlscope.review._operations import (
     MalformedOperationError,
     ParsedDecision,
     decision_schema,
-    find_json_object,
     granted_kinds,
     operation_tools,
     parse_decision,
@@ -27,7 +27,7 @@ from controlscope.review._reviewer import (
     review_boundary,
 )
 from controlscope.review._state import DecisionRecord, PublicState
-from controlscope.review._views import VIEWS, ViewLimits, clip, render_view
+from controlscope.review._views import ViewLimits, clip, render_view
 
 __all__ = [
     "VIEWS",

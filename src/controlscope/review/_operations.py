@@ -11,12 +11,12 @@ offered (``Keep ⊂ Arg ⊂ Params ⊂ Full``, paper section 3.1).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from controlscope.core import (
+    OPERATION_KINDS,
     REQUIRED_SCOPE,
     DecisionMode,
     Keep,
@@ -28,13 +28,9 @@ from controlscope.core import (
     ReplaceWorkflow,
     Scope,
     ToolSpec,
-)
-
-_KINDS: tuple[OperationKind, ...] = (
-    "keep",
-    "patch_arguments",
-    "patch_block_data",
-    "replace_workflow",
+    decode_json,
+    find_json_object,
+    unfence,
 )
 
 _REASON = {"type": "string", "description": "One short sentence: why this operation."}
@@ -58,7 +54,7 @@ _DESCRIPTIONS: dict[str, str] = {
 
 def granted_kinds(scope: Scope) -> list[OperationKind]:
     """The operation kinds ``scope`` grants, smallest scope first."""
-    return [k for k in _KINDS if REQUIRED_SCOPE[k] <= scope]
+    return [k for k in OPERATION_KINDS if REQUIRED_SCOPE[k] <= scope]
 
 
 def _payload_properties(kind: str) -> dict[str, Any]:
@@ -141,15 +137,6 @@ class MalformedOperationError(ValueError):
         self.detail = detail
 
 
-_FENCE = re.compile(r"\A```[A-Za-z0-9_+-]*[ \t]*\n(?P<body>.*?)\n?```\Z", re.DOTALL)
-
-
-def _unfence(code: str) -> str:
-    """Strip one Markdown code fence around the whole of ``code`` (small models add them)."""
-    match = _FENCE.match(code.strip())
-    return match.group("body") if match else code
-
-
 def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Operation:
     """Build an operation from a reviewer's answer.
 
@@ -161,8 +148,9 @@ def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Oper
     - ``patch_arguments``: ``payload["arguments"]`` must be an object mapping argument names to
       new values. A JSON *string* holding an object is accepted too (models often encode nested
       objects as strings). Its content is checked later by :func:`validate_operation`.
-    - ``patch_block_data`` / ``replace_workflow``: ``payload["code"]`` must be a string. One
-      Markdown fence around the whole code (```` ```python ... ``` ````) is removed.
+    - ``patch_block_data`` / ``replace_workflow``: ``payload["code"]`` must be a string. When
+      the whole code is one fenced block (```` ```python ... ``` ````), its body is the code
+      (:func:`controlscope.core.unfence`).
 
     This function only checks shapes; scope, schema and syntax are judged by
     :func:`validate_operation`.
@@ -200,7 +188,7 @@ def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Oper
         arguments = payload["arguments"]
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments)
+                arguments = decode_json(arguments)
             except json.JSONDecodeError as exc:
                 raise MalformedOperationError(
                     kind, f"'arguments' is a string that is not JSON: {exc}"
@@ -217,7 +205,7 @@ def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Oper
     code = payload["code"]
     if not isinstance(code, str):
         raise MalformedOperationError(kind, f"'code' must be a string, got {type(code).__name__}")
-    code = _unfence(code)
+    code = unfence(code)
     if name == "patch_block_data":
         return PatchBlockData(code=code)
     return ReplaceWorkflow(code=code)
@@ -282,20 +270,7 @@ def parse_decision(response: ModelResponse, mode: DecisionMode) -> ParsedDecisio
     return _from_payload(kind, decision, raw)
 
 
-_CODE_FENCE = re.compile(r"^\s*```[A-Za-z0-9_+-]*[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
-
-
-def strip_code_fence(code: str) -> str:
-    """The code inside a Markdown fence (```python ... ```) when the whole text is one fenced
-    block; otherwise ``code`` unchanged. Models often fence code even inside a JSON string."""
-    match = _CODE_FENCE.match(code)
-    return match.group(1) if match else code
-
-
 def _from_payload(kind: str, payload: dict[str, Any], raw: str) -> ParsedDecision:
-    code = payload.get("code")
-    if isinstance(code, str) and kind.strip().lower() in ("patch_block_data", "replace_workflow"):
-        payload = {**payload, "code": strip_code_fence(code)}
     reason = payload.get("reason")
     reason_text = reason if isinstance(reason, str) else ""
     try:
@@ -303,30 +278,3 @@ def _from_payload(kind: str, payload: dict[str, Any], raw: str) -> ParsedDecisio
     except MalformedOperationError as err:
         return ParsedDecision(None, kind, reason_text, str(err), raw)
     return ParsedDecision(operation, kind, reason_text, None, raw)
-
-
-_FENCED = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL)
-
-
-def find_json_object(text: str, *, key: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` that has ``key`` (whole text, fenced block, or embedded).
-
-    Returns None when there is none.
-    """
-    candidates = [text.strip(), *(m.group(1).strip() for m in _FENCED.finditer(text))]
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and key in value:
-            return value
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        if isinstance(value, dict) and key in value:
-            return value
-    return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from controlscope.core import DecisionMode, ReplaceBoundary, Scope, ToolSchema
+from controlscope.core import DecisionMode, ReplaceBoundary, Scope, ToolSchema, tool_params
 from controlscope.review._operations import granted_kinds
 
 _RULES: dict[str, str] = {
@@ -28,24 +28,27 @@ _RULES: dict[str, str] = {
 }
 
 
-def describe_tool(tool: ToolSchema, *, description_chars: int = 160) -> str:
-    """One line of API documentation: ``name(a: string, b?: number) -> text: description``.
+def _json_type(schema: dict[str, Any]) -> str:
+    """An argument's JSON type as the reviewer reads it: ``string``, ``array[string]``..."""
+    kind = schema.get("type", "any")
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    if kind == "array":
+        items = schema.get("items", {})
+        return f"array[{items.get('type', 'any') if isinstance(items, dict) else 'any'}]"
+    return str(kind)
 
-    Optional parameters carry ``?``; the description is cut to its first sentence and to
-    ``description_chars`` characters.
+
+def describe_tool(tool: ToolSchema, *, description_chars: int = 160) -> str:
+    """One line of API documentation: ``name(a: string, b?: number): description``.
+
+    The parameters are the proxy's (:func:`controlscope.core.tool_params`: required first, the
+    same order) under the argument names a ``patch_arguments`` uses; optional ones carry ``?``.
+    The description is cut to its first sentence and to ``description_chars`` characters.
     """
-    props: dict[str, Any] = tool.input_schema.get("properties", {}) or {}
-    required = set(tool.input_schema.get("required", []) or [])
-    params = []
-    for name, schema in props.items():
-        kind = schema.get("type", "any") if isinstance(schema, dict) else "any"
-        if isinstance(kind, list):
-            kind = "|".join(str(k) for k in kind)
-        if kind == "array" and isinstance(schema, dict):
-            items = schema.get("items", {})
-            inner = items.get("type", "any") if isinstance(items, dict) else "any"
-            kind = f"array[{inner}]"
-        params.append(f"{name}{'' if name in required else '?'}: {kind}")
+    params = [
+        f"{p.name}{'' if p.required else '?'}: {_json_type(p.schema)}" for p in tool_params(tool)
+    ]
     text = " ".join(tool.description.split())
     first = text.split(". ")[0].rstrip(".")
     if len(first) > description_chars:

@@ -13,15 +13,13 @@ Both views carry the same operation schema and earlier review decisions. Everyth
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from controlscope.core import DecisionMode, Message, Scope, View
+from controlscope.core import VIEWS, DecisionMode, Message, Scope, View, fence
 from controlscope.review._prompts import system_prompt
 from controlscope.review._state import PublicState
-
-VIEWS: tuple[View, ...] = get_args(View)
 
 
 class ViewLimits(BaseModel):
@@ -164,7 +162,7 @@ def _reply(state: PublicState, lim: ViewLimits) -> str:
 
 
 def _code(code: str, limit: int) -> str:
-    return "```python\n" + clip(code.rstrip(), limit) + "\n```"
+    return fence(clip(code.rstrip(), limit))
 
 
 def _reply_messages(state: PublicState, lim: ViewLimits) -> str:

@@ -15,6 +15,7 @@ from controlscope.core import (
     BudgetEvent,
     ChatModel,
     EndReason,
+    Message,
     ProviderError,
     TaskBudgets,
     ToolServerError,
@@ -78,6 +79,8 @@ def run_loop(
             return Ending("final_answer")
         for call_id, why in parsed.malformed:
             controller.history.append(tool_message(call_id, why))
+        if parsed.notice is not None:
+            controller.history.append(Message(role="user", content=parsed.notice))
         if parsed.blocks:
             ending = _run_reply(controller, session, parsed, hint)
             if ending is not None:

@@ -15,8 +15,12 @@ import time
 from typing import Any
 
 from controlscope.worker._runtime import HEADER, MAX_MESSAGE_BYTES
+from controlscope.worker._snapshot import WIRE_JSON
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+def _no_constant(name: str) -> None:
+    """Refuse ``NaN``, ``Infinity`` and ``-Infinity``: the wire carries standard JSON only."""
+    raise ValueError(f"{name} is not JSON")
 
 
 class ChannelTimeout(Exception):
@@ -58,7 +62,7 @@ class Channel:
             WorkerGone: the worker's end is closed.
             ChannelTimeout: the worker did not drain the pipe within ``timeout`` seconds.
         """
-        data = _ENCODER.encode(msg).encode()
+        data = WIRE_JSON.encode(msg).encode()
         self.send_raw(HEADER.pack(len(data)) + data, timeout)
 
     def send_raw(self, frame: bytes, timeout: float = 30.0) -> None:
@@ -99,7 +103,7 @@ class Channel:
                     data = bytes(buf[4 : 4 + n])
                     del buf[: 4 + n]
                     try:
-                        msg = json.loads(data)
+                        msg = json.loads(data, parse_constant=_no_constant)
                     except (ValueError, RecursionError) as exc:
                         raise ProtocolViolation(f"message is not JSON: {exc!r}") from None
                     if not isinstance(msg, dict):

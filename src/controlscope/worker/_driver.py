@@ -13,7 +13,6 @@ the call, makes it, answers the worker and reports the call.
 from __future__ import annotations
 
 import ast
-import json
 import secrets
 import time
 from collections.abc import Callable
@@ -34,9 +33,8 @@ from controlscope.worker import _runtime
 from controlscope.worker._apply import Cancel, MakeCall, apply_operation
 from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
 from controlscope.worker._clock import BudgetKind, ExecutionClock
+from controlscope.worker._snapshot import WIRE_JSON
 from controlscope.worker._types import BoundaryHandler, Limits
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 class StaleMessage(Exception):
@@ -152,7 +150,7 @@ def _rebound(variables: Any) -> dict[str, Any]:
         return {}
     if not isinstance(variables, dict):
         raise TypeError("a variable snapshot must be a JSON object")
-    if len(_ENCODER.encode(variables)) <= 2 * _runtime.SCOPE_CHARS:
+    if len(WIRE_JSON.encode(variables)) <= 2 * _runtime.SCOPE_CHARS:
         return variables
     return _runtime.snapshot(variables, set())
 

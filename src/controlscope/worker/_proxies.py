@@ -1,35 +1,21 @@
 """Tool proxies: Python functions generated from the tools' schemas (paper section A.1).
 
-A proxy has the tool's name, one parameter per schema property (required ones first, in schema
-order; optional ones default to the schema's ``default`` or, without one, to a marker that leaves
-the argument out of the call), and the tool's description as its docstring. Calling it with
-keyword or positional arguments hands ``(tool_name, arguments_by_name)`` to the runtime's
-boundary (``_cs_call``); the runtime pauses there until the controller answers.
+A proxy is the function the planner's prompt shows for the tool
+(:func:`controlscope.core.python_signature`): the tool's Python name, one parameter per schema
+property (required ones first; an optional one defaults to the schema's ``default``, else to
+``None``, and is left out of the call when it is ``None``), and the tool's description as its
+docstring. Calling it with keyword or positional arguments hands ``(tool_name,
+arguments_by_name)`` to the runtime's boundary (``_cs_call``); the runtime pauses there until the
+controller answers.
 """
 
 from __future__ import annotations
 
-import keyword
-import re
 from dataclasses import dataclass
 
-from controlscope.core import ToolSchema
+from controlscope.core import ToolSchema, python_name, python_signature, tool_params
 
-_IDENT = re.compile(r"[^0-9A-Za-z_]")
-
-
-def python_name(name: str) -> str:
-    """A valid, non-keyword Python identifier for a tool or parameter name.
-
-    Characters outside ``[0-9A-Za-z_]`` become ``_``; a leading digit gets a ``_`` prefix and a
-    keyword (``from``, ``class``...) a ``_`` suffix.
-    """
-    out = _IDENT.sub("_", name) or "_"
-    if out[0].isdigit():
-        out = "_" + out
-    if keyword.iskeyword(out) or keyword.issoftkeyword(out):
-        out += "_"
-    return out
+__all__ = ["ProxySet", "generate_proxies"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +31,28 @@ class ProxySet:
     source: str
     params: dict[str, list[str]]
     tools: dict[str, str]
+
+
+def _pairs(items: list[tuple[str, str]]) -> str:
+    """Source of a tuple of ``(argument name, parameter)`` pairs."""
+    inner = ", ".join(f"({name!r}, {pname})" for name, pname in items)
+    return f"({inner}{',' if len(items) == 1 else ''})"
+
+
+def _proxy_source(schema: ToolSchema) -> str:
+    """One proxy function's source (see the module for its rules)."""
+    params = tool_params(schema)
+    required = [(p.name, p.python) for p in params if p.required]
+    optional = [(p.name, p.python) for p in params if not p.required]
+    parts = [f"{name!r}: {pname}" for name, pname in required]
+    if optional:
+        parts.append(f"**{{k: v for k, v in {_pairs(optional)} if v is not None}}")
+    doc = (schema.description or f"Call the {schema.name} tool.").replace('"""', "'''")
+    return (
+        f"def {python_signature(schema, annotated=False)}:\n"
+        f"    {doc!r}\n"
+        f"    return _cs_call({schema.name!r}, {{{', '.join(parts)}}})\n"
+    )
 
 
 def generate_proxies(schemas: list[ToolSchema]) -> ProxySet:
@@ -67,38 +75,7 @@ def generate_proxies(schemas: list[ToolSchema]) -> ProxySet:
         fname = python_name(schema.name)
         if fname in tools:
             raise ValueError(f"tools {tools[fname]!r} and {schema.name!r} share the name {fname}")
-        props = schema.input_schema.get("properties") or {}
-        required = [p for p in schema.input_schema.get("required") or [] if p in props]
-        optional = [p for p in props if p not in required]
-        order = required + optional
-        used: set[str] = {"_cs_call", "_MISSING"}
-        sig: list[str] = []
-        pairs: list[str] = []
-        for arg in order:
-            pname = python_name(arg)
-            while pname in used:
-                pname += "_"
-            used.add(pname)
-            if arg in required:
-                sig.append(pname)
-            else:
-                spec = props.get(arg) or {}
-                default = spec.get("default", None) if isinstance(spec, dict) else None
-                if isinstance(spec, dict) and "default" in spec:
-                    if not isinstance(default, str | int | float | bool | type(None) | list | dict):
-                        raise ValueError(f"{schema.name}.{arg}: default is not a JSON literal")
-                    sig.append(f"{pname}={default!r}")
-                else:
-                    sig.append(f"{pname}=_MISSING")
-            pairs.append(f"({arg!r}, {pname})")
-        doc = (schema.description or f"Call the {schema.name} tool.").replace('"""', "'''")
-        chunks.append(
-            f"def {fname}({', '.join(sig)}):\n"
-            f"    {doc!r}\n"
-            f"    return _cs_call({schema.name!r}, "
-            f"{{k: v for k, v in ({', '.join(pairs)}{',' if len(pairs) == 1 else ''}) "
-            f"if v is not _MISSING}})\n"
-        )
-        params[fname] = order
+        chunks.append(_proxy_source(schema))
+        params[fname] = [p.name for p in tool_params(schema)]
         tools[fname] = schema.name
     return ProxySet(source="\n\n".join(chunks), params=params, tools=tools)

@@ -73,8 +73,8 @@ if __name__ != "__main__":  # imported by the controller; in the worker the bund
         seccomp_program,
     )
     from controlscope.worker._snapshot import (
-        _ENCODER,
         SCOPE_CHARS,
+        WIRE_JSON,
         _Capture,
         _clean,
         snapshot,
@@ -145,7 +145,9 @@ class Runtime:
     @staticmethod
     def encode(msg: dict[str, Any]) -> bytes:
         """One framed message. Raises TypeError/ValueError for data JSON cannot carry."""
-        raw = _ENCODER.encode(msg).encode()  # UnicodeEncodeError (a ValueError) for lone surrogates
+        raw = WIRE_JSON.encode(
+            msg
+        ).encode()  # UnicodeEncodeError (a ValueError) for lone surrogates
         return HEADER.pack(len(raw)) + raw
 
     def write(self, frame: bytes) -> None:
@@ -277,7 +279,7 @@ class Runtime:
 
     def _fresh_names(self) -> dict[str, Any]:
         """New proxy functions (whatever agent code did to earlier ones) and the exceptions."""
-        scope: dict[str, Any] = {"_cs_call": self.call, "_MISSING": _MISSING}
+        scope: dict[str, Any] = {"_cs_call": self.call}
         exec(self.proxy_code, scope)
         names = {name: scope[name] for name in self.proxy_names}
         names["ToolError"] = ToolError
@@ -467,16 +469,6 @@ class Runtime:
         _signal(signal.SIGALRM, signal.SIG_IGN)
         _setprofile(None)
         _settrace(None)
-
-
-class _Missing:
-    """Marks an optional tool parameter the agent did not pass (left out of the call)."""
-
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-_MISSING = _Missing()
 
 
 def main(argv: list[str]) -> None:

@@ -13,7 +13,9 @@ import sys
 from typing import Any
 
 _ModuleType = type(sys)
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+WIRE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""The one JSON encoding of the worker channel, both ways, and of snapshot sizes: compact,
+UTF-8, standard JSON only (no ``NaN`` or ``Infinity``; the channel refuses them on receipt)."""
 
 #: Snapshot bounds: characters of one string, items of one container, JSON characters of one
 #: value, JSON characters of all variables of one scope.
@@ -93,7 +95,7 @@ def snapshot(variables: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
             elif shown is None or t is bool or t is int or t is float:
                 size = len(repr(shown))
             else:
-                text = _ENCODER.encode(shown)
+                text = WIRE_JSON.encode(shown)
                 size = len(text)
                 if size > VALUE_CHARS:
                     shown = text[:VALUE_CHARS] + f"…[+{size - VALUE_CHARS} chars]"
