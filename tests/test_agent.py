@@ -142,21 +142,28 @@ def test_keep_baseline_solves_and_records_everything(tmp_path: Path) -> None:
     assert not list((tmp_path / "ws").iterdir()), "the workspace is removed afterwards"
 
 
-def test_arg_patch_repairs_a_wrong_path(tmp_path: Path) -> None:
+def patched_run(tmp_path: Path) -> RunResult:
+    """A block reading a mistyped path, repaired by an argument patch at its first call.
+
+    The wrong path is the task's first call, which the paper's continuous rule does not
+    review: ``every_boundary`` does.
+    """
     broken = SOLVE.replace("/large_file.txt", "/large-file.txt")
 
     def patch(request: ModelRequest) -> ModelResponse:
         return decision("patch_arguments", arguments={"path": _root(request) + "/large_file.txt"})
 
-    # The wrong path is the task's first call, which the paper's continuous rule does not
-    # review: every_boundary does.
-    result = run(
+    return run(
         tmp_path,
         [fenced(broken), DONE],
         [patch] + [KEEP] * 6,
         scope=Scope.ARG,
         schedule="every_boundary",
     )
+
+
+def test_arg_patch_repairs_a_wrong_path(tmp_path: Path) -> None:
+    result = patched_run(tmp_path)
     assert result.verdict.success, result.verdict.checks
     ops = [e.operation.kind for e in realized(result)]
     assert ops[0] == "patch_arguments" and set(ops[1:]) == {"keep"}
@@ -315,18 +322,7 @@ def test_schedules_choose_how_many_boundaries_are_reviewed(
 
 
 def test_replaying_a_recorded_run_gives_the_same_run(tmp_path: Path) -> None:
-    broken = SOLVE.replace("/large_file.txt", "/large-file.txt")
-
-    def patch(request: ModelRequest) -> ModelResponse:
-        return decision("patch_arguments", arguments={"path": _root(request) + "/large_file.txt"})
-
-    first = run(
-        tmp_path,
-        [fenced(broken), DONE],
-        [patch] + [KEEP] * 6,
-        scope=Scope.ARG,
-        schedule="every_boundary",
-    )
+    first = patched_run(tmp_path)
     assert first.summary.argument_patches == 1
     env = get_environment("filesystem")
     # The workspace path is part of the requests: replay in the same workspace root.

@@ -21,28 +21,11 @@ from controlscope.core import (
     SourceBoundary,
 )
 from controlscope.run import read_source
+from test_api import SOLVE, TASK, script
 
-TASK = "file_context/file_splitting"
 ROOT = "/workspace"
 LOOK = f'print(list_directory(path="{ROOT}"))'
-SOLVE = f"""
-root = "{ROOT}"
-text = read_text_file(path=root + "/large_file.txt")
-lines = text.splitlines()
-per = len(lines) // 5
-create_directory(path=root + "/split")
-for i in range(5):
-    chunk = lines[i * per:(i + 1) * per]
-    write_file(path=f"{{root}}/split/part_{{i + 1:02d}}.txt", content="\\n".join(chunk) + "\\n")
-"""
 KEEP = json.dumps({"reason": "fine", "operation": "keep"})
-
-
-def script(tmp_path: Path, *answers: str) -> str:
-    """A ``scripted:FILE`` model spec answering with ``answers`` in order."""
-    path = tmp_path / f"script{len(list(tmp_path.glob('script*')))}.json"
-    path.write_text(json.dumps(list(answers)))
-    return f"scripted:{path}"
 
 
 def fenced(code: str) -> str:

@@ -197,6 +197,7 @@ def test_operation_tools_offer_exactly_the_granted_set(
     system = render_view(make_state(()), "code_only", granted, mode="json")[0].content or ""
     for kind in ("patch_arguments", "patch_block_data", "replace_workflow"):
         assert (f"- {kind}:" in system) == (kind in names), kind
+        assert (kind in system) == (kind in names), kind  # an ungranted kind is never named
 
 
 def test_decision_schema_admits_only_granted_complete_decisions() -> None:

@@ -116,8 +116,9 @@ def system_prompt(
         fields = ['"reason": your reason in a few words', f'"operation": one of {", ".join(kinds)}']
         if "patch_arguments" in kinds:
             fields.append('"arguments": {name: new value} (patch_arguments only)')
-        if "patch_block_data" in kinds or "replace_workflow" in kinds:
-            fields.append('"code": Python source (patch_block_data and replace_workflow only)')
+        with_code = [k for k in kinds if k in ("patch_block_data", "replace_workflow")]
+        if with_code:
+            fields.append(f'"code": Python source ({" and ".join(with_code)} only)')
         lines.append(
             "Answer with one JSON object and nothing else, with the fields: "
             + "; ".join(fields)
