@@ -97,23 +97,7 @@ def check_replay(
             values; or the recording is itself a replay that diverged.
     """
     start = _recording(run_dir)
-    settings = {k: start.config[k] for k in REPLAYED_SETTINGS if k in start.config}
-    if "view_limits" in settings and settings["view_limits"] is None:
-        settings["view_limits"] = "complete"
-    recorded: dict[str, object] = {
-        "task": start.task.id,
-        "params": dict(start.task.params),
-        "seed": start.seed,
-        "scope": start.scope.name.lower(),
-        "lattice": start.lattice,
-        "schedule": _canonical(start.schedule),
-        "view": start.view,
-        "replace_boundary": start.replace_boundary,
-        "max_calls": start.budgets.primitive_calls,
-        "max_turns": start.budgets.planning_turns,
-        "max_seconds": start.budgets.execution_seconds,
-        **settings,
-    }
+    recorded = _recorded_options(start)
     given: dict[str, object] = {
         "task": task.id,
         "params": dict(task.params),
@@ -139,6 +123,27 @@ def check_replay(
             + "; ".join(differ)
             + ". A replay repeats the recorded run's options."
         )
+
+
+def _recorded_options(start: RunStartEvent) -> dict[str, object]:
+    """A recording's options, named as :func:`check_replay` compares them."""
+    settings = {k: start.config[k] for k in REPLAYED_SETTINGS if k in start.config}
+    if "view_limits" in settings and settings["view_limits"] is None:
+        settings["view_limits"] = "complete"
+    return {
+        "task": start.task.id,
+        "params": dict(start.task.params),
+        "seed": start.seed,
+        "scope": start.scope.name.lower(),
+        "lattice": start.lattice,
+        "schedule": _canonical(start.schedule),
+        "view": start.view,
+        "replace_boundary": start.replace_boundary,
+        "max_calls": start.budgets.primitive_calls,
+        "max_turns": start.budgets.planning_turns,
+        "max_seconds": start.budgets.execution_seconds,
+        **settings,
+    }
 
 
 def _canonical(schedule: str) -> str:
