@@ -37,6 +37,7 @@ from controlscope.core import (
     ModelCallEvent,
     ModelRequest,
     ModelResponse,
+    OperationSet,
     PlannerTurnEvent,
     PrimitiveCall,
     PrimitiveCallEvent,
@@ -170,7 +171,7 @@ def main() -> None:
     for event in boundary_events[:100]:
         state = PublicState(goal=TASK.instruction, boundary=event.boundary, tools=TOOLS)
         t0 = time.perf_counter()
-        render_view(state, "with_feedback", Scope.FULL)
+        render_view(state, "with_feedback", OperationSet.of(Scope.FULL))
         render_times.append((time.perf_counter() - t0) * 1e6)
     result = {
         "events": len(events),

@@ -16,6 +16,7 @@ import pytest
 
 from controlscope.core import (
     BlockEndEvent,
+    ClockDifferencesEvent,
     Condition,
     ModelCallEvent,
     ModelRequest,
@@ -141,13 +142,28 @@ def test_keep_baseline_solves_and_records_everything(tmp_path: Path) -> None:
     assert not list((tmp_path / "ws").iterdir()), "the workspace is removed afterwards"
 
 
-def test_arg_patch_repairs_a_wrong_path(tmp_path: Path) -> None:
+def patched_run(tmp_path: Path) -> RunResult:
+    """A block reading a mistyped path, repaired by an argument patch at its first call.
+
+    The wrong path is the task's first call, which the paper's continuous rule does not
+    review: ``every_boundary`` does.
+    """
     broken = SOLVE.replace("/large_file.txt", "/large-file.txt")
 
     def patch(request: ModelRequest) -> ModelResponse:
         return decision("patch_arguments", arguments={"path": _root(request) + "/large_file.txt"})
 
-    result = run(tmp_path, [fenced(broken), DONE], [patch] + [KEEP] * 6, scope=Scope.ARG)
+    return run(
+        tmp_path,
+        [fenced(broken), DONE],
+        [patch] + [KEEP] * 6,
+        scope=Scope.ARG,
+        schedule="every_boundary",
+    )
+
+
+def test_arg_patch_repairs_a_wrong_path(tmp_path: Path) -> None:
+    result = patched_run(tmp_path)
     assert result.verdict.success, result.verdict.checks
     ops = [e.operation.kind for e in realized(result)]
     assert ops[0] == "patch_arguments" and set(ops[1:]) == {"keep"}
@@ -169,7 +185,7 @@ def test_full_replacement_with_reply_boundary_cancels_queued_block(tmp_path: Pat
     def replace(request: ModelRequest) -> ModelResponse:
         return decision("replace_workflow", code=_code(SOLVE)(request))
 
-    reviews: list[object] = [KEEP, replace] + [KEEP] * 7
+    reviews: list[object] = [replace] + [KEEP] * 7  # the first call is not reviewed
     result = run(
         tmp_path,
         [native(first, queued), DONE],
@@ -204,7 +220,7 @@ def test_block_boundary_runs_queued_block_after_replacement(tmp_path: Path) -> N
     result = run(
         tmp_path,
         [native(first, queued), DONE],
-        [KEEP, replace] + [KEEP] * 7,
+        [replace] + [KEEP] * 7,
         scope=Scope.FULL,
         planner_format="tools",
         replace_boundary="block",
@@ -229,9 +245,9 @@ def test_block_boundary_runs_queued_block_after_replacement(tmp_path: Path) -> N
 def test_review_fallbacks_are_recorded_and_executed_as_keep(
     tmp_path: Path, scope: Scope, answer: ModelResponse, kind: str
 ) -> None:
-    result = run(tmp_path, [fenced(SOLVE), DONE], [answer] * 7, scope=scope)
+    result = run(tmp_path, [fenced(SOLVE), DONE], [answer] * 6, scope=scope)
     assert result.verdict.success, "every fallback continues the program unchanged"
-    assert result.summary.fallbacks[kind] == 7
+    assert result.summary.fallbacks[kind] == 6  # 7 calls, the first not reviewed
     assert all(e.fallback == kind and e.operation.kind == "keep" for e in realized(result))
 
 
@@ -239,9 +255,9 @@ def test_review_stage_provider_error_is_a_keep_fallback(tmp_path: Path) -> None:
     def fail(request: ModelRequest) -> ModelResponse:
         raise ProviderError("HTTP 503", status=503, kind="server")
 
-    result = run(tmp_path, [fenced(SOLVE), DONE], [fail] * 7, scope=Scope.FULL)
+    result = run(tmp_path, [fenced(SOLVE), DONE], [fail] * 6, scope=Scope.FULL)
     assert result.verdict.success
-    assert result.summary.fallbacks["provider_error"] == 7
+    assert result.summary.fallbacks["provider_error"] == 6
 
 
 def test_planner_provider_error_ends_the_run_and_grades_the_workspace(tmp_path: Path) -> None:
@@ -286,7 +302,14 @@ def test_execution_seconds_budget(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("schedule", "expected_reviews"),
-    [("never", 0), ("continuous", 7), ("per_block", 1), ("once:2", 1), ("midpoint:6", 1)],
+    [
+        ("never", 0),
+        ("continuous", 6),  # paper B.2: one review per completed call a boundary follows
+        ("every_boundary", 7),
+        ("per_block", 1),
+        ("once:2", 1),
+        ("midpoint:6", 1),
+    ],
 )
 def test_schedules_choose_how_many_boundaries_are_reviewed(
     tmp_path: Path, schedule: str, expected_reviews: int
@@ -299,12 +322,8 @@ def test_schedules_choose_how_many_boundaries_are_reviewed(
 
 
 def test_replaying_a_recorded_run_gives_the_same_run(tmp_path: Path) -> None:
-    broken = SOLVE.replace("/large_file.txt", "/large-file.txt")
-
-    def patch(request: ModelRequest) -> ModelResponse:
-        return decision("patch_arguments", arguments={"path": _root(request) + "/large_file.txt"})
-
-    first = run(tmp_path, [fenced(broken), DONE], [patch] + [KEEP] * 6, scope=Scope.ARG)
+    first = patched_run(tmp_path)
+    assert first.summary.argument_patches == 1
     env = get_environment("filesystem")
     # The workspace path is part of the requests: replay in the same workspace root.
     again = run_trajectory(
@@ -313,13 +332,29 @@ def test_replaying_a_recorded_run_gives_the_same_run(tmp_path: Path) -> None:
         seed=0,
         planner=ReplayModel.from_run_dir(first.run_dir, "planner"),
         reviewer=ModelReviewer(ReplayModel.from_run_dir(first.run_dir, "reviewer")),
-        condition=Condition(scope=Scope.ARG, planner_format="fenced", review_mode="json"),
+        condition=Condition(
+            scope=Scope.ARG,
+            schedule="every_boundary",
+            planner_format="fenced",
+            review_mode="json",
+        ),
         out_dir=tmp_path / "replayed",
         workspace_root=tmp_path / "ws",
     )
     assert again.verdict.success == first.verdict.success
     assert again.summary.primitive_calls == first.summary.primitive_calls
     assert [e.operation for e in realized(again)] == [e.operation for e in realized(first)]
+    # Paper B.2 and A.5: replayed responses count in the logical totals only, and the reused
+    # trajectory is identified as such.
+    assert not first.summary.reused and again.summary.reused
+    for role in ("planner", "reviewer"):
+        recorded, replayed = first.summary.tokens[role], again.summary.tokens[role]
+        assert replayed.logical == recorded.logical and replayed.logical.requests > 0
+        assert replayed.uncached.requests == 0 and replayed.replayed == recorded.logical.requests
+    assert (again.summary.state_hash, again.summary.file_hashes) == (
+        first.summary.state_hash,
+        first.summary.file_hashes,
+    )
 
 
 def test_replay_masks_clock_readings_but_not_other_differences(tmp_path: Path) -> None:
@@ -351,7 +386,12 @@ def test_replay_masks_clock_readings_but_not_other_differences(tmp_path: Path) -
 
     again = replay(env.normalise_observation, "masked")
     assert again.verdict.success and again.summary.primitive_calls == first.summary.primitive_calls
-    with pytest.raises(ReplayMismatch, match=r"the reviewer's request 1 differs .* GMT\+0000"):
+    # the masked readings are reported apart, raw (paper A.4)
+    (report,) = [e for e in read_events(again.run_dir) if isinstance(e, ClockDifferencesEvent)]
+    assert report.differences and again.summary.clock_differences == len(report.differences)
+    difference = report.differences[0]
+    assert "GMT" in difference.recorded and difference.recorded != difference.received
+    with pytest.raises(ReplayMismatch, match=r"the reviewer's request 0 differs .* GMT\+0000"):
         replay(None, "unmasked")
     # the diverged replay's log ends saying so, and its summary is written
     summary = read_summary(tmp_path / "unmasked")
@@ -418,9 +458,10 @@ def test_a_block_that_looks_for_files_locally_gets_a_hint(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("schedule", "reviewed_calls"),
     [
-        ("continuous", [0, 0, 1, 2, 3, 4, 5, 6]),
-        ("protect:3", [0, 3, 4, 5, 6]),
-        ("retain_first", [0]),
+        # the replacement's first call (index 1) is not reviewed again
+        ("continuous", [1, 2, 3, 4, 5, 6, 7]),
+        ("protect:3", [1, 4, 5, 6, 7]),
+        ("retain_first", [1]),
     ],
 )
 def test_schedules_after_a_replacement(

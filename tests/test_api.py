@@ -61,6 +61,10 @@ def test_a_spec_checks_each_value_alone() -> None:
         {"out": ""},
         {"model": "  "},
         {"scope": "everything"},
+        {"scope": "params"},  # Params exists only in the v2 lattice (paper A.2)
+        {"schedule": "once"},  # the local rule needs a recorded source run
+        {"schedule": "continuous", "source_run": "runs/src"},  # nothing to place
+        {"block_exec_s": 0},
         {"unknown_option": 1},
     ):
         with pytest.raises(ValidationError):
@@ -70,6 +74,10 @@ def test_a_spec_checks_each_value_alone() -> None:
     with pytest.raises(ValidationError):
         spec.replace(max_turns=0)
     assert spec.replace(out="runs/y").out == Path("runs/y")
+    assert (
+        cs.RunSpec(task=TASK, out="runs/x", scope="params", lattice="v2").scope is cs.Scope.PARAMS
+    )
+    assert cs.RunSpec(task=TASK, out="runs/x", schedule="once", source_run="s").schedule == "once"
 
 
 def test_prepare_resolves_the_condition_and_refuses_what_cannot_run(tmp_path: Path) -> None:
@@ -79,7 +87,13 @@ def test_prepare_resolves_the_condition_and_refuses_what_cannot_run(tmp_path: Pa
     assert condition.budgets.primitive_calls == 7 and condition.budgets.planning_turns == 100
     assert (condition.planner_format, condition.review_mode) == ("tools", "tools")
     assert (condition.temperature, condition.max_tokens, condition.draw) == (0.7, 16_384, 0)
+    assert condition.operations.operations == ("keep", "patch_arguments", "replace_workflow")
+    assert condition.view_limits is None  # the complete state for a non-local reviewer
+    assert condition.block_exec_s is None  # no per-block limit unless asked for
+    assert (condition.source_program, condition.reviewer_tool_choice) == (0, "auto")
     assert (tmp_path / "a").is_dir()
+    bounded = cs.prepare(spec.replace(view_bounds="bounded", out=tmp_path / "c")).condition
+    assert bounded.view_limits is not None
     for bad, expected in (
         ({"task": "file_context/nope"}, "unknown filesystem task"),
         ({"env": "moon"}, "unknown environment"),
@@ -137,7 +151,7 @@ class FixTheNames:
 
     def propose(self, state: cs.PublicState, condition: Condition) -> cs.Proposal:
         self.asked += 1
-        if "chunk_" in state.boundary.code and state.boundary.tool == "read_text_file":
+        if "chunk_" in state.boundary.code and state.boundary.tool == "create_directory":
             return cs.Proposal(operation=ReplaceWorkflow(code=SOLVE), reason="wrong names")
         return cs.Proposal(operation=cs.Keep())
 

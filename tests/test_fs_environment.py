@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import random
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -83,11 +84,11 @@ def test_suite_covers_the_issue(env: FilesystemEnvironment) -> None:
 
 def test_task_params_fill_instruction(env: FilesystemEnvironment) -> None:
     task = env.task("student_database/english_talent", students=25)
-    assert task.params == {"students": 25}
+    assert task.params == {"students": 25, "pool": 0, "pool_size": 150}
     assert "25 students" in task.instruction
     assert "{students}" not in task.instruction
     default = env.task("student_database/english_talent")
-    assert default.params == {"students": 150}
+    assert default.params == {"students": 150, "pool": 0, "pool_size": 150}
     assert fill_instruction('{"A": 1} for {n}', {"n": 3}) == '{"A": 1} for 3'
 
 
@@ -262,29 +263,61 @@ def test_start_server_confined_to_workspace(env: FilesystemEnvironment) -> None:
             assert server.call("read_text_file", {"path": "../../etc/hostname"}).is_error
 
 
-def test_normalise_observation_masks_the_servers_clock_readings(
+def _file_infos(env: FilesystemEnvironment, seed: int) -> tuple[str, str, str]:
+    """``get_file_info`` through the real server on a generated time-sensitive workspace: a
+    file the generator dated, a file written now, and the dated file's content."""
+    task = env.task("file_property/time_classification")
+    with Workspace() as ws:
+        key = env.setup(task, seed, ws.path)
+        dated = key["files"][0]["path"]
+        with env.start_server(ws.path) as server:
+            server.call("write_file", {"path": "written_now.txt", "content": "x"})
+            return (
+                server.call("get_file_info", {"path": dated}).text,
+                server.call("get_file_info", {"path": "written_now.txt"}).text,
+                server.call("read_text_file", {"path": dated}).text,
+            )
+
+
+def test_normalise_observation_keeps_a_generators_historical_mtime(
     env: FilesystemEnvironment,
 ) -> None:
-    """Two workspaces with the same file but other times give the same masked file info."""
-    texts = []
-    for stamp in (1_000_000_000, 1_500_000_000):
-        with Workspace() as ws:
-            note = ws.path / "note.txt"
-            note.write_text("created: now\n")
-            os.utime(note, (stamp, stamp))
-            with env.start_server(ws.path) as server:
-                info = server.call("get_file_info", {"path": "note.txt"}).text
-                content = server.call("read_text_file", {"path": "note.txt"}).text
-        assert "modified: " in info and "accessed: " in info and "created: " in info
-        masked = env.normalise_observation(info)
-        assert masked.count("<clock>") == 3 and "GMT" not in masked
-        assert "size: 13" in masked  # the rest is kept
-        assert env.normalise_observation(content) == content  # only clock readings are masked
-        as_json = env.normalise_observation(json.dumps({"info": info}))  # a variable in a view
+    """Paper A.4: "File-creation and access times receive explicit replay handling;
+    task-relevant original modification times remain preserved." Two set-ups of the same
+    seed a moment apart give other creation and access times, the same dated mtimes."""
+    first = _file_infos(env, seed=4)
+    time.sleep(1.1)  # whole seconds: the clock readings now differ
+    second = _file_infos(env, seed=4)
+    assert first[0] != second[0]  # the raw readings differ (creation and access)
+    for dated, written, content in (first, second):
+        masked = env.normalise_observation(dated)
+        assert "created: <clock>" in masked and "accessed: <clock>" in masked
+        modified = next(line for line in dated.splitlines() if line.startswith("modified: "))
+        assert modified in masked and "GMT" in modified  # the generator's date is kept
+        assert "size: " in masked  # the rest is kept
+        assert env.normalise_observation(content) == content  # only clock readings
+        # a file the run wrote carries the clock: all three readings are masked
+        assert env.normalise_observation(written).count("<clock>") == 3
+        as_json = env.normalise_observation(json.dumps({"info": dated}))  # a variable in a view
         assert json.loads(as_json)["info"] == masked
-        texts.append((info, masked))
-    assert texts[0][0] != texts[1][0]
-    assert texts[0][1] == texts[1][1]
+    assert env.normalise_observation(first[0]) == env.normalise_observation(second[0])
+    # A changed historical mtime is still a difference (a run that broke the task's dates).
+    other = _file_infos(env, seed=5)[0]
+    assert env.normalise_observation(other) != env.normalise_observation(first[0])
+
+
+def test_normalise_observation_dates_clock_readings_from_the_runs_start() -> None:
+    """A replay normalises its recording's text with the recording's start: a file that run
+    wrote days ago is still that run's clock, a date long before it is the task's."""
+    zone = "GMT+0000 (Coordinated Universal Time)"
+    text = f"modified: Wed Jan 14 2026 10:00:00 {zone}\naccessed: Wed Jan 14 2026 10:00:00 {zone}"
+    start_of_run = 1_768_384_000.0  # 2026-01-14 10:00 UTC, minus a little
+    assert normalise_observation(text, since=start_of_run) == (
+        "modified: <clock>\naccessed: <clock>"
+    )
+    much_later = start_of_run + 30 * 86_400
+    kept = normalise_observation(text, since=much_later)
+    assert kept.startswith("modified: Wed Jan 14 2026 10:00:00") and "accessed: <clock>" in kept
 
 
 def test_normalise_observation_masks_readings_cut_by_a_size_bound() -> None:

@@ -14,11 +14,14 @@ from controlscope.core import Check
 from controlscope.envs.filesystem.generators.students import (
     BASIC_INFO,
     LETTER,
+    POOL_SIZE,
     ROSTER,
     ROSTER_HEADER,
     STUDENTS_DIR,
     english_selected,
     make_students,
+    pool_subset,
+    student_pool,
     write_students,
 )
 from controlscope.envs.filesystem.server import start_filesystem_server
@@ -50,25 +53,77 @@ def test_generator_deterministic_per_seed(tmp_path: Path) -> None:
     for i, seed in enumerate((11, 11, 12)):
         ws = tmp_path / str(i)
         ws.mkdir()
-        rng = random.Random(seed)
-        write_students(rng, ws, make_students(rng, 40, duplicate_groups=2))
+        write_students(ws, make_students(random.Random(seed), 40, duplicate_groups=2))
         digests.append(content_hash(ws))
     assert digests[0] == digests[1] != digests[2]
 
 
-@pytest.mark.parametrize(("count", "selected"), [(150, 19), (75, 10), (25, 3)])
-def test_english_selection_counts(count: int, selected: int) -> None:
-    for seed in (0, 1, 2):
-        students = make_students(random.Random(seed), count)
-        assert sum(english_selected(s) for s in students) == selected
-        assert len({s.name for s in students}) == count  # no duplicates unless asked
-        assert len({s.student_id for s in students}) == count
+def _generated(tmp_path: Path, name: str, seed: int, **params: int) -> tuple[Path, Any]:
+    ws = tmp_path / name
+    ws.mkdir()
+    full = {"students": 75, "pool": 0, "pool_size": POOL_SIZE, **params}
+    return ws, ENGLISH_TALENT.generate(random.Random(seed), ws, full)
+
+
+def _files(ws: Path) -> dict[str, bytes]:
+    return {p.relative_to(ws).as_posix(): p.read_bytes() for p in ws.rglob("*") if p.is_file()}
+
+
+def test_subsets_share_one_pool(tmp_path: Path) -> None:
+    """Paper B.2: subsets of 25, 75 and 150 students drawn by a subset seed "share the original
+    150-record pool" (A.4: the confirmation uses subset seeds 101-103)."""
+    files: dict[tuple[int, int], dict[str, bytes]] = {}
+    for seed in (101, 102, 103):
+        for count in (25, 75, 150):
+            ws, _ = _generated(tmp_path, f"{seed}-{count}", seed, students=count)
+            files[seed, count] = _files(ws)
+    for seed in (101, 102, 103):
+        small, mid, whole = files[seed, 25], files[seed, 75], files[seed, 150]
+        assert (len(small), len(mid), len(whole)) == (50, 150, 300)  # two files per student
+        # the same students, with the same bytes, across subset sizes ...
+        assert small.items() <= mid.items() <= whole.items()
+    # ... and across subset seeds: every subset is part of the one pool
+    assert files[101, 150] == files[102, 150] == files[103, 150]
+    assert files[101, 75] != files[102, 75]
+    for seed in (101, 102, 103):
+        assert files[seed, 75].items() <= files[101, 150].items()
+    # another pool seed is another pool
+    other, _ = _generated(tmp_path, "pool-1", 101, students=150, pool=1)
+    assert _files(other) != files[101, 150]
+
+
+def test_selection_follows_from_the_data(tmp_path: Path) -> None:
+    """Paper 6.1: the 19 of 150 selected were observed; nothing forces the count."""
+    counts = [sum(english_selected(s) for s in student_pool(seed)) for seed in range(10)]
+    assert len(set(counts)) > 1  # drawn, not fixed
+    assert 12 <= sum(counts) / len(counts) <= 26  # about the paper's 19 of 150 on average
+    ws, key = _generated(tmp_path, "ws", 3, students=75)
+    selected = []
+    for folder in sorted((ws / STUDENTS_DIR).iterdir()):
+        info = (folder / BASIC_INFO).read_text()
+        letter = (folder / LETTER).read_text()
+        english = int(info.split("English score: ")[1].split("\n")[0])
+        if english >= 90 and "talent in English as exceptional." in letter:
+            selected.append(folder.name.split("_")[0])
+    assert key["selected"] == sorted(selected)
+
+
+def test_pool_parameters_are_checked() -> None:
+    from controlscope.core import TaskError
+
+    assert ENGLISH_TALENT.check_params is not None
+    with pytest.raises(TaskError, match="does not fit a pool"):
+        ENGLISH_TALENT.check_params({"students": 151, "pool": 0, "pool_size": 150})
+    with pytest.raises(TaskError, match="pool"):
+        ENGLISH_TALENT.check_params({"students": 10, "pool": -1, "pool_size": 150})
 
 
 def test_one_file_at_a_time_needs_over_100_calls_at_75() -> None:
-    """Whichever file an agent reads first, reading one file per call exceeds the budget."""
-    for seed in range(5):
-        students = make_students(random.Random(seed), 75)
+    """Whichever file an agent reads first, reading one file per call exceeds the budget, on
+    the default pool's subsets of 75 (the paper's exploration and confirmation seeds)."""
+    pool = student_pool(0)
+    for seed in (0, 1, 101, 102, 103):
+        students = pool_subset(pool, 75, random.Random(seed))
         high = sum(s.english >= 90 for s in students)
         letters = sum(s.english_talent == "exceptional" for s in students)
         naive = 1 + 2 * len(students) + 1  # list, two reads per student, write
@@ -78,9 +133,8 @@ def test_one_file_at_a_time_needs_over_100_calls_at_75() -> None:
 
 
 def test_batched_reads_fit_at_75(tmp_path: Path) -> None:
-    rng = random.Random(3)
-    students = make_students(rng, 75)
-    write_students(rng, tmp_path, students, roster=False)
+    students = pool_subset(student_pool(0), 75, random.Random(3))
+    write_students(tmp_path, students, roster=False)
     paths = [f"{STUDENTS_DIR}/{s.folder}/{name}" for s in students for name in (BASIC_INFO, LETTER)]
     with start_filesystem_server(tmp_path) as server:
         result = server.call("read_multiple_files", {"paths": paths})
@@ -91,9 +145,8 @@ def test_batched_reads_fit_at_75(tmp_path: Path) -> None:
 
 
 def test_roster_has_unquoted_commas(tmp_path: Path) -> None:
-    rng = random.Random(4)
-    students = make_students(rng, 150)
-    write_students(rng, tmp_path, students)
+    students = student_pool(4)
+    write_students(tmp_path, students)
     lines = (tmp_path / ROSTER).read_text().splitlines()
     assert lines[0] == ",".join(ROSTER_HEADER)
     widths = [len(line.split(",")) for line in lines[1:]]
@@ -108,9 +161,8 @@ def test_roster_has_unquoted_commas(tmp_path: Path) -> None:
 
 
 def test_letters_rate_english_once_and_mislead_greps(tmp_path: Path) -> None:
-    rng = random.Random(6)
-    students = make_students(rng, 60)
-    write_students(rng, tmp_path, students, roster=False)
+    students = make_students(random.Random(6), 60)
+    write_students(tmp_path, students, roster=False)
     misleading = 0
     for s in students:
         letter = (tmp_path / STUDENTS_DIR / s.folder / LETTER).read_text()
@@ -154,7 +206,7 @@ def test_english_talent_reference_passes_paper_size() -> None:
 
 def test_english_talent_wrong_outputs(tmp_path: Path) -> None:
     ws, key = _solved(ENGLISH_TALENT, tmp_path, 25)
-    assert len(key["selected"]) == 3
+    assert 0 < len(key["selected"]) < 25
     out = ws / "english_talent.csv"
     good = out.read_text()
     lines = good.splitlines()
@@ -269,3 +321,31 @@ def test_generated_bytes_depend_only_on_seed(tmp_path: Path) -> None:
         return hashlib.sha256((ws / ROSTER).read_bytes()).hexdigest()
 
     assert digest(9, "a") == digest(9, "b") != digest(10, "c")
+
+
+def test_workload_is_deterministic_across_processes() -> None:
+    """The pool and its subsets depend on their seeds only (no hash seed, no clock)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import random; from controlscope.envs.filesystem.generators.students import *; "
+        "p = student_pool(0); print([s.letter[:40] for s in pool_subset(p, 5, random.Random(1))])"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": str(h), "PATH": "", **_pythonpath()},
+        ).stdout
+        for h in (1, 2)
+    }
+    assert len(outs) == 1
+
+
+def _pythonpath() -> dict[str, str]:
+    import os
+
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}

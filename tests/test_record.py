@@ -51,6 +51,7 @@ from controlscope.core import (
     ValidationEvent,
     Verdict,
     model_call_event,
+    upgrade_event,
 )
 from controlscope.models.replay import ReplayModel
 from controlscope.record import (
@@ -154,6 +155,7 @@ def _run_events() -> list[Event]:
         PrimitiveCallEvent(call=_call(0)),
         # boundary 1: provider error -> keep fallback
         BoundaryEvent(boundary=_boundary(1), review=True),
+        ReviewRequestEvent(call_index=1, block_id="b0", view="with_feedback", granted=Scope.FULL),
         model_call_event(
             "reviewer",
             _request("reviewer", "r1"),
@@ -166,6 +168,7 @@ def _run_events() -> list[Event]:
         PrimitiveCallEvent(call=_call(1)),
         # boundary 2: rejected out-of-scope proposal, then a cached replacement-free keep
         BoundaryEvent(boundary=_boundary(2), review=True),
+        ReviewRequestEvent(call_index=2, block_id="b0", view="with_feedback", granted=Scope.ARG),
         ModelCallEvent(
             role="reviewer",
             request=_request("reviewer", "r2"),
@@ -246,17 +249,24 @@ def test_lines_are_json_with_scope_names_and_model_call_shape(tmp_path: Path) ->
     assert failed[0]["error"] == "HTTP 500" and failed[0]["call_index"] == 1
 
 
+def replayed(response: ModelResponse) -> ModelResponse:
+    """``response`` as a replay model returns it."""
+    return response.model_copy(update={"replayed": True})
+
+
 def test_replay_model_reads_the_log(tmp_path: Path) -> None:
-    """The models package's ReplayModel answers from what the writer wrote."""
+    """The models package's ReplayModel answers from what the writer wrote, marked replayed."""
     events = _run_events()
     _write_all(tmp_path, events)
     calls = [e for e in events if isinstance(e, ModelCallEvent)]
     planner = ReplayModel.from_run_dir(tmp_path, "planner")
     for call in (c for c in calls if c.role == "planner"):
-        assert planner.complete(call.request) == call.response
+        assert call.response is not None
+        assert planner.complete(call.request) == replayed(call.response)
     reviewer = ReplayModel.from_run_dir(tmp_path, "reviewer")
     reviewer_calls = [c for c in calls if c.role == "reviewer"]
-    assert reviewer.complete(reviewer_calls[0].request) == reviewer_calls[0].response
+    assert reviewer_calls[0].response is not None
+    assert reviewer.complete(reviewer_calls[0].request) == replayed(reviewer_calls[0].response)
     with pytest.raises(ProviderError, match="HTTP 500"):
         reviewer.complete(reviewer_calls[1].request)
 
@@ -357,6 +367,44 @@ def test_a_version_1_log_is_read_upgraded(tmp_path: Path) -> None:
     (tmp_path / EVENTS_FILE).write_text(json.dumps(old) + "\n" + json.dumps(old) + "\n")
     with pytest.raises(LogError, match="unreadable event"):
         read_events(tmp_path)
+
+
+def test_an_older_run_start_is_read_as_the_v2_lattice() -> None:
+    """Logs before schema 3 had one scope order, Full granting patch_block_data too: the V2
+    lattice (paper A.2). The committed main-job recording is such a log."""
+    fixture = Path(__file__).parent / "fixtures" / "main_job"
+    start = read_events(fixture)[0]
+    assert isinstance(start, RunStartEvent) and start.scope is Scope.FULL
+    assert start.lattice == "v2" and start.config["lattice"] == "v2"
+    assert start.operations == (
+        "keep",
+        "patch_arguments",
+        "patch_block_data",
+        "replace_workflow",
+    )
+    current = RunStartEvent(task=TASK, seed=0, scope=Scope.ARG, schedule="never", view="code_only")
+    assert upgrade_event(current.model_dump(mode="json"))["lattice"] == "default"
+
+
+def test_replayed_responses_count_in_logical_totals_only() -> None:
+    """Paper B.2: "logical token totals include replayed responses"; A.5: reused trajectories
+    and cached responses are identified in resource accounting."""
+    events = _run_events()
+    summary = summarize(events)
+    assert not summary.reused
+    replayed = [
+        e.model_copy(update={"response": e.response.model_copy(update={"replayed": True})})
+        if isinstance(e, ModelCallEvent) and e.response is not None
+        else e
+        for e in events
+    ]
+    again = summarize(replayed)
+    for role in ("planner", "reviewer"):
+        before, after = summary.tokens[role], again.tokens[role]
+        assert after.logical == before.logical  # the same model work represented ...
+        assert after.uncached.requests == 0  # ... none of it done again
+        assert after.replayed == before.logical.requests and after.cache_hits == 0
+    assert again.reused and again.tokens["planner"].latency_s == 0.0
 
 
 def test_killed_writer_process_leaves_a_readable_log(tmp_path: Path) -> None:

@@ -160,7 +160,8 @@ def test_a_replay_with_other_options_is_refused_before_it_runs(tmp_path: Path) -
     out = controlscope("run", *args, "--model", f"replay:{FIXTURE}", "--out", str(tmp_path / "r"))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "seed (recorded 0, given 1)" in out.stderr
-    assert "params (recorded {'students': 25}, given {'students': 26})" in out.stderr
+    assert "params (recorded {'students': 25" in out.stderr
+    assert "given {'students': 26" in out.stderr
     assert not (tmp_path / "r").exists()
     same = json.loads((FIXTURE / "command.json").read_text())["args"]
     for extra, named in [

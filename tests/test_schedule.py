@@ -14,22 +14,26 @@ from controlscope.envs.filesystem._planning import READ_TOOLS, WRITE_TOOLS
 from controlscope.schedule import (
     AtCall,
     Continuous,
+    EveryBoundary,
     Never,
-    OnceLocalRule,
+    OnceOnline,
     PerBlock,
     Protect,
     RetainFirst,
     Schedule,
     ScheduleContext,
-    local_rule_call_index,
+    SourceBlock,
+    local_rule_boundary,
+    needs_source,
     parse_schedule,
+    place_from_source,
     schedule_name,
     static_call_count,
     static_write_count,
 )
 
 TOOLS = {"write_tools": WRITE_TOOLS, "read_tools": READ_TOOLS}
-"""The filesystem environment's tool sets, which the ``once`` rule reads."""
+"""The filesystem environment's tool sets, which the local rule reads."""
 
 
 def parse(spec: str) -> Schedule:
@@ -107,16 +111,45 @@ def reads(block: str, n: int) -> list[Step]:
 REPLACE = ReplaceWorkflow(code="print(1)")
 
 
-def test_never_and_continuous() -> None:
+def test_never_and_every_boundary() -> None:
     steps = reads("b0", 3) + reads("b1", 2)
     assert drive(Never(), steps) == []
-    assert drive(Continuous(), steps) == [0, 1, 2, 3, 4]
+    assert drive(EveryBoundary(), steps) == [0, 1, 2, 3, 4]
 
 
-def test_per_block_reviews_first_boundary_of_each_block_including_replacements() -> None:
+def test_continuous_reviews_each_boundary_after_a_completed_call() -> None:
+    """Paper B.1: continuous review "can recur after a further public call"; B.2 counts 517
+    reviews for 537 calls over 20 tasks: one review per completed call that a boundary follows,
+    none before the task's first call."""
+    steps = reads("b0", 3) + reads("b1", 2)
+    assert drive(Continuous(), steps) == [1, 2, 3, 4]  # 5 calls, 4 reviews
+    assert drive(parse("continuous"), reads("b0", 1)) == []  # the first call is not reviewed
+
+
+def test_continuous_does_not_rereview_a_replacements_first_call() -> None:
+    steps = [
+        *reads("b0", 2),
+        Step("b0", realized=REPLACE),  # the boundary after call 2: reviewed, replaced
+        *reads("b0.r1", 3),  # its first call: no further call completed, no review
+    ]
+    log: list[tuple[int, str]] = []
+    assert drive(Continuous(), steps, log=log) == [1, 2, 3, 4]
+    assert log == [(1, "keep"), (2, "replace_workflow"), (3, "keep"), (4, "keep")]
+    # A replacement that makes no call before the next block: the next block's first call is
+    # not reviewed either (no call completed since the replaced boundary).
+    steps = [*reads("b0", 2), Step("b0", realized=REPLACE), *reads("b1", 2)]
+    assert drive(Continuous(), steps) == [1, 2, 3]
+    # every_boundary keeps the old behaviour: 4 reviews for these 3 calls plus a replacement.
+    steps = [Step("b0"), Step("b0", realized=REPLACE), *reads("b0.r1", 2)]
+    assert len(drive(EveryBoundary(), steps)) == 4
+    assert len(drive(Continuous(), steps)) == 2
+
+
+def test_per_block_reviews_the_first_boundary_of_each_natural_block() -> None:
+    """Paper A.2: "its review occurs once per natural block"; a replacement is not one."""
     steps = [*reads("b0", 2), Step("b1", realized=REPLACE), *reads("b1.r1", 3), *reads("b2", 1)]
-    # b0 at 0; b1's first boundary at 2 (replaced, not completed); b1.r1 at 2; b2 at 5.
-    assert drive(PerBlock(), steps) == [0, 2, 2, 5]
+    # b0 at 0; b1's first boundary at 2 (replaced, not completed); b1.r1 not; b2 at 5.
+    assert drive(PerBlock(), steps) == [0, 2, 5]
 
 
 def test_once_at_index_reviews_once() -> None:
@@ -152,23 +185,25 @@ def test_protect_window_after_each_replacement() -> None:
         *[Step("b0.r2") for _ in range(4)],
     ]
     reviewed = drive(parse("protect:3"), steps)
-    # calls completed: b0 0,1 | replaced at 2 | b0.r1 calls 2,3,4 kept (protected),
-    # at 5 reviewed -> replaced again (window to 8) | b0.r2 calls 5,6,7 protected, 8 reviewed.
-    assert reviewed == [0, 1, 2, 5, 8]
+    # calls completed: b0 0 (first call), 1 | replaced at 2 | b0.r1 calls 2,3,4 kept
+    # (protected), at 5 reviewed -> replaced again (window to 8) | b0.r2 calls 5,6,7 protected,
+    # 8 reviewed.
+    assert reviewed == [1, 2, 5, 8]
 
 
 def test_protect_zero_is_continuous() -> None:
-    steps = [*reads("b0", 1), Step("b0", realized=REPLACE), *reads("b0.r1", 2)]
-    assert drive(parse("protect:0"), steps) == [0, 1, 1, 2]
+    steps = [*reads("b0", 2), Step("b0", realized=REPLACE), *reads("b0.r1", 2)]
+    assert drive(parse("protect:0"), steps) == drive(Continuous(), steps) == [1, 2, 3]
 
 
 def test_retain_first_stops_after_first_replacement() -> None:
     steps = [
+        Step("b0"),
         Step("b0", realized=PatchArguments(arguments={"path": "/w/b"})),
         Step("b0", realized=REPLACE),
         *[Step("b0.r1", realized=REPLACE) for _ in range(3)],
     ]
-    assert drive(parse("retain_first"), steps) == [0, 1]
+    assert drive(parse("retain_first"), steps) == [1, 2]
 
 
 def test_modifiers_compose_with_per_block() -> None:
@@ -187,7 +222,7 @@ def test_modifiers_compose_with_per_block() -> None:
     assert drive(parse("per_block+retain_first"), steps) == [0, 2]
 
 
-def test_once_local_rule_picks_first_module_level_boundary_of_multi_writer() -> None:
+def test_once_online_picks_first_module_level_boundary_of_multi_writer() -> None:
     steps = [
         *reads("b0", 2),  # read block, but a multi-writer is queued behind it
         Step("b1", code=WRITE_BLOCK),
@@ -195,33 +230,33 @@ def test_once_local_rule_picks_first_module_level_boundary_of_multi_writer() -> 
         Step("b2", code=WRITE_BLOCK),
     ]
     steps[0].queued = steps[1].queued = (WRITE_BLOCK,)
-    assert drive(parse("once"), steps) == [2]
+    assert drive(parse("once_online"), steps) == [2]
 
 
-def test_once_local_rule_skips_function_internal_boundaries() -> None:
+def test_once_online_skips_function_internal_boundaries() -> None:
     steps = [
         Step("b0", code=FUNC_WRITE_BLOCK, function="go"),
         Step("b0", code=FUNC_WRITE_BLOCK, function="go"),
         Step("b1", code=LOOP_WRITE_BLOCK),
     ]
-    assert drive(OnceLocalRule(**TOOLS), steps) == [2]
+    assert drive(OnceOnline(**TOOLS), steps) == [2]
 
 
-def test_once_local_rule_falls_back_to_a_read_block() -> None:
+def test_once_online_falls_back_to_a_read_block() -> None:
     single_write = "d = read_text_file('/w/a')\nwrite_file('/w/o', d)\n"
     steps = [Step("b0", code=single_write), Step("b0", code=single_write), *reads("b1", 2)]
     # b0 writes once and reads: with no multi-writer known, it is the read-block fallback.
-    assert drive(OnceLocalRule(**TOOLS), steps) == [0]
+    assert drive(OnceOnline(**TOOLS), steps) == [0]
     # A block that neither writes more than once nor reads is never chosen.
     steps = [Step("b0", code="create_directory('/w/x')")]
-    assert drive(OnceLocalRule(**TOOLS), steps) == []
+    assert drive(OnceOnline(**TOOLS), steps) == []
 
 
-def test_once_local_rule_honours_environment_tools() -> None:
+def test_once_online_honours_environment_tools() -> None:
     code = "put('a')\nput('b')\n"
-    sched = parse_schedule("once", write_tools=frozenset({"put"}), read_tools=frozenset())
+    sched = parse_schedule("once_online", write_tools=frozenset({"put"}), read_tools=frozenset())
     assert drive(sched, [Step("b0", code=code), Step("b0", code=code)]) == [0]
-    assert drive(OnceLocalRule(**TOOLS), [Step("b0", code=code)]) == []
+    assert drive(OnceOnline(**TOOLS), [Step("b0", code=code)]) == []
 
 
 def test_static_counts() -> None:
@@ -234,29 +269,54 @@ def test_static_counts() -> None:
     assert static_call_count(READ_BLOCK, frozenset({"read_text_file"})) == 2
 
 
-def test_local_rule_call_index_offline() -> None:
-    def bounds(block: str, start: int, n: int, function: str | None = None) -> list[Boundary]:
-        return [
-            Boundary(
-                block_id=block,
-                call_index=start + i,
-                block_call_index=i,
-                tool="t",
-                arguments={},
-                line=1,
-                call_site=CallSite(module=block, function=function),
-            )
-            for i in range(n)
-        ]
+def _bounds(block: str, start: int, n: int, *, function: str | None = None) -> tuple[Boundary, ...]:
+    return tuple(
+        Boundary(
+            block_id=block,
+            call_index=start + i,
+            block_call_index=i,
+            tool="t",
+            arguments={},
+            line=1,
+            call_site=CallSite(module=block, function=function),
+        )
+        for i in range(n)
+    )
 
-    trajectory = [
-        (READ_BLOCK, bounds("b0", 0, 2)),
-        (FUNC_WRITE_BLOCK, bounds("b1", 2, 2, function="go")),
-        (WRITE_BLOCK, bounds("b2", 4, 3)),
-    ]
-    assert local_rule_call_index(trajectory, **TOOLS) == 4
-    assert local_rule_call_index(trajectory[:2], **TOOLS) == 0  # read-block fallback
-    assert local_rule_call_index(trajectory[1:2], **TOOLS) is None
+
+def test_local_rule_on_observed_calls() -> None:
+    """Appendix B: "the first supported module-level internal boundary of the earliest
+    multi-call writer block, with a read-block fallback"; function-internal boundaries are
+    excluded; selected contexts have empty queues."""
+    reader = SourceBlock("t0.b0", _bounds("t0.b0", 0, 2), ("read_text_file",) * 2)
+    # Written to call write_file twice, but observed to write once: not a multi-call writer
+    # by a static count of call sites, a single call as observed.
+    one_call = SourceBlock("t1.b0", _bounds("t1.b0", 2, 1), ("write_file",))
+    in_function = SourceBlock(
+        "t2.b0", _bounds("t2.b0", 3, 2, function="go"), ("write_file", "write_file")
+    )
+    queued = SourceBlock("t3.b0", _bounds("t3.b0", 5, 2), ("read_text_file", "write_file"), 1)
+    writer = SourceBlock("t4.b0", _bounds("t4.b0", 7, 3), ("read_text_file", "write_file") * 2)
+    chosen = local_rule_boundary([reader, one_call, in_function, queued, writer], **TOOLS)
+    # the writer's internal boundary: its second call (call 8), not its first (call 7)
+    assert (chosen.call_index, chosen.block_id, chosen.read_fallback) == (8, "t4.b0", False)
+    fallback = local_rule_boundary([reader, one_call, in_function, queued], **TOOLS)
+    assert (fallback.call_index, fallback.block_id, fallback.read_fallback) == (1, "t0.b0", True)
+    ineligible = local_rule_boundary([one_call, in_function, queued], **TOOLS)
+    assert ineligible.call_index is None and not ineligible.eligible
+    assert "queued" in ineligible.reason
+
+
+def test_bare_once_and_midpoint_are_placed_from_a_source() -> None:
+    assert needs_source("once") and needs_source("midpoint + continuous")
+    assert not needs_source("once:3") and not needs_source("continuous")
+    assert schedule_name(" once + protect:2 ") == "once+protect:2"
+    assert schedule_name("midpoint+continuous") == "midpoint+continuous"
+    placed = place_from_source("midpoint+continuous", call_index=None, calls=9)
+    assert schedule_name(placed) == "midpoint:9+continuous"
+    assert place_from_source("once", call_index=4, calls=9) == "once:4"
+    with pytest.raises(ValueError, match="no boundary"):
+        place_from_source("once", call_index=None, calls=9)
 
 
 @pytest.mark.parametrize(
@@ -264,8 +324,9 @@ def test_local_rule_call_index_offline() -> None:
     [
         ("never", Never, "never"),
         ("continuous", Continuous, "continuous"),
+        ("every_boundary", EveryBoundary, "every_boundary"),
         (" per_block ", PerBlock, "per_block"),
-        ("once", OnceLocalRule, "once"),
+        ("once_online", OnceOnline, "once_online"),
         ("once:4", AtCall, "once:4"),
         ("midpoint:40", AtCall, "midpoint:40"),
         ("protect:5", Protect, "protect:5"),
@@ -292,6 +353,7 @@ def test_schedule_name_is_canonical_without_an_environment() -> None:
     [
         ("", "empty schedule"),
         ("sometimes", "unknown schedule"),
+        ("once", "recorded source run"),
         ("once:x", "not an integer"),
         ("once:-1", "must be >= 0"),
         ("midpoint", "source trajectory's call count"),
@@ -308,7 +370,8 @@ def test_parse_schedule_rejects_bad_specs(spec: str, message: str) -> None:
 
 
 def test_schedules_satisfy_the_protocol() -> None:
-    for spec in ("never", "continuous", "per_block", "once", "once:2", "midpoint:9", "protect:1"):
+    specs = ("never", "continuous", "every_boundary", "per_block", "once_online", "once:2")
+    for spec in (*specs, "midpoint:9", "protect:1"):
         assert isinstance(parse(spec), Schedule)
 
 
@@ -330,33 +393,33 @@ def _random_trajectory(rng: random.Random) -> list[Step]:
 def test_schedule_invariants_on_random_trajectories(seed: int) -> None:
     rng = random.Random(seed)
     steps = _random_trajectory(rng)
-    every = drive(Continuous(), steps)
     n = len(steps)
     assert drive(Never(), steps) == []
-    # Continuous reviews every boundary (a replaced boundary keeps its call index).
-    assert len(every) == n
-    for spec in ("once", f"once:{rng.randint(0, n)}", f"midpoint:{rng.randint(0, 2 * n)}"):
-        assert len(drive(parse(spec), steps)) <= 1, spec
-    # per_block: exactly one review per block that reached a boundary.
-    blocks = {s.block for s in steps}
-    per_block = drive(PerBlock(), steps)
-    assert len(per_block) == len(blocks)
-    k = rng.randint(0, 4)
+    assert len(drive(EveryBoundary(), steps)) == n
     log: list[tuple[int, str]] = []
-    protected = drive(parse(f"protect:{k}"), steps, log=log)
-    assert len(protected) <= n
+    continuous = drive(Continuous(), steps, log=log)
+    # The paper's continuous rule: never before the first call, never twice at one count of
+    # completed calls (a replacement's first call is not re-reviewed), and at every boundary
+    # reached after a further call completed.
+    assert 0 not in continuous
+    assert all(a < b for a, b in itertools.pairwise(continuous))
+    for spec in ("once_online", f"once:{rng.randint(0, n)}", f"midpoint:{rng.randint(0, 2 * n)}"):
+        assert len(drive(parse(spec), steps)) <= 1, spec
+    # per_block: exactly one review per natural block that reached a boundary.
+    natural = {s.block for s in steps if ".r" not in s.block}
+    assert len(drive(PerBlock(), steps)) == len(natural)
+    k = rng.randint(0, 4)
+    protect_log: list[tuple[int, str]] = []
+    protected = drive(parse(f"protect:{k}"), steps, log=protect_log)
+    assert set(protected) <= set(range(1, n + 1))
     # No review inside a window: after a replacement with c calls completed, the next review
     # comes only once c + k calls have completed.
-    for (c, kind), (c_next, _) in itertools.pairwise(log):
+    for (c, kind), (c_next, _) in itertools.pairwise(protect_log):
         if kind == "replace_workflow":
             assert c_next >= c + k
-    retained = drive(parse("retain_first"), steps)
-    assert retained == every[: len(retained)]
-    # Since every review realizes the step's operation, retain_first stops right after the
-    # first replacement.
-    first_replace = next(
-        (i for i, s in enumerate(steps) if s.realized.kind == "replace_workflow"), None
-    )
-    assert len(retained) == (n if first_replace is None else first_replace + 1)
     if k == 0:
-        assert protected == every
+        assert protected == continuous
+    # retain_first reviews as continuous does up to and including the first replacement.
+    retained = drive(parse("retain_first"), steps)
+    first = next((i for i, (_, kind) in enumerate(log) if kind == "replace_workflow"), None)
+    assert retained == (continuous if first is None else continuous[: first + 1])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import itertools
 import json
 import math
 from collections.abc import Iterator
@@ -20,11 +21,14 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from controlscope.core import (
+    OPERATION_KINDS,
     REQUIRED_SCOPE,
     Boundary,
     CallSite,
     Keep,
+    Lattice,
     Operation,
+    OperationSet,
     PatchArguments,
     PatchBlockData,
     ReplaceWorkflow,
@@ -94,7 +98,7 @@ def boundary(
 
 def check(
     proposal: Operation | None,
-    granted: Scope,
+    granted: Scope | OperationSet,
     tool: ToolSchema,
     b: Boundary | None = None,
 ) -> Validation:
@@ -173,24 +177,63 @@ def valid_proposals() -> dict[str, Operation]:
     }
 
 
-@pytest.mark.parametrize("granted", list(Scope))
+PAPER_SETS: dict[str, dict[Scope, set[str]]] = {
+    # Section 3.1, eq. 1-3: A_Keep = {keep}; A_Arg = A_Keep ∪ P(h); A_Full = A_Arg ∪ R(h).
+    "default": {
+        Scope.KEEP: {"keep"},
+        Scope.ARG: {"keep", "patch_arguments"},
+        Scope.FULL: {"keep", "patch_arguments", "replace_workflow"},
+    },
+    # A.2: the V2 protocol "permits coordinated data edits. Its Full action set includes Keep,
+    # next-call editing, coordinated block editing, and workflow replacement."
+    "v2": {
+        Scope.KEEP: {"keep"},
+        Scope.ARG: {"keep", "patch_arguments"},
+        Scope.PARAMS: {"keep", "patch_arguments", "patch_block_data"},
+        Scope.FULL: {"keep", "patch_arguments", "patch_block_data", "replace_workflow"},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("lattice", "granted"), [(lat, s) for lat, sets in PAPER_SETS.items() for s in sets]
+)
 @pytest.mark.parametrize("kind", list(REQUIRED_SCOPE))
-def test_scopes_nest(fs_tools: dict[str, ToolSchema], granted: Scope, kind: str) -> None:
+def test_operation_sets_per_lattice(
+    fs_tools: dict[str, ToolSchema], lattice: Lattice, granted: Scope, kind: str
+) -> None:
+    operations = OperationSet.of(granted, lattice)
+    assert set(operations.operations) == PAPER_SETS[lattice][granted]
     proposal = valid_proposals()[kind]
-    v = check(proposal, granted, fs_tools["read_text_file"])
+    v = check(proposal, operations, fs_tools["read_text_file"])
     assert v.granted is granted
     assert v.proposal == proposal
-    if REQUIRED_SCOPE[kind] <= granted:
+    if kind in PAPER_SETS[lattice][granted]:
         assert_accepted(v)
     else:
-        assert_rejected(v, "out_of_scope", kind, granted.name, REQUIRED_SCOPE[kind].name)
+        assert_rejected(v, "out_of_scope", kind, granted.name.lower(), lattice)
+
+
+def test_params_exists_only_in_the_v2_lattice() -> None:
+    with pytest.raises(ValueError, match="does not exist in the default lattice"):
+        OperationSet.of(Scope.PARAMS, "default")
+    with pytest.raises(ValueError, match="not"):
+        OperationSet(scope=Scope.FULL, lattice="default", operations=OPERATION_KINDS)
+
+
+def test_a_bare_scope_is_read_in_the_v2_lattice(fs_tools: dict[str, ToolSchema]) -> None:
+    patch = valid_proposals()["patch_block_data"]
+    assert check(patch, Scope.FULL, fs_tools["read_text_file"]).accepted
+    full = OperationSet.of(Scope.FULL)
+    assert_rejected(check(patch, full, fs_tools["read_text_file"]), "out_of_scope")
 
 
 def test_scope_order_is_inclusion() -> None:
     assert Scope.KEEP < Scope.ARG < Scope.PARAMS < Scope.FULL
-    for kind, least in REQUIRED_SCOPE.items():
-        granted_by = {s for s in Scope if REQUIRED_SCOPE[kind] <= s}
-        assert granted_by == {s for s in Scope if s >= least}
+    for lattice, sets in PAPER_SETS.items():
+        ordered = sorted(sets)
+        for smaller, larger in itertools.pairwise(ordered):
+            assert sets[smaller] < sets[larger], lattice
 
 
 @pytest.mark.parametrize("granted", list(Scope))

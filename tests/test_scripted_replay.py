@@ -201,7 +201,9 @@ def test_replay_reads_the_log_the_trajectory_writer_writes(tmp_path: Path) -> No
         failure = ProviderError("timed out", status=None, kind="timeout")
         writer.write(model_call_event("reviewer", review, failure, call_index=0))
     planner = ReplayModel.from_run_dir(tmp_path, "planner")
-    assert planner.complete(plan) == reply
+    answer = planner.complete(plan)
+    assert answer.replayed and not reply.replayed
+    assert answer == reply.model_copy(update={"replayed": True})
     reviewer = ReplayModel.from_run_dir(tmp_path, "reviewer")
     with pytest.raises(ProviderError, match="timed out") as caught:
         reviewer.complete(review)

@@ -1,4 +1,4 @@
-"""Schedules: at which boundaries a reviewer is asked (paper sections 3.2, 6.2, B.1, B.2, C.2).
+"""Schedules: at which boundaries a reviewer is asked (paper sections 3.2, 6.2, A.2, B, C.2).
 
 A schedule answers one question per boundary, ``should_review(boundary, ctx)``, and is told what
 was executed there, ``observe(boundary, realized)``, after every boundary whether it was reviewed
@@ -10,20 +10,30 @@ Specs accepted by :func:`parse_schedule`:
 
 ==================  =====================================================================
 ``never``           no reviews (the Keep baseline).
-``continuous``      every boundary (a sustained revision policy, paper 3.2).
-``per_block``       the first boundary of each block (AppWorld's one review per natural block).
+``continuous``      the paper's sustained revision policy (3.2, B.1, B.2): a review at every
+                    boundary that follows a completed public call; none before the task's
+                    first call, none at a replacement's first call before a further call
+                    completes (:class:`Continuous`).
+``every_boundary``  every boundary, the first call and a replacement's first call included
+                    (not the paper's rule; kept for comparison).
+``per_block``       the first boundary of each natural block (AppWorld's one review per natural
+                    block, A.2); replacement blocks are not natural blocks.
 ``once:K``          the boundary of the primitive call with 0-based index ``K``, once.
-``once``            the paper's local rule (appendix B), see :class:`OnceLocalRule`.
+``once``            the paper's local rule (appendix B), placed from a recorded source run
+                    (:func:`local_rule_boundary`; ``RunSpec.source_run``), run as ``once:K``.
+``once_online``     an online approximation of the local rule that needs no source run
+                    (:class:`OnceOnline`); not the paper's rule.
 ``midpoint:N``      once, after ``floor(N/2)`` completed calls; ``N`` is the source
-                    trajectory's call count (paper B.1).
+                    trajectory's call count (paper B.1; bare ``midpoint`` takes it from a
+                    recorded source run).
 ``protect:n``       continuous, but after a replacement no review until ``n`` more primitive
                     calls have completed (paper B.2).
 ``retain_first``    continuous until the first replacement, then no more reviews (paper C.2).
 ==================  =====================================================================
 
 ``protect:n`` and ``retain_first`` are also modifiers of any base schedule, joined with ``+``:
-``per_block+protect:5``, ``midpoint:40+continuous`` (continuous review from the midpoint on; the
-paper's continuous condition of B.1 shares the first review with the one-time condition).
+``per_block+protect:5``, ``midpoint:40+continuous`` (the paper's continuous rule from the
+midpoint on; B.1's continuous condition shares the first review with the one-time condition).
 """
 
 from __future__ import annotations
@@ -124,10 +134,40 @@ class Never:
         """Nothing to track."""
 
 
-class Continuous:
-    """Review at every boundary (a sustained revision policy, paper section 3.2)."""
+class Continuous(_Tracked):
+    """The paper's sustained revision policy: a review at each boundary that follows a
+    completed public call (sections 3.2, B.1: "continuous review can recur after a further
+    public call").
+
+    A boundary is reviewed when more primitive calls have completed than at the previous
+    boundary, counting from zero: none before the task's first call, and none at a replacement's
+    first call (its replaced call was cancelled) before a further call completes. One review per
+    completed call that some boundary follows: B.2's 517 reviews for 537 calls over 20 tasks.
+    """
 
     name = "continuous"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last = 0
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """True when a primitive call completed since the previous boundary."""
+        self._remember(boundary, ctx)
+        return ctx.calls_completed > self._last
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """Remember how many calls had completed at this boundary."""
+        self._last = max(self._last, self._completed_at(boundary))
+
+
+class EveryBoundary:
+    """Review at every boundary, the task's first call and a replacement's first call included.
+
+    Not the paper's rule (see :class:`Continuous`); kept to compare against it.
+    """
+
+    name = "every_boundary"
 
     def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
         """Always True."""
@@ -138,7 +178,8 @@ class Continuous:
 
 
 class PerBlock:
-    """Review at the first boundary of each block (replacement blocks are blocks too)."""
+    """Review at the first boundary of each natural block (paper A.2: "its review occurs once
+    per natural block"): a replacement block is not a natural block and is not reviewed."""
 
     name = "per_block"
 
@@ -146,8 +187,8 @@ class PerBlock:
         self._seen: set[str] = set()
 
     def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
-        """True for the first boundary of a block not seen before."""
-        return boundary.block_id not in self._seen
+        """True for the first boundary of a natural block not seen before."""
+        return not ctx.is_replacement and boundary.block_id not in self._seen
 
     def observe(self, boundary: Boundary, realized: Operation) -> None:
         """Mark the boundary's block as seen."""
@@ -191,14 +232,15 @@ class AtCall(_Tracked):
             self._done = True
 
 
-class OnceLocalRule(_Tracked):
-    """``once``: one review at the paper's local boundary (appendix B), chosen online.
+class OnceOnline(_Tracked):
+    """``once_online``: one review near the paper's local boundary, chosen online (an
+    approximation, not the paper's rule).
 
     The paper picks "the first supported module-level internal boundary of the earliest
     multi-call writer block, with a read-block fallback" from a complete source trajectory
-    (:func:`local_rule_call_index` does exactly that offline; use ``once:K`` with its result to
-    reproduce it). Online, the future is unknown, so this schedule decides with what is known at
-    a boundary: the running block and the blocks queued behind it.
+    (``once`` with a recorded source run does that: :func:`local_rule_boundary`). Online, the
+    future is unknown, so this schedule decides with what is known at a boundary: the running
+    block and the blocks queued behind it.
 
     - A *multi-call writer* is a block whose code calls writing tools more than once, counted
       statically (:func:`static_write_count`: each call site counts once, a call site inside a
@@ -213,7 +255,7 @@ class OnceLocalRule(_Tracked):
         read_tools: names of its information-returning tools.
     """
 
-    name = "once"
+    name = "once_online"
 
     def __init__(
         self,
@@ -274,9 +316,8 @@ class Protect(_Tracked):
     def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
         """The base schedule's answer, False inside a protection window."""
         self._remember(boundary, ctx)
-        if ctx.calls_completed < self._until:
-            return False
-        return self.base.should_review(boundary, ctx)
+        base = self.base.should_review(boundary, ctx)  # asked always: it may count calls
+        return base and ctx.calls_completed >= self._until
 
     def observe(self, boundary: Boundary, realized: Operation) -> None:
         """Open a window at a replacement; pass every boundary on to the base schedule."""
@@ -299,7 +340,8 @@ class RetainFirst:
 
     def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
         """The base schedule's answer until a replacement was realized, then False."""
-        return not self._replaced and self.base.should_review(boundary, ctx)
+        base = self.base.should_review(boundary, ctx)  # asked always: it may count calls
+        return base and not self._replaced
 
     def observe(self, boundary: Boundary, realized: Operation) -> None:
         """Stop after a realized replacement."""
@@ -309,7 +351,7 @@ class RetainFirst:
 
 
 class FromFirst:
-    """Review where ``first`` chooses, then at every boundary from there on.
+    """Review where ``first`` chooses, then by the continuous rule (:class:`Continuous`).
 
     ``midpoint:N+continuous`` is the paper's continuous condition of B.1: its first review is the
     one-time condition's review, and "continuous review can recur after a further public call".
@@ -321,22 +363,26 @@ class FromFirst:
     def __init__(self, first: Schedule) -> None:
         self.first = first
         self.name = f"{first.name}+continuous"
+        self._then = Continuous()
         self._started = False
         self._fired: tuple[str, int] | None = None
 
     def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
-        """True from the first schedule's boundary on."""
+        """The first schedule's answer until its boundary has passed, then the continuous
+        rule's."""
         if self._started:
-            return True
+            return self._then.should_review(boundary, ctx)
+        self._then.should_review(boundary, ctx)  # keeps its count of the boundary's calls
         fired = self.first.should_review(boundary, ctx)
         self._fired = (boundary.block_id, boundary.call_index) if fired else None
         return fired
 
     def observe(self, boundary: Boundary, realized: Operation) -> None:
-        """Start continuous review once the first schedule's boundary has passed."""
+        """Start the continuous rule once the first schedule's boundary has passed."""
         if self._fired == (boundary.block_id, boundary.call_index):
             self._started = True
         self.first.observe(boundary, realized)
+        self._then.observe(boundary, realized)
 
 
 def _int_arg(spec: str, text: str) -> int:
@@ -349,7 +395,16 @@ def _int_arg(spec: str, text: str) -> int:
     return value
 
 
-_SPECS = "never, continuous, per_block, once, once:K, midpoint:N, protect:n, retain_first"
+_SPECS = (
+    "never, continuous, every_boundary, per_block, once:K, once (with a source run), "
+    "once_online, midpoint:N, midpoint (with a source run), protect:n, retain_first"
+)
+
+SOURCE_PLACED = ("once", "midpoint")
+"""Schedule parts that take their number from a recorded source run when given bare: ``once``
+(the local rule's call index, appendix B) and ``midpoint`` (the source's call count, B.1)."""
+
+_STAND_IN = 999_999_937  # a number no user writes, to check a bare part's grammar
 
 
 def parse_schedule(
@@ -382,13 +437,52 @@ def parse_schedule(
 
 
 def schedule_name(spec: str) -> str:
-    """The canonical form of a schedule spec (what a run records), e.g. ``" once:3 "`` ->
-    ``"once:3"``.
+    """The canonical form of a schedule spec, e.g. ``" once:3 "`` -> ``"once:3"``. A bare
+    ``once`` or ``midpoint`` (placed from a source run, see :func:`place_from_source`) stays
+    bare.
 
     Raises:
         ValueError: unknown or malformed spec.
     """
-    return parse_schedule(spec, write_tools=frozenset(), read_tools=frozenset()).name
+    if not needs_source(spec):
+        return parse_schedule(spec, write_tools=frozenset(), read_tools=frozenset()).name
+    placed = place_from_source(spec, call_index=_STAND_IN, calls=_STAND_IN)
+    name = schedule_name(placed)
+    return name.replace(f"once:{_STAND_IN}", "once").replace(f"midpoint:{_STAND_IN}", "midpoint")
+
+
+def needs_source(spec: str) -> bool:
+    """Whether ``spec`` has a bare ``once`` or ``midpoint``, whose number a recorded source run
+    supplies."""
+    return any(part.strip() in SOURCE_PLACED for part in spec.split("+"))
+
+
+def place_from_source(spec: str, *, call_index: int | None, calls: int) -> str:
+    """``spec`` with a bare ``once`` made ``once:K`` and a bare ``midpoint`` made
+    ``midpoint:N``, from a source trajectory (paper appendix B and B.1).
+
+    Args:
+        spec: a schedule spec.
+        call_index: the local rule's boundary in the source (``K``); None when the source has
+            no eligible boundary.
+        calls: the source trajectory's primitive calls (``N``).
+
+    Returns:
+        The spec with numbers (not canonicalised).
+
+    Raises:
+        ValueError: a bare ``once`` and no eligible boundary.
+    """
+    parts = []
+    for part in (p.strip() for p in spec.split("+")):
+        if part == "once":
+            if call_index is None:
+                raise ValueError("the source trajectory has no boundary the local rule selects")
+            part = f"once:{call_index}"
+        elif part == "midpoint":
+            part = f"midpoint:{calls}"
+        parts.append(part)
+    return "+".join(parts)
 
 
 def _parse_one(
@@ -399,7 +493,11 @@ def _parse_one(
     *,
     base: Schedule | None,
 ) -> Schedule:
-    """Parse one ``+``-separated part; modifiers wrap ``base`` (continuous when it is None)."""
+    """Parse one ``+``-separated part; modifiers wrap ``base`` (continuous when it is None).
+
+    Raises:
+        ValueError: an unknown or malformed part.
+    """
     head, _, arg = part.partition(":")
     if base is not None and head not in {"protect", "retain_first", "continuous"}:
         raise ValueError(
@@ -409,26 +507,34 @@ def _parse_one(
         if not arg:
             raise ValueError(f"schedule {spec!r}: protect needs a call count, e.g. protect:5")
         return Protect(base or Continuous(), _int_arg(spec, arg))
-    if arg and head in {"never", "continuous", "per_block", "retain_first"}:
+    simple: dict[str, type[Never | EveryBoundary | PerBlock]] = {
+        "never": Never,
+        "every_boundary": EveryBoundary,
+        "per_block": PerBlock,
+    }
+    if arg and head in {*simple, "continuous", "retain_first", "once_online"}:
         raise ValueError(f"schedule {spec!r}: {head} takes no argument")
     if head == "retain_first":
         return RetainFirst(base or Continuous())
     if head == "continuous":
         return Continuous() if base is None else FromFirst(base)
-    if head == "never":
-        return Never()
-    if head == "per_block":
-        return PerBlock()
+    if head in simple:
+        return simple[head]()
+    if head == "once_online":
+        return OnceOnline(write_tools=write_tools, read_tools=read_tools)
     if head == "once":
         if not arg:
-            return OnceLocalRule(write_tools=write_tools, read_tools=read_tools)
+            raise ValueError(
+                f"schedule {spec!r}: once needs its boundary from a recorded source run "
+                "(RunSpec.source_run, --source-run) or a call index, e.g. once:6"
+            )
         k = _int_arg(spec, arg)
         return AtCall(k, name=f"once:{k}", by_completed=False)
     if head == "midpoint":
         if not arg:
             raise ValueError(
                 f"schedule {spec!r}: midpoint needs the source trajectory's call count, "
-                "e.g. midpoint:40"
+                "e.g. midpoint:40, or a recorded source run (RunSpec.source_run, --source-run)"
             )
         n = _int_arg(spec, arg)
         return AtCall(n // 2, name=f"midpoint:{n}", by_completed=True)
@@ -483,43 +589,99 @@ class _CallCounter(ast.NodeVisitor):
     visit_GeneratorExp = _loop
 
 
-def local_rule_call_index(
-    blocks: Sequence[tuple[str, Sequence[Boundary]]],
+@dataclass(frozen=True)
+class SourceBlock:
+    """One natural block of a recorded source trajectory, as it was observed.
+
+    Attributes:
+        block_id: the block's id.
+        boundaries: its boundaries in order (one per primitive call it reached).
+        tools: the tools of the primitive calls it completed, in order.
+        queued_after: blocks queued behind it in its reply (its queued calls).
+    """
+
+    block_id: str
+    boundaries: tuple[Boundary, ...]
+    tools: tuple[str, ...]
+    queued_after: int = 0
+
+
+@dataclass(frozen=True)
+class LocalBoundary:
+    """The local rule's choice in one source trajectory (paper appendix B).
+
+    Attributes:
+        call_index: the chosen boundary's call index; None when the task-source pair is
+            ineligible.
+        block_id: the block of the chosen boundary (empty when ineligible).
+        read_fallback: True when no multi-call writer block had a supported boundary and a
+            read block's was chosen.
+        reason: why the pair is ineligible (empty when it is eligible).
+    """
+
+    call_index: int | None
+    block_id: str = ""
+    read_fallback: bool = False
+    reason: str = ""
+
+    @property
+    def eligible(self) -> bool:
+        """Whether a boundary was chosen."""
+        return self.call_index is not None
+
+
+def local_rule_boundary(
+    blocks: Sequence[SourceBlock],
     *,
     write_tools: frozenset[str],
     read_tools: frozenset[str],
-) -> int | None:
+) -> LocalBoundary:
     """The paper's local boundary (appendix B) in a complete source trajectory.
 
     "The first supported module-level internal boundary of the earliest multi-call writer block,
-    with a read-block fallback": the first module-level boundary of the earliest block with a
-    static write count above one (:func:`static_write_count`); if no block qualifies, the first
-    module-level boundary of the earliest read block. Use the result with ``once:K``.
+    with a read-block fallback. Function- and class-internal boundaries are excluded by this
+    rule. All selected contexts have empty queued-call lists." Read on the observed calls
+    (where the paper is silent, these are our readings):
+
+    - a *multi-call writer block* completed at least two primitive calls, at least one with a
+      writing tool; a *read block* completed at least two, at least one information-returning;
+    - an *internal* boundary comes after the block's first call (``block_call_index >= 1``),
+      so the block is under way and has observed something;
+    - a *supported* boundary is at module level (``call_site.at_module_level``) in a block with
+      no blocks queued behind it in its reply (the paper's selected contexts all have empty
+      queues; here that is part of the rule).
 
     Args:
-        blocks: the source trajectory's blocks in order, each as (code, its boundaries in order).
+        blocks: the source trajectory's natural blocks in order, as observed.
         write_tools: the environment's writing tools.
         read_tools: the environment's information-returning tools.
 
     Returns:
-        The chosen boundary's ``call_index``, or None when no block has a module-level boundary
-        of either kind (the task-program pair is ineligible).
+        The choice; ``call_index`` None (with ``reason``) when the pair is ineligible.
     """
 
-    def first_module_level(bounds: Sequence[Boundary]) -> int | None:
-        for b in bounds:
-            if b.call_site.at_module_level:
-                return b.call_index
+    def supported(block: SourceBlock) -> Boundary | None:
+        if block.queued_after:
+            return None
+        for b in block.boundaries:
+            if b.block_call_index >= 1 and b.call_site.at_module_level:
+                return b
         return None
 
-    for code, bounds in blocks:
-        if static_write_count(code, write_tools) > 1:
-            index = first_module_level(bounds)
-            if index is not None:
-                return index
-    for code, bounds in blocks:
-        if static_call_count(code, read_tools) > 0:
-            index = first_module_level(bounds)
-            if index is not None:
-                return index
-    return None
+    def first(tools: frozenset[str]) -> tuple[SourceBlock, Boundary] | None:
+        for block in blocks:
+            if len(block.tools) >= 2 and any(t in tools for t in block.tools):
+                chosen = supported(block)
+                if chosen is not None:
+                    return block, chosen
+        return None
+
+    for tools, fallback in ((write_tools, False), (read_tools, True)):
+        found = first(tools)
+        if found is not None:
+            return LocalBoundary(found[1].call_index, found[0].block_id, read_fallback=fallback)
+    return LocalBoundary(
+        None,
+        reason="no multi-call writer or read block has a module-level boundary after its "
+        "first call with no blocks queued behind it",
+    )

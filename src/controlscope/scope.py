@@ -22,10 +22,10 @@ import jsonschema.validators
 import referencing.exceptions
 
 from controlscope.core import (
-    REQUIRED_SCOPE,
     Boundary,
     Keep,
     Operation,
+    OperationSet,
     PatchArguments,
     PatchBlockData,
     RejectionReason,
@@ -468,16 +468,22 @@ def _check_replacement(patch: ReplaceWorkflow, granted: Scope) -> Validation:
 
 
 def validate_operation(
-    proposal: Operation | None, granted: Scope, *, boundary: Boundary, tool: ToolSchema
+    proposal: Operation | None,
+    granted: OperationSet | Scope,
+    *,
+    boundary: Boundary,
+    tool: ToolSchema,
 ) -> Validation:
-    """Judge a reviewer's proposal at a boundary against the granted scope (paper section 3.1).
+    """Judge a reviewer's proposal at a boundary against the granted operation set (paper
+    section 3.1, eq. 1-3; A.2).
 
     Rules, checked in this order; the first failing one gives the typed ``reason``, and a rejected
     proposal is realized as ``Keep()`` (a "fallback", ``docs/architecture.md``):
 
     1. ``None`` (nothing parseable) -> ``malformed``.
-    2. The operation's least scope (:data:`REQUIRED_SCOPE`) exceeds ``granted`` ->
-       ``out_of_scope``. Scopes nest, so a larger grant accepts every operation a smaller one does.
+    2. The operation is not in the granted set -> ``out_of_scope`` (under the default lattice
+       Full grants keep, patch_arguments and replace_workflow, not patch_block_data). Scopes
+       nest within a lattice, so a larger grant accepts every operation a smaller one does.
     3. ``keep`` is always accepted.
     4. ``patch_arguments`` (Arg):
 
@@ -511,7 +517,8 @@ def validate_operation(
 
     Args:
         proposal: the parsed proposal (see :func:`parse_operation`), or None.
-        granted: the scope the reviewer was offered.
+        granted: the operation set the reviewer was offered; a bare :class:`Scope` is read in
+            the ``v2`` lattice, where every scope exists (``OperationSet.of(scope, "v2")``).
         boundary: the pending call (its ``arguments`` and the running block's ``code``).
         tool: the schema of the pending call's tool.
 
@@ -519,29 +526,38 @@ def validate_operation(
         A :class:`Validation` with granted, proposal, verdict and realized operation.
 
     Raises:
-        TypeError: ``granted`` is not a :class:`Scope`.
+        TypeError: ``granted`` is neither a :class:`Scope` nor an :class:`OperationSet`.
         ValueError: ``tool`` is not the pending call's tool (a controller bug, not a review).
     """
-    if not isinstance(granted, Scope):
-        raise TypeError(f"granted must be a Scope, got {type(granted).__name__}")
+    if isinstance(granted, Scope):
+        granted = OperationSet.of(granted, "v2")
+    if not isinstance(granted, OperationSet):
+        raise TypeError(f"granted must be a Scope or an OperationSet, got {type(granted).__name__}")
     if tool.name != boundary.tool:
         raise ValueError(
             f"the tool schema {tool.name!r} does not belong to the pending call {boundary.tool!r}"
         )
+    return _judge(proposal, granted, boundary, tool)
+
+
+def _judge(
+    proposal: Operation | None, granted: OperationSet, boundary: Boundary, tool: ToolSchema
+) -> Validation:
+    """Rules 1-6 of :func:`validate_operation`."""
+    scope = granted.scope
     if proposal is None:
-        return _reject(granted, None, "malformed", "the review contained no parseable operation")
-    required = REQUIRED_SCOPE[proposal.kind]
-    if required > granted:
+        return _reject(scope, None, "malformed", "the review contained no parseable operation")
+    if not granted.allows(proposal.kind):
         return _reject(
-            granted,
+            scope,
             proposal,
             "out_of_scope",
-            f"{proposal.kind} needs scope {required.name}, granted {granted.name}",
+            f"{proposal.kind} is not granted: {granted.describe()}",
         )
     if isinstance(proposal, Keep):
-        return _accept(granted, proposal)
+        return _accept(scope, proposal)
     if isinstance(proposal, PatchArguments):
-        return _check_patch_arguments(proposal, granted, boundary, tool)
+        return _check_patch_arguments(proposal, scope, boundary, tool)
     if isinstance(proposal, PatchBlockData):
-        return _check_block_data(proposal, granted, boundary)
-    return _check_replacement(proposal, granted)
+        return _check_block_data(proposal, scope, boundary)
+    return _check_replacement(proposal, scope)

@@ -11,76 +11,24 @@ paper A.4); 130 when interrupted (recorded, not graded).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from controlscope import core
 from controlscope.cli._console import fail, one_line
+from controlscope.cli._run_args import add_arguments, spec_from_args
 from controlscope.core import TaskError
 from controlscope.models import ReplayMismatch
 from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_prepared
+
+__all__ = ["add_arguments", "main", "spec_from_args"]
 
 _DIVERGED_HELP = (
     "The options matched the recording, so the requests changed: the recording was made by code "
     "that prompts, shows or schedules differently, or the environment answered differently. "
     "The diverged replay's log is in {out}; replay again into a new --out directory."
 )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register ``run``'s options (one per :class:`RunSpec` field, dashes for underscores)."""
-    add = parser.add_argument
-    add("--task", required=True, help="task id, e.g. student_database/english_talent")
-    add("--env", default="filesystem", help="environment (default: filesystem)")
-    add("--seed", type=int, default=0, help="the task's data seed (default 0)")
-    add("--students", type=int, default=None, help="number of students (student tasks)")
-    add("--param", action="append", default=[], metavar="KEY=VALUE", help="a task parameter")
-    add("--scope", choices=core.SCOPE_NAMES, default="full")
-    add(
-        "--schedule",
-        default="continuous",
-        help="never|continuous|per_block|once[:K]|midpoint:N|protect:n|retain_first (join with +)",
-    )
-    add("--view", choices=core.VIEWS, default="with_feedback")
-    add("--replace-boundary", choices=core.REPLACE_BOUNDARIES, default="reply")
-    add("--model", default="local", help="local|local:0.5b|PATH.gguf|openai:NAME|replay:DIR")
-    add("--reviewer-model", default=None, help="reviewer model (default: --model)")
-    add("--base-url", default=None, help="OpenAI-compatible base URL")
-    add("--planner-format", choices=core.PLANNER_FORMATS, default=None, help="default: per model")
-    add("--review-mode", choices=core.DECISION_MODES, default=None, help="default: per model")
-    add("--temperature", type=float, default=None, help="default 0.7")
-    add("--max-tokens", type=int, default=None, help="per-request token cap")
-    add("--draw", type=int, default=None, help="reviewer draw index (default 0)")
-    add("--max-calls", type=int, default=None, help="primitive-call budget (default 100)")
-    add("--max-turns", type=int, default=None, help="planning-turn budget (default 100)")
-    add("--max-seconds", type=float, default=None, help="execution-seconds budget (default 1800)")
-    add("--cache", type=Path, default=None, help="an SQLite exact-request cache file to use")
-    add("--out", required=True, type=Path, help="run directory to write")
-    add("--quiet", action="store_true", help="no live progress")
-
-
-def spec_from_args(args: argparse.Namespace) -> RunSpec:
-    """The :class:`RunSpec` the options describe.
-
-    Raises:
-        ValueError: a malformed ``--param``.
-        pydantic.ValidationError: a value out of range.
-    """
-    params: dict[str, Any] = {}
-    for item in args.param:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--param expects KEY=VALUE, got {item!r}")
-        params[key] = int(value) if value.lstrip("-").isdigit() else value
-    if args.students is not None:
-        params["students"] = args.students
-    fields = set(RunSpec.model_fields) - {"params"}
-    given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
-    return RunSpec(params=params, **given)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -10,8 +10,10 @@ records defined here:
   :data:`AnswerKey`, :class:`TaskError`;
 - models: :class:`ModelRequest`, :class:`ModelResponse`, :class:`Message`, :class:`ToolCall`,
   :class:`ToolSpec`, :class:`Usage`, :class:`ProviderError`, :class:`ChatModel`;
-- operations: :class:`Scope`, :class:`Keep`, :class:`PatchArguments`, :class:`PatchBlockData`,
+- operations: :class:`Scope`, :data:`Lattice`, :class:`OperationSet` (a scope's operations in
+  a lattice), :class:`Keep`, :class:`PatchArguments`, :class:`PatchBlockData`,
   :class:`ReplaceWorkflow`, :data:`Operation`, :class:`Validation`;
+- the condition: :class:`Condition`, :class:`ViewLimits`, :class:`SourceBoundary`;
 - execution: :class:`Boundary`, :class:`CallSite`, :class:`PrimitiveCall`, :class:`BlockResult`;
 - events: one pydantic model per event type, :data:`Event`, :data:`EVENT_ADAPTER`;
 - reading model text: :func:`fences` (CommonMark's fenced code blocks), :func:`program_fence`
@@ -28,6 +30,11 @@ from controlscope.core._condition import (
     DecisionMode,
     IsolationRequest,
     PlannerFormat,
+    ReviewToolChoice,
+    Role,
+    SourceBoundary,
+    SourceRule,
+    ViewLimits,
 )
 from controlscope.core._events import (
     EVENT_ADAPTER,
@@ -38,6 +45,8 @@ from controlscope.core._events import (
     BoundaryEvent,
     BudgetEvent,
     BudgetName,
+    ClockDifference,
+    ClockDifferencesEvent,
     EndReason,
     Event,
     FinalVerdictEvent,
@@ -82,13 +91,17 @@ from controlscope.core._models import (
 )
 from controlscope.core._operations import (
     FALLBACK_KINDS,
+    LATTICE_OPERATIONS,
+    LATTICES,
     OPERATION_KINDS,
     REQUIRED_SCOPE,
     SCOPE_NAMES,
     FallbackKind,
     Keep,
+    Lattice,
     Operation,
     OperationKind,
+    OperationSet,
     PatchArguments,
     PatchBlockData,
     RejectionReason,
@@ -96,6 +109,7 @@ from controlscope.core._operations import (
     Scope,
     ScopeName,
     Validation,
+    lattice_operations,
 )
 from controlscope.core._signature import (
     ToolParam,
@@ -129,6 +143,8 @@ __all__ = [
     "EVENTS_FILE",
     "EVENT_ADAPTER",
     "FALLBACK_KINDS",
+    "LATTICES",
+    "LATTICE_OPERATIONS",
     "OPERATION_KINDS",
     "PLANNER_FORMATS",
     "PROVIDER_ERROR_KINDS",
@@ -150,6 +166,8 @@ __all__ = [
     "CallSite",
     "ChatModel",
     "Check",
+    "ClockDifference",
+    "ClockDifferencesEvent",
     "Condition",
     "DecisionMode",
     "EndReason",
@@ -160,6 +178,7 @@ __all__ = [
     "Isolation",
     "IsolationRequest",
     "Keep",
+    "Lattice",
     "Message",
     "ModelCallEvent",
     "ModelRequest",
@@ -167,6 +186,7 @@ __all__ = [
     "ModelRole",
     "Operation",
     "OperationKind",
+    "OperationSet",
     "PatchArguments",
     "PatchBlockData",
     "PlannerFormat",
@@ -181,10 +201,14 @@ __all__ = [
     "ReplaceBoundary",
     "ReplaceWorkflow",
     "ReviewRequestEvent",
+    "ReviewToolChoice",
+    "Role",
     "RunEndEvent",
     "RunStartEvent",
     "Scope",
     "ScopeName",
+    "SourceBoundary",
+    "SourceRule",
     "Task",
     "TaskBudgets",
     "TaskError",
@@ -201,6 +225,7 @@ __all__ = [
     "ValidationEvent",
     "Verdict",
     "View",
+    "ViewLimits",
     "annotation",
     "decode_json",
     "fence",
@@ -209,6 +234,7 @@ __all__ = [
     "foreign_fence",
     "json_objects",
     "json_value_at",
+    "lattice_operations",
     "model_call_event",
     "own_turn",
     "program_fence",

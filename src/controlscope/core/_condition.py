@@ -1,22 +1,29 @@
 """The condition one trajectory runs under: what the paper compares across branches and panels.
 
-A condition fixes the granted scope, the schedule, the reviewer's view, the replacement boundary,
-how the planner and the reviewer answer, the sampling settings both roles use and the budgets
-(paper sections 3.1, 3.2, 4 and A.1-A.3). It is written whole into the log's ``run_start`` event,
-so a recorded run says exactly what it was; :class:`controlscope.run.RunSpec` resolves one from
-user options.
+A condition fixes the granted scope and its lattice (so the granted operation set), the
+schedule, the reviewer's view and its bounds, the replacement boundary, how the planner and the
+reviewer answer, the sampling settings of each role, the source-program index and the budgets
+(paper sections 3.1, 3.2, 4 and A.1-A.5). It is written whole into the log's ``run_start``
+event, so a recorded run says exactly what it was; :class:`controlscope.run.RunSpec` resolves
+one from user options.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from controlscope.core._execution import ReplaceBoundary, View
 from controlscope.core._models import DEFAULT_MAX_TOKENS
-from controlscope.core._operations import Scope, ScopeName
+from controlscope.core._operations import (
+    Lattice,
+    OperationSet,
+    Scope,
+    ScopeName,
+    lattice_operations,
+)
 from controlscope.core._tasks import TaskBudgets
 
 PlannerFormat = Literal["tools", "fenced"]
@@ -37,49 +44,172 @@ IsolationRequest = Literal["auto", "bwrap", "none"]
 """The worker isolation asked for: ``auto`` (bubblewrap when it works, else none, loudly),
 ``bwrap`` (required) or ``none``."""
 
+ReviewToolChoice = Literal["auto", "required"]
+"""The reviewer's tool choice in the ``tools`` decision mode: ``auto`` (the paper's matched
+configurations) or ``required`` (its fast reviewers, section 4 and 5.1)."""
+
+Role = Literal["planner", "reviewer"]
+"""A model's role in a run."""
+
+
+class ViewLimits(BaseModel):
+    """Character bounds of a *bounded* review view (about 4 characters per token).
+
+    The paper's reviewer sees the complete public record ``h`` (section 3.1); a bounded view is
+    our option for models with small contexts (the embedded 1.5B model has 8,192 tokens). Every
+    cut is marked in the view, and the bounds in force are recorded in ``run_start`` as part of
+    the condition (``Condition.view_limits``; None there means the complete state).
+
+    Attributes:
+        history_chars: all history messages together (the first message, with the goal, and
+            the newest are kept).
+        message_chars: one history message.
+        code_chars: one block's code.
+        queued_chars: all queued blocks together.
+        observation_chars: one observation or tool message.
+        block_calls: observations shown from the running block (newest kept).
+        output_chars: printed output (its end is kept).
+        variables_chars: all variables together.
+        value_chars: one variable's value.
+        decisions: earlier decisions shown (newest kept).
+        description_chars: one tool's documentation (cut to its first sentence as well).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    history_chars: int = Field(default=4000, ge=1)
+    message_chars: int = Field(default=1200, ge=1)
+    code_chars: int = Field(default=4000, ge=1)
+    queued_chars: int = Field(default=2000, ge=1)
+    observation_chars: int = Field(default=600, ge=1)
+    block_calls: int = Field(default=6, ge=1)
+    output_chars: int = Field(default=1000, ge=1)
+    variables_chars: int = Field(default=1500, ge=1)
+    value_chars: int = Field(default=200, ge=1)
+    decisions: int = Field(default=8, ge=1)
+    description_chars: int = Field(default=160, ge=1)
+
+
+SourceRule = Literal["local", "midpoint"]
+"""How a one-time review's boundary was placed from a recorded source trajectory: the paper's
+local rule (appendix B) or the source-trajectory midpoint (B.1)."""
+
+
+class SourceBoundary(BaseModel):
+    """A one-time review's boundary, chosen from a recorded source trajectory before the run
+    (paper appendix B and B.1: "the boundary is fixed before intervention runs").
+
+    Attributes:
+        run: the source run's directory, as given.
+        rule: ``local`` or ``midpoint``.
+        calls: the source trajectory's primitive calls (N).
+        call_index: ``local``: the chosen boundary's call index; ``midpoint``: floor(N/2), the
+            completed calls before the review.
+        block_id: ``local``: the source block whose boundary was chosen (empty for midpoint).
+        read_fallback: ``local``: True when no multi-call writer block had a supported
+            boundary and the rule fell back to a read block.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    run: str
+    rule: SourceRule
+    calls: int = Field(ge=0)
+    call_index: int = Field(ge=0)
+    block_id: str = ""
+    read_fallback: bool = False
+
 
 class Condition(BaseModel):
     """The condition a task runs under (recorded in ``run_start``).
 
     Attributes:
         scope: the granted scope (paper section 3.1).
-        schedule: the schedule's canonical spec (``never``, ``continuous``, ``per_block``,
-            ``once``, ``once:K``, ``midpoint:N``, ``protect:n``, ``retain_first``; see
-            :func:`controlscope.schedule.parse_schedule`).
+        lattice: the lattice the scope is read in (``default`` or ``v2``, paper 3.1 and A.2).
+        schedule: the schedule's canonical spec (``never``, ``continuous``, ``every_boundary``,
+            ``per_block``, ``once:K``, ``once_online``, ``midpoint:N``, ``protect:n``,
+            ``retain_first``; see :func:`controlscope.schedule.parse_schedule`).
         view: the reviewer's view of the public state (paper A.3).
+        view_limits: the bounds of a bounded view; None shows the complete public state (the
+            paper's ``h``, section 3.1).
         replace_boundary: what a replacement replaces: the rest of the block or of the reply
             (paper A.1).
         planner_format: how the planner emits blocks.
         review_mode: how the reviewer answers.
-        temperature: sampling temperature of both roles (paper section 4: 0.7).
+        reviewer_tool_choice: the reviewer's tool choice in the ``tools`` mode (paper 4).
+        temperature: the reviewer's sampling temperature, and the planner's unless
+            ``planner_temperature`` is set (paper section 4: 0.7).
+        planner_temperature: the planner's temperature apart (source programs are sampled at
+            0.7 in the paper); None: ``temperature``.
         max_tokens: per-request output cap in tokens (paper section 4: 16,384).
+        reviewer_max_tokens: the reviewer's cap apart (the paper's ALFWorld fast reviewers use
+            8,192); None: ``max_tokens``.
+        planner_options: provider options passed through with every planner request.
+        reviewer_options: provider options passed through with every review request (e.g. a
+            reasoning mode, paper section 4).
         draw: the reviewer draw index (separately sampled reviews never share a cache entry).
+        source_program: the source-program index (the paper's P1 = 0, P2 = 1, section 4): the
+            planner requests' draw, so independent source programs never share a cache entry.
+        source: where a one-time review's boundary came from, when a recorded source run
+            placed it.
         budgets: primitive calls, planning turns and execution seconds (paper section 4).
-        block_exec_s: execution seconds one block may run before its worker is killed.
+        block_exec_s: execution seconds one block may run before its worker is killed; None
+            (the default) sets no per-block limit: the task's execution budget governs (the
+            paper has no per-block limit).
         isolation: the worker isolation asked for.
+        operations: the granted operation set (``scope`` read in ``lattice``).
 
     Raises:
         pydantic.ValidationError: a value out of range (negative temperature, draw or budget, a
-            token cap below 1, a non-finite number).
+            token cap below 1, a non-finite number) or a scope the lattice does not have.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     scope: ScopeName = Scope.FULL
+    lattice: Lattice = "default"
     schedule: str = "continuous"
     view: View = "with_feedback"
+    view_limits: ViewLimits | None = None
     replace_boundary: ReplaceBoundary = "reply"
     planner_format: PlannerFormat = "tools"
     review_mode: DecisionMode = "tools"
+    reviewer_tool_choice: ReviewToolChoice = "auto"
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    planner_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1)
+    reviewer_max_tokens: int | None = Field(default=None, ge=1)
+    planner_options: dict[str, Any] = Field(default_factory=dict)
+    reviewer_options: dict[str, Any] = Field(default_factory=dict)
     draw: int = Field(default=0, ge=0)
+    source_program: int = Field(default=0, ge=0)
+    source: SourceBoundary | None = None
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
-    block_exec_s: float = Field(default=300.0, gt=0.0)
+    block_exec_s: float | None = Field(default=None, gt=0.0)
     isolation: IsolationRequest = "auto"
 
-    @field_validator("temperature", "block_exec_s")
+    @field_validator("temperature", "planner_temperature", "block_exec_s")
     @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value):
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
             raise ValueError("must be a finite number")
         return value
+
+    @model_validator(mode="after")
+    def _scope_in_lattice(self) -> Condition:
+        lattice_operations(self.scope, self.lattice)  # raises for Params outside v2
+        return self
+
+    @property
+    def operations(self) -> OperationSet:
+        """The granted operation set: ``scope`` read in ``lattice`` (paper 3.1, A.2)."""
+        return OperationSet.of(self.scope, self.lattice)
+
+    def temperature_for(self, role: Role) -> float:
+        """The sampling temperature of ``role``'s requests."""
+        if role == "planner" and self.planner_temperature is not None:
+            return self.planner_temperature
+        return self.temperature
+
+    def max_tokens_for(self, role: Role) -> int:
+        """The per-request token cap of ``role``'s requests."""
+        if role == "reviewer" and self.reviewer_max_tokens is not None:
+            return self.reviewer_max_tokens
+        return self.max_tokens

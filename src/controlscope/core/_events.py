@@ -32,15 +32,18 @@ from controlscope.core._models import (
     ProviderErrorKind,
 )
 from controlscope.core._operations import (
+    LATTICE_OPERATIONS,
     FallbackKind,
+    Lattice,
     Operation,
+    OperationKind,
     Scope,
     ScopeName,
     Validation,
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -49,6 +52,13 @@ older ones (:func:`upgrade_event`).
 2   the validation of a proposal is a ``validation`` event (was ``verdict``, a word now kept
     for the verifier's ``final_verdict``); enumerations (view, isolation, end reason, error
     kind, budget name) are typed.
+3   ``run_start`` records the lattice and the granted operation set (``operations``); the
+    condition (``config``) gains the lattice, the view's bounds, per-role sampling settings,
+    the source-program index, a recorded source boundary, and ``block_exec_s`` may be None;
+    model responses carry ``replayed``; ``final_verdict`` carries the terminal workspace hash
+    and per-file hashes; a replay's masked clock differences are a ``clock_differences``
+    event. Older logs are read as runs of the ``v2`` lattice (their Full granted
+    ``patch_block_data``).
 ==  ========================================================================================
 """
 
@@ -116,13 +126,17 @@ class RunStartEvent(_Event):
         models: model id by role (``{"planner": ..., "reviewer": ...}``).
         isolation: the worker's isolation in force (``bwrap`` or ``none``).
         budgets: the task's budgets.
-        config: anything else that defines the condition (token cap, draw, temperature...).
+        config: the whole condition (:class:`~controlscope.core.Condition`, as JSON).
+        lattice: the lattice the scope is read in (paper 3.1, A.2).
+        operations: the granted operation set, exactly as offered to the reviewer.
     """
 
     type: Literal["run_start"] = "run_start"
     task: Task
     seed: int
     scope: ScopeName
+    lattice: Lattice = "default"
+    operations: tuple[OperationKind, ...] = ()
     schedule: str
     view: View
     replace_boundary: ReplaceBoundary = "reply"
@@ -318,12 +332,50 @@ class FinalVerdictEvent(_Event):
         verdict: the checks.
         success: the verdict's success (stored so readers need not recompute it).
         end_reason: why the run ended (see :class:`RunEndEvent`).
+        state_hash: the terminal workspace's hash (``Environment.state_hash``; paper 3.3: prefix
+            and shared-patch replays compare terminal files); None when it could not be
+            computed.
+        file_hashes: SHA-256 of each terminal file's bytes by relative path
+            (``Environment.file_hashes``).
     """
 
     type: Literal["final_verdict"] = "final_verdict"
     verdict: Verdict
     success: bool
     end_reason: EndReason
+    state_hash: str | None = None
+    file_hashes: dict[str, str] = Field(default_factory=dict)
+
+
+class ClockDifference(BaseModel):
+    """One difference between a recorded and a replayed request that masking hid.
+
+    Attributes:
+        role: whose request it was.
+        request: the request's 0-based index among that role's requests.
+        path: the first differing field, e.g. ``messages[3].content``.
+        recorded: the recorded text around the difference (raw, unmasked).
+        received: the replayed text around the difference (raw, unmasked).
+    """
+
+    role: str
+    request: int
+    path: str
+    recorded: str
+    received: str
+
+
+class ClockDifferencesEvent(_Event):
+    """Clock readings that differed between a replay and its recording (paper A.4: "raw clock
+    differences remain available in the execution records"). They were masked before the
+    requests were compared, so they did not end the replay; they are reported here apart.
+
+    Attributes:
+        differences: one entry per request whose raw text differed only in masked readings.
+    """
+
+    type: Literal["clock_differences"] = "clock_differences"
+    differences: list[ClockDifference] = Field(default_factory=list)
 
 
 class RunEndEvent(_Event):
@@ -353,6 +405,7 @@ Event = Annotated[
     | PrimitiveCallEvent
     | BudgetEvent
     | FinalVerdictEvent
+    | ClockDifferencesEvent
     | RunEndEvent,
     Field(discriminator="type"),
 ]
@@ -377,8 +430,24 @@ def upgrade_event(data: dict[str, Any]) -> dict[str, Any]:
     upgraded = dict(data)
     if version < 2 and upgraded.get("type") == "verdict":
         upgraded["type"] = "validation"
+    if version < 3 and upgraded.get("type") == "run_start":
+        _upgrade_run_start(upgraded)
     upgraded["schema_version"] = SCHEMA_VERSION
     return upgraded
+
+
+def _upgrade_run_start(data: dict[str, Any]) -> None:
+    """A run_start of schema 1 or 2: its scopes nested Keep ⊂ Arg ⊂ Params ⊂ Full with Full
+    granting every operation, the ``v2`` lattice."""
+    data["lattice"] = "v2"
+    scope = data.get("scope")
+    names: dict[object, Scope] = {s.name.lower(): s for s in Scope} | {s.value: s for s in Scope}
+    chosen = names.get(scope.lower() if isinstance(scope, str) else scope)
+    if chosen is not None:
+        data["operations"] = list(LATTICE_OPERATIONS["v2"][chosen])
+    config = data.get("config")
+    if isinstance(config, dict):
+        data["config"] = {**config, "lattice": "v2"}
 
 
 def model_call_event(

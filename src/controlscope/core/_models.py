@@ -117,6 +117,8 @@ class ModelResponse(BaseModel):
         usage: token usage.
         model: the model id that answered.
         cached: True when served from the exact-request cache (no model work was done).
+        replayed: True when answered from a recorded run by a replay model (no model work was
+            done; the response counts in logical totals only, paper A.5 and B.2).
         latency_s: wall seconds of the request (0 for cache hits).
     """
 
@@ -126,6 +128,7 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     cached: bool = False
+    replayed: bool = False
     latency_s: float = 0.0
 
 

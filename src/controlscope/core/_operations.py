@@ -1,8 +1,12 @@
-"""Scopes and operations: what a reviewer may do at a boundary, and the verdict on a proposal.
+"""Scopes, their operation sets and operations: what a reviewer may do at a boundary, and the
+verdict on a proposal.
 
-Paper section 3.1 defines nested operation sets A_Keep ⊂ A_Arg ⊂ A_Full; Params (the paper's
-AppWorld V2 "coordinated data edit", section A.2) sits between Arg and Full. These are records
-shared by every layer; judging a proposal is :func:`controlscope.scope.validate_operation`.
+Paper section 3.1 defines nested operation sets (eq. 1-3): A_Keep = {keep}, A_Arg = A_Keep ∪
+argument edits, A_Full = A_Arg ∪ workflow replacements. Coordinated data editing (Params) exists
+only in the AppWorld V2 protocol, whose Full action set includes it (A.2). A scope therefore
+names a set of operations only within a *lattice*: :data:`LATTICE_OPERATIONS` gives both, and
+:class:`OperationSet` is one scope's set in one lattice, the granted set a run records and a
+reviewer is offered. Judging a proposal is :func:`controlscope.scope.validate_operation`.
 """
 
 from __future__ import annotations
@@ -10,17 +14,27 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    model_validator,
+)
 
 
 class Scope(enum.IntEnum):
-    """Granted scope, ordered by inclusion: Keep ⊂ Arg ⊂ Params ⊂ Full (paper section 3.1).
+    """Granted scope, ordered by inclusion (paper section 3.1); the operations each grants
+    depend on the lattice (:data:`LATTICE_OPERATIONS`).
 
     Attributes:
         KEEP: only ``keep``: the program continues unchanged.
         ARG: also ``patch_arguments``: new values for the pending call's data arguments.
-        PARAMS: also ``patch_block_data``: the block rewritten with other constants.
-        FULL: also ``replace_workflow``: new code for the rest of the block (or reply).
+        PARAMS: also ``patch_block_data``: the block rewritten with other constants (the
+            ``v2`` lattice only, paper A.2).
+        FULL: also ``replace_workflow``: new code for the rest of the block (or reply); under
+            ``v2`` also ``patch_block_data``.
     """
 
     KEEP = 0
@@ -87,27 +101,38 @@ Operation = Annotated[
 ]
 """A reviewer's operation at a boundary, one per scope level; ``kind`` tells which."""
 
-#: The least scope that grants each operation kind.
+Lattice = Literal["default", "v2"]
+"""Which nesting of scopes a run uses: ``default`` is Keep ⊂ Arg ⊂ Full with Full = {keep,
+patch_arguments, replace_workflow} (paper section 3.1, eq. 1-3); ``v2`` is Keep ⊂ Arg ⊂ Params ⊂
+Full with Full adding patch_block_data (the AppWorld V2 protocol, paper A.2)."""
+
+LATTICES: tuple[Lattice, ...] = get_args(Lattice)
+"""Every lattice, the default first."""
+
+LATTICE_OPERATIONS: dict[Lattice, dict[Scope, tuple[OperationKind, ...]]] = {
+    "default": {
+        Scope.KEEP: ("keep",),
+        Scope.ARG: ("keep", "patch_arguments"),
+        Scope.FULL: ("keep", "patch_arguments", "replace_workflow"),
+    },
+    "v2": {
+        Scope.KEEP: ("keep",),
+        Scope.ARG: ("keep", "patch_arguments"),
+        Scope.PARAMS: ("keep", "patch_arguments", "patch_block_data"),
+        Scope.FULL: ("keep", "patch_arguments", "patch_block_data", "replace_workflow"),
+    },
+}
+"""The operation kinds each scope grants, per lattice (smallest scope first; a scope absent from
+a lattice cannot be granted under it)."""
+
+#: The least scope that grants each operation kind (in the ``v2`` lattice, where every kind
+#: has one; under ``default`` Params does not exist and Full does not grant ``patch_block_data``).
 REQUIRED_SCOPE: dict[str, Scope] = {
     "keep": Scope.KEEP,
     "patch_arguments": Scope.ARG,
     "patch_block_data": Scope.PARAMS,
     "replace_workflow": Scope.FULL,
 }
-
-RejectionReason = Literal[
-    "out_of_scope",
-    "unknown_argument",
-    "schema_violation",
-    "code_parameter",
-    "structure_changed",
-    "syntax_error",
-    "empty_patch",
-    "malformed",
-]
-"""Why a proposal was rejected (it is then executed as ``Keep``).
-
-``malformed`` means the review held no parseable operation."""
 
 
 def _scope_from(value: Any) -> Any:
@@ -128,6 +153,95 @@ ScopeName = Annotated[
 ]
 """A :class:`Scope` in a record: written as its lower-case name (``"full"``), read back from a
 name or an integer."""
+
+
+class OperationSet(BaseModel):
+    """The operations one scope grants in one lattice: the granted set of a run (paper 3.1).
+
+    Build one with :meth:`of`; the run records it in ``run_start`` and the reviewer is offered
+    exactly these operations (:func:`controlscope.review.operation_tools`).
+
+    Attributes:
+        scope: the granted scope.
+        lattice: the lattice the scope is read in.
+        operations: the granted operation kinds, smallest scope first.
+
+    Raises:
+        pydantic.ValidationError: ``operations`` is not the scope's set in the lattice (the
+            scope is not in the lattice, e.g. Params under ``default``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    scope: ScopeName
+    lattice: Lattice = "default"
+    operations: tuple[OperationKind, ...]
+
+    @model_validator(mode="after")
+    def _matches_lattice(self) -> OperationSet:
+        expected = lattice_operations(self.scope, self.lattice)
+        if self.operations != expected:
+            raise ValueError(
+                f"{self.scope.name.lower()} grants {list(expected)} under the {self.lattice} "
+                f"lattice, not {list(self.operations)}"
+            )
+        return self
+
+    @classmethod
+    def of(cls, scope: Scope | str, lattice: Lattice = "default") -> OperationSet:
+        """The set ``scope`` grants under ``lattice``.
+
+        Raises:
+            ValueError: the scope does not exist in the lattice (Params outside ``v2``) or is
+                unknown.
+        """
+        chosen = Scope(_scope_from(scope))
+        return cls(scope=chosen, lattice=lattice, operations=lattice_operations(chosen, lattice))
+
+    def allows(self, kind: str) -> bool:
+        """Whether ``kind`` is among the granted operations."""
+        return kind in self.operations
+
+    @property
+    def keep_only(self) -> bool:
+        """True when ``keep`` is the only granted operation (no review can change anything)."""
+        return self.operations == ("keep",)
+
+    def describe(self) -> str:
+        """``"full (default lattice: keep, patch_arguments, replace_workflow)"``."""
+        return f"{self.scope.name.lower()} ({self.lattice} lattice: {', '.join(self.operations)})"
+
+
+def lattice_operations(scope: Scope, lattice: Lattice) -> tuple[OperationKind, ...]:
+    """The operation kinds ``scope`` grants under ``lattice`` (:data:`LATTICE_OPERATIONS`).
+
+    Raises:
+        ValueError: the lattice is unknown, or the scope does not exist in it.
+    """
+    table = LATTICE_OPERATIONS.get(lattice)
+    if table is None:
+        raise ValueError(f"unknown lattice {lattice!r}; expected one of {', '.join(LATTICES)}")
+    if scope not in table:
+        have = ", ".join(s.name.lower() for s in table)
+        raise ValueError(
+            f"scope {scope.name.lower()} does not exist in the {lattice} lattice (it has {have}); "
+            "Params is part of the v2 lattice (paper A.2)"
+        )
+    return table[scope]
+
+
+RejectionReason = Literal[
+    "out_of_scope",
+    "unknown_argument",
+    "schema_violation",
+    "code_parameter",
+    "structure_changed",
+    "syntax_error",
+    "empty_patch",
+    "malformed",
+]
+"""Why a proposal was rejected (it is then executed as ``Keep``).
+
+``malformed`` means the review held no parseable operation."""
 
 
 class Validation(BaseModel):

@@ -87,15 +87,19 @@ class Environment(Protocol):
         """
         ...
 
-    def normalise_observation(self, text: str) -> str:
+    def normalise_observation(self, text: str, *, since: float | None = None) -> str:
         """``text`` with the parts that differ between two identical runs masked.
 
         Tool observations can carry readings of the machine's clock (a file's creation or
-        access time) that no seed controls; replays compare requests after passing every
-        string through this, so such readings do not count as a divergence.
+        access time, the modification time of a file the run wrote) that no seed controls;
+        replays compare requests after passing every string through this, so such readings do
+        not count as a divergence. Times the task itself set (from its seed) are kept (paper
+        A.4).
 
         Args:
             text: a tool observation or any string built from one.
+            since: when the run the text comes from started (seconds since the epoch; None:
+                now): readings from about then on are the run's clock.
 
         Returns:
             ``text`` with those readings masked; ``text`` unchanged when the environment's
@@ -113,6 +117,22 @@ class Environment(Protocol):
 
         Returns:
             A hex digest, equal for equal states.
+
+        Raises:
+            TaskError: unknown task or an unreadable workspace.
+        """
+        ...
+
+    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+        """Each file of the workspace by relative path, hashed by the rule of
+        :meth:`state_hash`: a terminal workspace compared file by file (paper 3.3, A.4).
+
+        Args:
+            task: the task whose state the workspace holds.
+            workspace: the workspace to hash.
+
+        Returns:
+            A hash per file (equal for equal files), by relative path.
 
         Raises:
             TaskError: unknown task or an unreadable workspace.

@@ -3,7 +3,10 @@
 Prefix replay (paper section 3.3) rebuilds a saved state by re-running a trajectory; the model side
 of that is this class. Each request must equal the recorded one; the first that differs fails with
 :class:`ReplayMismatch` naming the first differing field (e.g. ``messages[3].content``), so a
-divergent prefix is caught at the request where it diverges.
+divergent prefix is caught at the request where it diverges. Differences that only the
+normaliser's masking hid (clock readings) are kept apart in :attr:`ReplayModel.masked` (paper
+A.4: "raw clock differences remain available"). Every response it returns is marked
+``replayed``: it counts in logical token totals only (A.5, B.2).
 """
 
 from __future__ import annotations
@@ -14,12 +17,27 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from controlscope.core import ModelCallEvent, ModelRequest, ModelResponse, ProviderError
+from controlscope.core import (
+    ClockDifference,
+    ModelCallEvent,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+)
 from controlscope.record import read_events
 
 __all__ = ["ReplayExhausted", "ReplayMismatch", "ReplayModel", "first_difference"]
 
 _ABSENT = "<absent>"
+
+
+def _first_char_difference(left: str, right: str) -> int:
+    """The index of the first character where two texts differ (the shorter's length if one
+    is a prefix of the other)."""
+    return next(
+        (i for i, (a, b) in enumerate(zip(left, right, strict=False)) if a != b),
+        min(len(left), len(right)),
+    )
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -87,10 +105,7 @@ class ReplayMismatch(AssertionError):
         where = ""
         if isinstance(recorded, str) and isinstance(received, str):
             # Long texts (prompts) often share a long head: show both around the first change.
-            at = next(
-                (i for i, (a, b) in enumerate(zip(recorded, received, strict=False)) if a != b),
-                min(len(recorded), len(received)),
-            )
+            at = _first_char_difference(recorded, received)
             if at > 40:
                 where = f" (from character {at})"
                 recorded, received = recorded[at - 20 :], received[at - 20 :]
@@ -139,6 +154,8 @@ class ReplayModel:
 
     Attributes:
         position: how many requests have been answered.
+        masked: differences between recorded and received requests that only the normaliser
+            hid, one per request (raw excerpts around the first one).
 
     Raises:
         ValueError: when ``ignore`` names a field that requests do not have.
@@ -162,6 +179,7 @@ class ReplayModel:
         self._normalise = normalise
         self._role = role
         self.position = 0
+        self.masked: list[ClockDifference] = []
         self._lock = threading.Lock()
 
     @property
@@ -189,15 +207,18 @@ class ReplayModel:
             exclude = set(self._ignore)
             want = recorded.model_dump(mode="json", exclude=exclude)
             got = request.model_dump(mode="json", exclude=exclude)
-            if self._normalise is not None:
+            raw = first_difference(want, got)
+            if self._normalise is not None and raw is not None:
                 want, got = _map_strings(want, self._normalise), _map_strings(got, self._normalise)
             found = first_difference(want, got)
             if found is not None:
                 raise ReplayMismatch(index, *found, role=self._role)
+            if raw is not None:
+                self.masked.append(_masked(self._role or "", index, *raw))
             self.position += 1
         if isinstance(outcome, ProviderError):
             raise ProviderError(str(outcome), status=outcome.status, kind=outcome.kind)
-        return outcome
+        return outcome.model_copy(update={"replayed": True})
 
     @classmethod
     def from_run_dir(
@@ -230,6 +251,19 @@ class ReplayModel:
             if isinstance(event, ModelCallEvent) and event.role == role:
                 pairs.append(_pair_from_event(event))
         return cls(pairs, model_id=f"replay:{role}", ignore=ignore, normalise=normalise, role=role)
+
+
+def _masked(role: str, index: int, path: str, recorded: Any, received: Any) -> ClockDifference:
+    """A masked difference, with 80 characters of raw text either side of where it starts."""
+
+    def around(text: str, at: int) -> str:
+        return text[max(0, at - 80) : at + 80]
+
+    left, right = str(recorded), str(received)
+    at = _first_char_difference(left, right)
+    return ClockDifference(
+        role=role, request=index, path=path, recorded=around(left, at), received=around(right, at)
+    )
 
 
 def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:

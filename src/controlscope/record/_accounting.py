@@ -1,9 +1,12 @@
 """Token accounting by role, keeping logical totals apart from uncached ones (paper A.5).
 
 *Logical* totals count every response a trajectory used, including those served from the
-exact-request cache: they describe the model work the trajectories represent. *Uncached* totals
-count only successful responses the model actually produced in this run: a narrower component of
-actual API use. Failed requests are counted apart and enter neither.
+exact-request cache and those replayed from a recorded run: they describe the model work the
+trajectories represent ("logical token totals include replayed responses", B.2). *Uncached*
+totals count only successful responses the model actually produced in this run: a narrower
+component of actual API use. Cache hits and replayed responses are counted apart (A.5: "reused
+Keep trajectories and cached model responses are identified in resource accounting"). Failed
+requests are counted apart and enter neither total.
 """
 
 from __future__ import annotations
@@ -54,10 +57,11 @@ class RoleTotals(BaseModel):
     """The account of one role (planner, reviewer, other) or of all roles.
 
     Attributes:
-        logical: every successful response, cached or not.
-        uncached: successful responses not served from the exact-request cache.
-        cache_hits: responses served from the exact-request cache (``logical.requests -
-            uncached.requests``).
+        logical: every successful response, cached, replayed or not.
+        uncached: successful responses the model produced (neither cached nor replayed).
+        cache_hits: responses served from the exact-request cache.
+        replayed: responses answered from a recorded run (``logical.requests`` is
+            ``uncached.requests + cache_hits + replayed``).
         failed_requests: requests that ended in a :class:`ProviderError`.
         latency_s: summed wall seconds of the uncached responses.
     """
@@ -65,6 +69,7 @@ class RoleTotals(BaseModel):
     logical: TokenTotals = Field(default_factory=TokenTotals)
     uncached: TokenTotals = Field(default_factory=TokenTotals)
     cache_hits: int = 0
+    replayed: int = 0
     failed_requests: int = 0
     latency_s: float = 0.0
 
@@ -74,6 +79,7 @@ class RoleTotals(BaseModel):
             logical=self.logical.merged(other.logical),
             uncached=self.uncached.merged(other.uncached),
             cache_hits=self.cache_hits + other.cache_hits,
+            replayed=self.replayed + other.replayed,
             failed_requests=self.failed_requests + other.failed_requests,
             latency_s=self.latency_s + other.latency_s,
         )
@@ -111,7 +117,8 @@ class TokenLedger:
         return self._roles.setdefault(role, RoleTotals())
 
     def add(self, role: str, response: ModelResponse) -> None:
-        """Count one successful response under ``role`` (``planner``, ``reviewer``, ...).
+        """Count one successful response under ``role`` (``planner``, ``reviewer``, ...): in
+        the logical totals always, in the uncached ones unless it was cached or replayed.
 
         Raises:
             ValueError: when ``role`` is empty.
@@ -119,7 +126,9 @@ class TokenLedger:
         with self._lock:
             account = self._role(role)
             account.logical.add(response)
-            if response.cached:
+            if response.replayed:
+                account.replayed += 1
+            elif response.cached:
                 account.cache_hits += 1
             else:
                 account.uncached.add(response)

@@ -240,7 +240,7 @@ def _parse(line: str) -> Event:
         pydantic.ValidationError: the line is not an event of a known version.
     """
     try:
-        return EVENT_ADAPTER.validate_json(line)
+        event = EVENT_ADAPTER.validate_json(line)
     except ValidationError as err:
         try:
             data = json.loads(line)
@@ -249,6 +249,9 @@ def _parse(line: str) -> Event:
         if not isinstance(data, dict) or upgrade_event(data) is data:
             raise
         return EVENT_ADAPTER.validate_python(upgrade_event(data))
+    if event.schema_version < SCHEMA_VERSION:  # valid as it stands, but an older version's
+        return EVENT_ADAPTER.validate_python(upgrade_event(json.loads(line)))
+    return event
 
 
 def _is_cut_json(line: str) -> bool:

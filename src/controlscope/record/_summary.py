@@ -4,8 +4,10 @@ Because :func:`summarize` reads nothing but the event log, a summary can be rebu
 including the log of a killed run (``complete`` is then False).
 
 Token accounting follows paper appendix A.5: *logical* totals count every response the trajectory
-used, including responses served from the exact-request cache; *uncached* totals count only the
-responses for which the model did work (``response.cached`` is False).
+used, including responses served from the exact-request cache or replayed from a recording;
+*uncached* totals count only the responses for which the model did work (neither ``cached`` nor
+``replayed``). A trajectory whose every response was cached or replayed is *reused*
+(``RunSummary.reused``; A.5: "reused Keep trajectories ... are identified").
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class RunSummary(BaseModel):
         task: the task id.
         seed: the task's data seed.
         scope: the granted scope's name (``keep``, ``arg``, ``params``, ``full``).
+        lattice: the lattice the scope was read in.
+        operations: the granted operation set.
         schedule: the schedule's spec.
         view: the reviewer's view.
         replace_boundary: ``block`` or ``reply``.
@@ -38,7 +42,7 @@ class RunSummary(BaseModel):
         planning_turns: ordinary planning turns started.
         blocks: blocks started (replacement blocks included).
         boundaries: boundaries reached.
-        reviews: reviews for which a reviewer model was asked.
+        reviews: reviews: boundaries at which a reviewer was asked (granted Keep asks none).
         argument_patches: realized ``patch_arguments`` operations.
         block_data_patches: realized ``patch_block_data`` operations.
         replacements: realized ``replace_workflow`` operations.
@@ -51,11 +55,19 @@ class RunSummary(BaseModel):
         review_seconds: summed review latency (recorded apart from execution time, paper 4).
         model_seconds: summed model latency over both roles.
         budgets_hit: the budgets that were reached, in order.
+        reused: True when the run made at least one model request and every response was
+            cached or replayed: a reused trajectory, no new model work (paper A.5).
+        clock_differences: requests of a replay that differed from their recording only in
+            masked clock readings (listed in the log's ``clock_differences`` event).
+        state_hash: the terminal workspace's hash (None when the run has no final verdict).
+        file_hashes: SHA-256 of each terminal file by relative path.
     """
 
     task: str
     seed: int
     scope: str
+    lattice: str = "default"
+    operations: list[str] = Field(default_factory=list)
     schedule: str
     view: str
     replace_boundary: str
@@ -81,6 +93,10 @@ class RunSummary(BaseModel):
     review_seconds: float = 0.0
     model_seconds: float = 0.0
     budgets_hit: list[str] = Field(default_factory=list)
+    reused: bool = False
+    clock_differences: int = 0
+    state_hash: str | None = None
+    file_hashes: dict[str, str] = Field(default_factory=dict)
 
 
 class SummaryError(ValueError):
@@ -117,6 +133,8 @@ def summarize(events: Iterable[Event]) -> RunSummary:
         task=start.task.id,
         seed=start.seed,
         scope=Scope(start.scope).name.lower(),
+        lattice=start.lattice,
+        operations=list(start.operations),
         schedule=start.schedule,
         view=start.view,
         replace_boundary=start.replace_boundary,
@@ -132,7 +150,9 @@ def summarize(events: Iterable[Event]) -> RunSummary:
                 ledger.add(event.role, event.response)
         else:
             _count(summary, event)
-    summary.tokens.update(ledger.summary().roles)
+    totals = ledger.summary()
+    summary.tokens.update(totals.roles)
+    summary.reused = totals.total.logical.requests > 0 and totals.total.uncached.requests == 0
     summary.wall_seconds = max(0.0, items[-1].t - start.t)
     summary.model_seconds = sum(r.latency_s for r in summary.tokens.values())
     return summary
@@ -148,13 +168,13 @@ def _count(summary: RunSummary, event: Event) -> None:
         summary.blocks += 1
     elif event.type == "boundary":
         summary.boundaries += 1
+    elif event.type == "review_request":
+        summary.reviews += 1
     elif event.type == "validation":
         if event.validation.proposal is not None and not event.validation.accepted:
             summary.rejected_proposals += 1
     elif event.type == "realized_operation":
-        if event.model_called:
-            summary.reviews += 1
-            summary.review_seconds += event.latency_s
+        summary.review_seconds += event.latency_s
         counter = _REALIZED_COUNTERS.get(event.operation.kind)
         if counter is not None:
             setattr(summary, counter, getattr(summary, counter) + 1)
@@ -165,6 +185,10 @@ def _count(summary: RunSummary, event: Event) -> None:
     elif event.type == "final_verdict":
         summary.success = event.success
         summary.end_reason = summary.end_reason or event.end_reason
+        summary.state_hash = event.state_hash
+        summary.file_hashes = dict(event.file_hashes)
+    elif event.type == "clock_differences":
+        summary.clock_differences += len(event.differences)
     elif event.type == "run_end":
         summary.end_reason = event.end_reason
         summary.complete = True

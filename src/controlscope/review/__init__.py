@@ -6,7 +6,7 @@ against the granted scope and records it. Malformed, out-of-scope, invalid and p
 reviews become recorded Keep fallbacks (paper A.4).
 """
 
-from controlscope.core import VIEWS, find_json_object
+from controlscope.core import VIEWS, ViewLimits, find_json_object
 from controlscope.review._operations import (
     MalformedOperationError,
     ParsedDecision,
@@ -17,7 +17,7 @@ from controlscope.review._operations import (
     parse_operation,
     raw_answer,
 )
-from controlscope.review._prompts import describe_tool, system_prompt
+from controlscope.review._prompts import UNTRUSTED_DATA_RULE, describe_tool, system_prompt
 from controlscope.review._reviewer import (
     EventSink,
     ModelReviewer,
@@ -27,10 +27,20 @@ from controlscope.review._reviewer import (
     review_boundary,
 )
 from controlscope.review._state import DecisionRecord, PublicState
-from controlscope.review._views import ViewLimits, clip, render_view
+from controlscope.review._views import (
+    QUOTE_PREFIX,
+    VIEW_SECTIONS,
+    clip,
+    json_line,
+    quote,
+    render_view,
+)
 
 __all__ = [
+    "QUOTE_PREFIX",
+    "UNTRUSTED_DATA_RULE",
     "VIEWS",
+    "VIEW_SECTIONS",
     "DecisionRecord",
     "EventSink",
     "MalformedOperationError",
@@ -46,9 +56,11 @@ __all__ = [
     "describe_tool",
     "find_json_object",
     "granted_kinds",
+    "json_line",
     "operation_tools",
     "parse_decision",
     "parse_operation",
+    "quote",
     "raw_answer",
     "render_view",
     "review_boundary",

@@ -3,9 +3,10 @@ constrained decoding, and the parser that turns an answer into a proposal.
 
 Both formats carry the same decision (paper A.3: "both review requests use the same operation
 schema"): ``keep``; ``patch_arguments(arguments: object)``; ``patch_block_data(code: string)``;
-``replace_workflow(code: string)``, each with a short ``reason`` first (offline.md: a reason before
-the decision improves the local model's choices). Only the kinds the granted scope allows are
-offered (``Keep ⊂ Arg ⊂ Params ⊂ Full``, paper section 3.1).
+``replace_workflow(code: string)``, each with a short ``reason`` first (a reason before the
+decision improves a small model's choices). Exactly the kinds of the granted operation set are
+offered (:class:`~controlscope.core.OperationSet`: Keep ⊂ Arg ⊂ Full by default, paper section
+3.1; Keep ⊂ Arg ⊂ Params ⊂ Full in the V2 lattice, A.2).
 """
 
 from __future__ import annotations
@@ -17,16 +18,15 @@ from typing import Any
 
 from controlscope.core import (
     OPERATION_KINDS,
-    REQUIRED_SCOPE,
     DecisionMode,
     Keep,
     ModelResponse,
     Operation,
     OperationKind,
+    OperationSet,
     PatchArguments,
     PatchBlockData,
     ReplaceWorkflow,
-    Scope,
     ToolSpec,
     decode_json,
     find_json_object,
@@ -52,9 +52,9 @@ _DESCRIPTIONS: dict[str, str] = {
 }
 
 
-def granted_kinds(scope: Scope) -> list[OperationKind]:
-    """The operation kinds ``scope`` grants, smallest scope first."""
-    return [k for k in OPERATION_KINDS if REQUIRED_SCOPE[k] <= scope]
+def granted_kinds(granted: OperationSet) -> list[OperationKind]:
+    """The operation kinds of the granted set, smallest scope first."""
+    return list(granted.operations)
 
 
 def _payload_properties(kind: str) -> dict[str, Any]:
@@ -70,14 +70,14 @@ def _payload_properties(kind: str) -> dict[str, Any]:
     return {}
 
 
-def operation_tools(scope: Scope) -> list[ToolSpec]:
-    """Native tools for a review under ``scope``: one per granted operation kind.
+def operation_tools(granted: OperationSet) -> list[ToolSpec]:
+    """Native tools for a review: one per operation kind of the granted set, no other.
 
     Each tool takes ``reason`` (a string) and the kind's payload: ``arguments`` (an object) for
     ``patch_arguments``, ``code`` (a string) for ``patch_block_data`` and ``replace_workflow``.
     """
     tools = []
-    for kind in granted_kinds(scope):
+    for kind in granted_kinds(granted):
         payload = _payload_properties(kind)
         tools.append(
             ToolSpec(
@@ -93,15 +93,15 @@ def operation_tools(scope: Scope) -> list[ToolSpec]:
     return tools
 
 
-def decision_schema(scope: Scope) -> dict[str, Any]:
-    """The JSON schema of one decision under ``scope``, for constrained decoding.
+def decision_schema(granted: OperationSet) -> dict[str, Any]:
+    """The JSON schema of one decision offering the granted set, for constrained decoding.
 
     Every decision is an object ``{"reason": str, "operation": kind, "arguments"?: object,
     "code"?: str}``. With more than one granted kind the schema is an ``anyOf`` of one branch per
     kind, so a constrained decoder cannot emit a patch without its payload.
     """
     branches = []
-    for kind in granted_kinds(scope):
+    for kind in granted_kinds(granted):
         payload = _payload_properties(kind)
         branches.append(
             {
@@ -170,9 +170,9 @@ def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Oper
     if not isinstance(kind, str):
         raise MalformedOperationError(kind, "the operation kind must be a string")
     name = kind.strip().lower()
-    if name not in REQUIRED_SCOPE:
+    if name not in OPERATION_KINDS:
         raise MalformedOperationError(
-            kind, f"unknown operation kind; expected one of {sorted(REQUIRED_SCOPE)}"
+            kind, f"unknown operation kind; expected one of {sorted(OPERATION_KINDS)}"
         )
     if payload is None:
         payload = {}
@@ -253,7 +253,7 @@ def parse_decision(response: ModelResponse, mode: DecisionMode) -> ParsedDecisio
     raw = raw_answer(response)
     if mode == "tools" and response.tool_calls:
         for call in response.tool_calls:
-            if call.name.strip().lower() not in REQUIRED_SCOPE:
+            if call.name.strip().lower() not in OPERATION_KINDS:
                 continue
             if call.parsed is None:
                 problem = call.error or "the tool-call arguments are not a JSON object"

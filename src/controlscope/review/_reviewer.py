@@ -16,13 +16,15 @@ error produces a recorded Keep fallback, after which the existing program contin
 
 Granted Keep is answered without asking the reviewer: ``keep`` is the only operation it allows,
 so the review costs nothing and never falls back (``ReviewOutcome.model_called`` is False).
+The granted operation set is ``condition.operations`` (the scope read in the condition's
+lattice); the reviewer is offered exactly it and validation judges against it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -40,7 +42,6 @@ from controlscope.core import (
     ProviderErrorKind,
     RealizedOperationEvent,
     ReviewRequestEvent,
-    Scope,
     ScopeName,
     Validation,
     ValidationEvent,
@@ -48,7 +49,7 @@ from controlscope.core import (
 )
 from controlscope.review._operations import decision_schema, operation_tools, parse_decision
 from controlscope.review._state import PublicState
-from controlscope.review._views import ViewLimits, render_view
+from controlscope.review._views import render_view
 from controlscope.scope import validate_operation
 
 EventSink = Callable[[Event], object]
@@ -89,8 +90,8 @@ class Reviewer(Protocol):
     """Proposes an operation at a boundary (the extension point for rule-based or human
     reviewers; :class:`ModelReviewer` asks a model).
 
-    The proposal is validated against ``condition.scope`` by :func:`review_boundary`, so a
-    reviewer may propose anything: an operation outside the granted scope becomes a recorded
+    The proposal is validated against ``condition.operations`` by :func:`review_boundary`, so
+    a reviewer may propose anything: an operation outside the granted set becomes a recorded
     ``out_of_scope`` fallback, never an execution.
     """
 
@@ -111,44 +112,36 @@ class Reviewer(Protocol):
 class ModelReviewer:
     """A reviewer that asks a language model (paper section 3.1 and A.3).
 
-    The request follows the condition: the view rendered from the public state, the granted
-    scope's operations as native tools (``review_mode="tools"``) or one JSON decision under a
-    schema (``"json"``), the sampling temperature, token cap and draw index.
+    The request follows the condition: the view (and its bounds, ``view_limits``) rendered
+    from the public state, the granted operation set as native tools (``review_mode="tools"``,
+    with ``reviewer_tool_choice``) or one JSON decision under a schema (``"json"``), the
+    reviewer's temperature, token cap and provider options, and the draw index.
 
     Args:
         model: the reviewer model.
-        tool_choice: ``auto`` (the paper's matched configurations) or ``required`` (its fast
-            reviewers), for the ``tools`` mode.
         seed: sampling seed passed to the model, if any.
-        limits: size bounds of the rendered view.
     """
 
-    def __init__(
-        self,
-        model: ChatModel,
-        *,
-        tool_choice: Literal["auto", "required"] = "auto",
-        seed: int | None = None,
-        limits: ViewLimits | None = None,
-    ) -> None:
+    def __init__(self, model: ChatModel, *, seed: int | None = None) -> None:
         self.model = model
-        self.tool_choice: Literal["auto", "required"] = tool_choice
         self.seed = seed
-        self.limits = limits or ViewLimits()
 
     def build_request(self, state: PublicState, condition: Condition) -> ModelRequest:
         """The model request for a review of ``state`` (a pure function of its arguments)."""
-        scope, mode = condition.scope, condition.review_mode
-        messages = render_view(state, condition.view, scope, mode=mode, limits=self.limits)
-        tools = tuple(operation_tools(scope)) if mode == "tools" else ()
+        granted, mode = condition.operations, condition.review_mode
+        messages = render_view(
+            state, condition.view, granted, mode=mode, limits=condition.view_limits
+        )
+        tools = tuple(operation_tools(granted)) if mode == "tools" else ()
         return ModelRequest(
             messages=tuple(messages),
             tools=tools,
-            tool_choice=self.tool_choice if mode == "tools" else "auto",
-            temperature=condition.temperature,
-            max_tokens=condition.max_tokens,
+            tool_choice=condition.reviewer_tool_choice if mode == "tools" else "auto",
+            temperature=condition.temperature_for("reviewer"),
+            max_tokens=condition.max_tokens_for("reviewer"),
             seed=self.seed,
-            json_schema=decision_schema(scope) if mode == "json" else None,
+            json_schema=decision_schema(granted) if mode == "json" else None,
+            provider_options=dict(condition.reviewer_options),
             draw=condition.draw,
             purpose="reviewer",
         )
@@ -212,7 +205,7 @@ def review_boundary(
     Args:
         reviewer: who proposes.
         state: the public state at the boundary.
-        condition: the run's condition (``condition.scope`` is the granted scope).
+        condition: the run's condition (``condition.operations`` is the granted set).
         log: if given, receives the review's events as they happen: ``review_request``,
             ``model_call`` (model reviewers), ``proposal``, ``verdict``, ``realized_operation``
             (for granted Keep only ``realized_operation``, with ``model_called=False``).
@@ -226,7 +219,7 @@ def review_boundary(
     """
     started = time.perf_counter()
     scope, boundary = condition.scope, state.boundary
-    if scope == Scope.KEEP:
+    if condition.operations.keep_only:
         keep = Validation(granted=scope, proposal=Keep(), accepted=True, realized=Keep())
         outcome = ReviewOutcome(
             granted=scope, validation=keep, latency_s=time.perf_counter() - started
@@ -244,7 +237,7 @@ def review_boundary(
         ),
     )
     proposal = reviewer.propose(state, condition)
-    validation = _judge(proposal, state, scope, log)
+    validation = _judge(proposal, state, condition, log)
     outcome = ReviewOutcome(
         granted=scope,
         proposal=proposal,
@@ -257,9 +250,10 @@ def review_boundary(
 
 
 def _judge(
-    proposal: Proposal, state: PublicState, scope: Scope, log: EventSink | None
+    proposal: Proposal, state: PublicState, condition: Condition, log: EventSink | None
 ) -> Validation:
-    """Record the model exchange and the proposal, and validate it."""
+    """Record the model exchange and the proposal, and validate it against the granted set."""
+    scope = condition.scope
     call_index = state.boundary.call_index
     if proposal.request is not None:
         outcome: ModelResponse | ProviderError | None = proposal.response
@@ -279,7 +273,7 @@ def _judge(
         )
     _emit(log, ProposalEvent(call_index=call_index, raw=proposal.raw, operation=proposal.operation))
     validation = validate_operation(
-        proposal.operation, scope, boundary=state.boundary, tool=state.tool_schema
+        proposal.operation, condition.operations, boundary=state.boundary, tool=state.tool_schema
     )
     if proposal.operation is None and proposal.problem:
         validation = validation.model_copy(update={"detail": proposal.problem})

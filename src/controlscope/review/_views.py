@@ -6,8 +6,21 @@
 - ``with_feedback`` (WITH_FEEDBACK): adds "current-reply tool messages, current-block receipts and
   printed output, the pending call's realized arguments, and public runtime variables".
 
-Both views carry the same operation schema and earlier review decisions. Everything is bounded
-(:class:`ViewLimits`), and every cut is marked, so a request fits a small model's context.
+Both views also list the earlier review decisions of the trajectory (A.1: "the reviewer also
+sees ... earlier review decisions"; in A.3's single-opportunity comparison there are none) and
+carry the same operation schema. :data:`VIEW_SECTIONS` names each view's sections; nothing else
+is shown (no block progress, no call counts).
+
+By default a view shows the complete public state ``h`` (paper section 3.1). With
+:class:`~controlscope.core.ViewLimits` it is bounded for small contexts, every cut marked.
+
+Untrusted text. Everything the agent or the environment controls (messages, code, printed
+output, tool results, variables, tool documentation) is *quoted*: each of its lines starts with
+``| `` (:func:`quote`; every kind of line break splits a line). No quoted text can therefore
+start a line of its own, so it cannot imitate a section header (``## ...``) or the pending call.
+The one unquoted line holding such values is the pending call: a JSON object the controller
+builds from the call it holds, every line break escaped (:func:`json_line`), so nothing in it
+can start a line either. The system prompt says that quoted lines are untrusted data.
 """
 
 from __future__ import annotations
@@ -15,40 +28,59 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from controlscope.core import VIEWS, DecisionMode, Message, Scope, View, fence
-from controlscope.review._prompts import system_prompt
+from controlscope.core import (
+    VIEWS,
+    DecisionMode,
+    Message,
+    OperationSet,
+    View,
+    ViewLimits,
+)
+from controlscope.review._prompts import describe_tool, system_prompt
 from controlscope.review._state import PublicState
 
+QUOTE_PREFIX = "|"
+"""How every quoted line starts (followed by a space unless the line is empty)."""
 
-class ViewLimits(BaseModel):
-    """Character bounds of a rendered view (about 4 characters per token).
+SECTION_API = "API DOCUMENTATION"
+SECTION_HISTORY = "HISTORY BEFORE THE CURRENT REPLY"
+SECTION_REPLY = "CURRENT REPLY"
+SECTION_QUEUED = "QUEUED BLOCKS"
+SECTION_TOOL_MESSAGES = "TOOL MESSAGES OF THE CURRENT REPLY"
+SECTION_BLOCK_CALLS = "CURRENT BLOCK: CALLS AND RESULTS"
+SECTION_OUTPUT = "PRINTED OUTPUT"
+SECTION_VARIABLES = "VARIABLES"
+SECTION_DECISIONS = "EARLIER REVIEW DECISIONS"
+SECTION_PENDING = "PENDING CALL"
 
-    Attributes:
-        history_chars: all history messages together (newest kept).
-        message_chars: one history message.
-        code_chars: one block's code.
-        queued_chars: all queued blocks together.
-        observation_chars: one observation or tool message.
-        block_calls: observations shown from the running block (newest kept).
-        output_chars: printed output (its end is kept).
-        variables_chars: all variables together.
-        value_chars: one variable's value.
-        decisions: earlier decisions shown (newest kept).
-    """
+VIEW_SECTIONS: dict[View, tuple[str, ...]] = {
+    "code_only": (
+        SECTION_API,
+        SECTION_HISTORY,
+        SECTION_REPLY,
+        SECTION_QUEUED,
+        SECTION_DECISIONS,
+        SECTION_PENDING,
+    ),
+    "with_feedback": (
+        SECTION_API,
+        SECTION_HISTORY,
+        SECTION_REPLY,
+        SECTION_QUEUED,
+        SECTION_TOOL_MESSAGES,
+        SECTION_BLOCK_CALLS,
+        SECTION_OUTPUT,
+        SECTION_VARIABLES,
+        SECTION_DECISIONS,
+        SECTION_PENDING,
+    ),
+}
+"""Each view's sections in order (``## TITLE`` lines); an empty section is left out. The pending
+call shows the tool, the source line and its place in both views, and its arguments only in
+``with_feedback`` (A.3: "the pending call's realized arguments")."""
 
-    model_config = ConfigDict(frozen=True)
-    history_chars: int = 4000
-    message_chars: int = 1200
-    code_chars: int = 4000
-    queued_chars: int = 2000
-    observation_chars: int = 600
-    block_calls: int = 6
-    output_chars: int = 1000
-    variables_chars: int = 1500
-    value_chars: int = 200
-    decisions: int = 8
+# Characters str.splitlines() breaks on, other than "\n"; JSON output escapes them.
+_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
 def clip(text: str, limit: int, *, keep: Literal["head", "tail", "both"] = "both") -> str:
@@ -65,10 +97,31 @@ def clip(text: str, limit: int, *, keep: Literal["head", "tail", "both"] = "both
     return text[:half] + marker + text[len(text) - (limit - half) :]
 
 
+def quote(text: str) -> str:
+    """``text`` as quoted data: each line prefixed with ``| `` (an empty line with ``|``).
+
+    Lines are split wherever :meth:`str.splitlines` splits (``\\r``, form feeds, U+2028...), so
+    no part of ``text`` can begin a line of the view.
+    """
+    lines = text.splitlines() or [""]
+    return "\n".join(f"{QUOTE_PREFIX} {line}" if line else QUOTE_PREFIX for line in lines)
+
+
+def json_line(value: Any) -> str:
+    """``value`` as JSON on one line, every line-break character escaped."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except ValueError:
+        text = json.dumps(repr(value), ensure_ascii=False)
+    for char in _LINE_BREAKS:
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    return text
+
+
 def render_view(
     state: PublicState,
     view: View,
-    scope: Scope = Scope.FULL,
+    granted: OperationSet,
     *,
     mode: DecisionMode = "tools",
     limits: ViewLimits | None = None,
@@ -80,9 +133,9 @@ def render_view(
     Args:
         state: the public state at the boundary.
         view: ``code_only`` or ``with_feedback`` (appendix A.3).
-        scope: the granted scope (the operations described).
+        granted: the granted operation set (the operations described).
         mode: the decision format (``tools`` or ``json``).
-        limits: size bounds; defaults to :class:`ViewLimits`.
+        limits: the bounds of a bounded view; None (the default) shows the complete state.
 
     Returns:
         ``[system, user]``.
@@ -92,144 +145,157 @@ def render_view(
     """
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; expected one of {', '.join(VIEWS)}")
-    lim = limits or ViewLimits()
-    system = system_prompt(state.tools, scope, mode=mode, replace_boundary=state.replace_boundary)
-    sections = [
-        _section("TASK", state.goal),
-        _section("HISTORY (before the current reply)", _history(state, lim)),
-        _section("CURRENT REPLY", _reply(state, lim)),
-    ]
-    if view == "with_feedback":
-        sections.append(_section("TOOL MESSAGES OF THIS REPLY", _reply_messages(state, lim)))
-        sections.append(_section("CALLS MADE BY THE RUNNING BLOCK", _block_calls(state, lim)))
-        sections.append(
-            _section("PRINTED OUTPUT", clip(state.boundary.output, lim.output_chars, keep="tail"))
-        )
-        sections.append(_section("VARIABLES", _variables(state, lim)))
-    sections.append(_section("EARLIER REVIEW DECISIONS", _decisions(state, lim)))
-    sections.append(_section("PENDING CALL", _pending(state, view)))
-    user = "\n\n".join(s for s in sections if s)
+    system = system_prompt(granted, mode=mode, replace_boundary=state.replace_boundary)
+    bodies = {
+        SECTION_API: _api(state, limits),
+        SECTION_HISTORY: _history(state, limits),
+        SECTION_REPLY: _reply(state, limits),
+        SECTION_QUEUED: _queued(state),
+        SECTION_TOOL_MESSAGES: _reply_messages(state, limits),
+        SECTION_BLOCK_CALLS: _block_calls(state, limits),
+        SECTION_OUTPUT: _output(state, limits),
+        SECTION_VARIABLES: _variables(state, limits),
+        SECTION_DECISIONS: _decisions(state, limits),
+        SECTION_PENDING: _pending(state, view),
+    }
+    sections = [f"## {title}\n{bodies[title]}" for title in VIEW_SECTIONS[view] if bodies[title]]
+    user = "\n\n".join(sections)
     return [Message(role="system", content=system), Message(role="user", content=user)]
 
 
-def _section(title: str, body: str) -> str:
-    return f"## {title}\n{body}" if body.strip() else ""
+def _api(state: PublicState, lim: ViewLimits | None) -> str:
+    if not state.tools:
+        return ""
+    chars = lim.description_chars if lim is not None else None
+    return quote("\n".join(describe_tool(t, description_chars=chars) for t in state.tools))
 
 
-def _history(state: PublicState, lim: ViewLimits) -> str:
+def _history(state: PublicState, lim: ViewLimits | None) -> str:
     rendered = [_message(m, lim) for m in state.history if m.role != "system"]
+    if lim is None or not rendered:
+        return "\n".join(rendered)
+    # Bounded: the first message (the task) and the newest that fit.
     kept: list[str] = []
-    used = 0
-    for text in reversed(rendered):
-        if used + len(text) > lim.history_chars and kept:
+    used = len(rendered[0])
+    for text in reversed(rendered[1:]):
+        if used + len(text) > lim.history_chars:
             break
         kept.append(text)
         used += len(text)
     kept.reverse()
-    omitted = len(rendered) - len(kept)
-    head = [f"[... {omitted} earlier messages omitted ...]"] if omitted else []
-    return "\n".join(head + kept)
+    omitted = len(rendered) - 1 - len(kept)
+    gap = [f"[{omitted} earlier messages omitted]"] if omitted else []
+    return "\n".join([rendered[0], *gap, *kept])
 
 
-def _message(message: Message, lim: ViewLimits) -> str:
+def _message(message: Message, lim: ViewLimits | None) -> str:
     parts = [message.content] if message.content else []
     for call in message.tool_calls:
         code = call.parsed.get("code") if call.parsed else None
         parts.append(f"<{call.name}>\n{code}" if isinstance(code, str) else call.arguments)
-    body = clip("\n".join(parts), lim.message_chars)
-    return f"[{message.role}] {body}"
+    body = "\n".join(parts)
+    if lim is not None:
+        body = clip(body, lim.message_chars)
+    return f"[{message.role}]\n{quote(body)}"
 
 
-def _reply(state: PublicState, lim: ViewLimits) -> str:
-    out = []
+def _code(code: str, lim: ViewLimits | None) -> str:
+    code = code.rstrip()
+    return quote(clip(code, lim.code_chars) if lim is not None else code)
+
+
+def _reply(state: PublicState, lim: ViewLimits | None) -> str:
     n = len(state.reply_blocks)
-    for i, code in enumerate(state.reply_blocks):
-        if i == state.running_block:
-            status = "RUNNING"
-        elif state.running_block is not None and i > state.running_block:
-            status = "queued"
-        elif state.running_block is not None:
-            status = "finished"
-        else:
-            status = "original reply"
-        out.append(f"Block {i + 1} of {n} ({status}):\n{_code(code, lim.code_chars)}")
+    out = [f"[block {i + 1} of {n}]\n{_code(c, lim)}" for i, c in enumerate(state.reply_blocks)]
     if state.running_block is None:
-        out.append(f"Replacement block (RUNNING):\n{_code(state.boundary.code, lim.code_chars)}")
-        if state.queued_blocks:
-            queued = "\n".join(_code(q, lim.code_chars) for q in state.queued_blocks)
-            out.append("Queued blocks:\n" + clip(queued, lim.queued_chars))
+        what = "the rest of the reply" if state.replace_boundary == "reply" else "its block"
+        out.append(f"[replacement, in place of {what}]\n{_code(state.boundary.code, lim)}")
     return "\n".join(out)
 
 
-def _code(code: str, limit: int) -> str:
-    return fence(clip(code.rstrip(), limit))
+def _queued(state: PublicState) -> str:
+    queued = len(state.queued_blocks)
+    if not queued:
+        return ""
+    n = len(state.reply_blocks)
+    first = n - queued + 1
+    which = f"block {n}" if queued == 1 else f"blocks {first} to {n}"
+    return f"{which} of the current reply (queued, not started)"
 
 
-def _reply_messages(state: PublicState, lim: ViewLimits) -> str:
-    return "\n".join(clip(m, lim.observation_chars) for m in state.reply_messages)
+def _reply_messages(state: PublicState, lim: ViewLimits | None) -> str:
+    return "\n".join(
+        f"[tool message]\n{quote(clip(m, lim.observation_chars) if lim is not None else m)}"
+        for m in state.reply_messages
+    )
 
 
-def _block_calls(state: PublicState, lim: ViewLimits) -> str:
-    calls = state.block_calls[-lim.block_calls :]
+def _block_calls(state: PublicState, lim: ViewLimits | None) -> str:
+    calls = state.block_calls if lim is None else state.block_calls[-lim.block_calls :]
     omitted = len(state.block_calls) - len(calls)
-    lines = [f"[... {omitted} earlier calls omitted ...]"] if omitted else []
+    lines = [f"[{omitted} earlier calls omitted]"] if omitted else []
     for call in calls:
-        args = clip(_json(call.arguments), lim.value_chars)
+        args = json_line(call.arguments)
+        result = call.result.text
+        if lim is not None:
+            args, result = clip(args, lim.value_chars), clip(result, lim.observation_chars)
         flag = " (error)" if call.result.is_error else ""
-        result = clip(call.result.text, lim.observation_chars)
-        lines.append(f"#{call.call_index} {call.tool}({args}){flag} ->\n{result}")
+        lines.append(f"[call {call.call_index}{flag}]\n{quote(f'{call.tool}({args}) ->')}")
+        lines.append(quote(result))
     return "\n".join(lines)
 
 
-def _variables(state: PublicState, lim: ViewLimits) -> str:
+def _output(state: PublicState, lim: ViewLimits | None) -> str:
+    text = state.boundary.output
+    if lim is not None:
+        text = clip(text, lim.output_chars, keep="tail")
+    return quote(text) if text else ""
+
+
+def _variables(state: PublicState, lim: ViewLimits | None) -> str:
     b = state.boundary
     items = [(k, v) for k, v in b.module_vars.items() if not k.startswith("__")]
-    if b.local_vars:
-        items += [(f"{k} (local)", v) for k, v in b.local_vars.items()]
+    items += [(f"{k} (local)", v) for k, v in b.local_vars.items()]
     lines: list[str] = []
     used = 0
     for name, value in items:
-        line = f"{name} = {clip(_json(value), lim.value_chars)}"
-        if used + len(line) > lim.variables_chars:
-            lines.append(f"[... {len(items) - len(lines)} more variables omitted ...]")
+        shown = json_line(value)
+        line = f"{name} = {clip(shown, lim.value_chars) if lim is not None else shown}"
+        if lim is not None and used + len(line) > lim.variables_chars:
+            lines.append(f"[{len(items) - len(lines)} more variables omitted]")
             break
         lines.append(line)
         used += len(line)
-    return "\n".join(lines)
+    return quote("\n".join(lines)) if lines else ""
 
 
-def _decisions(state: PublicState, lim: ViewLimits) -> str:
-    shown = state.decisions[-lim.decisions :]
+def _decisions(state: PublicState, lim: ViewLimits | None) -> str:
+    shown = state.decisions if lim is None else state.decisions[-lim.decisions :]
     lines = []
     for d in shown:
         op = d.operation
-        detail = ""
+        entry: dict[str, Any] = {"call": d.call_index, "tool": d.tool, "operation": op.kind}
         if op.kind == "patch_arguments":
-            detail = " " + clip(_json(op.arguments), lim.value_chars)
+            entry["arguments"] = op.arguments
         elif op.kind != "keep":
-            detail = f" ({len(op.code.splitlines())} lines of code)"
-        fallback = f" [fallback: {d.fallback}]" if d.fallback else ""
-        lines.append(f"call #{d.call_index} {d.tool}: {op.kind}{detail}{fallback}")
-    return "\n".join(lines)
+            entry["code_lines"] = len(op.code.splitlines())
+        if d.fallback:
+            entry["fallback"] = d.fallback
+        line = json_line(entry)
+        lines.append(clip(line, lim.message_chars) if lim is not None else line)
+    return quote("\n".join(lines)) if lines else ""
 
 
 def _pending(state: PublicState, view: View) -> str:
     b = state.boundary
-    where = "module level" if b.call_site.at_module_level else f"in {b.call_site.function}()"
-    lines = [
-        f"tool: {b.tool}",
-        f"block line {b.line} ({where}): {state.source_line}",
-        f"call #{b.call_index} of the task",
-    ]
-    if state.call_budget is not None:
-        lines[-1] += f" ({state.calls_used} of {state.call_budget} calls used)"
+    site = b.call_site
+    where = "module level" if site.at_module_level else f"in {site.function or site.class_name}"
+    pending: dict[str, Any] = {
+        "tool": b.tool,
+        "block_line": b.line,
+        "source_line": state.source_line,
+        "where": where,
+    }
     if view == "with_feedback":
-        lines.append(f"arguments: {_json(b.arguments)}")
-    return "\n".join(lines)
-
-
-def _json(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except ValueError:
-        return repr(value)
+        pending["arguments"] = b.arguments
+    return json_line(pending)

@@ -2,14 +2,23 @@
 
 - :func:`run_task` runs a :class:`RunSpec` (what ``controlscope run`` does);
 - :func:`run_trajectory` runs ready objects (environment, task, models, reviewer, condition);
-- :func:`prepare` checks a spec against the outside world without running it.
+- :func:`prepare` checks a spec against the outside world without running it;
+- :func:`read_source` and :func:`local_rule_of` read a recorded source run and say where the
+  paper's local rule (appendix B) places a one-time review in it, or why the pair is
+  ineligible.
 """
 
 from controlscope.run._api import run_prepared, run_task
 from controlscope.run._loop import REPLACEMENT_CODE_CHARS, Ending, receipts_by_block
 from controlscope.run._models import LOCAL_MAX_TOKENS, RunModels, build_models
-from controlscope.run._replay_check import REPLAYED_SETTINGS, check_replay, recorded_settings
-from controlscope.run._spec import PreparedRun, RunSpec, SpecError, prepare
+from controlscope.run._replay_check import (
+    REPLAYED_SETTINGS,
+    check_replay,
+    recorded_settings,
+    recorded_start,
+)
+from controlscope.run._source import SourceTrajectory, local_rule_of, place_schedule, read_source
+from controlscope.run._spec import PreparedRun, RunSpec, SpecError, ViewBounds, prepare
 from controlscope.run._trajectory import Observer, RunResult, run_trajectory
 
 __all__ = [
@@ -22,12 +31,18 @@ __all__ = [
     "RunModels",
     "RunResult",
     "RunSpec",
+    "SourceTrajectory",
     "SpecError",
+    "ViewBounds",
     "build_models",
     "check_replay",
+    "local_rule_of",
+    "place_schedule",
     "prepare",
+    "read_source",
     "receipts_by_block",
     "recorded_settings",
+    "recorded_start",
     "run_prepared",
     "run_task",
     "run_trajectory",

@@ -69,6 +69,7 @@ class Controller:
         self.reviewer = reviewer
         self.condition = condition
         self.history: list[Message] = []
+        self.reply_history_len = 0
         self.turn = 0
         self.reply_turn = 0
         self.reply_blocks: tuple[str, ...] = ()
@@ -133,9 +134,10 @@ class Controller:
     def _review(
         self, reviewer: Reviewer, boundary: Boundary, index: int | None, queued: tuple[str, ...]
     ) -> Operation:
+        before_reply = self.history[: self.reply_history_len]
         state = PublicState(
             goal=self.task.instruction,
-            history=tuple(m for m in self.history if m.role != "system"),
+            history=tuple(m for m in before_reply if m.role != "system"),
             reply_blocks=self.reply_blocks,
             running_block=None if self.running_is_replacement else index,
             queued_blocks=queued,
@@ -170,12 +172,15 @@ class Controller:
         Raises:
             ProviderError: a planner-stage error (recorded first).
         """
+        condition = self.condition
         request = ModelRequest(
             messages=tuple(self.history),
-            tools=(EXECUTE_PYTHON_SPEC,) if self.condition.planner_format == "tools" else (),
+            tools=(EXECUTE_PYTHON_SPEC,) if condition.planner_format == "tools" else (),
             tool_choice="auto",
-            temperature=self.condition.temperature,
-            max_tokens=self.condition.max_tokens,
+            temperature=condition.temperature_for("planner"),
+            max_tokens=condition.max_tokens_for("planner"),
+            provider_options=dict(condition.planner_options),
+            draw=condition.source_program,
             purpose="planner",
         )
         self.sink(PlannerTurnEvent(turn=self.turn))
@@ -186,6 +191,12 @@ class Controller:
             raise
         self.sink(model_call_event("planner", request, response, turn=self.turn))
         return response
+
+    def add_reply(self, message: Message) -> None:
+        """Append the planner's reply to the history; what came before it is the public history
+        "present when the current assistant reply was generated" (paper A.3)."""
+        self.reply_history_len = len(self.history)
+        self.history.append(message)
 
     def start_reply(self, blocks: Sequence[PlannedBlock]) -> list[tuple[str, str]]:
         """Name the reply's blocks and reset the per-reply public state."""

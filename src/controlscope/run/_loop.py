@@ -74,7 +74,7 @@ def run_loop(
             return Ending(reason, str(err))
         controller.turn += 1
         parsed = parse_reply(response, fmt=controller.condition.planner_format)
-        controller.history.append(assistant_message(response, parsed))
+        controller.add_reply(assistant_message(response, parsed))
         if parsed.final:
             return Ending("final_answer")
         for call_id, why in parsed.malformed:

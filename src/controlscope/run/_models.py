@@ -6,7 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlscope.core import DEFAULT_MAX_TOKENS, ChatModel, DecisionMode, PlannerFormat
+from controlscope.core import (
+    DEFAULT_MAX_TOKENS,
+    ChatModel,
+    DecisionMode,
+    PlannerFormat,
+    ViewLimits,
+)
 from controlscope.models.cache import CachedModel, RequestCache
 from controlscope.models.factory import make_model
 
@@ -26,6 +32,9 @@ class RunModels:
             reliably than code inside a JSON string), ``tools`` otherwise.
         review_mode: ``json`` (schema-constrained decision) for local models, ``tools`` otherwise.
         max_tokens: the default per-request token cap for these models.
+        view_limits: the default bounds of the review view: :class:`ViewLimits` for a local
+            reviewer (the embedded model's context holds 8,192 tokens, which the complete state
+            of a long run exceeds), None (the complete state, paper 3.1) otherwise.
     """
 
     planner: ChatModel
@@ -33,6 +42,7 @@ class RunModels:
     planner_format: PlannerFormat
     review_mode: DecisionMode
     max_tokens: int
+    view_limits: ViewLimits | None = None
 
 
 def _is_local(spec: str) -> bool:
@@ -90,10 +100,12 @@ def build_models(
         if reviewer_model is not None:
             reviewer_model = CachedModel(reviewer_model, cache)
     local = _is_local(planner)
+    local_reviewer = _is_local(reviewer_spec)
     return RunModels(
         planner=planner_model,
         reviewer=reviewer_model,
         planner_format="fenced" if local else "tools",
-        review_mode="json" if _is_local(reviewer_spec) else "tools",
+        review_mode="json" if local_reviewer else "tools",
         max_tokens=LOCAL_MAX_TOKENS if local else DEFAULT_MAX_TOKENS,
+        view_limits=ViewLimits() if local_reviewer else None,
     )

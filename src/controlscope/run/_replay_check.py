@@ -17,7 +17,20 @@ from controlscope.schedule import schedule_name
 if TYPE_CHECKING:
     from controlscope.run._spec import RunSpec
 
-REPLAYED_SETTINGS = ("planner_format", "review_mode", "max_tokens", "temperature", "draw")
+REPLAYED_SETTINGS = (
+    "planner_format",
+    "review_mode",
+    "reviewer_tool_choice",
+    "max_tokens",
+    "reviewer_max_tokens",
+    "temperature",
+    "planner_temperature",
+    "planner_options",
+    "reviewer_options",
+    "draw",
+    "source_program",
+    "view_limits",
+)
 """Run settings that shape model requests: a replay takes them from the recorded run unless the
 spec states them (and then they must match)."""
 
@@ -52,18 +65,31 @@ def recorded_settings(run_dir: Path) -> dict[str, Any]:
     return {k: config[k] for k in REPLAYED_SETTINGS if k in config}
 
 
-def check_replay(run_dir: Path, spec: RunSpec, task: Task, budgets: TaskBudgets) -> None:
+def recorded_start(run_dir: Path) -> float:
+    """When the recorded run started (its ``run_start`` time, seconds since the epoch): what
+    separates the clock readings of that run from the times its task set (paper A.4).
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`check_replay`.
+    """
+    return _recording(run_dir).t
+
+
+def check_replay(
+    run_dir: Path, spec: RunSpec, task: Task, budgets: TaskBudgets, schedule: str
+) -> None:
     """Refuse a replay whose condition differs from the recorded run's.
 
-    Compared: the task id and parameters, the seed, scope, schedule (canonical), view,
-    replacement boundary, the three budgets, and those of :data:`REPLAYED_SETTINGS` that the
-    spec states.
+    Compared: the task id and parameters, the seed, scope, lattice, schedule (canonical, as
+    placed), view, replacement boundary, the three budgets, and those of
+    :data:`REPLAYED_SETTINGS` that the spec states.
 
     Args:
         run_dir: the recorded run.
         spec: the replay's specification.
         task: the replay's task (with parameters).
         budgets: the replay's budgets.
+        schedule: the replay's schedule, a bare ``once``/``midpoint`` placed from its source.
 
     Raises:
         FileNotFoundError: ``run_dir`` holds no log.
@@ -71,31 +97,20 @@ def check_replay(run_dir: Path, spec: RunSpec, task: Task, budgets: TaskBudgets)
             values; or the recording is itself a replay that diverged.
     """
     start = _recording(run_dir)
-    recorded: dict[str, object] = {
-        "task": start.task.id,
-        "params": dict(start.task.params),
-        "seed": start.seed,
-        "scope": start.scope.name.lower(),
-        "schedule": _canonical(start.schedule),
-        "view": start.view,
-        "replace_boundary": start.replace_boundary,
-        "max_calls": start.budgets.primitive_calls,
-        "max_turns": start.budgets.planning_turns,
-        "max_seconds": start.budgets.execution_seconds,
-        **{k: start.config[k] for k in REPLAYED_SETTINGS if k in start.config},
-    }
+    recorded = _recorded_options(start)
     given: dict[str, object] = {
         "task": task.id,
         "params": dict(task.params),
         "seed": spec.seed,
         "scope": spec.scope.name.lower(),
-        "schedule": spec.schedule,
+        "lattice": spec.lattice,
+        "schedule": schedule,
         "view": spec.view,
         "replace_boundary": spec.replace_boundary,
         "max_calls": budgets.primitive_calls,
         "max_turns": budgets.planning_turns,
         "max_seconds": budgets.execution_seconds,
-        **{k: getattr(spec, k) for k in REPLAYED_SETTINGS if getattr(spec, k) is not None},
+        **spec.stated_settings(),
     }
     differ = [
         f"{name} (recorded {recorded[name]!r}, given {value!r})"
@@ -108,6 +123,27 @@ def check_replay(run_dir: Path, spec: RunSpec, task: Task, budgets: TaskBudgets)
             + "; ".join(differ)
             + ". A replay repeats the recorded run's options."
         )
+
+
+def _recorded_options(start: RunStartEvent) -> dict[str, object]:
+    """A recording's options, named as :func:`check_replay` compares them."""
+    settings = {k: start.config[k] for k in REPLAYED_SETTINGS if k in start.config}
+    if "view_limits" in settings and settings["view_limits"] is None:
+        settings["view_limits"] = "complete"
+    return {
+        "task": start.task.id,
+        "params": dict(start.task.params),
+        "seed": start.seed,
+        "scope": start.scope.name.lower(),
+        "lattice": start.lattice,
+        "schedule": _canonical(start.schedule),
+        "view": start.view,
+        "replace_boundary": start.replace_boundary,
+        "max_calls": start.budgets.primitive_calls,
+        "max_turns": start.budgets.planning_turns,
+        "max_seconds": start.budgets.execution_seconds,
+        **settings,
+    }
 
 
 def _canonical(schedule: str) -> str:

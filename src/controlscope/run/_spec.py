@@ -4,41 +4,60 @@
 hand; both then call :func:`controlscope.run_task`, so the two get the same experiment.
 Validation happens in two steps, both before any model is called:
 
-1. constructing the spec checks each value alone (ranges, finite numbers, the schedule's
-   grammar, non-empty strings) and raises :class:`pydantic.ValidationError`;
+1. constructing the spec checks each value alone and together (ranges, finite numbers, the
+   schedule's grammar, a scope its lattice has, a bare ``once``/``midpoint`` with a source
+   run, non-empty strings) and raises :class:`pydantic.ValidationError`;
 2. :func:`prepare` checks what needs the outside world (the environment and task exist, the
-   output directory is usable, a replay's options match its recording, the models can be built)
-   and raises :class:`SpecError`.
+   output directory is usable, a source run places the schedule, a replay's options match its
+   recording, the models can be built) and raises :class:`SpecError`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from controlscope.core import (
     Condition,
     DecisionMode,
     IsolationRequest,
+    Lattice,
     PlannerFormat,
     ProviderError,
     ReplaceBoundary,
+    ReviewToolChoice,
     Scope,
     ScopeName,
+    SourceBoundary,
     Task,
     TaskBudgets,
     TaskError,
     View,
+    ViewLimits,
+    lattice_operations,
 )
 from controlscope.envs import Environment, get_environment
 from controlscope.models import CacheError, WeightsError
 from controlscope.run._models import RunModels, build_models
-from controlscope.run._replay_check import check_replay, recorded_settings
-from controlscope.schedule import schedule_name
+from controlscope.run._replay_check import check_replay, recorded_settings, recorded_start
+from controlscope.run._source import place_schedule, read_source
+from controlscope.schedule import needs_source, schedule_name
+
+ViewBounds = Literal["complete", "bounded"]
+"""How much of the public state a review shows: all of it (the paper's ``h``) or a bounded
+view (:class:`~controlscope.core.ViewLimits`) for small contexts."""
 
 
 class SpecError(ValueError):
@@ -53,11 +72,19 @@ class RunSpec(BaseModel):
         task: the task id, e.g. ``student_database/english_talent``.
         env: the environment's name.
         params: the task's generator parameters (e.g. ``{"students": 25}``).
-        seed: the task's data seed (at least 0).
+        seed: the task's data seed (at least 0; for the student tasks the subset seed).
         scope: the granted scope (``keep``, ``arg``, ``params``, ``full``; paper section 3.1).
+        lattice: ``default`` (Keep ⊂ Arg ⊂ Full, paper 3.1) or ``v2`` (Keep ⊂ Arg ⊂ Params ⊂
+            Full, A.2); ``params`` exists only under ``v2``.
         schedule: when to review (see :func:`controlscope.schedule.parse_schedule`); stored in
-            canonical form.
+            canonical form. A bare ``once`` or ``midpoint`` needs ``source_run``.
+        source_run: a recorded source run (a completed Keep trajectory of the same task and
+            seed) that places a bare ``once`` (the local rule, paper appendix B) or ``midpoint``
+            (N = its calls, B.1).
         view: the reviewer's view (paper A.3).
+        view_bounds: ``complete`` (the whole public state, paper 3.1) or ``bounded``; None:
+            bounded for a local reviewer model (8,192-token context), complete otherwise (a
+            replay: the recording's).
         replace_boundary: what a replacement replaces (paper A.1).
         model: the planner's model spec (``local``, ``local:0.5b``, ``PATH.gguf``,
             ``openai:NAME``, ``replay:DIR``; see :func:`controlscope.models.make_model`).
@@ -67,14 +94,25 @@ class RunSpec(BaseModel):
             ``tools`` otherwise (a replay: the recording's).
         review_mode: how the reviewer answers; None: ``json`` for local models, ``tools``
             otherwise (a replay: the recording's).
-        temperature: sampling temperature of both roles; None: 0.7 (paper section 4).
+        reviewer_tool_choice: ``auto`` or ``required`` for the reviewer's operation tools;
+            None: ``auto`` (paper section 4's matched configurations).
+        temperature: sampling temperature of the reviewer, and of the planner unless
+            ``planner_temperature`` is given; None: 0.7 (paper section 4).
+        planner_temperature: the planner's temperature apart; None: ``temperature``.
         max_tokens: per-request token cap; None: 16,384 (paper section 4), 1,024 for the local
             model.
+        reviewer_max_tokens: the reviewer's cap apart; None: ``max_tokens``.
+        planner_options: provider options passed through with planner requests.
+        reviewer_options: provider options passed through with review requests (e.g. a
+            reasoning mode).
         draw: the reviewer draw index; None: 0.
+        source_program: the source-program index (P1 = 0, P2 = 1; the planner requests'
+            draw); None: 0.
         max_calls: the primitive-call budget; None: the task's (100).
         max_turns: the planning-turn budget; None: the task's (100).
         max_seconds: the execution-seconds budget; None: the task's (1,800).
-        block_exec_s: execution seconds one block may run.
+        block_exec_s: execution seconds one block may run; None (the default): no per-block
+            limit, the task's execution budget governs.
         isolation: the worker isolation asked for.
         cache: an SQLite exact-request cache file shared between runs; None for none.
         out: the run directory to write (must not hold a recorded run).
@@ -90,21 +128,30 @@ class RunSpec(BaseModel):
     params: dict[str, int | str] = Field(default_factory=dict)
     seed: int = Field(default=0, ge=0)
     scope: ScopeName = Scope.FULL
+    lattice: Lattice = "default"
     schedule: str = "continuous"
+    source_run: Path | None = None
     view: View = "with_feedback"
+    view_bounds: ViewBounds | None = None
     replace_boundary: ReplaceBoundary = "reply"
     model: str = "local"
     reviewer_model: str | None = None
     base_url: str | None = None
     planner_format: PlannerFormat | None = None
     review_mode: DecisionMode | None = None
+    reviewer_tool_choice: ReviewToolChoice | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    planner_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, ge=1)
+    reviewer_max_tokens: int | None = Field(default=None, ge=1)
+    planner_options: dict[str, Any] | None = None
+    reviewer_options: dict[str, Any] | None = None
     draw: int | None = Field(default=None, ge=0)
+    source_program: int | None = Field(default=None, ge=0)
     max_calls: int | None = Field(default=None, ge=1)
     max_turns: int | None = Field(default=None, ge=1)
     max_seconds: float | None = Field(default=None, gt=0.0)
-    block_exec_s: float = Field(default=300.0, gt=0.0)
+    block_exec_s: float | None = Field(default=None, gt=0.0)
     isolation: IsolationRequest = "auto"
     cache: Path | None = None
     out: Path
@@ -114,12 +161,27 @@ class RunSpec(BaseModel):
     def _canonical_schedule(cls, value: str) -> str:
         return schedule_name(value)
 
-    @field_validator("temperature", "max_seconds", "block_exec_s")
+    @field_validator("temperature", "planner_temperature", "max_seconds", "block_exec_s")
     @classmethod
     def _finite(cls, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
             raise ValueError("must be a finite number")
         return value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> RunSpec:
+        lattice_operations(self.scope, self.lattice)  # Params only under v2
+        if needs_source(self.schedule) and self.source_run is None:
+            raise ValueError(
+                f"schedule {self.schedule!r} takes its boundary from a recorded source run: "
+                "give source_run (--source-run DIR), or a number (once:K, midpoint:N)"
+            )
+        if self.source_run is not None and not needs_source(self.schedule):
+            raise ValueError(
+                "source_run places a bare once or midpoint schedule; the schedule "
+                f"{self.schedule!r} has neither"
+            )
+        return self
 
     @field_validator("model", "reviewer_model", "base_url", "task", "env")
     @classmethod
@@ -148,6 +210,28 @@ class RunSpec(BaseModel):
     def reviews(self) -> bool:
         """Whether the condition can review at all (not Keep, not ``never``)."""
         return self.schedule != "never" and self.scope != Scope.KEEP
+
+    def stated_settings(self) -> dict[str, Any]:
+        """The request-shaping settings this spec states, in the condition's terms (those of
+        :data:`~controlscope.run.REPLAYED_SETTINGS` that are not None)."""
+        stated: dict[str, Any] = {
+            "planner_format": self.planner_format,
+            "review_mode": self.review_mode,
+            "reviewer_tool_choice": self.reviewer_tool_choice,
+            "max_tokens": self.max_tokens,
+            "reviewer_max_tokens": self.reviewer_max_tokens,
+            "temperature": self.temperature,
+            "planner_temperature": self.planner_temperature,
+            "planner_options": self.planner_options,
+            "reviewer_options": self.reviewer_options,
+            "draw": self.draw,
+            "source_program": self.source_program,
+            "view_limits": None,
+        }
+        if self.view_bounds is not None:
+            bounded = self.view_bounds == "bounded"
+            stated["view_limits"] = ViewLimits().model_dump() if bounded else "complete"
+        return {k: v for k, v in stated.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -190,22 +274,60 @@ def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
         env = get_environment(spec.env)
         task = env.task(spec.task, **spec.params)
         budgets = _budgets(spec, task)
+        schedule, source = _placed_schedule(spec, env, task)
+        replay = _replay_dir(spec)
         for model_spec in (spec.model, spec.reviewer_model):
             if model_spec is not None and model_spec.startswith("replay:"):
-                check_replay(Path(model_spec.partition(":")[2]), spec, task, budgets)
+                check_replay(Path(model_spec.partition(":")[2]), spec, task, budgets, schedule)
+        since = recorded_start(replay) if replay is not None else None
         models = build_models(
             planner=spec.model,
             reviewer=spec.reviewer_model,
             base_url=spec.base_url,
             cache_path=spec.cache,
             need_reviewer=build_reviewer and spec.reviews,
-            normalise=env.normalise_observation,
+            normalise=functools.partial(env.normalise_observation, since=since),
         )
-        condition = _condition(spec, models, budgets)
+        condition = _condition(spec, models, budgets, schedule=schedule, source=source)
         _make_out(spec.out)
     except (TaskError, ValueError, FileNotFoundError, ProviderError, WeightsError, CacheError) as e:
         raise SpecError(str(e)) from e
     return PreparedRun(spec=spec, env=env, task=task, condition=condition, models=models)
+
+
+def _replay_dir(spec: RunSpec) -> Path | None:
+    """The recording a ``replay:DIR`` model answers from (the planner's, else the reviewer's)."""
+    for model_spec in (spec.model, spec.reviewer_model):
+        if model_spec is not None and model_spec.startswith("replay:"):
+            return Path(model_spec.partition(":")[2])
+    return None
+
+
+def _placed_schedule(
+    spec: RunSpec, env: Environment, task: Task
+) -> tuple[str, SourceBoundary | None]:
+    """The schedule with a bare ``once``/``midpoint`` placed from the source run.
+
+    Raises:
+        FileNotFoundError, ValueError: the source run is missing, not a completed Keep
+            trajectory of this task, parameters and seed, or ineligible for the local rule.
+    """
+    if spec.source_run is None:
+        return spec.schedule, None
+    source = read_source(spec.source_run)
+    if (source.task.id, dict(source.task.params), source.seed) != (
+        task.id,
+        dict(task.params),
+        spec.seed,
+    ):
+        raise ValueError(
+            f"the source run in {spec.source_run} is task {source.task.id} "
+            f"{dict(source.task.params)} seed {source.seed}, not {task.id} {dict(task.params)} "
+            f"seed {spec.seed}"
+        )
+    return place_schedule(
+        spec.schedule, source, write_tools=env.write_tools, read_tools=env.read_tools
+    )
 
 
 def _check_paths(spec: RunSpec) -> None:
@@ -239,22 +361,32 @@ def _budgets(spec: RunSpec, task: Task) -> TaskBudgets:
     return TaskBudgets(**base)
 
 
-def _condition(spec: RunSpec, models: RunModels, budgets: TaskBudgets) -> Condition:
+def _condition(
+    spec: RunSpec,
+    models: RunModels,
+    budgets: TaskBudgets,
+    *,
+    schedule: str,
+    source: SourceBoundary | None,
+) -> Condition:
     """The condition: the spec's values, else a replay's recording, else the models' defaults."""
     settings: dict[str, Any] = {
         "planner_format": models.planner_format,
         "review_mode": models.review_mode,
         "max_tokens": models.max_tokens,
-        "temperature": 0.7,
-        "draw": 0,
+        "view_limits": models.view_limits,
     }
     if spec.model.startswith("replay:"):
         settings.update(recorded_settings(Path(spec.model.partition(":")[2])))
-    settings.update({k: getattr(spec, k) for k in settings if getattr(spec, k) is not None})
+    settings.update(spec.stated_settings())
+    if settings.get("view_limits") == "complete":
+        settings["view_limits"] = None
     try:
         return Condition(
             scope=spec.scope,
-            schedule=spec.schedule,
+            lattice=spec.lattice,
+            schedule=schedule,
+            source=source,
             view=spec.view,
             replace_boundary=spec.replace_boundary,
             budgets=budgets,

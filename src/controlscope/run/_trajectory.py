@@ -8,13 +8,16 @@ A.1):
 1. the environment creates the task's initial state in a fresh workspace and starts its server;
 2. the planner writes blocks; each reply's blocks run in the worker;
 3. at every boundary the schedule decides whether the reviewer sees the public state ``h``; its
-   proposal is validated against the granted scope and the realized operation is executed;
+   proposal is validated against the granted operation set and the realized operation is
+   executed;
 4. the run ends at a final answer, a budget, or a planner provider error (the workspace is then
-   graded as it stands, paper A.4), and the verifier scores the workspace.
+   graded as it stands, paper A.4), and the verifier scores the workspace; its terminal hash and
+   per-file hashes are recorded with the verdict (paper 3.3: replays compare terminal files).
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -26,6 +29,7 @@ from pydantic import BaseModel
 from controlscope.core import (
     AnswerKey,
     ChatModel,
+    ClockDifferencesEvent,
     Condition,
     EndReason,
     Event,
@@ -34,11 +38,12 @@ from controlscope.core import (
     RunEndEvent,
     RunStartEvent,
     Task,
+    TaskError,
     ToolServer,
     Verdict,
 )
 from controlscope.envs import Environment
-from controlscope.models import ReplayMismatch
+from controlscope.models import ReplayMismatch, ReplayModel
 from controlscope.planner import first_user_message, render_system_prompt
 from controlscope.record import RunSummary, TrajectoryWriter, read_events, summarize, write_summary
 from controlscope.review import ModelReviewer, Reviewer
@@ -126,20 +131,12 @@ def run_trajectory(
 
     parts = _Parts(env, task, seed, planner, reviewer, condition, sink)
     try:
-        verdict, ending = _graded_run(parts, workspace_root)
-        sink(FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=ending.reason))
-        sink(RunEndEvent(end_reason=ending.reason, detail=ending.detail))
-        summary = summarize(read_events(out_dir))
-        write_summary(out_dir, summary)
-        return RunResult(
-            summary=summary,
-            verdict=verdict,
-            run_dir=out_dir,
-            end_reason=ending.reason,
-            detail=ending.detail,
-        )
+        verdict, ending, hashes = _graded_run(parts, workspace_root)
+        _report_clock_differences(parts)
+        return _finish(sink, out_dir, verdict, ending, hashes)
     except ReplayMismatch as err:
         # A replay that left its recording is no run to grade; its log ends saying so.
+        _report_clock_differences(parts)
         _end_ungraded(sink, out_dir, "replay_diverged", str(err))
         raise
     except KeyboardInterrupt:
@@ -163,8 +160,13 @@ class _Parts:
     sink: Callable[[Event], None]
 
 
-def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, Ending]:
-    """Set the task up in a fresh workspace, run it, and grade the workspace as it stands."""
+Hashes = tuple[str | None, dict[str, str]]
+"""A terminal workspace's hash and per-file hashes (None and empty when they failed)."""
+
+
+def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, Ending, Hashes]:
+    """Set the task up in a fresh workspace, run it, grade the workspace as it stands and hash
+    it."""
     with tempfile.TemporaryDirectory(prefix="cs-ws-", dir=workspace_root) as tmp:
         workspace = Path(tmp)
         answer_key: AnswerKey = parts.env.setup(parts.task, parts.seed, workspace)
@@ -177,7 +179,55 @@ def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, En
             ending = Ending("error", _describe(err))
         finally:
             server.close()
-        return parts.env.verify(parts.task, workspace, answer_key), ending
+        verdict = parts.env.verify(parts.task, workspace, answer_key)
+        return verdict, ending, _hashes(parts, workspace)
+
+
+def _hashes(parts: _Parts, workspace: Path) -> Hashes:
+    """The terminal workspace's hash and per-file hashes (None and empty if it is unreadable:
+    the verdict already says what could be read)."""
+    try:
+        return (
+            parts.env.state_hash(parts.task, workspace),
+            parts.env.file_hashes(parts.task, workspace),
+        )
+    except TaskError:
+        return None, {}
+
+
+def _report_clock_differences(parts: _Parts) -> None:
+    """Record the differences a replay's masking hid, apart (paper A.4), if there were any."""
+    models = [parts.planner]
+    if isinstance(parts.reviewer, ModelReviewer):
+        models.append(parts.reviewer.model)
+    differences = [d for m in models if isinstance(m, ReplayModel) for d in m.masked]
+    if differences:
+        parts.sink(ClockDifferencesEvent(differences=differences))
+
+
+def _finish(
+    sink: Callable[[Event], None], out_dir: Path, verdict: Verdict, ending: Ending, hashes: Hashes
+) -> RunResult:
+    """End a graded run: its verdict (with the terminal hashes), ``run_end`` and summary."""
+    sink(
+        FinalVerdictEvent(
+            verdict=verdict,
+            success=verdict.success,
+            end_reason=ending.reason,
+            state_hash=hashes[0],
+            file_hashes=hashes[1],
+        )
+    )
+    sink(RunEndEvent(end_reason=ending.reason, detail=ending.detail))
+    summary = summarize(read_events(out_dir))
+    write_summary(out_dir, summary)
+    return RunResult(
+        summary=summary,
+        verdict=verdict,
+        run_dir=out_dir,
+        end_reason=ending.reason,
+        detail=ending.detail,
+    )
 
 
 def _end_ungraded(
@@ -226,7 +276,8 @@ def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
         first_user_message(task.instruction, roots),
     ]
     limits = Limits(
-        block_exec_s=condition.block_exec_s,
+        # No per-block limit unless one is set: the task's execution budget governs.
+        block_exec_s=math.inf if condition.block_exec_s is None else condition.block_exec_s,
         task_exec_s=condition.budgets.execution_seconds,
         primitive_calls=condition.budgets.primitive_calls,
     )
@@ -237,6 +288,8 @@ def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
                 task=task,
                 seed=parts.seed,
                 scope=condition.scope,
+                lattice=condition.lattice,
+                operations=condition.operations.operations,
                 schedule=condition.schedule,
                 view=condition.view,
                 replace_boundary=condition.replace_boundary,

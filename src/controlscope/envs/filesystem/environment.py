@@ -23,7 +23,7 @@ from controlscope.envs.filesystem import _planning
 from controlscope.envs.filesystem.registry import REGISTRY, FsTaskSpec
 from controlscope.envs.filesystem.server import normalise_observation, start_filesystem_server
 from controlscope.envs.filesystem.tasks import TASK_MODULES
-from controlscope.envs.filesystem.workspace import content_hash
+from controlscope.envs.filesystem.workspace import content_hash, file_hashes
 
 __all__ = [
     "MAX_SEED",
@@ -221,10 +221,10 @@ class FilesystemEnvironment:
         """
         return start_filesystem_server(Path(workspace))
 
-    def normalise_observation(self, text: str) -> str:
-        """``text`` with the file times of ``get_file_info`` masked (see
+    def normalise_observation(self, text: str, *, since: float | None = None) -> str:
+        """``text`` with the file times of ``get_file_info`` that no seed controls masked (see
         :func:`~controlscope.envs.filesystem.server.normalise_observation`)."""
-        return normalise_observation(text)
+        return normalise_observation(text, since=since)
 
     def verify(self, task: Task, workspace: Path, answer_key: AnswerKey) -> Verdict:
         """Check the terminal state; never raises.
@@ -254,6 +254,16 @@ class FilesystemEnvironment:
         """
         spec = self.spec(task.id)
         return content_hash(Path(workspace), historical_mtimes=spec.time_sensitive)
+
+    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+        """Each file's hash by relative path, by the rule of :meth:`state_hash` (see
+        :func:`~controlscope.envs.filesystem.workspace.file_hashes`).
+
+        Raises:
+            TaskError: unknown task or an unreadable workspace.
+        """
+        spec = self.spec(task.id)
+        return file_hashes(Path(workspace), historical_mtimes=spec.time_sensitive)
 
     def planner_example(self, fmt: PlannerFormat) -> str:
         """A two-turn worked example with the filesystem tools, written for ``fmt``."""

@@ -12,12 +12,15 @@ import logging
 import os
 import re
 import shutil
+import time
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 
 from controlscope import _bwrap
 from controlscope.core import TaskError
 from controlscope.envs._mcp import McpToolServer
+from controlscope.envs.filesystem.workspace import HISTORICAL_MARGIN_S
 
 __all__ = [
     "AGENT_ROOT",
@@ -81,8 +84,8 @@ def find_server_script() -> Path:
 _CLOCK_FIELD = re.compile(
     # No word boundary before the field: in JSON or repr text (a variable in a review prompt)
     # the line break before it is the two characters backslash, n.
-    r"(created|modified|accessed): [A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{4} "
-    r"\d{2}:\d{2}:\d{2} GMT[+-]\d{4}(?: \([^()\n\\]*\))?"
+    r"(created|modified|accessed): ([A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{4} "
+    r"\d{2}:\d{2}:\d{2} GMT[+-]\d{4})(?: \([^()\n\\]*\))?"
 )
 CLOCK_MASK = "<clock>"
 # A reading cut by a size bound: the part before a cut marker (a review view's
@@ -99,31 +102,50 @@ _CLOCK_TAIL_AT_CUT = re.compile(
 )
 
 
-def normalise_observation(text: str) -> str:
-    """Mask the file times that ``get_file_info`` reports, for comparing two runs.
+def normalise_observation(text: str, *, since: float | None = None) -> str:
+    """Mask the file times that no seed controls, for comparing two runs (paper 3.3 and A.4).
 
-    A file's creation and access times are readings of the machine's clock, and so is the
-    modification time of a file the task did not date explicitly: none of them repeats in a
-    second run of the same task and seed. Each such reading, wherever it appears (the tool's
-    answer, printed output, a variable, also inside JSON or ``repr`` text), becomes
-    ``created: <clock>`` etc., and so does the part of a reading that a size bound cut (next to
-    the marker of a review view, a variable snapshot or the captured output); everything else
-    is kept. Time-sensitive tasks date their files explicitly, so their verifiers do not depend
-    on what is masked here.
+    ``get_file_info`` reports a file's creation, access and modification times. Creation and
+    access times are readings of the machine's clock and are always masked, and so is a
+    modification time from ``since`` minus :data:`HISTORICAL_MARGIN_S` on (a file the run or
+    the set-up wrote without dating it: its time is when it was written). Older modification
+    times are the task's own, dated by the generator from the seed (A.4: "task-relevant
+    original modification times remain preserved"), and are kept, so a run that changed one
+    is still seen to differ. A reading cut by a size bound (next to the marker of a bounded
+    review view, a variable snapshot or the captured output) cannot be dated and is masked.
+    A masked reading becomes ``created: <clock>`` etc., wherever it appears (the tool's
+    answer, printed output, a variable, also inside JSON or ``repr`` text).
 
     Args:
         text: any text of a model request.
+        since: when the run whose text this is started (seconds since the epoch); None: now.
+            A replay normalises its recording's text and its own with the recording's start,
+            so both sides mask the same readings.
 
     Returns:
-        ``text`` with every clock reading replaced by :data:`CLOCK_MASK`.
+        ``text`` with those readings replaced by :data:`CLOCK_MASK`.
     """
     if ": " not in text and "GMT" not in text:
         return text
-    text = _CLOCK_FIELD.sub(lambda m: f"{m.group(1)}: {CLOCK_MASK}", text)
+    cutoff = (time.time() if since is None else since) - HISTORICAL_MARGIN_S
+
+    def mask(match: re.Match[str]) -> str:
+        field, reading = match.group(1), match.group(2)
+        if field == "modified" and _epoch(reading) < cutoff:
+            return match.group(0)
+        return f"{field}: {CLOCK_MASK}"
+
+    text = _CLOCK_FIELD.sub(mask, text)
     if "chars cut" in text or "…[" in text:
         text = _CLOCK_HEAD_AT_CUT.sub(lambda m: f"{m.group(1)}: {CLOCK_MASK}", text)
         text = _CLOCK_TAIL_AT_CUT.sub(lambda m: m.group(1) + CLOCK_MASK, text)
     return text
+
+
+def _epoch(reading: str) -> float:
+    """Seconds since the epoch of a JavaScript ``Date`` text (``Tue Mar 14 2023 09:00:00
+    GMT+0000``)."""
+    return datetime.strptime(reading.replace("GMT", ""), "%a %b %d %Y %H:%M:%S %z").timestamp()
 
 
 def start_filesystem_server(

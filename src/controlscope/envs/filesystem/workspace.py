@@ -20,7 +20,7 @@ from types import TracebackType
 
 from controlscope.core import TaskError
 
-__all__ = ["HISTORICAL_MARGIN_S", "Workspace", "content_hash"]
+__all__ = ["HISTORICAL_MARGIN_S", "Workspace", "content_hash", "file_hashes"]
 
 HISTORICAL_MARGIN_S = 86_400.0
 """A file's modification time counts as task-relevant (historical) when it is at least this many
@@ -117,17 +117,57 @@ def content_hash(
     Raises:
         TaskError: ``root`` is not a directory or cannot be read.
     """
+    digest = hashlib.sha256()
+    for rel, kind, extra in _entries(root, historical_mtimes, now):
+        digest.update(f"{kind}\0{rel}\0{extra}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def file_hashes(
+    root: Path,
+    *,
+    historical_mtimes: bool = False,
+    now: float | None = None,
+) -> dict[str, str]:
+    """Each file of a workspace's tree by relative path: what :func:`content_hash` hashes, per
+    file, so two terminal workspaces can be compared file by file (paper section 3.3).
+
+    Args:
+        root: the workspace directory.
+        historical_mtimes: add the historical modification times (as :func:`content_hash`).
+        now: the reference time, seconds since the epoch (``time.time()`` when ``None``).
+
+    Returns:
+        For a file, the SHA-256 of its bytes (hex), followed by ``:MTIME`` (whole seconds) when
+        its historical modification time is part of the state; for a symlink, ``-> TARGET``.
+        Directories are left out (:func:`content_hash` counts them).
+
+    Raises:
+        TaskError: ``root`` is not a directory or cannot be read.
+    """
+    out: dict[str, str] = {}
+    for rel, kind, extra in _entries(root, historical_mtimes, now):
+        if kind == "F":
+            out[rel] = extra.split(":", 1)[1]
+        elif kind == "L":
+            out[rel] = f"-> {extra}"
+    return out
+
+
+def _entries(root: Path, historical_mtimes: bool, now: float | None) -> list[tuple[str, str, str]]:
+    """The tree's sorted ``(relative path, kind, extra)`` entries (see :func:`_walk`).
+
+    Raises:
+        TaskError: ``root`` is not a directory or cannot be read.
+    """
     base = Path(root)
     if not base.is_dir():
         raise TaskError(f"cannot hash workspace {base}: not a directory")
     cutoff = (time.time() if now is None else now) - HISTORICAL_MARGIN_S
-    digest = hashlib.sha256()
     try:
-        for rel, kind, extra in sorted(_walk(base, historical_mtimes, cutoff)):
-            digest.update(f"{kind}\0{rel}\0{extra}\n".encode("utf-8", "surrogateescape"))
+        return sorted(_walk(base, historical_mtimes, cutoff))
     except OSError as error:
         raise TaskError(f"cannot hash workspace {base}: {error}") from error
-    return digest.hexdigest()
 
 
 def _walk(base: Path, historical_mtimes: bool, cutoff: float) -> list[tuple[str, str, str]]:

@@ -4,24 +4,35 @@ A workspace holds ``students/<ID>_<First>_<Last>/`` per student with ``basic_inf
 ``recommendation_letter.txt``, and, on request, a roster ``roster.csv`` whose ``address`` field
 contains unquoted commas for some students (paper section 6.1, "Repairing a parser").
 
-The English-talent groups are sized so that an agent reading one file per primitive call needs
-more than 100 calls at 75 students whichever file it reads first (about 46% of students have an
-English score of at least 90, about 46% have an "exceptional" letter, about 12.7% have both: 19
-of 150, the paper's count), while ``read_multiple_files`` reads all of them in one or two calls.
-Everything is drawn from the given ``random.Random``; the same seed gives the same bytes.
+One pool, many subsets (paper B.2: the confirmation's subsets "share the original 150-record
+pool"; A.4: "fresh workload confirmation uses seeds 101-103"): :func:`student_pool` draws a
+fixed pool of records (150 by default) from a *pool seed*, every record complete with its
+letter; :func:`pool_subset` takes the first ``count`` records of a permutation drawn from a
+*subset seed*, so a subset's students have the same files in every subset they belong to, and
+for one subset seed the 25 are among the 75, which are among the 150.
+
+Each record is drawn on its own; nothing forces how many students qualify. The English score and
+the letter's rating are drawn together, with chances set so that an agent reading one file per
+primitive call usually needs more than 100 calls at 75 students whichever file it reads first
+(about 46% of students have an English score of at least 90, about 46% an "exceptional" letter,
+about 12.7% both: the paper's 19 of 150 on average), while ``read_multiple_files`` reads all of
+them in one or two calls. The selection is whatever the records give (paper 6.1: its 19 of 150
+were observed). Everything is drawn from the given ``random.Random``; the same seeds give the
+same bytes.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 __all__ = [
     "BASIC_INFO",
     "ENGLISH_THRESHOLD",
     "LETTER",
+    "POOL_SIZE",
     "ROSTER",
     "ROSTER_HEADER",
     "STUDENTS_DIR",
@@ -29,6 +40,8 @@ __all__ = [
     "Student",
     "english_selected",
     "make_students",
+    "pool_subset",
+    "student_pool",
     "write_students",
 ]
 
@@ -46,6 +59,11 @@ ENGLISH_THRESHOLD = 90
 """The English score an English-talent selection requires (inclusive)."""
 TALENT_LEVELS = ("exceptional", "strong", "solid", "developing")
 """How a letter can rate a student's talent in English, best first."""
+POOL_SIZE = 150
+"""Records in a pool (the paper's "original 150-record pool", B.2)."""
+# Chances of a record's (English score, letter) group: both criteria (the paper's 19 of 150),
+# a high score only, an exceptional letter only; the rest meets neither.
+_BOTH, _HIGH_ONLY, _LETTER_ONLY = 19 / 150, 1 / 3, 1 / 3
 
 _FIRST_F = (
     "Alice", "Amara", "Beatriz", "Chloe", "Daria", "Elena", "Fatima", "Grace", "Hana", "Ingrid",
@@ -107,6 +125,7 @@ class Student:
         science: score 0..100.
         english_talent: one of :data:`TALENT_LEVELS`, as the letter states it.
         teacher: the letter's author.
+        letter: the recommendation letter's text.
     """
 
     student_id: str
@@ -122,6 +141,7 @@ class Student:
     science: int
     english_talent: str
     teacher: str
+    letter: str = ""
 
     @property
     def name(self) -> str:
@@ -155,7 +175,7 @@ def make_students(
     *,
     duplicate_groups: int = 0,
 ) -> list[Student]:
-    """Draw ``count`` students.
+    """Draw ``count`` student records, each on its own (letters included).
 
     Args:
         rng: the only source of randomness.
@@ -164,8 +184,8 @@ def make_students(
             students, every fourth group three); 0 makes all names distinct.
 
     Returns:
-        Students in ID order (``S0001``...). About ``count * 19 / 150`` (rounded) meet
-        :func:`english_selected`.
+        Students in ID order (``S0001``...). On average ``count * 19 / 150`` meet
+        :func:`english_selected`; the number is whatever the draws give.
 
     Raises:
         ValueError: ``count`` < 1, or more duplicate students than ``count`` allows.
@@ -177,12 +197,9 @@ def make_students(
         raise ValueError(f"{duplicate_groups} duplicate-name groups do not fit in {count} students")
 
     names = _names(rng, count, group_sizes)
-    plans = _talent_plan(rng, count)
     emails: set[str] = set()
     students: list[Student] = []
-    for index, ((first, last, gender), (english, talent)) in enumerate(
-        zip(names, plans, strict=True), start=1
-    ):
+    for index, (first, last, gender) in enumerate(names, start=1):
         base = f"{first}.{last}".lower()
         email = f"{base}@school.example"
         n = 2
@@ -190,24 +207,49 @@ def make_students(
             email = f"{base}{n}@school.example"
             n += 1
         emails.add(email)
-        students.append(
-            Student(
-                student_id=f"S{index:04d}",
-                first=first,
-                last=last,
-                gender=gender,
-                age=rng.randint(15, 18),
-                klass=f"{rng.randint(9, 12)}-{rng.choice('ABCD')}",
-                address=_address(rng),
-                email=email,
-                math=rng.randint(48, 100),
-                english=english,
-                science=rng.randint(48, 100),
-                english_talent=talent,
-                teacher=rng.choice(_TEACHERS),
-            )
+        english, talent = _talent(rng)
+        student = Student(
+            student_id=f"S{index:04d}",
+            first=first,
+            last=last,
+            gender=gender,
+            age=rng.randint(15, 18),
+            klass=f"{rng.randint(9, 12)}-{rng.choice('ABCD')}",
+            address=_address(rng),
+            email=email,
+            math=rng.randint(48, 100),
+            english=english,
+            science=rng.randint(48, 100),
+            english_talent=talent,
+            teacher=rng.choice(_TEACHERS),
         )
+        students.append(replace(student, letter=letter_text(rng, student)))
     return students
+
+
+def student_pool(pool_seed: int, size: int = POOL_SIZE) -> list[Student]:
+    """The fixed pool of ``size`` records that pool seed ``pool_seed`` gives (paper B.2).
+
+    Raises:
+        ValueError: ``size`` < 1.
+    """
+    return make_students(random.Random(pool_seed), size)
+
+
+def pool_subset(pool: Sequence[Student], count: int, rng: random.Random) -> list[Student]:
+    """``count`` records of ``pool`` chosen by a subset seed's ``rng``, in ID order.
+
+    The first ``count`` records of one permutation of the pool: for one ``rng`` state, a
+    smaller subset lies inside a larger one, and a record is the same in every subset.
+
+    Raises:
+        ValueError: ``count`` is not between 1 and the pool's size.
+    """
+    if not 1 <= count <= len(pool):
+        raise ValueError(f"a subset of {count} does not fit a pool of {len(pool)} records")
+    order = list(pool)
+    rng.shuffle(order)
+    return sorted(order[:count], key=lambda s: s.student_id)
 
 
 def _names(
@@ -227,28 +269,16 @@ def _names(
     return names
 
 
-def _talent_plan(rng: random.Random, count: int) -> list[tuple[int, str]]:
-    """(English score, letter rating) per student, with fixed group sizes (see module doc)."""
-    selected = round(count * 19 / 150)
-    high_only = round(count / 3)
-    letter_only = round(count / 3)
-    neither = count - selected - high_only - letter_only
-    if neither < 0:  # tiny cohorts
-        high_only += neither // 2
-        letter_only = count - selected - high_only
-        neither = 0
-    plan: list[tuple[int, str]] = []
-    for _ in range(selected):
-        plan.append((rng.choice((90, 91, rng.randint(90, 100))), "exceptional"))
-    for _ in range(high_only):
-        talent = rng.choice(TALENT_LEVELS[1:])
-        plan.append((rng.choice((90, rng.randint(90, 100))), talent))
-    for _ in range(letter_only):
-        plan.append((rng.choice((88, 89, rng.randint(62, 89))), "exceptional"))
-    for _ in range(neither):
-        plan.append((rng.randint(55, 89), rng.choice(TALENT_LEVELS[1:])))
-    rng.shuffle(plan)
-    return plan
+def _talent(rng: random.Random) -> tuple[int, str]:
+    """One record's (English score, letter rating), its group drawn by the chances above."""
+    draw = rng.random()
+    if draw < _BOTH:
+        return rng.choice((90, 91, rng.randint(90, 100))), "exceptional"
+    if draw < _BOTH + _HIGH_ONLY:
+        return rng.choice((90, rng.randint(90, 100))), rng.choice(TALENT_LEVELS[1:])
+    if draw < _BOTH + _HIGH_ONLY + _LETTER_ONLY:
+        return rng.choice((88, 89, rng.randint(62, 89))), "exceptional"
+    return rng.randint(55, 89), rng.choice(TALENT_LEVELS[1:])
 
 
 def _address(rng: random.Random) -> str:
@@ -311,7 +341,6 @@ def roster_line(student: Student) -> str:
 
 
 def write_students(
-    rng: random.Random,
     workspace: Path,
     students: Sequence[Student],
     *,
@@ -320,10 +349,9 @@ def write_students(
     """Write the student folders (and the roster) into ``workspace``.
 
     Args:
-        rng: draws the letters' wording.
         workspace: an existing directory.
-        students: from :func:`make_students`.
-        roster: also write :data:`ROSTER`.
+        students: from :func:`make_students` or :func:`pool_subset` (letters included).
+        roster: also write :data:`ROSTER` (in the order given).
 
     Raises:
         OSError: the files cannot be written.
@@ -334,7 +362,7 @@ def write_students(
         folder = base / student.folder
         folder.mkdir()
         (folder / BASIC_INFO).write_text(basic_info_text(student), encoding="utf-8")
-        (folder / LETTER).write_text(letter_text(rng, student), encoding="utf-8")
+        (folder / LETTER).write_text(student.letter, encoding="utf-8")
     if roster:
         lines = [",".join(ROSTER_HEADER), *(roster_line(s) for s in students)]
         (workspace / ROSTER).write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -2,9 +2,15 @@
 
 * ``student_database/english_talent``: select students by combining basic information with
   recommendation letters (the paper's English-student selection: 19 of 150 selected). Reading one
-  file per call needs more than 100 primitive calls at 75 students; ``read_multiple_files`` fits.
+  file per call usually needs more than 100 primitive calls at 75 students;
+  ``read_multiple_files`` fits.
 * ``student_database/grade_based_score``: parse a roster CSV whose address field holds unquoted
   commas, compute averages and letter grades, write a grades file and a summary.
+
+Both draw their students from one pool (parameters ``pool``, the pool seed, and ``pool_size``,
+150 by default) and take a subset of ``students`` records by the run's seed, the *subset seed*
+(paper B.2: subsets of 25, 75 and 150 of "the original 150-record pool"; A.4: subset seeds
+101-103 for the fresh confirmation).
 * ``student_database/duplicate_name``: find names shared by several students; the instruction
   forbids Python (``python_allowed=False``, one of the paper's four instruction-restricted tasks).
 """
@@ -18,14 +24,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controlscope.core import AnswerKey, Check
+from controlscope.core import AnswerKey, Check, TaskError
 from controlscope.envs.filesystem.generators.students import (
     BASIC_INFO,
     LETTER,
+    POOL_SIZE,
     ROSTER,
     STUDENTS_DIR,
     english_selected,
     make_students,
+    pool_subset,
+    student_pool,
     write_students,
 )
 from controlscope.envs.filesystem.registry import FsTaskSpec, ToolCaller, register
@@ -66,8 +75,35 @@ def letter_grade(average: float) -> str:
     return "F"
 
 
+_MAX_POOL_SEED = 2**31 - 1
+_POOL_DEFAULTS = {"students": _DEFAULT_STUDENTS, "pool": 0, "pool_size": _DEFAULT_STUDENTS}
+
+
 def _students_param(params: Mapping[str, Any]) -> int:
     return int_param(params, "students", _DEFAULT_STUDENTS, 1, _MAX_STUDENTS)
+
+
+def _check_pool_params(params: Mapping[str, Any]) -> None:
+    """``students`` (1-1000), ``pool`` (a seed) and ``pool_size`` (1-1000), the subset no larger
+    than its pool.
+
+    Raises:
+        TaskError: an unknown parameter or a value out of range.
+    """
+    range_checker(
+        {"students": (1, _MAX_STUDENTS), "pool": (0, _MAX_POOL_SEED), "pool_size": (1, 1000)},
+        _POOL_DEFAULTS,
+    )(params)
+    students, size = _students_param(params), params.get("pool_size", _DEFAULT_STUDENTS)
+    if students > size:
+        raise TaskError(f"a subset of {students} students does not fit a pool of {size}")
+
+
+def _subset(rng: random.Random, params: Mapping[str, Any]) -> list[Any]:
+    """The run's students: a subset (by the run's seed, ``rng``) of the pool the parameters
+    name (paper B.2)."""
+    pool = student_pool(int(params.get("pool", 0)), int(params.get("pool_size", POOL_SIZE)))
+    return pool_subset(pool, _students_param(params), rng)
 
 
 def _id_key(row: list[str]) -> str:
@@ -90,8 +126,8 @@ def _header_check(rows: list[list[str]], expected: list[str], output: str) -> Ch
 
 
 def _gen_english(rng: random.Random, workspace: Path, params: Mapping[str, Any]) -> AnswerKey:
-    students = make_students(rng, _students_param(params))
-    write_students(rng, workspace, students, roster=False)
+    students = _subset(rng, params)
+    write_students(workspace, students, roster=False)
     return {
         "students": len(students),
         "names": {s.student_id: s.name for s in students},
@@ -189,8 +225,8 @@ ENGLISH_TALENT = register(
         generate=_gen_english,
         verify=_verify_english,
         reference=_ref_english,
-        default_params={"students": _DEFAULT_STUDENTS},
-        check_params=range_checker({"students": (1, _MAX_STUDENTS)}, {"students": 150}),
+        default_params=dict(_POOL_DEFAULTS),
+        check_params=_check_pool_params,
     )
 )
 
@@ -199,8 +235,8 @@ ENGLISH_TALENT = register(
 
 
 def _gen_grades(rng: random.Random, workspace: Path, params: Mapping[str, Any]) -> AnswerKey:
-    students = make_students(rng, _students_param(params))
-    write_students(rng, workspace, students, roster=True)
+    students = _subset(rng, params)
+    write_students(workspace, students, roster=True)
     table = {
         s.student_id: {"name": s.name, "average": s.average, "grade": letter_grade(s.average)}
         for s in students
@@ -325,8 +361,8 @@ GRADE_BASED_SCORE = register(
         generate=_gen_grades,
         verify=_verify_grades,
         reference=_ref_grades,
-        default_params={"students": _DEFAULT_STUDENTS},
-        check_params=range_checker({"students": (1, _MAX_STUDENTS)}, {"students": 150}),
+        default_params=dict(_POOL_DEFAULTS),
+        check_params=_check_pool_params,
     )
 )
 
@@ -336,8 +372,9 @@ GRADE_BASED_SCORE = register(
 
 def _gen_duplicates(rng: random.Random, workspace: Path, params: Mapping[str, Any]) -> AnswerKey:
     count = int_param(params, "students", _DEFAULT_STUDENTS, 2, _MAX_STUDENTS)
+    # Its own cohort per seed: shared names are drawn into it (a pool subset might split them).
     students = make_students(rng, count, duplicate_groups=max(1, count // 20))
-    write_students(rng, workspace, students, roster=True)
+    write_students(workspace, students, roster=True)
     by_name: dict[str, list[str]] = {}
     for s in students:
         by_name.setdefault(s.name, []).append(s.student_id)

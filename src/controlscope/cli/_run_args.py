@@ -1,0 +1,112 @@
+"""``controlscope run``'s options, in groups, and the :class:`~controlscope.run.RunSpec` they
+describe (one option per spec field, dashes for underscores)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from controlscope import core
+from controlscope.run import RunSpec
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register ``run``'s options, grouped: task, condition, models, sampling, budgets, output."""
+    task = parser.add_argument_group("task").add_argument
+    task("--task", required=True, help="task id, e.g. student_database/english_talent")
+    task("--env", default="filesystem", help="environment (default: filesystem)")
+    task("--seed", type=int, default=0, help="data seed (student tasks: the subset seed)")
+    task("--students", type=int, default=None, help="number of students (student tasks)")
+    task("--param", action="append", default=[], metavar="KEY=VALUE", help="a task parameter")
+
+    cond = parser.add_argument_group("condition").add_argument
+    cond("--scope", choices=core.SCOPE_NAMES, default="full", help="params needs --lattice v2")
+    cond("--lattice", choices=core.LATTICES, default="default", help="default: Keep<Arg<Full")
+    cond(
+        "--schedule",
+        default="continuous",
+        help="never|continuous|every_boundary|per_block|once[:K]|once_online|midpoint[:N]|"
+        "protect:n|retain_first (join with +)",
+    )
+    cond("--source-run", type=Path, default=None, help="recorded run placing once / midpoint")
+    cond("--view", choices=core.VIEWS, default="with_feedback")
+    cond("--view-bounds", choices=("complete", "bounded"), default=None, help="default: per model")
+    cond("--replace-boundary", choices=core.REPLACE_BOUNDARIES, default="reply")
+
+    models = parser.add_argument_group("models").add_argument
+    models("--model", default="local", help="local|local:0.5b|PATH.gguf|openai:NAME|replay:DIR")
+    models("--reviewer-model", default=None, help="reviewer model (default: --model)")
+    models("--base-url", default=None, help="OpenAI-compatible base URL")
+    per_model = "default: per model"
+    models("--planner-format", choices=core.PLANNER_FORMATS, default=None, help=per_model)
+    models("--review-mode", choices=core.DECISION_MODES, default=None, help=per_model)
+    models("--reviewer-tool-choice", choices=("auto", "required"), default=None)
+    models("--cache", type=Path, default=None, help="an SQLite exact-request cache file to use")
+
+    sampling = parser.add_argument_group("sampling").add_argument
+    sampling("--temperature", type=float, default=None, help="default 0.7")
+    sampling("--planner-temperature", type=float, default=None, help="default: --temperature")
+    sampling("--max-tokens", type=int, default=None, help="per-request token cap")
+    sampling("--reviewer-max-tokens", type=int, default=None, help="default: --max-tokens")
+    for role in ("planner", "reviewer"):
+        sampling(
+            f"--{role}-option",
+            action="append",
+            default=[],
+            metavar="KEY=JSON",
+            help=f"a provider option passed with {role} requests",
+        )
+    sampling("--draw", type=int, default=None, help="reviewer draw index (default 0)")
+    sampling("--source-program", type=int, default=None, help="source program index (default 0)")
+
+    budgets = parser.add_argument_group("budgets").add_argument
+    budgets("--max-calls", type=int, default=None, help="primitive-call budget (default 100)")
+    budgets("--max-turns", type=int, default=None, help="planning-turn budget (default 100)")
+    budgets("--max-seconds", type=float, default=None, help="execution seconds (default 1800)")
+    budgets("--block-exec-s", type=float, default=None, help="per-block limit (default none)")
+
+    out = parser.add_argument_group("output").add_argument
+    out("--out", required=True, type=Path, help="run directory to write")
+    out("--quiet", action="store_true", help="no live progress")
+
+
+def _pairs(option: str, items: list[str], *, json_values: bool) -> dict[str, Any]:
+    """``KEY=VALUE`` items as a dict; values read as JSON when they parse, else as text (or,
+    without ``json_values``, as integers when they look like one).
+
+    Raises:
+        ValueError: an item without ``=`` or a key.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{option} expects KEY=VALUE, got {item!r}")
+        if json_values:
+            try:
+                out[key] = json.loads(value)
+            except json.JSONDecodeError:
+                out[key] = value
+        else:
+            out[key] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    """The :class:`RunSpec` the options describe.
+
+    Raises:
+        ValueError: a malformed ``--param`` or ``--*-option``.
+        pydantic.ValidationError: a value out of range.
+    """
+    params = _pairs("--param", args.param, json_values=False)
+    if args.students is not None:
+        params["students"] = args.students
+    given = {k: v for k, v in vars(args).items() if k in RunSpec.model_fields and v is not None}
+    given.pop("params", None)
+    for role in ("planner", "reviewer"):
+        options = _pairs(f"--{role}-option", getattr(args, f"{role}_option"), json_values=True)
+        given[f"{role}_options"] = options or None
+    return RunSpec(params=params, **given)

@@ -1,0 +1,176 @@
+"""A recorded source run places a one-time review: the local rule (paper appendix B) and the
+source-trajectory midpoint (B.1).
+
+The paper fixes these boundaries "before intervention runs" from the completed source
+trajectory of each task and source program. :func:`read_source` reads such a trajectory from a
+run directory (its natural blocks, their boundaries and observed calls);
+:func:`place_schedule` turns a bare ``once`` or ``midpoint`` into ``once:K`` or ``midpoint:N``
+and says where the number came from (:class:`~controlscope.core.SourceBoundary`, recorded in
+the condition). A task-source pair the local rule finds no boundary in is ineligible
+(:func:`local_rule_of` reports it without running anything).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from controlscope.core import (
+    EVENTS_FILE,
+    Boundary,
+    Event,
+    RunStartEvent,
+    SourceBoundary,
+    Task,
+)
+from controlscope.record import read_events
+from controlscope.schedule import (
+    LocalBoundary,
+    SourceBlock,
+    local_rule_boundary,
+    place_from_source,
+    schedule_name,
+)
+
+
+@dataclass(frozen=True)
+class SourceTrajectory:
+    """A completed source trajectory, as recorded.
+
+    Attributes:
+        run_dir: the run directory.
+        task: the recorded task (with its parameters).
+        seed: the recorded data seed.
+        calls: its primitive calls (the paper's N).
+        blocks: its natural blocks in order, as observed.
+    """
+
+    run_dir: Path
+    task: Task
+    seed: int
+    calls: int
+    blocks: tuple[SourceBlock, ...]
+
+
+def read_source(run_dir: Path) -> SourceTrajectory:
+    """Read the source trajectory recorded in ``run_dir``.
+
+    A source trajectory is the program's own: the run must have ended (a ``run_end`` that is
+    not an interruption or a diverged replay) and realized no revision (every realized
+    operation ``keep``), as the paper's source programs are run before any scope comparison.
+
+    Raises:
+        FileNotFoundError: no log in ``run_dir``.
+        ValueError: the log has no ``run_start``, did not end, ended interrupted or diverged, or
+            realized a revision.
+    """
+    if not (run_dir / EVENTS_FILE).exists():
+        raise FileNotFoundError(f"no recorded source run at {run_dir} ({EVENTS_FILE} is missing)")
+    events = read_events(run_dir)
+    start = events[0] if events else None
+    if not isinstance(start, RunStartEvent):
+        raise ValueError(f"the log in {run_dir} has no run_start event")
+    ends = [e.end_reason for e in events if e.type == "run_end"]
+    if not ends or ends[-1] in ("interrupted", "replay_diverged"):
+        raise ValueError(f"the source run in {run_dir} is not a completed trajectory")
+    revisions = [
+        e.operation.kind
+        for e in events
+        if e.type == "realized_operation" and e.operation.kind != "keep"
+    ]
+    if revisions:
+        raise ValueError(
+            f"the source run in {run_dir} realized {len(revisions)} revision(s) "
+            f"({', '.join(sorted(set(revisions)))}); a source trajectory is the program's own "
+            "(a Keep run)"
+        )
+    calls = sum(1 for e in events if e.type == "primitive_call")
+    return SourceTrajectory(run_dir, start.task, start.seed, calls, _blocks(events))
+
+
+def _blocks(events: list[Event]) -> tuple[SourceBlock, ...]:
+    """The natural blocks of a log, their boundaries, observed tools and queued blocks."""
+    order: list[str] = []
+    boundaries: dict[str, list[Boundary]] = defaultdict(list)
+    tools: dict[str, list[str]] = defaultdict(list)
+    for event in events:
+        if event.type in ("block_start", "block_end"):
+            block_id = event.block_id if event.type == "block_start" else event.result.block_id
+            if ".r" not in block_id and block_id not in order:
+                order.append(block_id)
+        elif event.type == "boundary":
+            boundaries[event.boundary.block_id].append(event.boundary)
+        elif event.type == "primitive_call":
+            tools[event.call.block_id].append(event.call.tool)
+    reply = [block_id.split(".", 1)[0] for block_id in order]
+    return tuple(
+        SourceBlock(
+            block_id=block_id,
+            boundaries=tuple(boundaries[block_id]),
+            tools=tuple(tools[block_id]),
+            queued_after=reply[i + 1 :].count(reply[i]),
+        )
+        for i, block_id in enumerate(order)
+    )
+
+
+def local_rule_of(
+    source: SourceTrajectory, *, write_tools: frozenset[str], read_tools: frozenset[str]
+) -> LocalBoundary:
+    """The local rule's boundary in ``source`` (paper appendix B), or why it has none.
+
+    Args:
+        source: the source trajectory.
+        write_tools: the environment's writing tools.
+        read_tools: the environment's information-returning tools.
+    """
+    return local_rule_boundary(source.blocks, write_tools=write_tools, read_tools=read_tools)
+
+
+def place_schedule(
+    schedule: str,
+    source: SourceTrajectory,
+    *,
+    write_tools: frozenset[str],
+    read_tools: frozenset[str],
+) -> tuple[str, SourceBoundary]:
+    """Place a bare ``once`` (the local rule) or ``midpoint`` (N = the source's calls).
+
+    Args:
+        schedule: a canonical schedule with a bare ``once`` or ``midpoint``.
+        source: the source trajectory.
+        write_tools: the environment's writing tools.
+        read_tools: the environment's information-returning tools.
+
+    Returns:
+        The schedule with its number (canonical) and the record of where it came from.
+
+    Raises:
+        ValueError: a bare ``once`` and an ineligible task-source pair (the reason is named).
+    """
+    parts = {p.strip() for p in schedule.split("+")}
+    if "once" in parts:
+        local = local_rule_of(source, write_tools=write_tools, read_tools=read_tools)
+        if local.call_index is None:
+            raise ValueError(
+                f"the task-source pair of {source.run_dir} is ineligible for the local rule "
+                f"(paper appendix B): {local.reason}"
+            )
+        placed = SourceBoundary(
+            run=str(source.run_dir),
+            rule="local",
+            calls=source.calls,
+            call_index=local.call_index,
+            block_id=local.block_id,
+            read_fallback=local.read_fallback,
+        )
+    else:
+        placed = SourceBoundary(
+            run=str(source.run_dir),
+            rule="midpoint",
+            calls=source.calls,
+            call_index=source.calls // 2,
+        )
+    spec = place_from_source(schedule, call_index=placed.call_index, calls=source.calls)
+    return schedule_name(spec), placed
