@@ -252,3 +252,17 @@ def test_a_failing_planner_provider_is_graded_and_exits_3(tmp_path: Path) -> Non
     assert url in out.stderr  # the endpoint is named
     summary = read_summary(tmp_path / "r")
     assert summary.end_reason == "planner_provider_error" and summary.success is False
+
+
+def test_the_fixture_holds_real_calls_and_an_operation_with_calls_after_it() -> None:
+    """What the replay test compares must not be empty: the recorded run made primitive calls,
+    and a reviewer's patch or replacement changed it with calls after the change."""
+    events = read_events(FIXTURE)
+    changed = [
+        i
+        for i, e in enumerate(events)
+        if e.type == "realized_operation" and e.operation.kind != "keep"
+    ]
+    calls = [i for i, e in enumerate(events) if e.type == "primitive_call"]
+    assert calls and changed, "re-record the fixture with scripts/record_fixture.sh"
+    assert any(c > changed[0] for c in calls)
