@@ -17,10 +17,14 @@ records defined here:
 - reading model text: :func:`fences` (CommonMark's fenced code blocks), :func:`program_fence`
   (the program of a reply), :func:`unfence`, :func:`fence`, :func:`find_json_object`,
   :func:`decode_json`;
+- the run's wall-clock ceiling: :class:`Deadline`, :func:`remaining_seconds`;
+- bounds on data from outside (agent code, models, servers): :func:`data_problem`,
+  :func:`clip_text`, :data:`MAX_DATA_DEPTH`;
 - a tool as a Python function: :func:`tool_params`, :func:`python_signature`,
   :func:`python_name` (one rule for the planner's prompt and the worker's proxies).
 """
 
+from controlscope.core._bounds import CUT_MARKER, MAX_DATA_DEPTH, clip_text, data_problem
 from controlscope.core._condition import (
     DECISION_MODES,
     PLANNER_FORMATS,
@@ -28,6 +32,12 @@ from controlscope.core._condition import (
     DecisionMode,
     IsolationRequest,
     PlannerFormat,
+)
+from controlscope.core._deadline import (
+    Deadline,
+    WallClockExceeded,
+    remaining_seconds,
+    running_until,
 )
 from controlscope.core._events import (
     EVENT_ADAPTER,
@@ -104,7 +114,15 @@ from controlscope.core._signature import (
     python_signature,
     tool_params,
 )
-from controlscope.core._tasks import AnswerKey, Check, Task, TaskBudgets, TaskError, Verdict
+from controlscope.core._tasks import (
+    DEFAULT_WALL_SECONDS,
+    AnswerKey,
+    Check,
+    Task,
+    TaskBudgets,
+    TaskError,
+    Verdict,
+)
 from controlscope.core._text import (
     DATA_LANGUAGES,
     PYTHON_LANGUAGES,
@@ -120,15 +138,24 @@ from controlscope.core._text import (
     program_fence,
     unfence,
 )
-from controlscope.core._tools import ToolResult, ToolSchema, ToolServer, ToolServerError
+from controlscope.core._tools import (
+    ToolCallTimeout,
+    ToolResult,
+    ToolSchema,
+    ToolServer,
+    ToolServerError,
+)
 
 __all__ = [
+    "CUT_MARKER",
     "DATA_LANGUAGES",
     "DECISION_MODES",
     "DEFAULT_MAX_TOKENS",
+    "DEFAULT_WALL_SECONDS",
     "EVENTS_FILE",
     "EVENT_ADAPTER",
     "FALLBACK_KINDS",
+    "MAX_DATA_DEPTH",
     "OPERATION_KINDS",
     "PLANNER_FORMATS",
     "PROVIDER_ERROR_KINDS",
@@ -151,6 +178,7 @@ __all__ = [
     "ChatModel",
     "Check",
     "Condition",
+    "Deadline",
     "DecisionMode",
     "EndReason",
     "Event",
@@ -189,6 +217,7 @@ __all__ = [
     "TaskBudgets",
     "TaskError",
     "ToolCall",
+    "ToolCallTimeout",
     "ToolChoice",
     "ToolParam",
     "ToolResult",
@@ -201,7 +230,10 @@ __all__ = [
     "ValidationEvent",
     "Verdict",
     "View",
+    "WallClockExceeded",
     "annotation",
+    "clip_text",
+    "data_problem",
     "decode_json",
     "fence",
     "fences",
@@ -214,6 +246,8 @@ __all__ = [
     "program_fence",
     "python_name",
     "python_signature",
+    "remaining_seconds",
+    "running_until",
     "tool_params",
     "unfence",
     "upgrade_event",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from controlscope.core._execution import (
     BlockResult,
@@ -40,7 +40,7 @@ from controlscope.core._operations import (
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -49,6 +49,9 @@ older ones (:func:`upgrade_event`).
 2   the validation of a proposal is a ``validation`` event (was ``verdict``, a word now kept
     for the verifier's ``final_verdict``); enumerations (view, isolation, end reason, error
     kind, budget name) are typed.
+3   ``run_start`` records the tool server's name and version (``server``) and the budgets the
+    run's wall-clock ceiling (``wall_seconds``); a run that reaches it ends with
+    ``budget:wall_seconds``. Older logs read with an empty ``server`` and the default ceiling.
 ==  ========================================================================================
 """
 
@@ -60,6 +63,7 @@ EndReason = Literal[
     "budget:primitive_calls",
     "budget:planning_turns",
     "budget:execution_seconds",
+    "budget:wall_seconds",
     "planner_provider_error",
     "context_limit",
     "environment_error",
@@ -67,7 +71,8 @@ EndReason = Literal[
     "replay_diverged",
     "interrupted",
 ]
-"""Why a run ended: the planner's final answer; a budget (paper section 4); a planner-stage
+"""Why a run ended: the planner's final answer; a budget (paper section 4) or the run's
+wall-clock ceiling; a planner-stage
 provider error or an oversized planner context (the workspace is graded as it stands, paper A.4);
 the environment's server failed; another part failed unexpectedly (``error``, graded as it
 stands); a replay left its recording, or the run was interrupted (no verdict)."""
@@ -79,6 +84,7 @@ BudgetName = Literal[
     "primitive_calls",
     "planning_turns",
     "execution_seconds",
+    "wall_seconds",
     "tokens",
     "blocks",
     "requests_per_block",
@@ -98,6 +104,10 @@ class _Event(BaseModel):
         t: when it was written (wall clock, seconds since the epoch).
     """
 
+    # Non-finite numbers in free-form data are written as NaN/Infinity (never silently as null),
+    # so the writer can refuse them: the log holds standard JSON only.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
     schema_version: int = SCHEMA_VERSION
     seq: int = 0
     t: float = 0.0
@@ -115,6 +125,8 @@ class RunStartEvent(_Event):
         replace_boundary: what a replacement replaces (``block`` or ``reply``).
         models: model id by role (``{"planner": ..., "reviewer": ...}``).
         isolation: the worker's isolation in force (``bwrap`` or ``none``).
+        server: the tool server's name and version as it reported them (MCP ``initialize``):
+            releases differ in behaviour that reaches agents and replays.
         budgets: the task's budgets.
         config: anything else that defines the condition (token cap, draw, temperature...).
     """
@@ -128,6 +140,7 @@ class RunStartEvent(_Event):
     replace_boundary: ReplaceBoundary = "reply"
     models: dict[str, str] = Field(default_factory=dict)
     isolation: Isolation = "none"
+    server: dict[str, str] = Field(default_factory=dict)
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     config: dict[str, Any] = Field(default_factory=dict)
 
@@ -299,8 +312,9 @@ class BudgetEvent(_Event):
     """A budget was reached.
 
     Attributes:
-        budget: ``primitive_calls``, ``planning_turns``, ``execution_seconds``, ``tokens``,
-            ``blocks`` or ``requests_per_block``.
+        budget: ``primitive_calls``, ``planning_turns``, ``execution_seconds``,
+            ``wall_seconds`` (the run's ceiling), ``tokens``, ``blocks`` or
+            ``requests_per_block``.
         limit: the budget's limit.
         value: the value that reached it.
     """
@@ -377,6 +391,7 @@ def upgrade_event(data: dict[str, Any]) -> dict[str, Any]:
     upgraded = dict(data)
     if version < 2 and upgraded.get("type") == "verdict":
         upgraded["type"] = "validation"
+    # version 3 only added fields with defaults (run_start's server, the wall-clock ceiling)
     upgraded["schema_version"] = SCHEMA_VERSION
     return upgraded
 

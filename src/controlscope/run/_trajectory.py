@@ -40,7 +40,7 @@ from controlscope.core import (
 from controlscope.envs import Environment
 from controlscope.models import ReplayMismatch
 from controlscope.planner import first_user_message, render_system_prompt
-from controlscope.record import RunSummary, TrajectoryWriter, read_events, summarize, write_summary
+from controlscope.record import RunSummary, TrajectoryWriter, iter_events, summarize, write_summary
 from controlscope.review import ModelReviewer, Reviewer
 from controlscope.run._controller import Controller
 from controlscope.run._loop import Ending, run_loop
@@ -129,7 +129,7 @@ def run_trajectory(
         verdict, ending = _graded_run(parts, workspace_root)
         sink(FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=ending.reason))
         sink(RunEndEvent(end_reason=ending.reason, detail=ending.detail))
-        summary = summarize(read_events(out_dir))
+        summary = summarize(iter_events(out_dir))
         write_summary(out_dir, summary)
         return RunResult(
             summary=summary,
@@ -185,7 +185,7 @@ def _end_ungraded(
 ) -> None:
     """End a run that has no verdict: its ``run_end`` and its summary."""
     sink(RunEndEvent(end_reason=reason, detail=why))
-    write_summary(out_dir, summarize(read_events(out_dir)))
+    write_summary(out_dir, summarize(iter_events(out_dir)))
 
 
 def _describe(err: BaseException) -> str:
