@@ -98,7 +98,9 @@ class FakeServer:
             ),
         ]
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+    ) -> ToolResult:
         self.calls.append((name, dict(arguments)))
         path = str(arguments.get("path"))
         if path.startswith("slow"):

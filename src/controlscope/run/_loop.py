@@ -57,6 +57,8 @@ def run_loop(
     """Plan and run replies until the trajectory ends; return why it ended."""
     budgets = controller.condition.budgets
     while True:
+        if controller.deadline is not None and controller.deadline.passed:
+            return wall_ending(controller)
         if controller.turn >= budgets.planning_turns:
             controller.sink(
                 BudgetEvent(
@@ -117,6 +119,8 @@ def _budget_ending(
 ) -> Ending | None:
     """The call or execution-seconds budget that ended the reply, recorded; None if neither."""
     budgets: TaskBudgets = controller.condition.budgets
+    if controller.deadline is not None and controller.deadline.passed:
+        return wall_ending(controller)
     if any(result.status == "budget_exhausted" for result in results):
         controller.sink(
             BudgetEvent(
@@ -134,6 +138,15 @@ def _budget_ending(
         )
         return Ending("budget:execution_seconds")
     return None
+
+
+def wall_ending(controller: Controller) -> Ending:
+    """The run reached its wall-clock ceiling: the budget recorded, the run's ending."""
+    deadline = controller.deadline
+    limit = controller.condition.budgets.wall_seconds
+    spent = limit - deadline.remaining() if deadline is not None else limit
+    controller.sink(BudgetEvent(budget="wall_seconds", limit=limit, value=spent))
+    return Ending("budget:wall_seconds", f"the run's wall-clock ceiling of {limit:g} s was reached")
 
 
 def receipts_by_block(

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import re
 import select
 import time
 from typing import Any
@@ -21,6 +23,19 @@ from controlscope.worker._snapshot import WIRE_JSON
 def _no_constant(name: str) -> None:
     """Refuse ``NaN``, ``Infinity`` and ``-Infinity``: the wire carries standard JSON only."""
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    """Refuse numbers too large for a float (``1e999`` would read as infinity)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+#: A ``\\uD800``-``\\uDFFF`` escape: the runtime never writes one (it sends UTF-8), so a message
+#: that has one is checked for lone surrogates, which no log can record.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 class ChannelTimeout(Exception):
@@ -102,13 +117,7 @@ class Channel:
                 if len(buf) >= 4 + n:
                     data = bytes(buf[4 : 4 + n])
                     del buf[: 4 + n]
-                    try:
-                        msg = json.loads(data, parse_constant=_no_constant)
-                    except (ValueError, RecursionError) as exc:
-                        raise ProtocolViolation(f"message is not JSON: {exc!r}") from None
-                    if not isinstance(msg, dict):
-                        raise ProtocolViolation("message is not a JSON object")
-                    return msg
+                    return _decode(data)
             buf += self._read(deadline)
 
     def _read(self, deadline: float | None) -> bytes:
@@ -142,3 +151,23 @@ class Channel:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.rfd = self.wfd = -1
+
+
+def _decode(data: bytes) -> dict[str, Any]:
+    """One message: a JSON object of UTF-8 text with finite numbers only.
+
+    Raises:
+        ProtocolViolation: anything else (not JSON, ``NaN``, ``1e999``, a lone surrogate...).
+    """
+    try:
+        msg = json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolViolation(f"message is not JSON: {exc!r}") from None
+    if not isinstance(msg, dict):
+        raise ProtocolViolation("message is not a JSON object")
+    if _SURROGATE_ESCAPE.search(data):
+        try:
+            WIRE_JSON.encode(msg).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ProtocolViolation("message holds a lone surrogate (not Unicode text)") from None
+    return msg

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from typing import IO
 
+from controlscope._tree import remove_tree
 from controlscope.core import Isolation
 from controlscope.worker import _sandbox
 from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
@@ -68,7 +69,7 @@ class WorkerProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._chan: Channel | None = None
         self._stderr: IO[bytes] | None = None
-        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+        self._tmpdir: str | None = None
         self.seccomp = False
         """Whether the running worker installed its seccomp filter."""
 
@@ -144,8 +145,8 @@ class WorkerProcess:
         cwd = "/"
         env = dict(_sandbox.WORKER_ENV)
         if self.isolation == "none":
-            self._tmpdir = tempfile.TemporaryDirectory(prefix="controlscope-worker-")
-            cwd = env["HOME"] = env["TMPDIR"] = self._tmpdir.name
+            self._tmpdir = tempfile.mkdtemp(prefix="controlscope-worker-")
+            cwd = env["HOME"] = env["TMPDIR"] = self._tmpdir
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         try:
             self._proc = subprocess.Popen(
@@ -190,8 +191,11 @@ class WorkerProcess:
             self._stderr.close()
             self._stderr = None
         if self._tmpdir is not None:
-            self._tmpdir.cleanup()
-            self._tmpdir = None
+            tmpdir, self._tmpdir = self._tmpdir, None
+            try:
+                remove_tree(tmpdir)  # agent code shaped it: no recursion, however deep
+            except OSError as exc:
+                log.warning("could not remove the worker's directory %s: %s", tmpdir, exc)
         return proc is not None
 
     def stderr_tail(self) -> str:

@@ -30,6 +30,7 @@ from typing import Literal
 
 from controlscope.core import (
     BlockResult,
+    Deadline,
     Isolation,
     ReplaceBoundary,
     ToolSchema,
@@ -116,6 +117,8 @@ class WorkerSession:
             calls usually answers within this time, so the boundary costs no wake-up (tens of
             microseconds on a virtual machine); 0 always sleeps.
         worker_spin_s: the same for the worker waiting for the controller's answer.
+        deadline: the run's wall-clock ceiling: no wait for the worker or a tool call outlives
+            it (the block then ends ``timeout``).
 
     Attributes:
         isolation: the isolation really in force: ``bwrap`` or ``none``.
@@ -139,6 +142,7 @@ class WorkerSession:
         isolation: Literal["auto", "bwrap", "none"] = "auto",
         spin_s: float = CONTROLLER_SPIN_S,
         worker_spin_s: float = WORKER_SPIN_S,
+        deadline: Deadline | None = None,
     ) -> None:
         self._tools = tools
         self._limits = limits or Limits()
@@ -153,7 +157,7 @@ class WorkerSession:
             )
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
             log.warning(msg)
-        self._clock = ExecutionClock.from_limits(self._limits)
+        self._clock = ExecutionClock.from_limits(self._limits, deadline)
         self._calls = CallCount(budget=self._limits.primitive_calls)
         self._schemas: list[ToolSchema] | None = None
         self._proxies: ProxySet | None = None

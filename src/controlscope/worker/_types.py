@@ -33,6 +33,9 @@ class Limits(BaseModel):
             the cancellation) before the worker is killed (the replacement then runs in a
             fresh worker).
         tmp_mb: size of the worker's private ``/tmp`` (bwrap isolation).
+        argument_bytes: the largest JSON encoding of one call's arguments; a larger call is a
+            tool error in agent code and never reaches its boundary (the default is what the
+            MCP filesystem server's stdio transport accepts).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -47,6 +50,7 @@ class Limits(BaseModel):
     file_size_mb: int = 16
     cancel_grace_s: float = 2.0
     tmp_mb: int = 256
+    argument_bytes: int = 8 * 1024 * 1024
 
 
 class BoundaryHandler(Protocol):
