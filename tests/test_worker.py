@@ -897,7 +897,7 @@ def test_hardening_applies_in_both_modes(
         "subprocess blocked 1",
         "kill_parent blocked 1",
         "inet blocked 1",
-        "unix_pair allowed",
+        "unix_pair blocked 1",
         "thread blocked",
     ]
     assert lines[6] == "[]"

@@ -117,7 +117,8 @@ class WorkerProcess:
             "output_chars": lim.output_chars,
             "spin_s": self._worker_spin_s,
             "limits": {
-                "memory_mb": lim.memory_mb,
+                "memory_mb": lim.address_space_mb,
+                "open_files": lim.open_files,
                 "cpu_s": lim.cpu_s,
                 "processes": lim.processes,
                 "file_size_mb": lim.file_size_mb,
@@ -150,7 +151,9 @@ class WorkerProcess:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         try:
             self._proc = subprocess.Popen(
-                _sandbox.worker_command(self.isolation, c_r, c_w, self._limits.tmp_mb),
+                _sandbox.worker_command(
+                    self.isolation, c_r, c_w, self._limits.tmp_mb, self._limits.shm_mb
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
@@ -198,6 +201,26 @@ class WorkerProcess:
                 log.warning("could not remove the worker's directory %s: %s", tmpdir, exc)
         return proc is not None
 
+    def memory_mb(self) -> float | None:
+        """The worker's memory as :attr:`Limits.memory_mb` bounds it, in MiB: the peak resident
+        memory of its processes plus what its memory-backed files hold (its ``/tmp`` and
+        ``/dev/shm`` under bwrap, read through ``/proc``). None when no worker runs or
+        ``/proc`` cannot tell."""
+        if self._proc is None:
+            return None
+        pids = _descendants(self._proc.pid)
+        peak_kib = sum(_status_kib(pid, "VmHWM") for pid in pids)
+        files = 0
+        if self.isolation == "bwrap":
+            inner = pids[-1]
+            for mount in ("tmp", "dev/shm"):
+                try:
+                    fs = os.statvfs(f"/proc/{inner}/root/{mount}")
+                except OSError:
+                    return None
+                files += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+        return peak_kib / 1024 + files / 2**20
+
     def stderr_tail(self) -> str:
         """The end of the worker's stderr (``worker stderr: ...``), or ``""``."""
         if self._stderr is None:
@@ -235,3 +258,37 @@ class WorkerProcess:
                 reason += f" ({name}{hint})"
         tail = self.stderr_tail()
         return f"{reason}; {tail}" if tail else reason
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it, parents before children."""
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop(0)
+        found.append(current)
+        for task in _listdir(f"/proc/{current}/task"):
+            try:
+                with open(f"/proc/{current}/task/{task}/children", encoding="ascii") as f:
+                    queue += [int(child) for child in f.read().split()]
+            except OSError:
+                continue
+    return found
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _status_kib(pid: int, field: str) -> int:
+    """A ``/proc/PID/status`` field in KiB (0 when the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

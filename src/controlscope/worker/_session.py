@@ -200,6 +200,11 @@ class WorkerSession:
             self._schemas = self._tools.list_tools()
         return self._schemas
 
+    def memory_mb(self) -> float | None:
+        """The worker's memory as ``Limits.memory_mb`` bounds it, in MiB (peak resident memory
+        plus its memory-backed files); None when no worker runs or ``/proc`` cannot tell."""
+        return self._process.memory_mb()
+
     @property
     def pid(self) -> int | None:
         """The worker's process id as the controller sees it (bwrap's, under bwrap)."""
