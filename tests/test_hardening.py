@@ -8,8 +8,6 @@ own that must survive, the worker's memory read from ``/proc``.
 from __future__ import annotations
 
 import ctypes
-import os
-import signal
 import subprocess
 import sys
 import warnings
@@ -18,8 +16,15 @@ from typing import Any
 
 import pytest
 
-from controlscope.core import BlockResult, Boundary, Keep, Operation, PrimitiveCall, ToolResult
-from controlscope.core import ToolSchema
+from controlscope.core import (
+    BlockResult,
+    Boundary,
+    Keep,
+    Operation,
+    PrimitiveCall,
+    ToolResult,
+    ToolSchema,
+)
 from controlscope.worker import Limits, WorkerSession
 from controlscope.worker._hardening import seccomp_program, syscall_table
 
@@ -119,7 +124,8 @@ print({
     'pidfd_open': raw('pidfd_open', T, 0),
 })
 os.kill(os.getpid(), 0)
-signal.raise_signal(signal.SIGUSR1) if signal.signal(signal.SIGUSR1, lambda *a: print('own signal')) or True else None
+signal.signal(signal.SIGUSR1, lambda *a: print('own signal'))
+signal.raise_signal(signal.SIGUSR1)
 """
 
 

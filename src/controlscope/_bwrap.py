@@ -5,9 +5,10 @@ filesystem server (``controlscope.envs.filesystem.server``). Both get the same c
 (README, "Isolation"): every namespace unshared (no network), a new session, all capabilities
 dropped, ``--die-with-parent``, read-only ``/usr`` and system paths, a private ``/tmp``, bwrap's
 minimal ``/dev`` read-only with a small ``/dev/shm`` of its own (bwrap's ``/dev`` is otherwise a
-writable tmpfs as large as half the host's memory), and no ``/proc`` or ``/sys`` (a root process, even without capabilities, could
-write kernel settings through them, which are checked by file mode only). Each adds what it must
-see: the interpreter's prefix, or Node.js, the server package and the workspace.
+writable tmpfs as large as half the host's memory), and no ``/proc`` or ``/sys`` (a root
+process, even without capabilities, could write kernel settings through them, which are checked
+by file mode only). Each adds what it must see: the interpreter's prefix, or Node.js, the server
+package and the workspace.
 
 This module imports nothing from controlscope: it sits below every layer that starts a process.
 """
