@@ -9,7 +9,8 @@ transport speaks the same newline-delimited JSON-RPC (the MCP stdio transport) a
 - starts the server as the leader of a new process group, and on close (after the grace period
   the MCP shutdown sequence gives) kills the whole group, whatever is left of it;
 - treats every transport failure (bytes that are not UTF-8, a line that is not a JSON-RPC
-  message, a line longer than :data:`MAX_LINE_BYTES`, a broken pipe) as the end of the
+  message, a line longer than :data:`MAX_LINE_BYTES`, a broken pipe, the server's exit while
+  a process it started keeps its stdout open) as the end of the
   connection: ``on_failure`` is told why, the read stream ends, and every pending request fails
   at once with the SDK's ``CONNECTION_CLOSED`` error;
 - answers a response it cannot parse but whose request id it can read (a result nested deeper
@@ -95,6 +96,7 @@ async def process_group_transport(
         async with anyio.create_task_group() as tg:
             tg.start_soon(_read_server, process, to_client, fail)
             tg.start_soon(_write_server, process, from_client, fail)
+            tg.start_soon(_watch_exit, process, to_client, fail)
             try:
                 yield read_stream, write_stream
             finally:
@@ -199,6 +201,16 @@ def _response_id(text: str) -> int | str | None:
         return None
     ident = data.get("id")
     return ident if isinstance(ident, int | str) and not isinstance(ident, bool) else None
+
+
+async def _watch_exit(
+    process: Process, to_client: MemoryObjectSendStream[Any], fail: Callable[[str], None]
+) -> None:
+    """End the connection when the server exits, even if a process it left behind still holds
+    its stdout open (no end of file would ever come)."""
+    code = await process.wait()
+    fail(f"the server exited with status {code}")
+    to_client.close()
 
 
 async def _write_server(

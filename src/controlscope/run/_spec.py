@@ -74,6 +74,8 @@ class RunSpec(BaseModel):
         max_calls: the primitive-call budget; None: the task's (100).
         max_turns: the planning-turn budget; None: the task's (100).
         max_seconds: the execution-seconds budget; None: the task's (1,800).
+        max_wall_seconds: the run's wall-clock ceiling, everything counted (planning, reviews,
+            execution, waits); None: 10,800 (three hours). Recorded in ``run_start``.
         block_exec_s: execution seconds one block may run.
         isolation: the worker isolation asked for.
         cache: an SQLite exact-request cache file shared between runs; None for none.
@@ -104,6 +106,7 @@ class RunSpec(BaseModel):
     max_calls: int | None = Field(default=None, ge=1)
     max_turns: int | None = Field(default=None, ge=1)
     max_seconds: float | None = Field(default=None, gt=0.0)
+    max_wall_seconds: float | None = Field(default=None, gt=0.0)
     block_exec_s: float = Field(default=300.0, gt=0.0)
     isolation: IsolationRequest = "auto"
     cache: Path | None = None
@@ -114,7 +117,7 @@ class RunSpec(BaseModel):
     def _canonical_schedule(cls, value: str) -> str:
         return schedule_name(value)
 
-    @field_validator("temperature", "max_seconds", "block_exec_s")
+    @field_validator("temperature", "max_seconds", "max_wall_seconds", "block_exec_s")
     @classmethod
     def _finite(cls, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
@@ -233,6 +236,7 @@ def _budgets(spec: RunSpec, task: Task) -> TaskBudgets:
         "primitive_calls": spec.max_calls,
         "planning_turns": spec.max_turns,
         "execution_seconds": spec.max_seconds,
+        "wall_seconds": spec.max_wall_seconds,
     }
     base = task.budgets.model_dump()
     base.update({k: v for k, v in given.items() if v is not None})

@@ -44,12 +44,20 @@ from controlscope.core import (
     Verdict,
     WallClockExceeded,
     clip_text,
+    data_problem,
     running_until,
 )
 from controlscope.envs import Environment
 from controlscope.models import ReplayMismatch
 from controlscope.planner import first_user_message, render_system_prompt
-from controlscope.record import RunSummary, TrajectoryWriter, iter_events, summarize, write_summary
+from controlscope.record import (
+    LogError,
+    RunSummary,
+    TrajectoryWriter,
+    iter_events,
+    summarize,
+    write_summary,
+)
 from controlscope.review import ModelReviewer, Reviewer
 from controlscope.run._controller import Controller
 from controlscope.run._loop import Ending, run_loop
@@ -135,11 +143,7 @@ def run_trajectory(
     try:
         with running_until(parts.deadline):
             verdict, ending = _graded_run(parts, workspace_root)
-        parts.start()  # a server that never started: the run still opens its log
-        parts.sink(
-            FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=ending.reason)
-        )
-        parts.sink(RunEndEvent(end_reason=ending.reason, detail=ending.detail))
+        ending = _finish(parts, verdict, ending)
         summary = summarize(iter_events(out_dir))
         write_summary(out_dir, summary)
         return RunResult(
@@ -216,6 +220,28 @@ class _Parts:
         )
 
 
+def _finish(parts: _Parts, verdict: Verdict, ending: Ending) -> Ending:
+    """Record the verdict and the end (``run_start`` first if nothing opened the log yet). A
+    verdict the log cannot hold ends the run ``error`` instead of losing its end."""
+    parts.start()
+    try:
+        parts.sink(
+            FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=ending.reason)
+        )
+    except LogError as err:
+        ending = Ending("error", f"the verdict cannot be recorded: {err}")
+    ending = Ending(ending.reason, _recordable(ending.detail))
+    parts.sink(RunEndEvent(end_reason=ending.reason, detail=ending.detail))
+    return ending
+
+
+def _recordable(text: str) -> str:
+    """``text`` as the log can hold it: Unicode text (lone surrogates escaped), bounded."""
+    if data_problem(text) is not None:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return clip_text(text, 8000)
+
+
 def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, Ending]:
     """Set the task up in a fresh workspace, run it, and grade the workspace as it stands; the
     workspace is removed on every path (without recursion: agent code shaped it)."""
@@ -272,7 +298,7 @@ def _verify(parts: _Parts, workspace: Path, answer_key: AnswerKey) -> Verdict:
 def _end_ungraded(parts: _Parts, out_dir: Path, reason: EndReason, why: str) -> None:
     """End a run that has no verdict: its ``run_end`` and its summary."""
     parts.start()
-    parts.sink(RunEndEvent(end_reason=reason, detail=why))
+    parts.sink(RunEndEvent(end_reason=reason, detail=_recordable(why)))
     write_summary(out_dir, summarize(iter_events(out_dir)))
 
 
