@@ -64,11 +64,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(home.parent, ignore_errors=True)
 
 
+#: Helpers of this interpreter itself, which end with it (``multiprocessing`` starts one).
+_OWN_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
 def _surviving_descendants(wait_s: float = 5.0) -> list[tuple[int, str]]:
-    """Live processes below this one (zombies aside), after waiting ``wait_s`` for them."""
+    """Live processes below this one (zombies and the interpreter's own helpers aside), after
+    waiting ``wait_s`` for them."""
     deadline = time.monotonic() + wait_s
     while True:
-        alive = [(pid, _cmdline(pid)) for pid in _descendants(os.getpid()) if _alive(pid)]
+        alive = [
+            (pid, cmd)
+            for pid in _descendants(os.getpid())
+            if _alive(pid) and not any(h in (cmd := _cmdline(pid)) for h in _OWN_HELPERS)
+        ]
         if not alive or time.monotonic() >= deadline:
             return alive
         time.sleep(0.1)

@@ -453,3 +453,72 @@ def test_an_endpoint_error_body_with_markup_is_printed_as_text(tmp_path: Path) -
         server.server_close()
     assert cli.returncode == 3, cli.stderr
     assert "[/bold] [red]boom[/red]" in cli.stderr and "Traceback" not in cli.stderr
+
+
+# --------------------------------------------------------------------- worker frames (fault 1)
+
+
+FORGE = (
+    "rt = noop.__globals__['_cs_call'].__self__\n"
+    "frame = FRAME\n"
+    "rt.write(len(frame).to_bytes(4, 'big') + frame)\n"
+    "rt.recv()\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        (b'{"t":"call","tool":["noop"],"args":{},"line":1}', "unknown tool"),
+        (b'{"t":"call","tool":"noop","args":{"p":"\\ud800"},"line":1}', "lone surrogate"),
+        (b'{"t":"call","tool":"noop","args":{"x":1e999},"line":1}', "not a finite number"),
+        (b'{"t":"end","status":"completed","out":"\\udfff","dropped":0}', "lone surrogate"),
+    ],
+    ids=["tool-list", "surrogate", "huge-number", "surrogate-output"],
+)
+def test_malformed_frames_kill_only_the_worker(frame: bytes, reason: str) -> None:
+    from test_hardening import Keeper, NoopServer
+
+    from controlscope.worker import WorkerSession
+
+    with WorkerSession(NoopServer(), isolation="bwrap") as session:
+        forged, after = session.run_reply(
+            [("b1", FORGE.replace("FRAME", repr(frame))), ("b2", "print(noop())")], Keeper()
+        )
+    assert forged.status == "killed" and reason in (forged.error or ""), forged.error
+    assert after.status == "completed" and after.output == "ok\n" and after.fresh_worker
+
+
+# --------------------------------------------------------------------- trees (fault 7)
+
+
+def _chain(root: Path, depth: int) -> None:
+    """A chain of directories ``depth`` deep (deeper than PATH_MAX allows to name at once)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d" * 20, dir_fd=fd)
+            child = os.open("d" * 20, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        with open(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd), "w") as f:
+            f.write("deep")
+        os.fchmod(fd, 0)  # and one that does not let itself be listed
+    finally:
+        os.close(fd)
+
+
+def test_trees_deeper_than_path_max_are_hashed_and_removed(tmp_path: Path) -> None:
+    from controlscope._tree import MAX_WALK_DEPTH, remove_tree
+    from controlscope.envs.filesystem.workspace import Workspace, content_hash
+
+    ws = Workspace(tmp_path)
+    _chain(ws.path, 3000)  # 63,000 characters of path
+    first = content_hash(ws.path)
+    assert content_hash(ws.path) == first
+    (ws.path / "other").mkdir()
+    assert content_hash(ws.path) != first
+    ws.remove()
+    assert list(tmp_path.iterdir()) == []
+    assert MAX_WALK_DEPTH < 3000
+    remove_tree(tmp_path / "missing")  # nothing to remove is fine

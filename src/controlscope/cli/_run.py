@@ -64,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="wall-clock ceiling of the whole run, reviews and planning included (default 10800)",
     )
+    add(
+        "--worker-memory-mb",
+        type=int,
+        default=None,
+        help="the worker's whole memory: address space, /tmp and /dev/shm (default 2048)",
+    )
     add("--cache", type=Path, default=None, help="an SQLite exact-request cache file to use")
     add("--out", required=True, type=Path, help="run directory to write")
     add("--quiet", action="store_true", help="no live progress")

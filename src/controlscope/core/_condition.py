@@ -57,6 +57,8 @@ class Condition(BaseModel):
         budgets: primitive calls, planning turns and execution seconds (paper section 4).
         block_exec_s: execution seconds one block may run before its worker is killed.
         isolation: the worker isolation asked for.
+        worker_memory_mb: the worker's whole memory in MiB (address space, ``/tmp`` and
+            ``/dev/shm``; see ``controlscope.worker.Limits``).
 
     Raises:
         pydantic.ValidationError: a value out of range (negative temperature, draw or budget, a
@@ -76,6 +78,7 @@ class Condition(BaseModel):
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     block_exec_s: float = Field(default=300.0, gt=0.0)
     isolation: IsolationRequest = "auto"
+    worker_memory_mb: int = Field(default=2048, ge=128)
 
     @field_validator("temperature", "block_exec_s")
     @classmethod

@@ -109,7 +109,9 @@ class TrajectoryWriter:
                 raise ValueError(f"trajectory writer for {self.path} is closed")
             stamped = event.model_copy(update={"seq": self._seq, "t": time.time()})
             try:
-                line = EVENT_ADAPTER.dump_json(stamped)
+                # The event's own serializer: it writes a non-finite number as NaN/Infinity
+                # (the union adapter would write null), which check_line then refuses.
+                line = type(stamped).__pydantic_serializer__.to_json(stamped)
             except ValueError as err:  # pydantic's serialisation errors are ValueErrors
                 raise LogError(f"a {stamped.type} event cannot be recorded: {err}") from None
             check_line(line, what=f"a {stamped.type} event")

@@ -78,6 +78,7 @@ class RunSpec(BaseModel):
             execution, waits); None: 10,800 (three hours). Recorded in ``run_start``.
         block_exec_s: execution seconds one block may run.
         isolation: the worker isolation asked for.
+        worker_memory_mb: the worker's whole memory in MiB (at least 128).
         cache: an SQLite exact-request cache file shared between runs; None for none.
         out: the run directory to write (must not hold a recorded run).
         reviews: whether the condition can review at all (not Keep, not ``never``).
@@ -109,6 +110,7 @@ class RunSpec(BaseModel):
     max_wall_seconds: float | None = Field(default=None, gt=0.0)
     block_exec_s: float = Field(default=300.0, gt=0.0)
     isolation: IsolationRequest = "auto"
+    worker_memory_mb: int = Field(default=2048, ge=128)
     cache: Path | None = None
     out: Path
 
@@ -264,6 +266,7 @@ def _condition(spec: RunSpec, models: RunModels, budgets: TaskBudgets) -> Condit
             budgets=budgets,
             block_exec_s=spec.block_exec_s,
             isolation=spec.isolation,
+            worker_memory_mb=spec.worker_memory_mb,
             **settings,
         )
     except ValidationError as err:  # a recording with settings this version refuses

@@ -313,10 +313,13 @@ def _describe(err: BaseException) -> str:
 def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
     """Start the worker, record ``run_start``, run the planner loop; return why it ended."""
     env, task, condition = parts.env, parts.task, parts.condition
+    memory = condition.worker_memory_mb
     limits = Limits(
         block_exec_s=condition.block_exec_s,
         task_exec_s=condition.budgets.execution_seconds,
         primitive_calls=condition.budgets.primitive_calls,
+        memory_mb=memory,
+        tmp_mb=max(16, memory // 8),  # /tmp is part of the worker's memory
     )
     with WorkerSession(
         server, limits, isolation=condition.isolation, deadline=parts.deadline

@@ -46,6 +46,12 @@ class Limits(BaseModel):
         argument_bytes: the largest JSON encoding of one call's arguments; a larger call is a
             tool error in agent code and never reaches its boundary (the default is what the
             MCP filesystem server's stdio transport accepts).
+        address_space_mb: the worker's address-space rlimit, ``memory_mb`` less ``tmp_mb``
+            and ``shm_mb`` (read-only).
+
+    Raises:
+        pydantic.ValidationError: ``memory_mb`` leaves less than
+            :data:`MIN_ADDRESS_SPACE_MB` of address space.
     """
 
     model_config = ConfigDict(extra="forbid")
