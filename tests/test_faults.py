@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import controlscope as cs
+from controlscope._tree import MAX_WALK_DEPTH, remove_tree
 from controlscope.core import (
     Condition,
     PrimitiveCallEvent,
@@ -32,8 +33,11 @@ from controlscope.core import (
 )
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
+from controlscope.envs.filesystem.workspace import Workspace, content_hash
 from controlscope.models import ScriptedModel
 from controlscope.record import read_events, read_summary
+from controlscope.worker import WorkerSession
+from test_hardening import Keeper, NoopServer
 
 MISBEHAVING = Path(__file__).parent / "fixtures" / "misbehaving_mcp_server.py"
 TASK = "file_context/file_splitting"
@@ -477,10 +481,6 @@ FORGE = (
     ids=["tool-list", "surrogate", "huge-number", "surrogate-output"],
 )
 def test_malformed_frames_kill_only_the_worker(frame: bytes, reason: str) -> None:
-    from test_hardening import Keeper, NoopServer
-
-    from controlscope.worker import WorkerSession
-
     with WorkerSession(NoopServer(), isolation="bwrap") as session:
         forged, after = session.run_reply(
             [("b1", FORGE.replace("FRAME", repr(frame))), ("b2", "print(noop())")], Keeper()
@@ -509,9 +509,6 @@ def _chain(root: Path, depth: int) -> None:
 
 
 def test_trees_deeper_than_path_max_are_hashed_and_removed(tmp_path: Path) -> None:
-    from controlscope._tree import MAX_WALK_DEPTH, remove_tree
-    from controlscope.envs.filesystem.workspace import Workspace, content_hash
-
     ws = Workspace(tmp_path)
     _chain(ws.path, 3000)  # 63,000 characters of path
     first = content_hash(ws.path)
