@@ -141,18 +141,7 @@ def run_trajectory(
     writer = TrajectoryWriter(out_dir)
     parts = _Parts(env, task, seed, planner, reviewer, condition, writer, observer)
     try:
-        with running_until(parts.deadline):
-            verdict, ending = _graded_run(parts, workspace_root)
-        ending = _finish(parts, verdict, ending)
-        summary = summarize(iter_events(out_dir))
-        write_summary(out_dir, summary)
-        return RunResult(
-            summary=summary,
-            verdict=verdict,
-            run_dir=out_dir,
-            end_reason=ending.reason,
-            detail=ending.detail,
-        )
+        return _record(parts, out_dir, workspace_root)
     except ReplayMismatch as err:
         # A replay that left its recording is no run to grade; its log ends saying so.
         _end_ungraded(parts, out_dir, "replay_diverged", str(err))
@@ -163,6 +152,22 @@ def run_trajectory(
         raise
     finally:
         writer.close()
+
+
+def _record(parts: _Parts, out_dir: Path, workspace_root: Path | None) -> RunResult:
+    """Run and grade the task, record its end and its summary."""
+    with running_until(parts.deadline):
+        verdict, ending = _graded_run(parts, workspace_root)
+    ending = _finish(parts, verdict, ending)
+    summary = summarize(iter_events(out_dir))
+    write_summary(out_dir, summary)
+    return RunResult(
+        summary=summary,
+        verdict=verdict,
+        run_dir=out_dir,
+        end_reason=ending.reason,
+        detail=ending.detail,
+    )
 
 
 class _Parts:
