@@ -28,7 +28,6 @@ import ctypes
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import controlscope as cs
+from controlscope._proc import alive, cmdline, descendants, status_kib
 from controlscope.core import (
     Condition,
     ModelRequest,
@@ -55,20 +55,15 @@ from controlscope.models import OpenAIModel, ScriptedModel
 from controlscope.record import SUMMARY_FILE, read_events
 
 ROOT = Path(__file__).resolve().parents[1]
-MISBEHAVING = ROOT / "tests" / "fixtures" / "misbehaving_mcp_server.py"
+sys.path.insert(0, str(ROOT / "tests"))
+from fixtures.misbehaving import Misbehaving, Mute  # noqa: E402 - the tests' misbehaving parts
+
 TASK = "file_context/file_splitting"
 MEMORY_MB = 512
 MARGIN_S = 5.0
 
 
 # ------------------------------------------------------------------------------- environments
-
-
-class Misbehaving(FilesystemEnvironment):
-    """The filesystem tasks, served by the misbehaving stdio server."""
-
-    def start_server(self, workspace: Path) -> ToolServer:  # type: ignore[override]
-        return McpToolServer.stdio(sys.executable, [str(MISBEHAVING)], timeout_s=600)
 
 
 class NeverStarts(FilesystemEnvironment):
@@ -106,28 +101,6 @@ class Silent:
 class RaisingReviewer:
     def propose(self, state: cs.PublicState, condition: cs.Condition) -> cs.Proposal:
         raise ValueError("a bug in a reviewer")
-
-
-class Mute:
-    """A loopback endpoint that accepts connections and never answers."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.held: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                self.held.append(self.sock.accept()[0])
-            except OSError:
-                return
 
 
 def deep_tool_call() -> ModelResponse:
@@ -265,7 +238,7 @@ def cases(mute: Mute) -> list[Case]:
         Case("unix socket to a host daemon (none)", "seccomp", **block(UNIX, "none")),
         Case("raw fork", "seccomp", **block(FORK)),
         # 5. deadlines
-        Case("spinning tool call", "deadlines", env=Misbehaving, exec_s=5, wall_s=60,
+        Case("spinning tool call", "deadlines", env=lambda: Misbehaving(600), exec_s=5, wall_s=60,
              **block("spin(seconds=3600)")),
         Case("silent reviewer", "deadlines", reviewer=Silent, schedule="continuous", wall_s=5,
              answers=[fenced("list_directory(path='/workspace')"), "Done."]),
@@ -331,11 +304,8 @@ class MemoryMonitor:
 
 def worker_memory_mb(pid: int) -> float:
     """Peak resident memory of one worker plus what its own /tmp and /dev/shm hold (bwrap)."""
-    rss_kib = 0
+    rss_kib = status_kib(pid, "VmHWM")
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                rss_kib = int(line.split()[1])
         own_root = os.stat(f"/proc/{pid}/root").st_ino != os.stat("/").st_ino
         files = 0
         if own_root:
@@ -345,38 +315,6 @@ def worker_memory_mb(pid: int) -> float:
     except OSError:
         return 0.0
     return rss_kib / 1024 + files / 2**20
-
-
-def descendants(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [child for child, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
-    return found
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def leftovers(before: set[int], wait_s: float = 5.0) -> list[int]:

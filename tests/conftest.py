@@ -20,10 +20,11 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Generator
 from pathlib import Path
 
 import pytest
+
+from controlscope._proc import alive, cmdline, descendants
 
 _NO_WEIGHTS_HOME = pytest.StashKey[Path]()
 _SESSION_TMP = pytest.StashKey[Path]()
@@ -73,58 +74,11 @@ def _surviving_descendants(wait_s: float = 5.0) -> list[tuple[int, str]]:
     waiting ``wait_s`` for them."""
     deadline = time.monotonic() + wait_s
     while True:
-        alive = [
-            (pid, cmd)
-            for pid in _descendants(os.getpid())
-            if _alive(pid) and not any(h in (cmd := _cmdline(pid)) for h in _OWN_HELPERS)
+        left = [
+            (pid, cmd[:200])
+            for pid in descendants(os.getpid())
+            if alive(pid) and not any(h in (cmd := cmdline(pid)) for h in _OWN_HELPERS)
         ]
-        if not alive or time.monotonic() >= deadline:
-            return alive
+        if not left or time.monotonic() >= deadline:
+            return left
         time.sleep(0.1)
-
-
-def _descendants(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found: list[int] = []
-    frontier = [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [child for child, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
-    except OSError:
-        return ""
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(
-    item: pytest.Item, nextitem: pytest.Item | None
-) -> Generator[None, object, object]:
-    """Run each test (its fixtures' setup and teardown included) under its markers' access."""
-    with pytest.MonkeyPatch.context() as mp:
-        if item.get_closest_marker("needs_weights") is None:
-            mp.setenv("CONTROLSCOPE_HOME", str(item.config.stash[_NO_WEIGHTS_HOME]))
-        if item.get_closest_marker("network") is None:
-            mp.setenv("PIP_NO_INDEX", "1")
-        return (yield)

@@ -9,11 +9,12 @@ hangs, not a speed measurement).
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
-import socket
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 import controlscope as cs
+from controlscope._proc import alive, gone
 from controlscope._tree import MAX_WALK_DEPTH, remove_tree
 from controlscope.core import (
     Condition,
@@ -37,29 +39,15 @@ from controlscope.envs.filesystem.workspace import Workspace, content_hash
 from controlscope.models import ScriptedModel
 from controlscope.record import read_events, read_summary
 from controlscope.worker import WorkerSession
+from fixtures.misbehaving import Misbehaving, Mute, misbehaving_server
 from test_hardening import Keeper, NoopServer
+from test_run_cli import _Refusing, controlscope
 
-MISBEHAVING = Path(__file__).parent / "fixtures" / "misbehaving_mcp_server.py"
 TASK = "file_context/file_splitting"
 
 
 def fenced(code: str) -> str:
     return f"```python\n{code}\n```"
-
-
-def misbehaving_server(timeout_s: float = 60.0) -> McpToolServer:
-    return McpToolServer.stdio(sys.executable, [str(MISBEHAVING)], timeout_s=timeout_s)
-
-
-class MisbehavingEnvironment(FilesystemEnvironment):
-    """The filesystem tasks, served by the misbehaving server instead of the npm one."""
-
-    def __init__(self, timeout_s: float = 60.0) -> None:
-        super().__init__()
-        self.timeout_s = timeout_s
-
-    def start_server(self, workspace: Path) -> ToolServer:  # type: ignore[override]
-        return misbehaving_server(self.timeout_s)
 
 
 def run(
@@ -118,7 +106,7 @@ def test_answers_the_client_refuses_are_tool_errors_and_the_run_goes_on(tmp_path
         "        print('tool error:', str(exc)[:60])\n"
         "print(echo(text='still here'))\n"
     )
-    result = run(tmp_path, fenced(block), "Done.", env=MisbehavingEnvironment())
+    result = run(tmp_path, fenced(block), "Done.", env=Misbehaving())
     assert result.end_reason == "final_answer", result.detail
     events = read_events(tmp_path / "run")
     calls = [e.call for e in events if isinstance(e, PrimitiveCallEvent)]
@@ -135,7 +123,7 @@ def test_answers_the_client_refuses_are_tool_errors_and_the_run_goes_on(tmp_path
 
 def test_bytes_that_are_not_utf8_end_the_session_at_once(tmp_path: Path) -> None:
     started = time.monotonic()
-    result = run(tmp_path, fenced("bad_utf8()"), "Done.", env=MisbehavingEnvironment(60.0))
+    result = run(tmp_path, fenced("bad_utf8()"), "Done.", env=Misbehaving(60.0))
     assert time.monotonic() - started < 30  # not the call's 60 s timeout
     assert result.end_reason == "environment_error"
     assert "not UTF-8" in result.detail
@@ -159,10 +147,10 @@ def test_closing_a_server_kills_its_whole_process_group() -> None:
     server = misbehaving_server()
     try:
         grandchild = int(server.call("spawn", {}).text)  # it ignores SIGTERM
-        assert _alive(grandchild)
+        assert alive(grandchild)
     finally:
         server.close()
-    assert _gone(grandchild)
+    assert gone(grandchild)
 
 
 def test_a_server_that_exits_first_still_loses_its_grandchildren() -> None:
@@ -175,7 +163,7 @@ def test_a_server_that_exits_first_still_loses_its_grandchildren() -> None:
         assert time.monotonic() - started < 5  # not the call's 10 s timeout
     finally:
         server.close()
-    assert _gone(grandchild)
+    assert gone(grandchild)
 
 
 def test_a_server_that_does_not_start_is_a_recorded_environment_error(tmp_path: Path) -> None:
@@ -187,24 +175,6 @@ def test_a_server_that_does_not_start_is_a_recorded_environment_error(tmp_path: 
     assert result.end_reason == "environment_error" and "did not start" in result.detail
 
 
-def _gone(pid: int, wait_s: float = 5.0) -> bool:
-    """Whether ``pid`` is dead (or a zombie) within ``wait_s`` (a SIGKILL takes a moment)."""
-    deadline = time.monotonic() + wait_s
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 # --------------------------------------------------------------------- deadlines (fault 5)
 
 
@@ -214,7 +184,7 @@ def test_a_spinning_tool_call_ends_with_the_execution_budget(tmp_path: Path) -> 
         tmp_path,
         fenced("spin(seconds=3600)"),
         "Done.",
-        env=MisbehavingEnvironment(timeout_s=600),
+        env=Misbehaving(timeout_s=600),
         budgets=TaskBudgets(execution_seconds=3),
     )
     assert time.monotonic() - started < 3 + 20
@@ -256,38 +226,9 @@ def test_a_silent_reviewer_cannot_outlive_the_wall_clock_ceiling(tmp_path: Path)
     assert read_summary(tmp_path / "run").budgets_hit == ["wall_seconds"]
 
 
-class _Mute:
-    """A loopback TCP endpoint that accepts connections and never answers."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.held: list[socket.socket] = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.held.append(conn)
-
-    def close(self) -> None:
-        self.sock.close()
-        for conn in self.held:
-            conn.close()
-
-
 @pytest.fixture
-def mute() -> Iterator[_Mute]:
-    endpoint = _Mute()
+def mute() -> Iterator[Mute]:
+    endpoint = Mute()
     try:
         yield endpoint
     finally:
@@ -295,7 +236,7 @@ def mute() -> Iterator[_Mute]:
 
 
 def test_an_endpoint_that_never_answers_cannot_outlive_the_ceiling(
-    tmp_path: Path, mute: _Mute
+    tmp_path: Path, mute: Mute
 ) -> None:
     started = time.monotonic()
     cli = controlscope(
@@ -310,17 +251,6 @@ def test_an_endpoint_that_never_answers_cannot_outlive_the_ceiling(
     assert events[0].budgets.wall_seconds == 5  # type: ignore[union-attr]
     [call] = [e for e in events if e.type == "model_call"]
     assert call.error_kind == "timeout"  # type: ignore[union-attr]
-
-
-def controlscope(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controlscope.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
 
 
 # --------------------------------------------------------------------- agent-made size (fault 6)
@@ -347,37 +277,35 @@ def test_a_huge_exception_message_is_bounded_in_receipts_and_log(tmp_path: Path)
     assert (tmp_path / "run" / "events.jsonl").stat().st_size < 2_000_000
 
 
-def test_an_oversized_call_is_a_tool_error_and_not_the_end_of_the_run(tmp_path: Path) -> None:
+OVERSIZED = "write_file(path='/workspace/big.txt', content='x' * 30_000_000)"
+TOO_DEEP = (
+    "deep = 'leaf'\nfor _ in range(300):\n    deep = [deep]\n"
+    "write_file(path='/workspace/d', content=deep)"
+)
+
+
+@pytest.mark.parametrize(
+    ("call", "why"),
+    [(OVERSIZED, "accepts at most"), (TOO_DEEP, "nested deeper than")],
+    ids=["30MB", "300-deep"],
+)
+def test_calls_the_environment_cannot_take_are_tool_errors(
+    tmp_path: Path, call: str, why: str
+) -> None:
     block = (
-        "try:\n"
-        "    write_file(path='/workspace/big.txt', content='x' * 30_000_000)\n"
+        f"try:\n{textwrap.indent(call, '    ')}\n"
         "except ToolError as exc:\n"
         "    print('refused:', exc)\n"
         "print(write_file(path='/workspace/small.txt', content='ok'))\n"
     )
     result = run(tmp_path, fenced(block), "Done.")
-    assert result.end_reason == "final_answer", result.detail
+    assert result.end_reason == "final_answer", result.detail  # not environment_error
     events = read_events(tmp_path / "run")
-    tools = [e.call.arguments["path"] for e in events if isinstance(e, PrimitiveCallEvent)]
-    assert tools == ["/workspace/small.txt"]
+    paths = [e.call.arguments["path"] for e in events if isinstance(e, PrimitiveCallEvent)]
+    assert paths == ["/workspace/small.txt"]  # the refused call never reached the server
     [end] = [e for e in events if e.type == "block_end"]
-    assert "refused:" in end.result.output and "accepts at most" in end.result.output  # type: ignore[union-attr]
-
-
-def test_arguments_nested_too_deep_are_a_tool_error(tmp_path: Path) -> None:
-    block = (
-        "deep = 'leaf'\n"
-        "for _ in range(300):\n"
-        "    deep = [deep]\n"
-        "try:\n"
-        "    write_file(path='/workspace/d.txt', content=deep)\n"
-        "except ToolError as exc:\n"
-        "    print('refused:', exc)\n"
-    )
-    result = run(tmp_path, fenced(block), "Done.")
-    assert result.end_reason == "final_answer", result.detail
-    [end] = [e for e in read_events(tmp_path / "run") if e.type == "block_end"]
-    assert "nested deeper than" in end.result.output  # type: ignore[union-attr]
+    output = end.result.output  # type: ignore[union-attr]
+    assert "refused:" in output and why in output, output
 
 
 # --------------------------------------------------------------------- agent-made trees (fault 7)
@@ -430,19 +358,8 @@ def test_bad_options_are_one_line_and_exit_2(
 
 
 def test_an_endpoint_error_body_with_markup_is_printed_as_text(tmp_path: Path) -> None:
-    import http.server
-
-    class Marked(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.dumps({"error": {"message": "[/bold] [red]boom[/red]"}}).encode()
-            self.send_response(400)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
+    class Marked(_Refusing):
+        body = json.dumps({"error": {"message": "[/bold] [red]boom[/red]"}}).encode()
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Marked)
     threading.Thread(target=server.serve_forever, daemon=True).start()

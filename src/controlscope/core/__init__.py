@@ -19,12 +19,20 @@ records defined here:
   :func:`decode_json`;
 - the run's wall-clock ceiling: :class:`Deadline`, :func:`remaining_seconds`;
 - bounds on data from outside (agent code, models, servers): :func:`data_problem`,
-  :func:`clip_text`, :data:`MAX_DATA_DEPTH`;
+  :func:`clip_text`, :data:`MAX_DATA_DEPTH`, :func:`refuse_json_constant` and
+  :func:`finite_json_float` (``json.loads`` hooks for standard JSON only);
 - a tool as a Python function: :func:`tool_params`, :func:`python_signature`,
   :func:`python_name` (one rule for the planner's prompt and the worker's proxies).
 """
 
-from controlscope.core._bounds import CUT_MARKER, MAX_DATA_DEPTH, clip_text, data_problem
+from controlscope.core._bounds import (
+    CUT_MARKER,
+    MAX_DATA_DEPTH,
+    clip_text,
+    data_problem,
+    finite_json_float,
+    refuse_json_constant,
+)
 from controlscope.core._condition import (
     DECISION_MODES,
     PLANNER_FORMATS,
@@ -238,6 +246,7 @@ __all__ = [
     "fence",
     "fences",
     "find_json_object",
+    "finite_json_float",
     "foreign_fence",
     "json_objects",
     "json_value_at",
@@ -246,6 +255,7 @@ __all__ = [
     "program_fence",
     "python_name",
     "python_signature",
+    "refuse_json_constant",
     "remaining_seconds",
     "running_until",
     "tool_params",

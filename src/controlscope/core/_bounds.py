@@ -64,6 +64,28 @@ def data_problem(value: Any, *, max_depth: int = MAX_DATA_DEPTH) -> str | None:
     return None
 
 
+def refuse_json_constant(name: str) -> None:
+    """A ``parse_constant`` hook for :func:`json.loads` that refuses ``NaN`` and ``Infinity``.
+
+    Raises:
+        ValueError: always (standard JSON has no such constants).
+    """
+    raise ValueError(f"{name} is not JSON")
+
+
+def finite_json_float(text: str) -> float:
+    """A ``parse_float`` hook for :func:`json.loads` that refuses numbers too large for a float
+    (``1e999`` would read as infinity).
+
+    Raises:
+        ValueError: the number is not finite as a float.
+    """
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
 def clip_text(text: str, max_chars: int) -> str:
     """``text`` cut to about ``max_chars`` characters, keeping its head and its tail.
 

@@ -17,13 +17,12 @@ Unlike CommonMark, any indentation of a fence is accepted (models fence code ins
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from controlscope.core._bounds import data_problem
+from controlscope.core._bounds import data_problem, finite_json_float, refuse_json_constant
 
 PYTHON_LANGUAGES = frozenset({"python", "py", "python3", "py3"})
 """Fence languages that label Python code (compared lower-cased)."""
@@ -205,18 +204,9 @@ def fence(code: str, language: str = "python") -> str:
     return f"{marker}{language}\n{code}\n{marker}"
 
 
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is not a finite number")
-    return value
-
-
-_LENIENT = json.JSONDecoder(strict=False, parse_constant=_no_constant, parse_float=_finite)
+_LENIENT = json.JSONDecoder(
+    strict=False, parse_constant=refuse_json_constant, parse_float=finite_json_float
+)
 """Admits raw control characters (newlines, tabs) inside strings: small models write code that
 way, and the text stays unambiguous. Refuses ``NaN``, ``Infinity`` and numbers too large for a
 float: the log holds standard JSON only."""

@@ -14,6 +14,8 @@ from controlscope.core import (
     BlockResult,
     BudgetEvent,
     ChatModel,
+    Condition,
+    Deadline,
     EndReason,
     Message,
     ProviderError,
@@ -141,12 +143,17 @@ def _budget_ending(
 
 
 def wall_ending(controller: Controller) -> Ending:
-    """The run reached its wall-clock ceiling: the budget recorded, the run's ending."""
-    deadline = controller.deadline
+    """The run reached its wall-clock ceiling between steps: the budget recorded, the ending."""
+    controller.sink(wall_budget(controller.condition, controller.deadline))
     limit = controller.condition.budgets.wall_seconds
-    spent = limit - deadline.remaining() if deadline is not None else limit
-    controller.sink(BudgetEvent(budget="wall_seconds", limit=limit, value=spent))
     return Ending("budget:wall_seconds", f"the run's wall-clock ceiling of {limit:g} s was reached")
+
+
+def wall_budget(condition: Condition, deadline: Deadline | None) -> BudgetEvent:
+    """The ``budget`` event of the run's wall-clock ceiling (seconds spent as its value)."""
+    limit = condition.budgets.wall_seconds
+    spent = limit - deadline.remaining() if deadline is not None else limit
+    return BudgetEvent(budget="wall_seconds", limit=limit, value=spent)
 
 
 def receipts_by_block(

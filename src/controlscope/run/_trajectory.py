@@ -25,7 +25,6 @@ from pydantic import BaseModel
 from controlscope._tree import remove_tree
 from controlscope.core import (
     AnswerKey,
-    BudgetEvent,
     ChatModel,
     Check,
     Condition,
@@ -60,7 +59,7 @@ from controlscope.record import (
 )
 from controlscope.review import ModelReviewer, Reviewer
 from controlscope.run._controller import Controller
-from controlscope.run._loop import Ending, run_loop
+from controlscope.run._loop import Ending, run_loop, wall_budget
 from controlscope.schedule import parse_schedule
 from controlscope.worker import Limits, WorkerSession
 
@@ -283,9 +282,7 @@ def _serve(parts: _Parts, workspace: Path) -> Ending:
 def _wall_clock(parts: _Parts, why: str) -> Ending:
     """The ceiling passed while a model request or a review was waited for: recorded."""
     parts.start()
-    limit = parts.condition.budgets.wall_seconds
-    spent = limit - parts.deadline.remaining()
-    parts.sink(BudgetEvent(budget="wall_seconds", limit=limit, value=spent))
+    parts.sink(wall_budget(parts.condition, parts.deadline))
     return Ending("budget:wall_seconds", why)
 
 

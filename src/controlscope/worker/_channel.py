@@ -9,29 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import select
 import time
 from typing import Any
 
+from controlscope.core import finite_json_float, refuse_json_constant
 from controlscope.worker._runtime import HEADER, MAX_MESSAGE_BYTES
 from controlscope.worker._snapshot import WIRE_JSON
-
-
-def _no_constant(name: str) -> None:
-    """Refuse ``NaN``, ``Infinity`` and ``-Infinity``: the wire carries standard JSON only."""
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    """Refuse numbers too large for a float (``1e999`` would read as infinity)."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is not a finite number")
-    return value
-
 
 #: A ``\\uD800``-``\\uDFFF`` escape: the runtime never writes one (it sends UTF-8), so a message
 #: that has one is checked for lone surrogates, which no log can record.
@@ -160,7 +146,7 @@ def _decode(data: bytes) -> dict[str, Any]:
         ProtocolViolation: anything else (not JSON, ``NaN``, ``1e999``, a lone surrogate...).
     """
     try:
-        msg = json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+        msg = json.loads(data, parse_constant=refuse_json_constant, parse_float=finite_json_float)
     except (ValueError, RecursionError) as exc:
         raise ProtocolViolation(f"message is not JSON: {exc!r}") from None
     if not isinstance(msg, dict):

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from typing import IO
 
+from controlscope import _proc
 from controlscope._tree import remove_tree
 from controlscope.core import Isolation
 from controlscope.worker import _sandbox
@@ -208,8 +209,8 @@ class WorkerProcess:
         ``/proc`` cannot tell."""
         if self._proc is None:
             return None
-        pids = _descendants(self._proc.pid)
-        peak_kib = sum(_status_kib(pid, "VmHWM") for pid in pids)
+        pids = [self._proc.pid, *_proc.descendants(self._proc.pid)]
+        peak_kib = sum(_proc.status_kib(pid, "VmHWM") for pid in pids)
         files = 0
         if self.isolation == "bwrap":
             inner = pids[-1]
@@ -258,37 +259,3 @@ class WorkerProcess:
                 reason += f" ({name}{hint})"
         tail = self.stderr_tail()
         return f"{reason}; {tail}" if tail else reason
-
-
-def _descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it, parents before children."""
-    found, queue = [], [pid]
-    while queue:
-        current = queue.pop(0)
-        found.append(current)
-        for task in _listdir(f"/proc/{current}/task"):
-            try:
-                with open(f"/proc/{current}/task/{task}/children", encoding="ascii") as f:
-                    queue += [int(child) for child in f.read().split()]
-            except OSError:
-                continue
-    return found
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
-
-
-def _status_kib(pid: int, field: str) -> int:
-    """A ``/proc/PID/status`` field in KiB (0 when the process is gone)."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(f"{field}:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
