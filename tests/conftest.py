@@ -20,6 +20,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,16 @@ def _surviving_descendants(wait_s: float = 5.0) -> list[tuple[int, str]]:
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """Run each test (its fixtures' setup and teardown included) under its markers' access."""
+    with pytest.MonkeyPatch.context() as mp:
+        if item.get_closest_marker("needs_weights") is None:
+            mp.setenv("CONTROLSCOPE_HOME", str(item.config.stash[_NO_WEIGHTS_HOME]))
+        if item.get_closest_marker("network") is None:
+            mp.setenv("PIP_NO_INDEX", "1")
+        return (yield)

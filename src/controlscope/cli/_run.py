@@ -58,18 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--max-calls", type=int, default=None, help="primitive-call budget (default 100)")
     add("--max-turns", type=int, default=None, help="planning-turn budget (default 100)")
     add("--max-seconds", type=float, default=None, help="execution-seconds budget (default 1800)")
-    add(
-        "--max-wall-seconds",
-        type=float,
-        default=None,
-        help="wall-clock ceiling of the whole run, reviews and planning included (default 10800)",
-    )
-    add(
-        "--worker-memory-mb",
-        type=int,
-        default=None,
-        help="the worker's whole memory: address space, /tmp and /dev/shm (default 2048)",
-    )
+    add("--max-wall-seconds", type=float, default=None, help="whole-run ceiling (default 10800)")
+    add("--worker-memory-mb", type=int, default=None, help="worker memory, all (default 2048)")
     add("--cache", type=Path, default=None, help="an SQLite exact-request cache file to use")
     add("--out", required=True, type=Path, help="run directory to write")
     add("--quiet", action="store_true", help="no live progress")
