@@ -28,9 +28,11 @@ from controlscope._proc import alive, gone
 from controlscope._tree import MAX_WALK_DEPTH, remove_tree
 from controlscope.core import (
     Condition,
+    ModelResponse,
     PrimitiveCallEvent,
     RunStartEvent,
     TaskBudgets,
+    ToolCall,
     ToolServer,
 )
 from controlscope.envs._mcp import McpToolServer
@@ -301,11 +303,26 @@ def test_calls_the_environment_cannot_take_are_tool_errors(
     result = run(tmp_path, fenced(block), "Done.")
     assert result.end_reason == "final_answer", result.detail  # not environment_error
     events = read_events(tmp_path / "run")
+    start = events[0]
+    assert isinstance(start, RunStartEvent) and start.server["name"] == "secure-filesystem-server"
+    assert start.server["version"]  # the release is recorded
     paths = [e.call.arguments["path"] for e in events if isinstance(e, PrimitiveCallEvent)]
     assert paths == ["/workspace/small.txt"]  # the refused call never reached the server
     [end] = [e for e in events if e.type == "block_end"]
     output = end.result.output  # type: ignore[union-attr]
     assert "refused:" in output and why in output, output
+
+
+def test_an_event_the_log_cannot_hold_ends_the_run_recorded(tmp_path: Path) -> None:
+    deep: Any = "x"
+    for _ in range(300):
+        deep = [deep]
+    args = {"code": "print(1)", "extra": deep}
+    call = ToolCall(id="c1", name="execute_python", arguments=json.dumps(args), parsed=args)
+    answer = ModelResponse(tool_calls=(call,), finish_reason="tool_calls")
+    result = run(tmp_path, answer)  # type: ignore[arg-type]
+    assert result.end_reason == "error" and "cannot be recorded" in result.detail
+    assert result.verdict.checks  # graded as it stands
 
 
 # --------------------------------------------------------------------- agent-made trees (fault 7)
@@ -332,6 +349,8 @@ def test_a_directory_chain_1900_deep_is_graded_and_removed(tmp_path: Path) -> No
         ("--temperature", "nan"),
         ("--draw", "-1"),
         ("--seed", "-1"),
+        ("--seed", str(2**64)),
+        ("--worker-memory-mb", "64"),
         ("--max-seconds", "inf"),
         ("--max-wall-seconds", "0"),
         ("--max-wall-seconds", "nan"),

@@ -53,7 +53,7 @@ class RunSpec(BaseModel):
         task: the task id, e.g. ``student_database/english_talent``.
         env: the environment's name.
         params: the task's generator parameters (e.g. ``{"students": 25}``).
-        seed: the task's data seed (at least 0).
+        seed: the task's data seed (0 to 2**63 - 1).
         scope: the granted scope (``keep``, ``arg``, ``params``, ``full``; paper section 3.1).
         schedule: when to review (see :func:`controlscope.schedule.parse_schedule`); stored in
             canonical form.
@@ -91,7 +91,7 @@ class RunSpec(BaseModel):
     task: str
     env: str = "filesystem"
     params: dict[str, int | str] = Field(default_factory=dict)
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
     scope: ScopeName = Scope.FULL
     schedule: str = "continuous"
     view: View = "with_feedback"

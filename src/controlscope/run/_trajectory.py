@@ -37,6 +37,7 @@ from controlscope.core import (
     RunEndEvent,
     RunStartEvent,
     Task,
+    TaskError,
     ToolSchema,
     ToolServer,
     ToolServerError,
@@ -148,6 +149,12 @@ def run_trajectory(
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM (the CLI turns it into an interrupt): recorded, not graded.
         _end_ungraded(parts, out_dir, "interrupted", "the run was interrupted")
+        raise
+    except TaskError:
+        # The task cannot be set up (bad input, nothing ran): no empty log blocks a retry.
+        if writer.next_seq == 0:
+            writer.close()
+            writer.path.unlink(missing_ok=True)
         raise
     finally:
         writer.close()
