@@ -93,9 +93,11 @@ class McpToolServer:
     manager.
 
     Errors: a tool error (bad path, bad arguments, an exception in the tool, a JSON-RPC error the
-    server returned for the call) is a :class:`ToolResult` with ``is_error`` set. A transport
-    failure, a dead server, a timeout or a closed client raise :class:`ToolServerError` whose
-    message ends with the tail of the server's stderr when there is one.
+    server returned for the call, arguments too large to send, an answer the client refuses) is a
+    :class:`ToolResult` with ``is_error`` set. A call without an answer in time raises
+    :class:`~controlscope.core.ToolCallTimeout`. A transport failure, a dead server or a closed
+    client raise :class:`ToolServerError` whose message ends with the tail of the server's stderr
+    when there is one; after a transport failure every call fails at once.
     """
 
     def __init__(

@@ -6,8 +6,10 @@ confinement of :mod:`controlscope._bwrap` (every namespace unshared, so no netwo
 system paths; a private size-limited ``/tmp``; a new session; no capabilities;
 ``--die-with-parent``; no ``/proc`` or ``/sys``) plus the interpreter's prefix read-only, and
 nothing else (no task workspace, no repository, no home).
-Resource limits, empty capability sets and a seccomp filter (no processes, threads, ``exec``,
-network sockets, namespaces or mounts) are applied by the runtime itself before agent code
+Resource limits, empty capability sets and a seccomp allow-list (no processes, threads, ``exec``,
+sockets, memory-backed files outside ``/tmp`` and ``/dev/shm``, signals to other processes,
+namespaces or mounts; ``_hardening.seccomp_program``) are applied by the runtime itself before
+agent code
 runs, in both modes. Where bwrap is missing or fails its self-test, the same runtime runs
 without it and the session reports ``isolation == "none"`` after a loud warning.
 """

@@ -174,8 +174,9 @@ class WorkerSession:
 
     @property
     def seccomp(self) -> bool:
-        """Whether the running worker installed its seccomp filter (no processes, threads, exec,
-        network sockets, namespaces or mounts; see ``_runtime.seccomp_program``)."""
+        """Whether the running worker installed its seccomp allow-list (no processes, threads,
+        exec, sockets, memfds, signals to other processes, namespaces or mounts; see
+        ``_hardening.seccomp_program``)."""
         return self._process.seccomp
 
     @property
