@@ -61,7 +61,9 @@ class NoopServer:
     def list_tools(self) -> list[ToolSchema]:
         return [ToolSchema(name="noop", input_schema={"type": "object", "properties": {}})]
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+    ) -> ToolResult:
         return ToolResult(text="")
 
     def close(self) -> None:

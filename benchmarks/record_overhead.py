@@ -75,7 +75,9 @@ TOOLS = (
 def _events(boundaries: int) -> list[Event]:
     history: list[Message] = [Message(role="system", content="s" * 3000)]
     events: list[Event] = [
-        RunStartEvent(task=TASK, seed=0, scope=Scope.FULL, schedule="continuous", view="x")
+        RunStartEvent(
+            task=TASK, seed=0, scope=Scope.FULL, schedule="continuous", view="with_feedback"
+        )
     ]
     for i in range(boundaries):
         if i % 10 == 0:

@@ -407,13 +407,16 @@ class _CrashingServer:
     def __init__(self, inner: ToolServer, crash_at: int) -> None:
         self.inner = inner
         self.agent_roots = getattr(inner, "agent_roots", ())
+        self.server_info = getattr(inner, "server_info", {})
         self.calls = 0
         self.crash_at = crash_at
 
     def list_tools(self) -> list[ToolSchema]:
         return self.inner.list_tools()
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+    ) -> ToolResult:
         self.calls += 1
         if self.calls >= self.crash_at:
             self.inner.close()

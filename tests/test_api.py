@@ -19,6 +19,7 @@ import pytest
 from pydantic import ValidationError
 
 import controlscope as cs
+from controlscope._proc import alive, cmdline, descendants
 from controlscope.core import Condition, ReplaceWorkflow
 from controlscope.models import ScriptedModel
 
@@ -244,7 +245,7 @@ def test_a_terminated_cli_run_is_recorded_and_leaves_no_worker(tmp_path: Path) -
         else:
             raise AssertionError("the block never started")
         time.sleep(0.5)
-        children = {pid: _cmdline(pid) for pid in descendants(proc.pid)}
+        children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
         assert children, "the run has no worker or server process"
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
@@ -254,44 +255,8 @@ def test_a_terminated_cli_run_is_recorded_and_leaves_no_worker(tmp_path: Path) -
     assert proc.returncode == 130, err
     summary = cs.read_summary(out)
     assert summary.end_reason == "interrupted" and summary.complete and summary.success is None
-    survivors = {pid: cmd for pid, cmd in children.items() if _alive(pid)}
+    survivors = {pid: cmd for pid, cmd in children.items() if alive(pid)}
     assert survivors == {}, "processes of the run survived it"
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
-    except OSError:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def descendants(pid: int) -> list[int]:
-    """The process ids below ``pid`` (children, grandchildren...), read from ``/proc``."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found: list[int] = []
-    frontier = [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [child for child, parent in parents.items() if parent == current]
-        found.extend(children)
-        frontier.extend(children)
-    return found
 
 
 def test_the_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -221,10 +221,12 @@ def test_unusable_out_and_cache_paths_are_clear_errors(tmp_path: Path) -> None:
 
 
 class _Refusing(http.server.BaseHTTPRequestHandler):
-    """An OpenAI-compatible endpoint that refuses every request (HTTP 400)."""
+    """An OpenAI-compatible endpoint that refuses every request (HTTP 400) with ``body``."""
+
+    body = b'{"error": {"message": "model not found", "type": "invalid_request_error"}}'
 
     def do_POST(self) -> None:
-        body = b'{"error": {"message": "model not found", "type": "invalid_request_error"}}'
+        body = self.body
         self.send_response(400)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from controlscope._proc import gone
 from controlscope.core import (
     BlockResult,
     Boundary,
@@ -98,7 +99,9 @@ class FakeServer:
             ),
         ]
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+    ) -> ToolResult:
         self.calls.append((name, dict(arguments)))
         path = str(arguments.get("path"))
         if path.startswith("slow"):
@@ -1279,7 +1282,9 @@ def test_controller_thread_state_untouched(sb: Sandbox) -> None:
     sb.next_block_works(fresh=True)
     sb.session.close()
     assert threading.active_count() <= threads_before
-    assert child_pids() - before == set()
+    # The session adopts orphans as their subreaper: a killed worker's processes may still be
+    # exiting (then zombies) when the session closes.
+    assert [pid for pid in child_pids() - before if not gone(int(pid))] == []
 
 
 def test_sigterm_to_the_worker_group_does_not_reach_the_controller(sb: Sandbox) -> None:

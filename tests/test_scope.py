@@ -678,7 +678,9 @@ def test_validated_block_data_patch_takes_effect_in_the_real_worker() -> None:
                 )
             ]
 
-        def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        def call(
+            self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+        ) -> Any:
             from controlscope.core import ToolResult
 
             self.calls.append(dict(arguments))

@@ -66,6 +66,7 @@ class FakeServer:
     """A ToolServer whose files are a dict; records every call it receives."""
 
     agent_roots: tuple[str, ...] = ()
+    server_info: dict[str, str] = {}  # noqa: RUF012 - a read-only class default
 
     def __init__(self, files: dict[str, str] | None = None, fail: bool = False) -> None:
         self.files = files if files is not None else {}
@@ -75,7 +76,9 @@ class FakeServer:
     def list_tools(self) -> list[ToolSchema]:
         return [READ, NOOP]
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+    ) -> ToolResult:
         if self.fail:
             raise ToolServerError("server died")
         self.calls.append((name, dict(arguments)))
@@ -312,7 +315,9 @@ class SlowServer(FakeServer):
         super().__init__(dict(FILES))
         self.delay_s = delay_s
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+    ) -> ToolResult:
         time.sleep(self.delay_s)
         return super().call(name, arguments)
 
@@ -892,7 +897,7 @@ def test_hardening_applies_in_both_modes(
         "subprocess blocked 1",
         "kill_parent blocked 1",
         "inet blocked 1",
-        "unix_pair allowed",
+        "unix_pair blocked 1",
         "thread blocked",
     ]
     assert lines[6] == "[]"

@@ -4,9 +4,11 @@ Two processes run confined: the worker (agent code; ``controlscope.worker``) and
 filesystem server (``controlscope.envs.filesystem.server``). Both get the same confinement
 (README, "Isolation"): every namespace unshared (no network), a new session, all capabilities
 dropped, ``--die-with-parent``, read-only ``/usr`` and system paths, a private ``/tmp``, bwrap's
-minimal ``/dev``, and no ``/proc`` or ``/sys`` (a root process, even without capabilities, could
-write kernel settings through them, which are checked by file mode only). Each adds what it must
-see: the interpreter's prefix, or Node.js, the server package and the workspace.
+minimal ``/dev`` read-only with a small ``/dev/shm`` of its own (bwrap's ``/dev`` is otherwise a
+writable tmpfs as large as half the host's memory), and no ``/proc`` or ``/sys`` (a root
+process, even without capabilities, could write kernel settings through them, which are checked
+by file mode only). Each adds what it must see: the interpreter's prefix, or Node.js, the server
+package and the workspace.
 
 This module imports nothing from controlscope: it sits below every layer that starts a process.
 """
@@ -20,10 +22,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["SYSTEM_DIRS", "bwrap_path", "options", "probe", "system_binds"]
+__all__ = ["SHM_MB", "SYSTEM_DIRS", "bwrap_path", "options", "probe", "system_binds"]
 
 #: System paths shown read-only besides ``/usr`` (each as on the host: bound, or a symlink).
 SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+#: Default size of the private ``/dev/shm`` in MiB.
+SHM_MB = 8
 
 
 def bwrap_path() -> str | None:
@@ -61,6 +66,7 @@ def options(
     ro_paths: Sequence[Path] = (),
     binds: Sequence[tuple[str, str]] = (),
     tmp_mb: int | None = None,
+    shm_mb: int = SHM_MB,
     chdir: str = "/tmp",
     hostname: str | None = None,
 ) -> list[str]:
@@ -72,6 +78,7 @@ def options(
             (under ``/usr``, a system path or an earlier one of them) is skipped.
         binds: ``(host_path, path_inside)`` pairs bound read-write.
         tmp_mb: size limit of the private ``/tmp`` in MiB (None: bwrap's default).
+        shm_mb: size limit of the private ``/dev/shm`` in MiB.
         chdir: the working directory inside.
         hostname: the host name inside (None: bwrap's default).
 
@@ -85,6 +92,7 @@ def options(
     if tmp_mb is not None:
         args += ["--size", str(tmp_mb * 1024 * 1024)]
     args += ["--tmpfs", "/tmp", "--dev", "/dev"]
+    args += ["--size", str(shm_mb * 1024 * 1024), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     shown: list[str] = ["/usr", *system_dirs]
     for path in ro_paths:
         if not any(path.is_relative_to(d) for d in shown):

@@ -66,6 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budgets("--max-turns", type=int, default=None, help="planning-turn budget (default 100)")
     budgets("--max-seconds", type=float, default=None, help="execution seconds (default 1800)")
     budgets("--block-exec-s", type=float, default=None, help="per-block limit (default none)")
+    budgets(
+        "--max-wall-seconds", type=float, default=None, help="whole-run ceiling (default 10800)"
+    )
+    budgets("--worker-memory-mb", type=int, default=None, help="worker memory, all (default 2048)")
 
     out = parser.add_argument_group("output").add_argument
     out("--out", required=True, type=Path, help="run directory to write")

@@ -19,10 +19,22 @@ records defined here:
 - reading model text: :func:`fences` (CommonMark's fenced code blocks), :func:`program_fence`
   (the program of a reply), :func:`unfence`, :func:`fence`, :func:`find_json_object`,
   :func:`decode_json`;
+- the run's wall-clock ceiling: :class:`Deadline`, :func:`remaining_seconds`;
+- bounds on data from outside (agent code, models, servers): :func:`data_problem`,
+  :func:`clip_text`, :data:`MAX_DATA_DEPTH`, :func:`refuse_json_constant` and
+  :func:`finite_json_float` (``json.loads`` hooks for standard JSON only);
 - a tool as a Python function: :func:`tool_params`, :func:`python_signature`,
   :func:`python_name` (one rule for the planner's prompt and the worker's proxies).
 """
 
+from controlscope.core._bounds import (
+    CUT_MARKER,
+    MAX_DATA_DEPTH,
+    clip_text,
+    data_problem,
+    finite_json_float,
+    refuse_json_constant,
+)
 from controlscope.core._condition import (
     DECISION_MODES,
     PLANNER_FORMATS,
@@ -35,6 +47,12 @@ from controlscope.core._condition import (
     SourceBoundary,
     SourceRule,
     ViewLimits,
+)
+from controlscope.core._deadline import (
+    Deadline,
+    WallClockExceeded,
+    remaining_seconds,
+    running_until,
 )
 from controlscope.core._events import (
     EVENT_ADAPTER,
@@ -118,7 +136,15 @@ from controlscope.core._signature import (
     python_signature,
     tool_params,
 )
-from controlscope.core._tasks import AnswerKey, Check, Task, TaskBudgets, TaskError, Verdict
+from controlscope.core._tasks import (
+    DEFAULT_WALL_SECONDS,
+    AnswerKey,
+    Check,
+    Task,
+    TaskBudgets,
+    TaskError,
+    Verdict,
+)
 from controlscope.core._text import (
     DATA_LANGUAGES,
     PYTHON_LANGUAGES,
@@ -134,17 +160,26 @@ from controlscope.core._text import (
     program_fence,
     unfence,
 )
-from controlscope.core._tools import ToolResult, ToolSchema, ToolServer, ToolServerError
+from controlscope.core._tools import (
+    ToolCallTimeout,
+    ToolResult,
+    ToolSchema,
+    ToolServer,
+    ToolServerError,
+)
 
 __all__ = [
+    "CUT_MARKER",
     "DATA_LANGUAGES",
     "DECISION_MODES",
     "DEFAULT_MAX_TOKENS",
+    "DEFAULT_WALL_SECONDS",
     "EVENTS_FILE",
     "EVENT_ADAPTER",
     "FALLBACK_KINDS",
     "LATTICES",
     "LATTICE_OPERATIONS",
+    "MAX_DATA_DEPTH",
     "OPERATION_KINDS",
     "PLANNER_FORMATS",
     "PROVIDER_ERROR_KINDS",
@@ -169,6 +204,7 @@ __all__ = [
     "ClockDifference",
     "ClockDifferencesEvent",
     "Condition",
+    "Deadline",
     "DecisionMode",
     "EndReason",
     "Event",
@@ -213,6 +249,7 @@ __all__ = [
     "TaskBudgets",
     "TaskError",
     "ToolCall",
+    "ToolCallTimeout",
     "ToolChoice",
     "ToolParam",
     "ToolResult",
@@ -226,11 +263,15 @@ __all__ = [
     "Verdict",
     "View",
     "ViewLimits",
+    "WallClockExceeded",
     "annotation",
+    "clip_text",
+    "data_problem",
     "decode_json",
     "fence",
     "fences",
     "find_json_object",
+    "finite_json_float",
     "foreign_fence",
     "json_objects",
     "json_value_at",
@@ -240,6 +281,9 @@ __all__ = [
     "program_fence",
     "python_name",
     "python_signature",
+    "refuse_json_constant",
+    "remaining_seconds",
+    "running_until",
     "tool_params",
     "unfence",
     "upgrade_event",

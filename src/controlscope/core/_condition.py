@@ -156,6 +156,8 @@ class Condition(BaseModel):
             paper has no per-block limit).
         isolation: the worker isolation asked for.
         operations: the granted operation set (``scope`` read in ``lattice``).
+        worker_memory_mb: the worker's whole memory in MiB (address space, ``/tmp`` and
+            ``/dev/shm``; see ``controlscope.worker.Limits``).
 
     Raises:
         pydantic.ValidationError: a value out of range (negative temperature, draw or budget, a
@@ -184,6 +186,7 @@ class Condition(BaseModel):
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     block_exec_s: float | None = Field(default=None, gt=0.0)
     isolation: IsolationRequest = "auto"
+    worker_memory_mb: int = Field(default=2048, ge=128)
 
     @field_validator("temperature", "planner_temperature", "block_exec_s")
     @classmethod

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from controlscope.core._execution import (
     BlockResult,
@@ -59,6 +59,9 @@ older ones (:func:`upgrade_event`).
     and per-file hashes; a replay's masked clock differences are a ``clock_differences``
     event. Older logs are read as runs of the ``v2`` lattice (their Full granted
     ``patch_block_data``).
+    ``run_start`` records the tool server's name and version (``server``) and the budgets the
+    run's wall-clock ceiling (``wall_seconds``); a run that reaches it ends with
+    ``budget:wall_seconds``. Older logs read with an empty ``server`` and the default ceiling.
 ==  ========================================================================================
 """
 
@@ -70,6 +73,7 @@ EndReason = Literal[
     "budget:primitive_calls",
     "budget:planning_turns",
     "budget:execution_seconds",
+    "budget:wall_seconds",
     "planner_provider_error",
     "context_limit",
     "environment_error",
@@ -77,7 +81,8 @@ EndReason = Literal[
     "replay_diverged",
     "interrupted",
 ]
-"""Why a run ended: the planner's final answer; a budget (paper section 4); a planner-stage
+"""Why a run ended: the planner's final answer; a budget (paper section 4) or the run's
+wall-clock ceiling; a planner-stage
 provider error or an oversized planner context (the workspace is graded as it stands, paper A.4);
 the environment's server failed; another part failed unexpectedly (``error``, graded as it
 stands); a replay left its recording, or the run was interrupted (no verdict)."""
@@ -89,6 +94,7 @@ BudgetName = Literal[
     "primitive_calls",
     "planning_turns",
     "execution_seconds",
+    "wall_seconds",
     "tokens",
     "blocks",
     "requests_per_block",
@@ -108,6 +114,10 @@ class _Event(BaseModel):
         t: when it was written (wall clock, seconds since the epoch).
     """
 
+    # Non-finite numbers in free-form data are written as NaN/Infinity (never silently as null),
+    # so the writer can refuse them: the log holds standard JSON only.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
     schema_version: int = SCHEMA_VERSION
     seq: int = 0
     t: float = 0.0
@@ -125,6 +135,8 @@ class RunStartEvent(_Event):
         replace_boundary: what a replacement replaces (``block`` or ``reply``).
         models: model id by role (``{"planner": ..., "reviewer": ...}``).
         isolation: the worker's isolation in force (``bwrap`` or ``none``).
+        server: the tool server's name and version as it reported them (MCP ``initialize``):
+            releases differ in behaviour that reaches agents and replays.
         budgets: the task's budgets.
         config: the whole condition (:class:`~controlscope.core.Condition`, as JSON).
         lattice: the lattice the scope is read in (paper 3.1, A.2).
@@ -142,6 +154,7 @@ class RunStartEvent(_Event):
     replace_boundary: ReplaceBoundary = "reply"
     models: dict[str, str] = Field(default_factory=dict)
     isolation: Isolation = "none"
+    server: dict[str, str] = Field(default_factory=dict)
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     config: dict[str, Any] = Field(default_factory=dict)
 
@@ -313,8 +326,9 @@ class BudgetEvent(_Event):
     """A budget was reached.
 
     Attributes:
-        budget: ``primitive_calls``, ``planning_turns``, ``execution_seconds``, ``tokens``,
-            ``blocks`` or ``requests_per_block``.
+        budget: ``primitive_calls``, ``planning_turns``, ``execution_seconds``,
+            ``wall_seconds`` (the run's ceiling), ``tokens``, ``blocks`` or
+            ``requests_per_block``.
         limit: the budget's limit.
         value: the value that reached it.
     """

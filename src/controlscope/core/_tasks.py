@@ -6,15 +6,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+DEFAULT_WALL_SECONDS = 10_800.0
+"""The default wall-clock ceiling of a run (three hours: the execution budget, a hundred planning
+turns and a review at each of a hundred calls, on a slow local model)."""
+
 
 class TaskBudgets(BaseModel):
     """The budgets of a task (paper section 4: 100 primitive calls, 100 planning turns, 1,800
-    execution seconds; review time is recorded apart and never counts).
+    execution seconds; review time is recorded apart and never counts), and the run's
+    wall-clock ceiling, which counts everything (planning, reviews, execution, waits).
 
     Attributes:
         primitive_calls: primitive calls per task (at least 1).
         planning_turns: ordinary planning turns per task (at least 1).
         execution_seconds: execution seconds per task (positive and finite).
+        wall_seconds: wall-clock seconds the whole run may take (positive and finite); nothing
+            of the run outlives it.
 
     Raises:
         pydantic.ValidationError: a value out of range.
@@ -24,6 +31,7 @@ class TaskBudgets(BaseModel):
     primitive_calls: int = Field(default=100, ge=1)
     planning_turns: int = Field(default=100, ge=1)
     execution_seconds: float = Field(default=1800.0, gt=0.0, allow_inf_nan=False)
+    wall_seconds: float = Field(default=DEFAULT_WALL_SECONDS, gt=0.0, allow_inf_nan=False)
 
 
 class Task(BaseModel):

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from controlscope.core._bounds import data_problem, finite_json_float, refuse_json_constant
+
 PYTHON_LANGUAGES = frozenset({"python", "py", "python3", "py3"})
 """Fence languages that label Python code (compared lower-cased)."""
 
@@ -202,27 +204,51 @@ def fence(code: str, language: str = "python") -> str:
     return f"{marker}{language}\n{code}\n{marker}"
 
 
-_LENIENT = json.JSONDecoder(strict=False)
+_LENIENT = json.JSONDecoder(
+    strict=False, parse_constant=refuse_json_constant, parse_float=finite_json_float
+)
 """Admits raw control characters (newlines, tabs) inside strings: small models write code that
-way, and the text stays unambiguous."""
+way, and the text stays unambiguous. Refuses ``NaN``, ``Infinity`` and numbers too large for a
+float: the log holds standard JSON only."""
+
+
+def _plain(text: str, index: int) -> tuple[Any, int]:
+    """:meth:`json.JSONDecoder.raw_decode` that also refuses what the log cannot hold (see
+    :func:`~controlscope.core.data_problem`): every refusal is a :class:`json.JSONDecodeError`."""
+    try:
+        value, end = _LENIENT.raw_decode(text, index)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as err:
+        raise json.JSONDecodeError(f"not JSON data: {err}", text, index) from None
+    problem = data_problem(value)
+    if problem is not None:
+        raise json.JSONDecodeError(f"not JSON data: {problem}", text, index)
+    return value, end
 
 
 def decode_json(text: str) -> Any:
     """``text`` as one JSON value (raw newlines inside strings allowed).
 
     Raises:
-        json.JSONDecodeError: ``text`` is not one JSON value (blank text included).
+        json.JSONDecodeError: ``text`` is not one JSON value (blank text included), or one the
+            log cannot hold: ``NaN`` or an infinite number, a lone surrogate, nesting deeper
+            than :data:`~controlscope.core.MAX_DATA_DEPTH`.
     """
-    return _LENIENT.decode(text)
+    stripped = len(text) - len(text.lstrip(" \t\n\r"))
+    value, end = _plain(text, stripped)
+    if text[end:].strip(" \t\n\r"):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
 
 
 def json_value_at(text: str, index: int) -> tuple[Any, int]:
     """The JSON value that starts at ``text[index]`` and the offset just past it.
 
     Raises:
-        json.JSONDecodeError: no JSON value starts there.
+        json.JSONDecodeError: no JSON value starts there (see :func:`decode_json`).
     """
-    return _LENIENT.raw_decode(text, index)
+    return _plain(text, index)
 
 
 def json_objects(text: str) -> Iterator[dict[str, Any]]:

@@ -52,6 +52,11 @@ class ToolServerError(RuntimeError):
     """The tool server could not be reached, died, or broke the protocol (not a tool error)."""
 
 
+class ToolCallTimeout(ToolServerError):
+    """A primitive call got no answer within the time it was given (the server may still be
+    working on it); the server itself is still usable."""
+
+
 @runtime_checkable
 class ToolServer(Protocol):
     """A running environment server, used synchronously by the controller.
@@ -60,18 +65,30 @@ class ToolServer(Protocol):
         agent_roots: the paths agent code uses for the workspace (the same in every branch when
             the environment confines its server to a fixed root); empty when the server has no
             notion of a workspace root.
+        server_info: the server's name and version as it reports them (``{"name": ...,
+            "version": ...}``), recorded in ``run_start``; empty when it reports none.
     """
 
     agent_roots: tuple[str, ...]
+    server_info: dict[str, str]
 
     def list_tools(self) -> list[ToolSchema]:
         """Return the server's tools, in the server's order."""
         ...
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+    ) -> ToolResult:
         """Make one primitive call.
 
+        Args:
+            name: the tool's name.
+            arguments: its arguments (plain JSON data).
+            timeout_s: seconds to wait for the answer (the rest of the run's execution budget);
+                None: the server's own default.
+
         Raises:
+            ToolCallTimeout: no answer within ``timeout_s``.
             ToolServerError: on transport failure or a dead server. Tool errors are results with
                 ``is_error`` set, never exceptions.
         """

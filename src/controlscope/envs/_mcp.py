@@ -10,12 +10,20 @@ each branch"), so the hot path is one portal round trip.
 
 The client never advertises MCP roots: the filesystem server would replace its allowed directories
 (the task workspace) with them.
+
+What comes back is bounded before it reaches a run (``controlscope.core``, "bounds"): a call's
+arguments larger than the server's stdio transport accepts are a tool error and are never sent; a
+result's text is cut at :data:`MAX_RESULT_CHARS`, and structured content that is not plain JSON
+data within :data:`MAX_STRUCTURED_BYTES` is dropped (the text stays). Every call waits at most the
+time it is given; a subprocess server runs in its own process group (:mod:`._stdio`), which is
+killed whole on close.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import os
 import tempfile
 import threading
@@ -28,13 +36,20 @@ import anyio
 import mcp_types
 from anyio.from_thread import start_blocking_portal
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from controlscope.core import ToolResult, ToolSchema, ToolServerError
+from controlscope.core import (
+    ToolCallTimeout,
+    ToolResult,
+    ToolSchema,
+    ToolServerError,
+    clip_text,
+    data_problem,
+)
+from controlscope.envs._stdio import process_group_transport
 
 __all__ = ["McpToolServer"]
 
@@ -44,6 +59,29 @@ _T = TypeVar("_T")
 _STDERR_TAIL_BYTES = 2000
 #: Seconds that :meth:`McpToolServer.close` waits for the session to wind down.
 _CLOSE_TIMEOUT_S = 10.0
+
+MAX_ARGUMENT_BYTES = 8 * 1024 * 1024
+"""The largest JSON encoding of one call's arguments sent to a server: the TypeScript SDK's stdio
+transport (which the npm filesystem server uses) drops the connection when one message exceeds
+its 10 MiB read buffer; the rest leaves room for the request's envelope."""
+
+MAX_RESULT_CHARS = 1_000_000
+"""Characters of a result's text kept (head and tail, the cut marked)."""
+
+MAX_STRUCTURED_BYTES = 1024 * 1024
+"""The largest JSON encoding of a result's structured content kept."""
+
+#: Characters kept of the text a server reports about itself (names, versions, descriptions).
+_INFO_CHARS = 200
+_DESCRIPTION_CHARS = 4000
+
+#: Exceptions of a broken connection (as opposed to a bad answer to one call).
+_TRANSPORT_ERRORS = (
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    anyio.EndOfStream,
+    OSError,
+)
 
 
 class McpToolServer:
@@ -55,9 +93,11 @@ class McpToolServer:
     manager.
 
     Errors: a tool error (bad path, bad arguments, an exception in the tool, a JSON-RPC error the
-    server returned for the call) is a :class:`ToolResult` with ``is_error`` set. A transport
-    failure, a dead server, a timeout or a closed client raise :class:`ToolServerError` whose
-    message ends with the tail of the server's stderr when there is one.
+    server returned for the call, arguments too large to send, an answer the client refuses) is a
+    :class:`ToolResult` with ``is_error`` set. A call without an answer in time raises
+    :class:`~controlscope.core.ToolCallTimeout`. A transport failure, a dead server or a closed
+    client raise :class:`ToolServerError` whose message ends with the tail of the server's stderr
+    when there is one; after a transport failure every call fails at once.
     """
 
     def __init__(
@@ -67,6 +107,7 @@ class McpToolServer:
         timeout_s: float = 60.0,
         label: str = "mcp server",
         stderr_file: IO[str] | None = None,
+        failures: list[str] | None = None,
     ) -> None:
         """Connect to ``target`` and wait until the session is initialised.
 
@@ -79,6 +120,8 @@ class McpToolServer:
             label: a name for error messages.
             stderr_file: the file the server's stderr goes to (read back for error messages);
                 closed by :meth:`close`.
+            failures: where the transport reports its failures (the session is dead from the
+                first one on).
 
         Raises:
             ToolServerError: the server did not start or the handshake failed within
@@ -92,6 +135,11 @@ class McpToolServer:
         """The directories as agent code must name them (set by the environment that started
         the server, e.g. ``("/workspace",)``); empty when they are the host paths."""
         self._stderr_file = stderr_file
+        self._failures = failures if failures is not None else []
+        self.max_argument_bytes = MAX_ARGUMENT_BYTES
+        """The largest JSON encoding of one call's arguments this server is sent."""
+        self.server_info: dict[str, str] = {}
+        """The server's name and version as it reported them in ``initialize``."""
         self._tools: list[ToolSchema] | None = None
         self._client: Client | None = None
         self._closed = False
@@ -125,7 +173,8 @@ class McpToolServer:
         timeout_s: float = 60.0,
         stderr_path: str | os.PathLike[str] | None = None,
     ) -> McpToolServer:
-        """Start ``command args...`` as a subprocess and connect over stdin/stdout.
+        """Start ``command args...`` as a subprocess (in its own process group) and connect over
+        stdin/stdout.
 
         Args:
             command: the executable (e.g. ``node``).
@@ -142,23 +191,27 @@ class McpToolServer:
         Raises:
             ToolServerError: the command cannot be run or does not complete the handshake.
         """
-        params = StdioServerParameters(
-            command=command,
-            args=list(args),
-            cwd=None if cwd is None else Path(cwd),
-            env=None if env is None else dict(env),
-        )
         stderr_file: IO[str]
         if stderr_path is None:
             stderr_file = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         else:
             stderr_file = open(stderr_path, "a+", encoding="utf-8", errors="replace")  # noqa: SIM115
         label = f"{Path(command).name} {' '.join(args)}".strip()
+        failures: list[str] = []
+        transport = process_group_transport(
+            command,
+            list(args),
+            cwd=None if cwd is None else str(cwd),
+            env=env,
+            errlog=stderr_file,
+            on_failure=failures.append,
+        )
         return cls(
-            stdio_client(params, errlog=stderr_file),
+            transport,
             timeout_s=timeout_s,
             label=label,
             stderr_file=stderr_file,
+            failures=failures,
         )
 
     @classmethod
@@ -188,6 +241,7 @@ class McpToolServer:
             client = Client(target, mode="legacy", cache=None, read_timeout_seconds=self._timeout_s)
             async with client:
                 self._client = client
+                self.server_info = _server_info(client)
                 self._ready.set()
                 await self._stop.wait()
         except BaseException as error:  # reported to the caller, never lost
@@ -201,33 +255,45 @@ class McpToolServer:
             self._client = None
             self._ready.set()
 
-    def _submit(self, func: Callable[..., Awaitable[_T]], *args: Any, what: str) -> _T:
+    def _submit(
+        self,
+        func: Callable[..., Awaitable[_T]],
+        *args: Any,
+        what: str,
+        timeout_s: float | None = None,
+    ) -> _T:
         """Run ``func(*args)`` in the portal and wait for it (a little longer than the SDK's
         own read timeout, which answers first).
 
         Raises:
-            ToolServerError: closed server, ended session, no answer in time, or cancelled.
+            ToolCallTimeout: no answer within ``timeout_s`` (default: the server's timeout).
+            ToolServerError: closed server, ended or failed session, or cancelled.
         """
         if self._closed:
             raise ToolServerError(f"{self._label}: {what} on a closed server")
-        if self._dead is not None or self._main.done():
-            raise ToolServerError(
-                f"{self._label}: the session ended ({self._dead or 'its task exited'}); "
-                f"{what} cannot be made{self._stderr_tail()}"
-            )
+        self._check_alive(what)
+        wait_s = self._timeout_s if timeout_s is None else timeout_s
         future = self._portal.start_task_soon(func, *args)
         try:
-            return future.result(self._timeout_s + 1.0)
+            return future.result(wait_s + 1.0)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise ToolServerError(
-                f"{self._label}: {what} got no answer within {self._timeout_s:g} s"
-                f"{self._stderr_tail()}"
+            raise ToolCallTimeout(
+                f"{self._label}: {what} got no answer within {wait_s:g} s{self._stderr_tail()}"
             ) from None
         except concurrent.futures.CancelledError:
             raise ToolServerError(
                 f"{self._label}: {what} was cancelled (the server stopped){self._stderr_tail()}"
             ) from None
+
+    def _check_alive(self, what: str) -> None:
+        """Raise :class:`ToolServerError` when the session ended or its transport failed."""
+        dead = self._dead or (self._failures[0] if self._failures else None)
+        if dead is not None or self._main.done():
+            raise ToolServerError(
+                f"{self._label}: the session ended ({dead or 'its task exited'}); "
+                f"{what} cannot be made{self._stderr_tail()}"
+            )
 
     def _session_client(self) -> Client:
         client = self._client
@@ -257,52 +323,88 @@ class McpToolServer:
         try:
             while True:
                 page = await client.list_tools(cursor=cursor)
-                tools.extend(
-                    ToolSchema(
-                        name=t.name,
-                        description=t.description or "",
-                        input_schema=dict(t.input_schema),
-                    )
-                    for t in page.tools
-                )
+                tools.extend(_tool_schema(t) for t in page.tools)
                 cursor = page.next_cursor
                 if cursor is None:
                     return tools
         except MCPError as error:
             raise ToolServerError(f"{self._label}: tools/list failed: {error.message}") from error
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+    ) -> ToolResult:
         """Make one primitive call and wait for its result.
 
         Args:
             name: the tool's name.
             arguments: its arguments (JSON-serialisable).
+            timeout_s: seconds to wait for the answer (at most the server's own timeout);
+                None: the server's timeout.
 
         Returns:
             The observation: text content joined with newlines, ``is_error``, structured content,
-            and ``elapsed_ms`` (wall time seen by the caller, milliseconds).
+            and ``elapsed_ms`` (wall time seen by the caller, milliseconds). Arguments larger
+            than :attr:`max_argument_bytes`, a JSON-RPC error about the call and an answer the
+            client cannot accept (e.g. structured content that breaks the tool's own output
+            schema) are tool errors.
 
         Raises:
-            ToolServerError: transport failure, dead server, timeout, or a closed client.
+            ToolCallTimeout: no answer in time (the server may still be working on it).
+            ToolServerError: transport failure, dead server, or a closed client.
         """
         start = time.perf_counter()
-        result = self._submit(self._call, name, arguments, what=f"call of {name!r}")
+        too_large = self._oversize(name, arguments)
+        if too_large is not None:
+            return ToolResult(text=too_large, is_error=True)
+        wait_s = self._timeout_s if timeout_s is None else max(0.0, min(timeout_s, self._timeout_s))
+        what = f"call of {name!r}"
+        result = self._submit(self._call, name, arguments, wait_s, what=what, timeout_s=wait_s)
         return result.model_copy(update={"elapsed_ms": (time.perf_counter() - start) * 1000.0})
 
-    async def _call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def _oversize(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """The tool error for arguments too large to send, or None."""
+        try:
+            size = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8"))
+        except (TypeError, ValueError, RecursionError):
+            return None  # the SDK reports what cannot be serialised
+        if size <= self.max_argument_bytes:
+            return None
+        return (
+            f"the arguments of {name!r} are {size} bytes of JSON; this server accepts at most "
+            f"{self.max_argument_bytes} bytes per call (write large data in several calls)"
+        )
+
+    async def _call(self, name: str, arguments: dict[str, Any], wait_s: float) -> ToolResult:
         client = self._session_client()
         try:
-            raw = await client.call_tool(name, arguments, read_timeout_seconds=self._timeout_s)
+            raw = await client.call_tool(name, arguments, read_timeout_seconds=wait_s)
         except MCPError as error:
-            if error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
-                raise ToolServerError(
-                    f"{self._label}: call of {name!r} failed: {error.message}{self._stderr_tail()}"
+            if error.code == REQUEST_TIMEOUT:
+                raise ToolCallTimeout(
+                    f"{self._label}: call of {name!r} got no answer within {wait_s:g} s"
                 ) from error
+            if error.code == CONNECTION_CLOSED:
+                raise self._broken(name, error.message) from error
             # A JSON-RPC error about this call (unknown tool, invalid params): a tool error.
             return ToolResult(text=f"MCP error {error.code}: {error.message}", is_error=True)
         except ValueError as error:  # arguments that cannot be serialised (pydantic raises it)
             return ToolResult(text=f"arguments of {name!r} cannot be sent: {error}", is_error=True)
+        except _TRANSPORT_ERRORS as error:
+            raise self._broken(name, _describe(error)) from error
+        except Exception as error:  # the client refused the answer: the call failed, not the server
+            why = _clean(_describe(error), _DESCRIPTION_CHARS)
+            return ToolResult(
+                text=f"the server's answer to {name!r} is invalid: {why}", is_error=True
+            )
         return _to_result(raw)
+
+    def _broken(self, name: str, message: str) -> ToolServerError:
+        """The error of a call whose connection broke (the session is dead from now on)."""
+        reason = self._failures[0] if self._failures else message
+        self._dead = self._dead or reason
+        return ToolServerError(
+            f"{self._label}: call of {name!r} failed: {reason}{self._stderr_tail()}"
+        )
 
     def close(self) -> None:
         """Stop the session and the server process; safe to call twice."""
@@ -368,7 +470,7 @@ def _describe(error: BaseException | None) -> str:
 
 
 def _to_result(raw: mcp_types.CallToolResult) -> ToolResult:
-    """Map an SDK result to a :class:`ToolResult` (text parts joined with newlines)."""
+    """Map an SDK result to a bounded :class:`ToolResult` (text parts joined with newlines)."""
     parts: list[str] = []
     for item in raw.content:
         if isinstance(item, mcp_types.TextContent):
@@ -376,9 +478,45 @@ def _to_result(raw: mcp_types.CallToolResult) -> ToolResult:
         else:
             mime = getattr(item, "mime_type", None) or getattr(item, "mimeType", None)
             parts.append(f"[{item.type} content{f' ({mime})' if mime else ''}]")
-    structured = raw.structured_content
     return ToolResult(
-        text="\n".join(parts),
+        text=_clean("\n".join(parts), MAX_RESULT_CHARS),
         is_error=bool(raw.is_error),
-        structured=dict(structured) if isinstance(structured, dict) else None,
+        structured=_bounded_structure(raw.structured_content),
     )
+
+
+def _bounded_structure(structured: object) -> dict[str, Any] | None:
+    """Structured content when it is plain JSON data within :data:`MAX_STRUCTURED_BYTES`."""
+    if not isinstance(structured, dict) or data_problem(structured) is not None:
+        return None
+    if len(json.dumps(structured, ensure_ascii=False).encode("utf-8")) > MAX_STRUCTURED_BYTES:
+        return None
+    return dict(structured)
+
+
+def _clean(text: str, max_chars: int) -> str:
+    """Server text made recordable: lone surrogates escaped, cut at ``max_chars``."""
+    if data_problem(text) is not None:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return clip_text(text, max_chars)
+
+
+def _tool_schema(tool: mcp_types.Tool) -> ToolSchema:
+    """A tool as the server lists it, its text made recordable and its schema plain data."""
+    schema = dict(tool.input_schema)
+    return ToolSchema(
+        name=tool.name,
+        description=_clean(tool.description or "", _DESCRIPTION_CHARS),
+        input_schema=schema if data_problem(schema) is None else {"type": "object"},
+    )
+
+
+def _server_info(client: Client) -> dict[str, str]:
+    """The server's name and version from ``initialize`` (empty when it gave none)."""
+    info = client.server_info
+    if info is None:
+        return {}
+    return {
+        "name": _clean(str(info.name), _INFO_CHARS),
+        "version": _clean(str(info.version), _INFO_CHARS),
+    }

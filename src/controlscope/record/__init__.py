@@ -4,16 +4,20 @@ The event schema itself is :mod:`controlscope.core` (``Event`` and one model per
 
 Public API::
 
-    from controlscope.record import TrajectoryWriter, read_events, summarize, write_summary
+    from controlscope.record import TrajectoryWriter, iter_events, summarize, write_summary
 """
 
 from controlscope.record._accounting import LedgerSummary, RoleTotals, TokenLedger, TokenTotals
 from controlscope.record._store import (
+    MAX_EVENT_BYTES,
+    MAX_SUMMARY_BYTES,
     SUMMARY_FILE,
     LogError,
     TrajectoryLog,
     TrajectoryWriter,
     TruncatedLogWarning,
+    check_line,
+    iter_events,
     read_events,
     read_log,
     read_summary,
@@ -22,6 +26,8 @@ from controlscope.record._store import (
 from controlscope.record._summary import RunSummary, SummaryError, summarize
 
 __all__ = [
+    "MAX_EVENT_BYTES",
+    "MAX_SUMMARY_BYTES",
     "SUMMARY_FILE",
     "LedgerSummary",
     "LogError",
@@ -33,6 +39,8 @@ __all__ = [
     "TrajectoryLog",
     "TrajectoryWriter",
     "TruncatedLogWarning",
+    "check_line",
+    "iter_events",
     "read_events",
     "read_log",
     "read_summary",

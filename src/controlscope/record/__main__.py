@@ -1,8 +1,9 @@
 """Rebuild a run's summary from its log: ``python -m controlscope.record RUN_DIR [--write]``.
 
 Prints the summary computed from ``RUN_DIR/events.jsonl`` alone (a killed run's log works too);
-``--write`` also (re)writes ``RUN_DIR/summary.json``. Exit status 2 when the log is missing or
-unreadable, with the reason on stderr.
+``--write`` also (re)writes ``RUN_DIR/summary.json``. The log is read one event at a time, so
+memory stays flat however long it is. Exit status 2 when the log is missing or unreadable (not a
+regular file, a corrupt or oversized line), with the reason on stderr.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from controlscope.record import (
     LogError,
     SummaryError,
     TruncatedLogWarning,
-    read_events,
+    iter_events,
     summarize,
     write_summary,
 )
@@ -35,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncatedLogWarning)
         try:
-            summary = summarize(read_events(args.run_dir))
+            summary = summarize(iter_events(args.run_dir))
         except (OSError, LogError, SummaryError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -3,18 +3,27 @@
 Events are appended as JSON lines and flushed one by one, so a killed run leaves a readable log up
 to its last event (``docs/architecture.md``, "Execution contract"). Reading tolerates a truncated
 last line (the event being written when the process died) and reports it.
+
+The writer and the reader accept exactly the same data: the writer checks every line it is about
+to append with the reader's own parser (size at most :data:`MAX_EVENT_BYTES`, standard JSON, no
+nesting the parser refuses, a valid event) and refuses an event that would not read back. The
+reader opens regular files only (never a FIFO or a device), reads line by line with the same
+size bound, and keeps one event at a time in memory (:func:`iter_events`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import time
 import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -23,11 +32,18 @@ from controlscope.record._summary import RunSummary
 
 SUMMARY_FILE = "summary.json"
 
+MAX_EVENT_BYTES = 32 * 1024 * 1024
+"""The longest line (one event, in UTF-8 bytes) the writer writes and the reader reads."""
+
+MAX_SUMMARY_BYTES = 4 * 1024 * 1024
+"""The largest ``summary.json`` :func:`read_summary` reads."""
+
 _DURABLE_TYPES = frozenset({"run_start", "final_verdict", "run_end"})
 
 
 class LogError(ValueError):
-    """A trajectory log cannot be read: a corrupt line before the end, or an unknown schema."""
+    """A trajectory log cannot be read (a corrupt or oversized line before the end, an unknown
+    schema, not a regular file), or an event cannot be written so that it reads back."""
 
 
 class TruncatedLogWarning(UserWarning):
@@ -41,27 +57,24 @@ class TrajectoryWriter:
     Every event is flushed to the operating system as soon as it is written, so killing the
     process loses nothing already written; ``run_start``, ``final_verdict`` and ``run_end`` (and
     :meth:`close`) are also ``fsync``'d, which keeps the per-event cost at one ``write`` call.
-    Safe to call from several threads.
+    An event that would not read back (see :func:`check_line`) is refused and nothing is
+    written. Safe to call from several threads; no event is kept in memory.
 
     Args:
         run_dir: the run's directory; created if missing.
 
     Raises:
-        FileExistsError: ``run_dir`` already holds a non-empty ``events.jsonl`` (a log is never
-            overwritten or extended by a second run).
+        FileExistsError: ``run_dir`` already holds a non-empty ``events.jsonl``, or anything at
+            that name but a regular file (a log is never overwritten or extended by a second
+            run, and a FIFO or device is never opened).
     """
 
     def __init__(self, run_dir: str | os.PathLike[str]) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / EVENTS_FILE
-        if self.path.exists() and self.path.stat().st_size > 0:
-            raise FileExistsError(
-                f"{self.path} already holds a trajectory log; choose a new run directory"
-            )
-        self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
+        self._file: IO[bytes] | None = _create_log(self.path)
         self._seq = 0
-        self._events: list[Event] = []
         self._lock = threading.Lock()
 
     @property
@@ -71,9 +84,11 @@ class TrajectoryWriter:
 
     @property
     def events(self) -> list[Event]:
-        """The stamped events written so far (a copy), e.g. for :func:`summarize`."""
+        """The events written so far, read back from the log (e.g. for :func:`summarize`)."""
         with self._lock:
-            return list(self._events)
+            if self._file is not None:
+                self._file.flush()
+        return list(iter_events(self.run_dir))
 
     def write(self, event: Event) -> Event:
         """Stamp ``event`` with ``seq`` and ``t``, append it as one JSON line and flush.
@@ -86,18 +101,25 @@ class TrajectoryWriter:
 
         Raises:
             ValueError: the writer is closed.
+            LogError: the event would not read back (too large, not standard JSON, nested
+                deeper than the reader parses, or invalid once read); nothing was written.
         """
         with self._lock:
             if self._file is None:
                 raise ValueError(f"trajectory writer for {self.path} is closed")
             stamped = event.model_copy(update={"seq": self._seq, "t": time.time()})
-            line = EVENT_ADAPTER.dump_json(stamped).decode("utf-8")
-            self._file.write(line + "\n")
+            try:
+                # The event's own serializer: it writes a non-finite number as NaN/Infinity
+                # (the union adapter would write null), which check_line then refuses.
+                line = type(stamped).__pydantic_serializer__.to_json(stamped)
+            except ValueError as err:  # pydantic's serialisation errors are ValueErrors
+                raise LogError(f"a {stamped.type} event cannot be recorded: {err}") from None
+            check_line(line, what=f"a {stamped.type} event")
+            self._file.write(line + b"\n")
             self._file.flush()
             if stamped.type in _DURABLE_TYPES:
                 os.fsync(self._file.fileno())
             self._seq += 1
-            self._events.append(stamped)
             return stamped
 
     def close(self) -> None:
@@ -121,6 +143,72 @@ class TrajectoryWriter:
         self.close()
 
 
+def _create_log(path: Path) -> IO[bytes]:
+    """Open a new log for appending: a fresh file, or an empty regular one (never a FIFO, a
+    device or a link, which a second open would block on or write through).
+
+    Raises:
+        FileExistsError: a non-empty log or anything but a regular file is in the way.
+    """
+    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileExistsError(
+                f"{path} exists and is not a regular file; choose a new run directory"
+            ) from None
+        if info.st_size > 0:
+            raise FileExistsError(
+                f"{path} already holds a trajectory log; choose a new run directory"
+            ) from None
+        fd = os.open(path, flags | os.O_TRUNC)
+    return os.fdopen(fd, "wb")
+
+
+def check_line(line: bytes, *, what: str = "an event") -> Event:
+    """The event a log line holds, checked exactly as :func:`read_log` reads it.
+
+    Args:
+        line: one line as the writer would append it (no newline).
+        what: the event's description, for the error message.
+
+    Returns:
+        The event parsed back.
+
+    Raises:
+        LogError: the line is longer than :data:`MAX_EVENT_BYTES`, holds ``NaN`` or
+            ``Infinity`` (a non-finite number), or does not parse back into a valid event.
+    """
+    if len(line) > MAX_EVENT_BYTES:
+        raise LogError(
+            f"{what} cannot be recorded: {len(line)} bytes exceed the log's line bound of "
+            f"{MAX_EVENT_BYTES}"
+        )
+    if (b"NaN" in line or b"Infinity" in line) and _has_constant(line):
+        raise LogError(f"{what} cannot be recorded: it holds a non-finite number")
+    try:
+        return EVENT_ADAPTER.validate_json(line)
+    except ValidationError as err:
+        raise LogError(f"{what} cannot be recorded: {_first_error(err)}") from None
+
+
+def _has_constant(line: bytes) -> bool:
+    """Whether ``line`` holds the non-standard JSON constants ``NaN``/``Infinity``."""
+    found = False
+
+    def constant(name: str) -> None:
+        nonlocal found
+        found = True
+
+    try:
+        json.loads(line, parse_constant=constant)
+    except (ValueError, RecursionError):
+        return False  # not JSON at all: validation reports it
+    return found
+
+
 class TrajectoryLog(BaseModel):
     """A log as read back.
 
@@ -137,50 +225,53 @@ class TrajectoryLog(BaseModel):
 def read_log(run_dir: str | os.PathLike[str]) -> TrajectoryLog:
     """Read ``run_dir/events.jsonl``, tolerating an incomplete last line.
 
-    A last line that does not parse (no trailing newline, or cut-off JSON) is the event being
-    written when the run was killed: it is skipped and returned in ``truncated_line``. Any other
-    unreadable line is an error.
+    A last line that does not parse (no trailing newline, or cut-off JSON or UTF-8) is the event
+    being written when the run was killed: it is skipped and returned in ``truncated_line``.
+    Any other unreadable line is an error. Holds every event in memory: prefer
+    :func:`iter_events` for long logs.
 
     Raises:
         FileNotFoundError: no log in ``run_dir``.
-        LogError: a corrupt line before the last one, or an event written by a newer schema
-            version (the message names the line number).
+        LogError: a corrupt or oversized line before the last one, an event written by a newer
+            schema version (the message names the line number), or a log that is not a
+            regular file.
     """
-    path = Path(run_dir) / EVENTS_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise LogError(f"{path}: not a UTF-8 trajectory log ({err})") from None
-    lines = text.split("\n")
-    complete = text.endswith("\n") or text == ""
-    if lines and lines[-1] == "":
-        lines.pop()
     events: list[Event] = []
     truncated: str | None = None
-    for number, line in enumerate(lines, start=1):
-        is_last = number == len(lines)
-        if not line.strip():
-            continue
-        try:
-            event = _parse(line)
-        except ValidationError as err:
-            if is_last and (not complete or _is_cut_json(line)):
-                truncated = line
-                break
-            newer = _newer_version(line)
-            if newer is not None:
-                raise LogError(
-                    f"{path}:{number}: event written with schema version {newer}; this reader "
-                    f"knows version {SCHEMA_VERSION}"
-                ) from err
-            raise LogError(f"{path}:{number}: unreadable event: {_first_error(err)}") from err
-        if event.schema_version > SCHEMA_VERSION:
-            raise LogError(
-                f"{path}:{number}: event written with schema version {event.schema_version}; "
-                f"this reader knows version {SCHEMA_VERSION}"
-            )
-        events.append(event)
+    for item in _scan(Path(run_dir) / EVENTS_FILE):
+        if isinstance(item, _Truncated):
+            truncated = item.text
+        else:
+            events.append(item)
     return TrajectoryLog(events=events, truncated_line=truncated)
+
+
+def iter_events(run_dir: str | os.PathLike[str]) -> Iterator[Event]:
+    """A run's events one at a time, in log order; memory stays flat in the log's length.
+
+    A cut last line is left out with a :class:`TruncatedLogWarning` (see :func:`read_log`).
+
+    Args:
+        run_dir: the run directory holding ``events.jsonl``.
+
+    Yields:
+        Each event.
+
+    Raises:
+        FileNotFoundError: no log in ``run_dir``.
+        LogError: see :func:`read_log`.
+    """
+    path = Path(run_dir) / EVENTS_FILE
+    for item in _scan(path):
+        if isinstance(item, _Truncated):
+            warnings.warn(
+                f"{path}: skipped an incomplete last line ({len(item.text)} characters; the "
+                "run was killed while writing it)",
+                TruncatedLogWarning,
+                stacklevel=2,
+            )
+        else:
+            yield item
 
 
 def read_events(run_dir: str | os.PathLike[str]) -> list[Event]:
@@ -196,15 +287,91 @@ def read_events(run_dir: str | os.PathLike[str]) -> list[Event]:
         FileNotFoundError: no log in ``run_dir``.
         LogError: see :func:`read_log`.
     """
-    log = read_log(run_dir)
-    if log.truncated_line is not None:
-        warnings.warn(
-            f"{Path(run_dir) / EVENTS_FILE}: skipped an incomplete last line "
-            f"({len(log.truncated_line)} characters; the run was killed while writing it)",
-            TruncatedLogWarning,
-            stacklevel=2,
+    return list(iter_events(run_dir))
+
+
+@dataclass(frozen=True)
+class _Truncated:
+    """The incomplete last line of a killed run's log (decoded leniently)."""
+
+    text: str
+
+
+def _scan(path: Path) -> Iterator[Event | _Truncated]:
+    """Every event of the log at ``path``, then its cut last line if it has one."""
+    with _open_regular(path) as f:
+        number = 1
+        line = _read_line(f, path, number)
+        while line:
+            upcoming = _read_line(f, path, number + 1)
+            if line.strip():
+                item = _parse_line(line, path, number, is_last=not upcoming)
+                yield item
+                if isinstance(item, _Truncated):
+                    return
+            number += 1
+            line = upcoming
+
+
+def _read_line(f: BinaryIO, path: Path, number: int) -> bytes:
+    """The next line (newline included), at most :data:`MAX_EVENT_BYTES` long."""
+    line = f.readline(MAX_EVENT_BYTES + 2)
+    if len(line) > MAX_EVENT_BYTES + 1 or (len(line) == MAX_EVENT_BYTES + 1 and line[-1:] != b"\n"):
+        raise LogError(f"{path}:{number}: a line longer than {MAX_EVENT_BYTES} bytes")
+    return line
+
+
+def _parse_line(raw: bytes, path: Path, number: int, is_last: bool) -> Event | _Truncated:
+    """One log line as an event, or as the cut last line of a killed run."""
+    complete = raw.endswith(b"\n")
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if is_last and not complete:
+            return _Truncated(raw.decode("utf-8", "replace"))
+        raise LogError(f"{path}:{number}: not UTF-8 text ({err})") from None
+    line = line.rstrip("\n")
+    try:
+        event = _parse(line)
+    except ValidationError as err:
+        if is_last and (not complete or _is_cut_json(line)):
+            return _Truncated(line)
+        newer = _newer_version(line)
+        if newer is not None:
+            raise LogError(
+                f"{path}:{number}: event written with schema version {newer}; this reader "
+                f"knows version {SCHEMA_VERSION}"
+            ) from err
+        raise LogError(f"{path}:{number}: unreadable event: {_first_error(err)}") from err
+    if event.schema_version > SCHEMA_VERSION:
+        raise LogError(
+            f"{path}:{number}: event written with schema version {event.schema_version}; "
+            f"this reader knows version {SCHEMA_VERSION}"
         )
-    return log.events
+    return event
+
+
+def _open_regular(path: Path, max_bytes: int | None = None) -> BinaryIO:
+    """Open ``path`` for reading if it is a regular file (a link to one is followed).
+
+    Opened without blocking, so a FIFO in its place is refused instead of waited on.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        LogError: a FIFO, device, directory or socket, or a file over ``max_bytes``.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise LogError(f"{path} is not a regular file; refusing to read it")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise LogError(f"{path} holds {info.st_size} bytes, more than {max_bytes}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def write_summary(run_dir: str | os.PathLike[str], summary: RunSummary) -> Path:
@@ -227,10 +394,12 @@ def read_summary(run_dir: str | os.PathLike[str]) -> RunSummary:
 
     Raises:
         FileNotFoundError: no summary in ``run_dir``.
+        LogError: ``summary.json`` is not a regular file or exceeds :data:`MAX_SUMMARY_BYTES`.
         pydantic.ValidationError: the file is not a summary.
     """
-    path = Path(run_dir) / SUMMARY_FILE
-    return RunSummary.model_validate_json(path.read_text(encoding="utf-8"))
+    with _open_regular(Path(run_dir) / SUMMARY_FILE, MAX_SUMMARY_BYTES) as f:
+        data = f.read(MAX_SUMMARY_BYTES + 1)
+    return RunSummary.model_validate_json(data)
 
 
 def _parse(line: str) -> Event:

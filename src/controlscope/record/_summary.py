@@ -114,8 +114,9 @@ def summarize(events: Iterable[Event]) -> RunSummary:
     """Compute a run's summary from its events alone.
 
     Args:
-        events: a run's events in ``seq`` order, starting with ``run_start`` (as returned by
-            :func:`controlscope.record.read_events`); a killed run's prefix is fine.
+        events: a run's events in ``seq`` order, starting with ``run_start`` (as yielded by
+            :func:`controlscope.record.iter_events`: one pass, one event at a time); a killed
+            run's prefix is fine.
 
     Returns:
         The summary. ``success`` comes from the ``final_verdict`` event, ``end_reason`` from
@@ -125,10 +126,10 @@ def summarize(events: Iterable[Event]) -> RunSummary:
     Raises:
         SummaryError: the first event is not ``run_start``.
     """
-    items = list(events)
-    if not items or items[0].type != "run_start":
+    stream = iter(events)
+    start = next(stream, None)
+    if start is None or start.type != "run_start":
         raise SummaryError("a run's log must start with a run_start event")
-    start = items[0]
     summary = RunSummary(
         task=start.task.id,
         seed=start.seed,
@@ -142,7 +143,9 @@ def summarize(events: Iterable[Event]) -> RunSummary:
         isolation=start.isolation,
     )
     ledger = TokenLedger()
-    for event in items[1:]:
+    last_t = start.t
+    for event in stream:
+        last_t = event.t
         if event.type == "model_call":
             if event.response is None:
                 ledger.add_failure(event.role)
@@ -153,7 +156,7 @@ def summarize(events: Iterable[Event]) -> RunSummary:
     totals = ledger.summary()
     summary.tokens.update(totals.roles)
     summary.reused = totals.total.logical.requests > 0 and totals.total.uncached.requests == 0
-    summary.wall_seconds = max(0.0, items[-1].t - start.t)
+    summary.wall_seconds = max(0.0, last_t - start.t)
     summary.model_seconds = sum(r.latency_s for r in summary.tokens.values())
     return summary
 

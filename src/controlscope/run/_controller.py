@@ -18,6 +18,7 @@ from controlscope.core import (
     BoundaryEvent,
     ChatModel,
     Condition,
+    Deadline,
     Event,
     Keep,
     Message,
@@ -30,10 +31,12 @@ from controlscope.core import (
     ProviderError,
     Task,
     ToolSchema,
+    WallClockExceeded,
     model_call_event,
 )
 from controlscope.planner import EXECUTE_PYTHON_SPEC, PlannedBlock
 from controlscope.review import DecisionRecord, PublicState, Reviewer, review_boundary
+from controlscope.run._ceiling import CeilingReviewer, call_within
 from controlscope.schedule import Schedule, ScheduleContext
 
 EventSink = Callable[[Event], object]
@@ -50,6 +53,8 @@ class Controller:
         schedule: when to review.
         reviewer: who proposes at reviewed boundaries; None for no reviews.
         condition: the run's condition (granted scope, view, sampling, budgets...).
+        deadline: the run's wall-clock ceiling: model requests and reviews are waited for at
+            most until then (:func:`~controlscope.run._ceiling.call_within`).
     """
 
     def __init__(
@@ -61,8 +66,10 @@ class Controller:
         schedule: Schedule,
         reviewer: Reviewer | None,
         condition: Condition,
+        deadline: Deadline | None = None,
     ) -> None:
         self.task = task
+        self.deadline = deadline
         self.tools = tuple(tools)
         self.sink = sink
         self.schedule = schedule
@@ -150,6 +157,8 @@ class Controller:
             call_budget=self.condition.budgets.primitive_calls,
             replace_boundary=self.condition.replace_boundary,
         )
+        if self.deadline is not None:
+            reviewer = CeilingReviewer(reviewer, self.deadline)
         outcome = review_boundary(reviewer, state, self.condition, log=self.sink)
         self.review_seconds += outcome.latency_s
         self.decisions.append(
@@ -171,6 +180,8 @@ class Controller:
 
         Raises:
             ProviderError: a planner-stage error (recorded first).
+            WallClockExceeded: no answer before the run's ceiling (recorded first as a
+                ``timeout`` error of the request).
         """
         condition = self.condition
         request = ModelRequest(
@@ -185,9 +196,13 @@ class Controller:
         )
         self.sink(PlannerTurnEvent(turn=self.turn))
         try:
-            response = planner.complete(request)
+            response = call_within(self.deadline, planner.complete, request)
         except ProviderError as err:
             self.sink(model_call_event("planner", request, err, turn=self.turn))
+            raise
+        except WallClockExceeded as err:
+            timeout = ProviderError(str(err), kind="timeout")
+            self.sink(model_call_event("planner", request, timeout, turn=self.turn))
             raise
         self.sink(model_call_event("planner", request, response, turn=self.turn))
         return response

@@ -14,6 +14,8 @@ from controlscope.core import (
     BlockResult,
     BudgetEvent,
     ChatModel,
+    Condition,
+    Deadline,
     EndReason,
     Message,
     ProviderError,
@@ -57,6 +59,8 @@ def run_loop(
     """Plan and run replies until the trajectory ends; return why it ended."""
     budgets = controller.condition.budgets
     while True:
+        if controller.deadline is not None and controller.deadline.passed:
+            return wall_ending(controller)
         if controller.turn >= budgets.planning_turns:
             controller.sink(
                 BudgetEvent(
@@ -117,6 +121,8 @@ def _budget_ending(
 ) -> Ending | None:
     """The call or execution-seconds budget that ended the reply, recorded; None if neither."""
     budgets: TaskBudgets = controller.condition.budgets
+    if controller.deadline is not None and controller.deadline.passed:
+        return wall_ending(controller)
     if any(result.status == "budget_exhausted" for result in results):
         controller.sink(
             BudgetEvent(
@@ -134,6 +140,20 @@ def _budget_ending(
         )
         return Ending("budget:execution_seconds")
     return None
+
+
+def wall_ending(controller: Controller) -> Ending:
+    """The run reached its wall-clock ceiling between steps: the budget recorded, the ending."""
+    controller.sink(wall_budget(controller.condition, controller.deadline))
+    limit = controller.condition.budgets.wall_seconds
+    return Ending("budget:wall_seconds", f"the run's wall-clock ceiling of {limit:g} s was reached")
+
+
+def wall_budget(condition: Condition, deadline: Deadline | None) -> BudgetEvent:
+    """The ``budget`` event of the run's wall-clock ceiling (seconds spent as its value)."""
+    limit = condition.budgets.wall_seconds
+    spent = limit - deadline.remaining() if deadline is not None else limit
+    return BudgetEvent(budget="wall_seconds", limit=limit, value=spent)
 
 
 def receipts_by_block(

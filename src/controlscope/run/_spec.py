@@ -72,7 +72,7 @@ class RunSpec(BaseModel):
         task: the task id, e.g. ``student_database/english_talent``.
         env: the environment's name.
         params: the task's generator parameters (e.g. ``{"students": 25}``).
-        seed: the task's data seed (at least 0; for the student tasks the subset seed).
+        seed: the task's data seed (0 to 2**63 - 1; for the student tasks the subset seed).
         scope: the granted scope (``keep``, ``arg``, ``params``, ``full``; paper section 3.1).
         lattice: ``default`` (Keep ⊂ Arg ⊂ Full, paper 3.1) or ``v2`` (Keep ⊂ Arg ⊂ Params ⊂
             Full, A.2); ``params`` exists only under ``v2``.
@@ -111,9 +111,12 @@ class RunSpec(BaseModel):
         max_calls: the primitive-call budget; None: the task's (100).
         max_turns: the planning-turn budget; None: the task's (100).
         max_seconds: the execution-seconds budget; None: the task's (1,800).
+        max_wall_seconds: the run's wall-clock ceiling, everything counted (planning, reviews,
+            execution, waits); None: 10,800 (three hours). Recorded in ``run_start``.
         block_exec_s: execution seconds one block may run; None (the default): no per-block
             limit, the task's execution budget governs.
         isolation: the worker isolation asked for.
+        worker_memory_mb: the worker's whole memory in MiB (at least 128).
         cache: an SQLite exact-request cache file shared between runs; None for none.
         out: the run directory to write (must not hold a recorded run).
         reviews: whether the condition can review at all (not Keep, not ``never``).
@@ -126,7 +129,7 @@ class RunSpec(BaseModel):
     task: str
     env: str = "filesystem"
     params: dict[str, int | str] = Field(default_factory=dict)
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
     scope: ScopeName = Scope.FULL
     lattice: Lattice = "default"
     schedule: str = "continuous"
@@ -151,8 +154,10 @@ class RunSpec(BaseModel):
     max_calls: int | None = Field(default=None, ge=1)
     max_turns: int | None = Field(default=None, ge=1)
     max_seconds: float | None = Field(default=None, gt=0.0)
+    max_wall_seconds: float | None = Field(default=None, gt=0.0)
     block_exec_s: float | None = Field(default=None, gt=0.0)
     isolation: IsolationRequest = "auto"
+    worker_memory_mb: int = Field(default=2048, ge=128)
     cache: Path | None = None
     out: Path
 
@@ -161,7 +166,9 @@ class RunSpec(BaseModel):
     def _canonical_schedule(cls, value: str) -> str:
         return schedule_name(value)
 
-    @field_validator("temperature", "planner_temperature", "max_seconds", "block_exec_s")
+    @field_validator(
+        "temperature", "planner_temperature", "max_seconds", "max_wall_seconds", "block_exec_s"
+    )
     @classmethod
     def _finite(cls, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
@@ -355,6 +362,7 @@ def _budgets(spec: RunSpec, task: Task) -> TaskBudgets:
         "primitive_calls": spec.max_calls,
         "planning_turns": spec.max_turns,
         "execution_seconds": spec.max_seconds,
+        "wall_seconds": spec.max_wall_seconds,
     }
     base = task.budgets.model_dump()
     base.update({k: v for k, v in given.items() if v is not None})
@@ -392,6 +400,7 @@ def _condition(
             budgets=budgets,
             block_exec_s=spec.block_exec_s,
             isolation=spec.isolation,
+            worker_memory_mb=spec.worker_memory_mb,
             **settings,
         )
     except ValidationError as err:  # a recording with settings this version refuses

@@ -8,11 +8,9 @@ A.1):
 1. the environment creates the task's initial state in a fresh workspace and starts its server;
 2. the planner writes blocks; each reply's blocks run in the worker;
 3. at every boundary the schedule decides whether the reviewer sees the public state ``h``; its
-   proposal is validated against the granted operation set and the realized operation is
-   executed;
+   proposal is validated against the granted scope and the realized operation is executed;
 4. the run ends at a final answer, a budget, or a planner provider error (the workspace is then
-   graded as it stands, paper A.4), and the verifier scores the workspace; its terminal hash and
-   per-file hashes are recorded with the verdict (paper 3.3: replays compare terminal files).
+   graded as it stands, paper A.4), and the verifier scores the workspace.
 """
 
 from __future__ import annotations
@@ -21,34 +19,50 @@ import math
 import tempfile
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from controlscope._tree import remove_tree
 from controlscope.core import (
     AnswerKey,
     ChatModel,
+    Check,
     ClockDifferencesEvent,
     Condition,
+    Deadline,
     EndReason,
     Event,
     FinalVerdictEvent,
+    Isolation,
     Message,
     RunEndEvent,
     RunStartEvent,
     Task,
     TaskError,
+    ToolSchema,
     ToolServer,
+    ToolServerError,
     Verdict,
+    WallClockExceeded,
+    clip_text,
+    data_problem,
+    running_until,
 )
 from controlscope.envs import Environment
 from controlscope.models import ReplayMismatch, ReplayModel
 from controlscope.planner import first_user_message, render_system_prompt
-from controlscope.record import RunSummary, TrajectoryWriter, read_events, summarize, write_summary
+from controlscope.record import (
+    LogError,
+    RunSummary,
+    TrajectoryWriter,
+    iter_events,
+    summarize,
+    write_summary,
+)
 from controlscope.review import ModelReviewer, Reviewer
 from controlscope.run._controller import Controller
-from controlscope.run._loop import Ending, run_loop
+from controlscope.run._loop import Ending, run_loop, wall_budget
 from controlscope.schedule import parse_schedule
 from controlscope.worker import Limits, WorkerSession
 
@@ -96,11 +110,14 @@ def run_trajectory(
         planner: the ordinary planner (it also writes the source program).
         reviewer: who proposes at reviewed boundaries; None (or a ``never`` schedule) means no
             reviews.
-        condition: scope, schedule, view, replacement boundary, formats, sampling, budgets.
+        condition: scope, schedule, view, replacement boundary, formats, sampling, budgets
+            (the wall-clock ceiling ``budgets.wall_seconds`` included: nothing of the run
+            outlives it).
         out_dir: the run directory; gets ``events.jsonl`` (flushed per event) and
             ``summary.json``.
         workspace_root: where the fresh workspace directory is made (a temporary directory
-            when None); the workspace is removed when the run ends.
+            when None); the workspace is removed when the run ends, whatever agent code made
+            of it.
         observer: called with every event after it is written.
 
     Returns:
@@ -115,72 +132,154 @@ def run_trajectory(
         KeyboardInterrupt: the run was interrupted; the log ends with ``run_end``
             ``interrupted`` (no verdict) and ``summary.json`` is written.
 
-    Any other failure of a part during the run (a model raising something other than a
-    provider error, a bug) ends the run with end reason ``error`` (the failure in the detail),
-    graded as it stands.
+    Any other failure of a part during the run ends it recorded and graded as it stands: a
+    tool server that does not start or breaks (``environment_error``), the wall-clock ceiling
+    (``budget:wall_seconds``), anything else (a model raising something other than a provider
+    error, an event the log cannot hold, a bug: ``error``, the failure in the detail).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     if workspace_root is not None:
         workspace_root.mkdir(parents=True, exist_ok=True)
     writer = TrajectoryWriter(out_dir)
-
-    def sink(event: Event) -> None:
-        written = writer.write(event)
-        if observer is not None:
-            observer(written)
-
-    parts = _Parts(env, task, seed, planner, reviewer, condition, sink)
+    parts = _Parts(env, task, seed, planner, reviewer, condition, writer, observer)
     try:
-        verdict, ending, hashes = _graded_run(parts, workspace_root)
-        _report_clock_differences(parts)
-        return _finish(sink, out_dir, verdict, ending, hashes)
+        return _record(parts, out_dir, workspace_root)
     except ReplayMismatch as err:
         # A replay that left its recording is no run to grade; its log ends saying so.
         _report_clock_differences(parts)
-        _end_ungraded(sink, out_dir, "replay_diverged", str(err))
+        _end_ungraded(parts, out_dir, "replay_diverged", str(err))
         raise
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM (the CLI turns it into an interrupt): recorded, not graded.
-        _end_ungraded(sink, out_dir, "interrupted", "the run was interrupted")
+        _end_ungraded(parts, out_dir, "interrupted", "the run was interrupted")
+        raise
+    except TaskError:
+        # The task cannot be set up (bad input, nothing ran): no empty log blocks a retry.
+        if writer.next_seq == 0:
+            writer.close()
+            writer.path.unlink(missing_ok=True)
         raise
     finally:
         writer.close()
 
 
-@dataclass(frozen=True)
-class _Parts:
-    """What one trajectory runs with (the arguments of :func:`run_trajectory`)."""
+def _record(parts: _Parts, out_dir: Path, workspace_root: Path | None) -> RunResult:
+    """Run and grade the task, record its end and its summary."""
+    with running_until(parts.deadline):
+        verdict, ending, hashes = _graded_run(parts, workspace_root)
+    _report_clock_differences(parts)
+    ending = _finish(parts, verdict, ending, hashes)
+    summary = summarize(iter_events(out_dir))
+    write_summary(out_dir, summary)
+    return RunResult(
+        summary=summary,
+        verdict=verdict,
+        run_dir=out_dir,
+        end_reason=ending.reason,
+        detail=ending.detail,
+    )
 
-    env: Environment
-    task: Task
-    seed: int
-    planner: ChatModel
-    reviewer: Reviewer | None
-    condition: Condition
-    sink: Callable[[Event], None]
+
+class _Parts:
+    """What one trajectory runs with (the arguments of :func:`run_trajectory`), its log and
+    its wall-clock ceiling; :meth:`start` writes ``run_start`` once, with what is known."""
+
+    def __init__(
+        self,
+        env: Environment,
+        task: Task,
+        seed: int,
+        planner: ChatModel,
+        reviewer: Reviewer | None,
+        condition: Condition,
+        writer: TrajectoryWriter,
+        observer: Observer | None,
+    ) -> None:
+        self.env, self.task, self.seed, self.condition = env, task, seed, condition
+        self.planner, self.reviewer = planner, reviewer
+        self.reviews = reviewer is not None and condition.schedule != "never"
+        self.deadline = Deadline(condition.budgets.wall_seconds)
+        self.isolation: Isolation = "none"
+        self.server_info: dict[str, str] = {}
+        self._writer, self._observer = writer, observer
+        self._started = False
+
+    def sink(self, event: Event) -> None:
+        """Write ``event`` to the log and show it to the observer."""
+        written = self._writer.write(event)
+        if self._observer is not None:
+            self._observer(written)
+
+    def start(self) -> None:
+        """Write ``run_start`` (once): the condition, the isolation and the server."""
+        if self._started:
+            return
+        self._started = True
+        self.sink(
+            RunStartEvent(
+                task=self.task,
+                seed=self.seed,
+                scope=self.condition.scope,
+                lattice=self.condition.lattice,
+                operations=self.condition.operations.operations,
+                schedule=self.condition.schedule,
+                view=self.condition.view,
+                replace_boundary=self.condition.replace_boundary,
+                models={
+                    "planner": self.planner.model_id,
+                    "reviewer": _reviewer_id(self.reviewer) if self.reviews else "",
+                },
+                isolation=self.isolation,
+                server=self.server_info,
+                budgets=self.condition.budgets,
+                config=self.condition.model_dump(mode="json"),
+            )
+        )
 
 
 Hashes = tuple[str | None, dict[str, str]]
 """A terminal workspace's hash and per-file hashes (None and empty when they failed)."""
 
 
+def _finish(parts: _Parts, verdict: Verdict, ending: Ending, hashes: Hashes) -> Ending:
+    """Record the verdict with the terminal hashes, and the end (``run_start`` first if nothing
+    opened the log yet). A verdict the log cannot hold ends the run ``error`` instead of losing
+    its end."""
+    parts.start()
+    try:
+        parts.sink(
+            FinalVerdictEvent(
+                verdict=verdict,
+                success=verdict.success,
+                end_reason=ending.reason,
+                state_hash=hashes[0],
+                file_hashes=hashes[1],
+            )
+        )
+    except LogError as err:
+        ending = Ending("error", f"the verdict cannot be recorded: {err}")
+    ending = Ending(ending.reason, _recordable(ending.detail))
+    parts.sink(RunEndEvent(end_reason=ending.reason, detail=ending.detail))
+    return ending
+
+
+def _recordable(text: str) -> str:
+    """``text`` as the log can hold it: Unicode text (lone surrogates escaped), bounded."""
+    if data_problem(text) is not None:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return clip_text(text, 8000)
+
+
 def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, Ending, Hashes]:
     """Set the task up in a fresh workspace, run it, grade the workspace as it stands and hash
-    it."""
-    with tempfile.TemporaryDirectory(prefix="cs-ws-", dir=workspace_root) as tmp:
-        workspace = Path(tmp)
+    it; the workspace is removed on every path (without recursion: agent code shaped it)."""
+    workspace = Path(tempfile.mkdtemp(prefix="cs-ws-", dir=workspace_root))
+    try:
         answer_key: AnswerKey = parts.env.setup(parts.task, parts.seed, workspace)
-        server = parts.env.start_server(workspace)
-        try:
-            ending = _run_session(parts, server, workspace)
-        except (ReplayMismatch, KeyboardInterrupt):
-            raise
-        except Exception as err:  # a failing part ends the run, recorded and graded
-            ending = Ending("error", _describe(err))
-        finally:
-            server.close()
-        verdict = parts.env.verify(parts.task, workspace, answer_key)
-        return verdict, ending, _hashes(parts, workspace)
+        ending = _serve(parts, workspace)
+        return _verify(parts, workspace, answer_key), ending, _hashes(parts, workspace)
+    finally:
+        remove_tree(workspace)
 
 
 def _hashes(parts: _Parts, workspace: Path) -> Hashes:
@@ -205,37 +304,50 @@ def _report_clock_differences(parts: _Parts) -> None:
         parts.sink(ClockDifferencesEvent(differences=differences))
 
 
-def _finish(
-    sink: Callable[[Event], None], out_dir: Path, verdict: Verdict, ending: Ending, hashes: Hashes
-) -> RunResult:
-    """End a graded run: its verdict (with the terminal hashes), ``run_end`` and summary."""
-    sink(
-        FinalVerdictEvent(
-            verdict=verdict,
-            success=verdict.success,
-            end_reason=ending.reason,
-            state_hash=hashes[0],
-            file_hashes=hashes[1],
+def _serve(parts: _Parts, workspace: Path) -> Ending:
+    """Start the environment's server and run the session; why the run ended."""
+    try:
+        server = parts.env.start_server(workspace)
+    except ToolServerError as err:
+        return Ending("environment_error", f"the tool server did not start: {err}")
+    try:
+        parts.server_info = dict(getattr(server, "server_info", {}) or {})
+        return _run_session(parts, server, workspace)
+    except (ReplayMismatch, KeyboardInterrupt):
+        raise
+    except WallClockExceeded as err:
+        return _wall_clock(parts, str(err))
+    except ToolServerError as err:
+        return Ending("environment_error", str(err))
+    except Exception as err:  # a failing part ends the run, recorded and graded
+        return Ending("error", _describe(err))
+    finally:
+        server.close()
+
+
+def _wall_clock(parts: _Parts, why: str) -> Ending:
+    """The ceiling passed while a model request or a review was waited for: recorded."""
+    parts.start()
+    parts.sink(wall_budget(parts.condition, parts.deadline))
+    return Ending("budget:wall_seconds", why)
+
+
+def _verify(parts: _Parts, workspace: Path, answer_key: AnswerKey) -> Verdict:
+    """The environment's verdict; a verifier that raises gives one failed check."""
+    try:
+        return parts.env.verify(parts.task, workspace, answer_key)
+    except Exception as err:
+        why = f"verifier error: {type(err).__name__}: {err}"[:2000]
+        return Verdict(
+            task_id=parts.task.id, checks=[Check(name="verifier", passed=False, reason=why)]
         )
-    )
-    sink(RunEndEvent(end_reason=ending.reason, detail=ending.detail))
-    summary = summarize(read_events(out_dir))
-    write_summary(out_dir, summary)
-    return RunResult(
-        summary=summary,
-        verdict=verdict,
-        run_dir=out_dir,
-        end_reason=ending.reason,
-        detail=ending.detail,
-    )
 
 
-def _end_ungraded(
-    sink: Callable[[Event], None], out_dir: Path, reason: EndReason, why: str
-) -> None:
+def _end_ungraded(parts: _Parts, out_dir: Path, reason: EndReason, why: str) -> None:
     """End a run that has no verdict: its ``run_end`` and its summary."""
-    sink(RunEndEvent(end_reason=reason, detail=why))
-    write_summary(out_dir, summarize(read_events(out_dir)))
+    parts.start()
+    parts.sink(RunEndEvent(end_reason=reason, detail=_recordable(why)))
+    write_summary(out_dir, summarize(iter_events(out_dir)))
 
 
 def _describe(err: BaseException) -> str:
@@ -243,66 +355,58 @@ def _describe(err: BaseException) -> str:
     frames of its traceback), for the ``run_end`` event's detail."""
     frames = traceback.format_exception(type(err), err, err.__traceback__, limit=-6)
     text = "".join(frames).strip()
-    return text[-4000:]
+    return clip_text(text, 4000)
 
 
 def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
     """Start the worker, record ``run_start``, run the planner loop; return why it ended."""
-    env, task, condition, sink = parts.env, parts.task, parts.condition, parts.sink
-    planner, reviewer = parts.planner, parts.reviewer
-    tools = server.list_tools()
-    reviews = reviewer is not None and condition.schedule != "never"
-    controller = Controller(
-        task=task,
-        tools=tools,
-        sink=sink,
-        schedule=parse_schedule(
-            condition.schedule, write_tools=env.write_tools, read_tools=env.read_tools
-        ),
-        reviewer=reviewer if reviews else None,
-        condition=condition,
-    )
-    system = render_system_prompt(
-        tools,
-        fmt=condition.planner_format,
-        python_allowed=task.python_allowed,
-        example=env.planner_example(condition.planner_format),
-    )
-    # How agent code names the workspace: a fixed root where the environment confines its
-    # server (the same paths in every branch), else the host path.
-    roots = server.agent_roots or (str(workspace),)
-    controller.history = [
-        Message(role="system", content=system),
-        first_user_message(task.instruction, roots),
-    ]
+    env, task, condition = parts.env, parts.task, parts.condition
+    memory = condition.worker_memory_mb
     limits = Limits(
         # No per-block limit unless one is set: the task's execution budget governs.
         block_exec_s=math.inf if condition.block_exec_s is None else condition.block_exec_s,
         task_exec_s=condition.budgets.execution_seconds,
         primitive_calls=condition.budgets.primitive_calls,
+        memory_mb=memory,
+        tmp_mb=max(16, memory // 8),  # /tmp is part of the worker's memory
     )
-    with WorkerSession(server, limits, isolation=condition.isolation) as session:
-        session.start()
-        sink(
-            RunStartEvent(
-                task=task,
-                seed=parts.seed,
-                scope=condition.scope,
-                lattice=condition.lattice,
-                operations=condition.operations.operations,
-                schedule=condition.schedule,
-                view=condition.view,
-                replace_boundary=condition.replace_boundary,
-                models={
-                    "planner": planner.model_id,
-                    "reviewer": _reviewer_id(reviewer) if reviews else "",
-                },
-                isolation=session.isolation,
-                budgets=condition.budgets,
-                config=condition.model_dump(mode="json"),
-            )
+    with WorkerSession(
+        server, limits, isolation=condition.isolation, deadline=parts.deadline
+    ) as session:
+        parts.isolation = session.isolation
+        parts.start()
+        tools = server.list_tools()
+        controller = Controller(
+            task=task,
+            tools=tools,
+            sink=parts.sink,
+            schedule=parse_schedule(
+                condition.schedule, write_tools=env.write_tools, read_tools=env.read_tools
+            ),
+            reviewer=parts.reviewer if parts.reviews else None,
+            condition=condition,
+            deadline=parts.deadline,
         )
-        return run_loop(controller, session, planner, env.error_hint)
+        controller.history = _opening(parts, tools, server.agent_roots or (str(workspace),))
+        session.start()
+        return run_loop(controller, session, parts.planner, env.error_hint)
+
+
+def _opening(parts: _Parts, tools: list[ToolSchema], roots: tuple[str, ...]) -> list[Message]:
+    """The planner's first messages: the system prompt and the task (paper A.1). Agent code
+    names the workspace by the fixed root where the environment confines its server (the
+    same paths in every branch), else by its host path."""
+    condition = parts.condition
+    system = render_system_prompt(
+        tools,
+        fmt=condition.planner_format,
+        python_allowed=parts.task.python_allowed,
+        example=parts.env.planner_example(condition.planner_format),
+    )
+    return [
+        Message(role="system", content=system),
+        first_user_message(parts.task.instruction, roots),
+    ]
 
 
 def _reviewer_id(reviewer: Reviewer | None) -> str:

@@ -10,17 +10,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import time
 from typing import Any
 
+from controlscope.core import finite_json_float, refuse_json_constant
 from controlscope.worker._runtime import HEADER, MAX_MESSAGE_BYTES
 from controlscope.worker._snapshot import WIRE_JSON
 
-
-def _no_constant(name: str) -> None:
-    """Refuse ``NaN``, ``Infinity`` and ``-Infinity``: the wire carries standard JSON only."""
-    raise ValueError(f"{name} is not JSON")
+#: A ``\\uD800``-``\\uDFFF`` escape: the runtime never writes one (it sends UTF-8), so a message
+#: that has one is checked for lone surrogates, which no log can record.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 class ChannelTimeout(Exception):
@@ -102,13 +103,7 @@ class Channel:
                 if len(buf) >= 4 + n:
                     data = bytes(buf[4 : 4 + n])
                     del buf[: 4 + n]
-                    try:
-                        msg = json.loads(data, parse_constant=_no_constant)
-                    except (ValueError, RecursionError) as exc:
-                        raise ProtocolViolation(f"message is not JSON: {exc!r}") from None
-                    if not isinstance(msg, dict):
-                        raise ProtocolViolation("message is not a JSON object")
-                    return msg
+                    return _decode(data)
             buf += self._read(deadline)
 
     def _read(self, deadline: float | None) -> bytes:
@@ -142,3 +137,23 @@ class Channel:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.rfd = self.wfd = -1
+
+
+def _decode(data: bytes) -> dict[str, Any]:
+    """One message: a JSON object of UTF-8 text with finite numbers only.
+
+    Raises:
+        ProtocolViolation: anything else (not JSON, ``NaN``, ``1e999``, a lone surrogate...).
+    """
+    try:
+        msg = json.loads(data, parse_constant=refuse_json_constant, parse_float=finite_json_float)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolViolation(f"message is not JSON: {exc!r}") from None
+    if not isinstance(msg, dict):
+        raise ProtocolViolation("message is not a JSON object")
+    if _SURROGATE_ESCAPE.search(data):
+        try:
+            WIRE_JSON.encode(msg).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ProtocolViolation("message holds a lone surrogate (not Unicode text)") from None
+    return msg

@@ -5,6 +5,10 @@ to answer a primitive call; review time (the handler deciding at a boundary), pl
 logging are never charged. The session charges the clock around every channel wait and every
 tool call, and nowhere else, so the clock is the single account of the task's execution budget:
 the run loop asks it whether the budget is spent instead of timing itself.
+
+The run's wall-clock ceiling (:class:`~controlscope.core.Deadline`) counts everything, review
+time included; when it is nearer than the execution budgets, it is what the clock's remainder
+says, so no wait of the worker or the tool server outlives the run.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
+from controlscope.core import Deadline
 from controlscope.worker._types import Limits
 
-BudgetKind = Literal["cancel", "block", "task"]
-"""Which budget binds: the cancellation grace of a replaced block, the block's, or the task's."""
+BudgetKind = Literal["cancel", "block", "task", "wall"]
+"""Which budget binds: the cancellation grace of a replaced block, the block's, the task's, or
+the run's wall-clock ceiling."""
 
 
 class ExecutionClock:
@@ -33,9 +39,18 @@ class ExecutionClock:
         task_s: execution seconds of the whole task (``Limits.task_exec_s``).
         cancel_grace_s: execution seconds a cancelled block may take to unwind, counted from
             its cancellation (``Limits.cancel_grace_s``).
+        deadline: the run's wall-clock ceiling, if any.
     """
 
-    def __init__(self, *, block_s: float, task_s: float, cancel_grace_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        block_s: float,
+        task_s: float,
+        cancel_grace_s: float,
+        deadline: Deadline | None = None,
+    ) -> None:
+        self.deadline = deadline
         self.block_budget_s = block_s
         self.task_budget_s = task_s
         self.cancel_grace_s = cancel_grace_s
@@ -44,12 +59,13 @@ class ExecutionClock:
         self._cancel_s: float | None = None
 
     @classmethod
-    def from_limits(cls, limits: Limits) -> ExecutionClock:
-        """The clock for a session's :class:`Limits`."""
+    def from_limits(cls, limits: Limits, deadline: Deadline | None = None) -> ExecutionClock:
+        """The clock for a session's :class:`Limits` (and the run's ceiling, if any)."""
         return cls(
             block_s=limits.block_exec_s,
             task_s=limits.task_exec_s,
             cancel_grace_s=limits.cancel_grace_s,
+            deadline=deadline,
         )
 
     @property
@@ -104,10 +120,18 @@ class ExecutionClock:
         Returns:
             ``(seconds, kind)``: while cancelling, what is left of the grace (``"cancel"``);
             otherwise the smaller of the block's and the task's remainders, ``"block"`` on a
-            tie. ``seconds`` may be negative once a budget is overrun.
+            tie; the run's wall-clock ceiling (``"wall"``) when it is nearer. ``seconds`` may
+            be negative once a budget is overrun.
         """
+        left: tuple[float, BudgetKind]
         if self._cancel_s is not None:
-            return self.cancel_grace_s - self._cancel_s, "cancel"
-        block_left = self.block_budget_s - self._block_s
-        task_left = self.task_budget_s - self._task_s
-        return min(block_left, task_left), ("block" if block_left <= task_left else "task")
+            left = self.cancel_grace_s - self._cancel_s, "cancel"
+        else:
+            block_left = self.block_budget_s - self._block_s
+            task_left = self.task_budget_s - self._task_s
+            left = min(block_left, task_left), ("block" if block_left <= task_left else "task")
+        if self.deadline is not None:
+            wall_left = self.deadline.remaining()
+            if wall_left < left[0]:
+                return wall_left, "wall"
+        return left

@@ -27,7 +27,11 @@ from controlscope.core import (
     Boundary,
     CallSite,
     PrimitiveCall,
+    ToolCallTimeout,
+    ToolResult,
     ToolServer,
+    clip_text,
+    data_problem,
 )
 from controlscope.worker import _runtime
 from controlscope.worker._apply import Cancel, MakeCall, apply_operation
@@ -141,7 +145,8 @@ def _rebound(variables: Any) -> dict[str, Any]:
     """A worker-sent variable snapshot, cut again when it exceeds twice the runtime's bound.
 
     The runtime bounds honest snapshots (``_runtime.snapshot``: about ``SCOPE_CHARS`` of
-    JSON); a forged one could carry megabytes into every review prompt and the log.
+    JSON, four levels deep); a forged one could carry megabytes, or nesting the log cannot
+    hold, into every review prompt and the log.
 
     Raises:
         TypeError: the snapshot is not a JSON object.
@@ -150,7 +155,10 @@ def _rebound(variables: Any) -> dict[str, Any]:
         return {}
     if not isinstance(variables, dict):
         raise TypeError("a variable snapshot must be a JSON object")
-    if len(WIRE_JSON.encode(variables)) <= 2 * _runtime.SCOPE_CHARS:
+    if (
+        data_problem(variables) is None
+        and len(WIRE_JSON.encode(variables)) <= 2 * _runtime.SCOPE_CHARS
+    ):
         return variables
     return _runtime.snapshot(variables, set())
 
@@ -303,6 +311,11 @@ class BlockDriver:
                 f"the replaced block did not unwind within {lim.cancel_grace_s:g} s; the "
                 "worker was killed and the replacement runs in a fresh worker",
             )
+        if kind == "wall":
+            return KillWorker(
+                "timeout",
+                "the run's wall-clock ceiling was reached; the worker was killed",
+            )
         what = (
             f"the block's wall-clock budget of {lim.block_exec_s:g} s"
             if kind == "block"
@@ -336,6 +349,8 @@ class BlockDriver:
         ):
             raise KillWorker("killed", "protocol violation: malformed block end")
         self._add_output(msg.get("out", ""), msg.get("dropped", 0))
+        if error is not None:  # agent-controlled text (an exception's message): bounded like output
+            error = clip_text(error, self.limits.output_chars)
         blk = self.blk
         if blk.cancelled:
             return block_result(blk, "cancelled", None, self.clock.block_s)
@@ -366,6 +381,10 @@ class BlockDriver:
             )
             self._send({"t": "budget", "msg": note})
             return
+        refused = self._refused_arguments(tool, msg.get("args"))
+        if refused is not None:  # a tool error the agent sees; nothing reaches the boundary
+            self._send({"t": "err", "msg": refused})
+            return
         boundary, lits = read_call(msg, blk, self.calls.made)
         operation = handler.on_boundary(boundary)
         applied = apply_operation(
@@ -379,12 +398,43 @@ class BlockDriver:
         blk.code = applied.code
         self._make_call(tool, applied, handler)
 
+    def _refused_arguments(self, tool: str, arguments: Any) -> str | None:
+        """Why a call's arguments are refused before its boundary (None: they are not): data
+        the log cannot hold, or more than the environment accepts (``Limits.argument_bytes``).
+        Arguments that are not an object at all are a malformed message (see :func:`read_call`).
+        """
+        if not isinstance(arguments, dict):
+            return None
+        problem = data_problem(arguments)
+        if problem is not None:
+            return f"{tool}: arguments must be plain JSON data: {problem}"
+        size = len(WIRE_JSON.encode(arguments).encode("utf-8"))
+        if size > self.limits.argument_bytes:
+            return (
+                f"{tool}: the arguments are {size} bytes of JSON; the environment accepts at most "
+                f"{self.limits.argument_bytes} bytes per call (write large data in parts)"
+            )
+        return None
+
     def _make_call(self, tool: str, applied: MakeCall, handler: BoundaryHandler) -> None:
-        """Make the decided call, answer the worker, report the call to the handler."""
+        """Make the decided call, answer the worker, report the call to the handler.
+
+        The call may take what is left of the block's execution budget (or of the run's
+        wall-clock ceiling); a call that outlives it is recorded with the timeout as its
+        result and the worker is killed like a block that computes too long. A call that the
+        server's own timeout ends is a tool error the agent sees.
+        """
+        budget, kind = self.clock.remaining()
+        if budget <= 0:
+            raise self._over_budget(kind)
         started = time.time()
         t0 = time.perf_counter()
+        over_budget = False
         try:
-            result = self.tools.call(tool, applied.arguments)
+            result = self.tools.call(tool, applied.arguments, timeout_s=budget)
+        except ToolCallTimeout as exc:
+            over_budget = time.perf_counter() - t0 >= budget
+            result = ToolResult(text=f"no answer: {exc}", is_error=True)
         finally:
             elapsed = time.perf_counter() - t0
             self.clock.charge(elapsed)
@@ -400,6 +450,8 @@ class BlockDriver:
         self.calls.made += 1
         self.blk.calls += 1
         try:
+            if over_budget:
+                raise self._over_budget(kind)
             self._send(applied.reply(result))  # first, so the worker runs on while it is logged
         finally:
             handler.on_call(call)  # the call was made: it is reported whatever happens next

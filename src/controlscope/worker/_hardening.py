@@ -31,7 +31,8 @@ _getsignal, _gc_callbacks = signal.getsignal, gc.callbacks
 
 def _apply_rlimits(limits: dict[str, int]) -> None:
     """Set address space (``memory_mb``), CPU seconds (``cpu_s``), processes (``processes``),
-    file size (``file_size_mb``) and core size (0); soft = hard, so they cannot be raised."""
+    file size (``file_size_mb``), open descriptors (``open_files``) and core size (0); soft =
+    hard, so they cannot be raised."""
     import resource
 
     mb = 1024 * 1024
@@ -40,6 +41,7 @@ def _apply_rlimits(limits: dict[str, int]) -> None:
         resource.RLIMIT_CPU: limits["cpu_s"],
         resource.RLIMIT_NPROC: limits["processes"],
         resource.RLIMIT_FSIZE: limits["file_size_mb"] * mb,
+        resource.RLIMIT_NOFILE: limits.get("open_files", 256),
         resource.RLIMIT_CORE: 0,
     }
     for which, value in wanted.items():
@@ -49,125 +51,153 @@ def _apply_rlimits(limits: dict[str, int]) -> None:
         resource.setrlimit(which, (value, value))
 
 
-_SECCOMP_ARCH: dict[str, dict[str, Any]] = {
-    "x86_64": {
-        "arch": 0xC000003E,
-        "x32": True,
-        # fork vfork execve execveat tkill ptrace process_vm_readv/writev pidfd_* | unshare
-        # setns mount umount2 pivot_root chroot new-mount-API | bpf perf_event_open userfaultfd
-        # keyctl add_key request_key io_uring_* | modules kexec reboot swap acct syslog quotactl
-        # sethostname setdomainname iopl ioperm | name_to_handle_at open_by_handle_at
-        "deny": (
-            *(57, 58, 59, 322, 200, 101, 310, 311, 424, 434, 438),
-            *(272, 308, 165, 166, 155, 161, 428, 429, 430, 431, 432, 433, 442),
-            *(321, 298, 323, 250, 248, 249, 425, 426, 427),
-            *(175, 313, 176, 246, 320, 169, 167, 168, 163, 103, 179, 170, 171, 172, 173),
-            *(303, 304),
-        ),
-        "clone": 56,
-        "clone3": 435,
-        "socket": 41,
-        "kill": 62,
-        "tgkill": 234,
-    },
-    "aarch64": {
-        "arch": 0xC00000B7,
-        "x32": False,
-        "deny": (
-            *(221, 281, 130, 117, 270, 271, 424, 434, 438),
-            *(97, 268, 40, 39, 41, 51, 428, 429, 430, 431, 432, 433, 442),
-            *(280, 241, 282, 219, 217, 218, 425, 426, 427),
-            *(105, 273, 106, 104, 294, 142, 224, 225, 89, 116, 60, 161, 162),
-            *(264, 265),
-        ),
-        "clone": 220,
-        "clone3": 435,
-        "socket": 198,
-        "kill": 129,
-        "tgkill": 131,
-    },
-}
+#: The syscalls the worker may make once its filter is installed, as ``name x86_64 aarch64``
+#: (``-`` where an architecture lacks the call; libseccomp's tables, checked by the tests): the
+#: interpreter's file, memory, signal, time and polling calls. The calls after ``ALLOW-END``
+#: are allowed only for some arguments (see :func:`seccomp_program`). Everything else fails
+#: with ``EPERM``: among them processes and threads, ``exec``, sockets, ``memfd_create`` and
+#: System V shared memory (memory outside the worker's bounds), signals to other processes
+#: (``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``, ``tkill``, pidfds), tracing, namespaces,
+#: mounts, keyrings, BPF and ``io_uring``.
+_SYSCALLS = """
+read 0 63 | write 1 64 | poll 7 - | ppoll 271 73 | futex 202 98 | sched_yield 24 124
+mmap 9 222 | munmap 11 215 | brk 12 214 | madvise 28 233 | mremap 25 216
+rt_sigprocmask 14 135 | rt_sigaction 13 134 | setitimer 38 103
+clock_gettime 228 113 | openat 257 56 | newfstatat 262 79 | fstat 5 80 | close 3 57
+lseek 8 62 | getdents64 217 61 | readv 19 65 | writev 20 66 | pread64 17 67
+pwrite64 18 68 | preadv 295 69 | pwritev 296 70 | preadv2 327 286 | pwritev2 328 287
+open 2 - | openat2 437 437 | close_range 436 436 | creat 85 - | stat 4 - | lstat 6 -
+statx 332 291 | fstatfs 138 44 | statfs 137 43 | access 21 - | faccessat 269 48
+faccessat2 439 439 | getdents 78 - | getcwd 79 17 | chdir 80 49 | fchdir 81 50
+mkdir 83 - | mkdirat 258 34 | rmdir 84 - | unlink 87 - | unlinkat 263 35
+rename 82 - | renameat 264 38 | renameat2 316 276 | link 86 - | linkat 265 37
+symlink 88 - | symlinkat 266 36 | readlink 89 - | readlinkat 267 78 | chmod 90 -
+fchmod 91 52 | fchmodat 268 53 | chown 92 - | fchown 93 55 | lchown 94 -
+fchownat 260 54 | utimensat 280 88 | utimes 235 - | utime 132 - | futimesat 261 -
+truncate 76 45 | ftruncate 77 46 | fsync 74 82 | fdatasync 75 83 | fallocate 285 47
+fadvise64 221 223 | flock 73 32 | dup 32 23 | dup2 33 - | dup3 292 24 | pipe 22 -
+pipe2 293 59 | sendfile 40 71 | copy_file_range 326 285 | splice 275 76 | tee 276 77
+umask 95 166 | getxattr 191 8 | lgetxattr 192 9 | fgetxattr 193 10 | listxattr 194 11
+llistxattr 195 12 | flistxattr 196 13 | setxattr 188 5 | lsetxattr 189 6
+fsetxattr 190 7 | removexattr 197 14 | lremovexattr 198 15 | fremovexattr 199 16
+mprotect 10 226 | msync 26 227 | mincore 27 232 | set_robust_list 273 99
+rt_sigreturn 15 139 | rt_sigpending 127 136 | rt_sigsuspend 130 133
+rt_sigtimedwait 128 137 | sigaltstack 131 132 | pause 34 - | getitimer 36 102
+alarm 37 - | nanosleep 35 101 | clock_nanosleep 230 115 | clock_getres 229 114
+gettimeofday 96 169 | time 201 - | times 100 153 | getrusage 98 165 | select 23 -
+pselect6 270 72 | epoll_create 213 - | epoll_create1 291 20 | epoll_ctl 233 21
+epoll_wait 232 - | epoll_pwait 281 22 | epoll_pwait2 441 441 | eventfd 284 -
+eventfd2 290 19 | getpid 39 172 | getppid 110 173 | gettid 186 178 | getuid 102 174
+geteuid 107 175 | getgid 104 176 | getegid 108 177 | getgroups 115 158
+getresuid 118 148 | getresgid 120 150 | getpgid 121 155 | getpgrp 111 -
+getsid 124 156 | uname 63 160 | sysinfo 99 179 | getrlimit 97 163
+getpriority 140 141 | sched_getaffinity 204 123 | sched_getparam 143 121
+sched_getscheduler 145 120 | sched_get_priority_max 146 125
+sched_get_priority_min 147 126 | getcpu 309 168 | getrandom 318 278 | capget 125 90
+exit 60 93 | exit_group 231 94 | wait4 61 260 | waitid 247 95
+restart_syscall 219 128 | arch_prctl 158 - | prctl 157 167 | set_tid_address 218 96
+rseq 334 293 | mknod 133 - | mknodat 259 33
+ALLOW-END
+kill 62 129 | tgkill 234 131 | prlimit64 302 261 | fcntl 72 25 | ioctl 16 29
+clone3 435 435
+"""
+
+#: ``AUDIT_ARCH_*`` of each supported machine.
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+_ALLOW, _EPERM, _ENOSYS, _KILL = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38, 0x80000000
+_LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+#: ``fcntl`` and ``ioctl`` commands refused: pipe buffers beyond the default (kernel memory
+#: outside every bound), and typing into or controlling a terminal.
+_F_SETPIPE_SZ, _TIOCSTI, _TIOCLINUX = 1031, 0x5412, 0x541C
+
+
+def syscall_table(machine: str) -> tuple[dict[str, int], dict[str, int]] | None:
+    """The allowed and the argument-checked syscalls of ``machine``, by name (None when the
+    machine is not supported)."""
+    if machine not in _AUDIT_ARCH:
+        return None
+    column = 1 if machine == "x86_64" else 2
+    allowed: dict[str, int] = {}
+    checked: dict[str, int] = {}
+    target = allowed
+    for line in _SYSCALLS.strip().splitlines():
+        if line == "ALLOW-END":
+            target = checked
+            continue
+        for item in line.split(" | "):
+            fields = item.split()
+            if fields[column] != "-":
+                target[fields[0]] = int(fields[column])
+    return allowed, checked
 
 
 def seccomp_program(machine: str, pid: int, pgid: int | None = None) -> bytes | None:
-    """A classic-BPF seccomp filter for the worker process ``pid``.
+    """A classic-BPF seccomp filter (an allow-list) for the worker process ``pid``.
 
-    No new processes and no new threads: ``clone`` fails with ``EPERM`` (``clone3`` answers
-    ``ENOSYS`` so the C library falls back to ``clone``), so ``threading.Thread.start()`` raises
-    ``RuntimeError``. A thread would outlive its block and could forge messages while a later
-    block (or a replacement) runs; with the main thread alone, the runtime decides when agent
-    code runs. Also denied with ``EPERM``: ``fork``/``vfork``/``execve``/``execveat``,
-    ``socket`` outside ``AF_UNIX``, ``ptrace`` and
-    cross-process memory access, pidfds, ``tkill``, new namespaces and mounts, BPF, perf,
-    userfaultfd, keyrings, io_uring, kernel modules, kexec, reboot, swap, accounting, syslog,
-    quotas, host names, port I/O, file handles, and ``kill``/``tgkill`` aimed at any process
-    but the worker itself (``pid``) or its own process group (``pgid``, default ``pid``). A
-    syscall of a foreign ABI kills the process. Returns None for an unsupported machine.
+    Allowed: the calls of :data:`_SYSCALLS` before ``ALLOW-END``; ``kill`` aimed at the worker
+    itself (``pid``), its own process group (``0``, or ``-pgid`` unless the group is 1, whose
+    negation means every process; ``pgid`` defaults to ``pid``); ``tgkill``
+    within the worker; ``prlimit64`` on the worker itself; ``fcntl`` but ``F_SETPIPE_SZ``;
+    ``ioctl`` but ``TIOCSTI``/``TIOCLINUX``. ``clone3`` answers ``ENOSYS`` (the C library
+    then tries ``clone``, which fails with ``EPERM``, so ``threading.Thread.start()`` raises
+    ``RuntimeError``: a thread would outlive its block and could forge messages while a later
+    block runs). Everything else fails with ``EPERM``; a syscall of a foreign ABI (x32, or
+    another architecture) kills the process.
+
+    Args:
+        machine: ``os.uname().machine``.
+        pid: the worker's process id (as it sees itself).
+        pgid: its process group (default ``pid``).
+
+    Returns:
+        The program (8 bytes per instruction), or None for an unsupported machine.
     """
-    spec = _SECCOMP_ARCH.get(machine)
-    if spec is None:
+    table = syscall_table(machine)
+    if table is None:
         return None
-    allow, eperm, enosys, kill = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38, 0x80000000
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    own_group = (1 << 32) - (pgid or pid)  # -pgid as the low 32 bits of the argument
-    # Jumps are ("J", op, k, true_label, false_label), resolved after layout; None = next.
-    body: list[Any] = [
-        (ld, 0, 0, 4),
-        ("J", jeq, spec["arch"], None, "KILL"),
-        (ld, 0, 0, 0),
-    ]
-    if spec["x32"]:
-        body.append(("J", jge, 0x40000000, "EPERM", None))
-    for nr in spec["deny"]:
-        body.append(("J", jeq, nr, "EPERM", None))
-    body.append(("J", jeq, spec["clone3"], "ENOSYS", None))
-    body.append(("J", jeq, spec["clone"], "EPERM", None))
-    body.append(("J", jeq, spec["socket"], "SOCKET", None))
-    body.append(("J", jeq, spec["kill"], "KILLSYS", None))
-    body.append(("J", jeq, spec["tgkill"], "TGKILL", None))
-    body.append((ret, 0, 0, allow))
-    labels: dict[str, int] = {}
-    tail: list[Any] = []  # every jump goes forward, as classic BPF requires
-
-    def label(name: str) -> None:
-        labels[name] = len(body) + len(tail)
-
-    label("KILL")
-    tail.append((ret, 0, 0, kill))
-    label("ENOSYS")
-    tail.append((ret, 0, 0, enosys))
-    label("SOCKET")
-    tail.append((ld, 0, 0, 16))
-    tail.append(("J", jeq, 1, "ALLOW", "EPERM"))
-    label("KILLSYS")
-    tail.append((ld, 0, 0, 16))
-    tail.append(("J", jeq, 0, "ALLOW", None))
-    tail.append(("J", jeq, own_group, "ALLOW", None))
-    tail.append(("J", jeq, pid, "ALLOW", "EPERM"))
-    label("TGKILL")
-    tail.append((ld, 0, 0, 16))
-    tail.append(("J", jeq, pid, "ALLOW", "EPERM"))
-    label("EPERM")
-    tail.append((ret, 0, 0, eperm))
-    label("ALLOW")
-    tail.append((ret, 0, 0, allow))
-    return _assemble(body + tail, labels)
+    allowed, checked = table
+    group = pgid or pid
+    # -pgid as the low 32 bits of the argument; a group 1 (the sandbox's init) would read as -1,
+    # "every process": kill(0, ...) reaches the own group anyway.
+    targets = (0, pid, (1 << 32) - group) if group > 1 else (0, pid)
+    program = [(_LD, 0, 0, 4), (_JEQ, 1, 0, _AUDIT_ARCH[machine]), (_RET, 0, 0, _KILL)]
+    program.append((_LD, 0, 0, 0))
+    if machine == "x86_64":  # the x32 ABI: its calls have bit 30 set
+        program += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _EPERM)]
+    program += _only_if(checked["kill"], 0, targets)
+    program += _only_if(checked["tgkill"], 0, (pid,))
+    program += _only_if(checked["prlimit64"], 0, (0, pid))
+    program += _unless(checked["fcntl"], 1, (_F_SETPIPE_SZ,))
+    program += _unless(checked["ioctl"], 1, (_TIOCSTI, _TIOCLINUX))
+    program += [(_JEQ, 0, 1, checked["clone3"]), (_RET, 0, 0, _ENOSYS)]
+    for number in allowed.values():
+        program += [(_JEQ, 0, 1, number), (_RET, 0, 0, _ALLOW)]
+    program.append((_RET, 0, 0, _EPERM))
+    return b"".join(struct.pack("<HBBI", *ins) for ins in program)
 
 
-def _assemble(program: list[Any], labels: dict[str, int]) -> bytes:
-    """Classic-BPF bytes of ``program``: ``(op, jt, jf, k)`` instructions and forward jumps
-    ``("J", op, k, true_label, false_label)`` (None: the next instruction)."""
-    out = []
-    for i, ins in enumerate(program):
-        if ins[0] == "J":
-            _, op, k, t_label, f_label = ins
-            jt = 0 if t_label is None else labels[t_label] - (i + 1)
-            jf = 0 if f_label is None else labels[f_label] - (i + 1)
-            out.append(struct.pack("<HBBI", op, jt, jf, k))
-        else:
-            op, jt, jf, k = ins
-            out.append(struct.pack("<HBBI", op, jt, jf, k))
-    return b"".join(out)
+Instruction = tuple[int, int, int, int]
+
+
+def _only_if(number: int, arg: int, values: tuple[int, ...]) -> list[Instruction]:
+    """Syscall ``number`` is allowed when the low 32 bits of argument ``arg`` are one of
+    ``values``, else ``EPERM``; other syscalls skip the block."""
+    n = len(values)
+    block = [(_LD, 0, 0, 16 + 8 * arg)]
+    block += [(_JEQ, n - i, 0, value) for i, value in enumerate(values)]
+    block += [(_RET, 0, 0, _EPERM), (_RET, 0, 0, _ALLOW)]
+    return [(_JEQ, 0, len(block), number), *block]
+
+
+def _unless(number: int, arg: int, values: tuple[int, ...]) -> list[Instruction]:
+    """Syscall ``number`` fails with ``EPERM`` when the low 32 bits of argument ``arg`` are
+    one of ``values``, else it is allowed; other syscalls skip the block."""
+    n = len(values)
+    block = [(_LD, 0, 0, 16 + 8 * arg)]
+    block += [(_JEQ, n - i, 0, value) for i, value in enumerate(values)]
+    block += [(_RET, 0, 0, _ALLOW), (_RET, 0, 0, _EPERM)]
+    return [(_JEQ, 0, len(block), number), *block]
 
 
 def _drop_capabilities() -> bool:

@@ -16,6 +16,8 @@ import subprocess
 import tempfile
 from typing import IO
 
+from controlscope import _proc
+from controlscope._tree import remove_tree
 from controlscope.core import Isolation
 from controlscope.worker import _sandbox
 from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
@@ -68,7 +70,7 @@ class WorkerProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._chan: Channel | None = None
         self._stderr: IO[bytes] | None = None
-        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+        self._tmpdir: str | None = None
         self.seccomp = False
         """Whether the running worker installed its seccomp filter."""
 
@@ -116,7 +118,8 @@ class WorkerProcess:
             "output_chars": lim.output_chars,
             "spin_s": self._worker_spin_s,
             "limits": {
-                "memory_mb": lim.memory_mb,
+                "memory_mb": lim.address_space_mb,
+                "open_files": lim.open_files,
                 "cpu_s": lim.cpu_s,
                 "processes": lim.processes,
                 "file_size_mb": lim.file_size_mb,
@@ -144,12 +147,14 @@ class WorkerProcess:
         cwd = "/"
         env = dict(_sandbox.WORKER_ENV)
         if self.isolation == "none":
-            self._tmpdir = tempfile.TemporaryDirectory(prefix="controlscope-worker-")
-            cwd = env["HOME"] = env["TMPDIR"] = self._tmpdir.name
+            self._tmpdir = tempfile.mkdtemp(prefix="controlscope-worker-")
+            cwd = env["HOME"] = env["TMPDIR"] = self._tmpdir
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         try:
             self._proc = subprocess.Popen(
-                _sandbox.worker_command(self.isolation, c_r, c_w, self._limits.tmp_mb),
+                _sandbox.worker_command(
+                    self.isolation, c_r, c_w, self._limits.tmp_mb, self._limits.shm_mb
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
@@ -190,9 +195,32 @@ class WorkerProcess:
             self._stderr.close()
             self._stderr = None
         if self._tmpdir is not None:
-            self._tmpdir.cleanup()
-            self._tmpdir = None
+            tmpdir, self._tmpdir = self._tmpdir, None
+            try:
+                remove_tree(tmpdir)  # agent code shaped it: no recursion, however deep
+            except OSError as exc:
+                log.warning("could not remove the worker's directory %s: %s", tmpdir, exc)
         return proc is not None
+
+    def memory_mb(self) -> float | None:
+        """The worker's memory as :attr:`Limits.memory_mb` bounds it, in MiB: the peak resident
+        memory of its processes plus what its memory-backed files hold (its ``/tmp`` and
+        ``/dev/shm`` under bwrap, read through ``/proc``). None when no worker runs or
+        ``/proc`` cannot tell."""
+        if self._proc is None:
+            return None
+        pids = [self._proc.pid, *_proc.descendants(self._proc.pid)]
+        peak_kib = sum(_proc.status_kib(pid, "VmHWM") for pid in pids)
+        files = 0
+        if self.isolation == "bwrap":
+            inner = pids[-1]
+            for mount in ("tmp", "dev/shm"):
+                try:
+                    fs = os.statvfs(f"/proc/{inner}/root/{mount}")
+                except OSError:
+                    return None
+                files += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+        return peak_kib / 1024 + files / 2**20
 
     def stderr_tail(self) -> str:
         """The end of the worker's stderr (``worker stderr: ...``), or ``""``."""

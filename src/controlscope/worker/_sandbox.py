@@ -6,8 +6,10 @@ confinement of :mod:`controlscope._bwrap` (every namespace unshared, so no netwo
 system paths; a private size-limited ``/tmp``; a new session; no capabilities;
 ``--die-with-parent``; no ``/proc`` or ``/sys``) plus the interpreter's prefix read-only, and
 nothing else (no task workspace, no repository, no home).
-Resource limits, empty capability sets and a seccomp filter (no processes, threads, ``exec``,
-network sockets, namespaces or mounts) are applied by the runtime itself before agent code
+Resource limits, empty capability sets and a seccomp allow-list (no processes, threads, ``exec``,
+sockets, memory-backed files outside ``/tmp`` and ``/dev/shm``, signals to other processes,
+namespaces or mounts; ``_hardening.seccomp_program``) are applied by the runtime itself before
+agent code
 runs, in both modes. Where bwrap is missing or fails its self-test, the same runtime runs
 without it and the session reports ``isolation == "none"`` after a loud warning.
 """
@@ -107,20 +109,23 @@ def python_command(rfd: int, wfd: int) -> list[str]:
     ]
 
 
-def bwrap_options(tmp_mb: int = 256) -> list[str]:
+def bwrap_options(tmp_mb: int = 256, shm_mb: int = _bwrap.SHM_MB) -> list[str]:
     """The worker's bwrap options (between ``bwrap`` and the interpreter).
 
     Besides the shared confinement (:func:`controlscope._bwrap.options`): the interpreter's
-    prefix read-only, a private ``/tmp`` of ``tmp_mb`` MiB as the working directory, host name
-    ``worker``.
+    prefix read-only, a private ``/tmp`` of ``tmp_mb`` MiB as the working directory, a
+    ``/dev/shm`` of ``shm_mb`` MiB, host name ``worker``.
     """
     prefix = Path(os.path.realpath(sys.base_prefix))
     ro_paths = [prefix, interpreter().parent]
-    return _bwrap.options(ro_paths=ro_paths, tmp_mb=tmp_mb, hostname="worker")
+    return _bwrap.options(ro_paths=ro_paths, tmp_mb=tmp_mb, shm_mb=shm_mb, hostname="worker")
 
 
-def worker_command(isolation: Isolation, rfd: int, wfd: int, tmp_mb: int = 256) -> list[str]:
-    """The full command that starts a worker under ``isolation`` (``tmp_mb``: size of /tmp).
+def worker_command(
+    isolation: Isolation, rfd: int, wfd: int, tmp_mb: int = 256, shm_mb: int = _bwrap.SHM_MB
+) -> list[str]:
+    """The full command that starts a worker under ``isolation`` (``tmp_mb`` and ``shm_mb``:
+    sizes of its ``/tmp`` and ``/dev/shm`` in MiB).
 
     Raises:
         RuntimeError: ``isolation == "bwrap"`` but bwrap is not installed.
@@ -131,7 +136,7 @@ def worker_command(isolation: Isolation, rfd: int, wfd: int, tmp_mb: int = 256) 
     bwrap = _bwrap.bwrap_path()
     if bwrap is None:
         raise RuntimeError("bubblewrap (bwrap) is not installed")
-    return [bwrap, *bwrap_options(tmp_mb), *py]
+    return [bwrap, *bwrap_options(tmp_mb, shm_mb), *py]
 
 
 @functools.cache

@@ -30,6 +30,7 @@ from typing import Literal
 
 from controlscope.core import (
     BlockResult,
+    Deadline,
     Isolation,
     ReplaceBoundary,
     ToolSchema,
@@ -116,6 +117,8 @@ class WorkerSession:
             calls usually answers within this time, so the boundary costs no wake-up (tens of
             microseconds on a virtual machine); 0 always sleeps.
         worker_spin_s: the same for the worker waiting for the controller's answer.
+        deadline: the run's wall-clock ceiling: no wait for the worker or a tool call outlives
+            it (the block then ends ``timeout``).
 
     Attributes:
         isolation: the isolation really in force: ``bwrap`` or ``none``.
@@ -139,6 +142,7 @@ class WorkerSession:
         isolation: Literal["auto", "bwrap", "none"] = "auto",
         spin_s: float = CONTROLLER_SPIN_S,
         worker_spin_s: float = WORKER_SPIN_S,
+        deadline: Deadline | None = None,
     ) -> None:
         self._tools = tools
         self._limits = limits or Limits()
@@ -153,7 +157,7 @@ class WorkerSession:
             )
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
             log.warning(msg)
-        self._clock = ExecutionClock.from_limits(self._limits)
+        self._clock = ExecutionClock.from_limits(self._limits, deadline)
         self._calls = CallCount(budget=self._limits.primitive_calls)
         self._schemas: list[ToolSchema] | None = None
         self._proxies: ProxySet | None = None
@@ -170,8 +174,9 @@ class WorkerSession:
 
     @property
     def seccomp(self) -> bool:
-        """Whether the running worker installed its seccomp filter (no processes, threads, exec,
-        network sockets, namespaces or mounts; see ``_runtime.seccomp_program``)."""
+        """Whether the running worker installed its seccomp allow-list (no processes, threads,
+        exec, sockets, memfds, signals to other processes, namespaces or mounts; see
+        ``_hardening.seccomp_program``)."""
         return self._process.seccomp
 
     @property
@@ -195,6 +200,11 @@ class WorkerSession:
         if self._schemas is None:
             self._schemas = self._tools.list_tools()
         return self._schemas
+
+    def memory_mb(self) -> float | None:
+        """The worker's memory as ``Limits.memory_mb`` bounds it, in MiB (peak resident memory
+        plus its memory-backed files); None when no worker runs or ``/proc`` cannot tell."""
+        return self._process.memory_mb()
 
     @property
     def pid(self) -> int | None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from controlscope.core import BlockResult, Boundary, Operation, PrimitiveCall
+
+MIN_ADDRESS_SPACE_MB = 64
+"""The smallest address space a worker is started with (the interpreter and its runtime)."""
 
 
 class Limits(BaseModel):
@@ -24,15 +27,31 @@ class Limits(BaseModel):
             that would exceed them is killed (``timeout``), and once they are spent no further
             block runs.
         primitive_calls: primitive calls per task; further calls raise ``BudgetExhausted``.
-        output_chars: captured printed output kept per block.
-        memory_mb: address-space limit of the worker process.
+        output_chars: captured printed output kept per block (and of a block's error text).
+        memory_mb: the worker's whole memory in MiB: its address space (the rlimit is what is
+            left after the next two) plus its private ``/tmp`` and ``/dev/shm``, the only
+            memory-backed files it can write (bwrap isolation; ``memfd_create`` and System V
+            shared memory are refused by its seccomp filter).
         cpu_s: CPU-seconds limit of the worker process.
         processes: process-count limit inside the sandbox.
         file_size_mb: largest file the worker may write (in its private /tmp).
         cancel_grace_s: execution seconds a replaced block may take to unwind (counted from
             the cancellation) before the worker is killed (the replacement then runs in a
             fresh worker).
-        tmp_mb: size of the worker's private ``/tmp`` (bwrap isolation).
+        tmp_mb: size of the worker's private ``/tmp`` (bwrap isolation), part of ``memory_mb``.
+        shm_mb: size of the worker's private ``/dev/shm`` (bwrap isolation; the rest of
+            ``/dev`` is read-only), part of ``memory_mb``.
+        open_files: descriptors the worker may hold open (which also bounds the kernel memory
+            of its pipes).
+        argument_bytes: the largest JSON encoding of one call's arguments; a larger call is a
+            tool error in agent code and never reaches its boundary (the default is what the
+            MCP filesystem server's stdio transport accepts).
+        address_space_mb: the worker's address-space rlimit, ``memory_mb`` less ``tmp_mb``
+            and ``shm_mb`` (read-only).
+
+    Raises:
+        pydantic.ValidationError: ``memory_mb`` leaves less than
+            :data:`MIN_ADDRESS_SPACE_MB` of address space.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -47,6 +66,24 @@ class Limits(BaseModel):
     file_size_mb: int = 16
     cancel_grace_s: float = 2.0
     tmp_mb: int = 256
+    shm_mb: int = 8
+    open_files: int = 256
+    argument_bytes: int = 8 * 1024 * 1024
+
+    @model_validator(mode="after")
+    def _room_for_the_interpreter(self) -> Limits:
+        if self.address_space_mb < MIN_ADDRESS_SPACE_MB:
+            raise ValueError(
+                f"memory_mb={self.memory_mb} leaves {self.address_space_mb} MiB of address space "
+                f"after tmp_mb={self.tmp_mb} and shm_mb={self.shm_mb}; the interpreter needs at "
+                f"least {MIN_ADDRESS_SPACE_MB}"
+            )
+        return self
+
+    @property
+    def address_space_mb(self) -> int:
+        """The worker's address-space rlimit: ``memory_mb`` less its memory-backed files."""
+        return self.memory_mb - self.tmp_mb - self.shm_mb
 
 
 class BoundaryHandler(Protocol):

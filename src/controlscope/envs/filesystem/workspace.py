@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
 
+from controlscope._tree import Entry, remove_tree, walk_tree
 from controlscope.core import TaskError
 
 __all__ = ["HISTORICAL_MARGIN_S", "Workspace", "content_hash", "file_hashes"]
@@ -74,11 +74,16 @@ class Workspace:
         return cls(root, prefix=prefix)
 
     def remove(self) -> None:
-        """Delete the workspace and everything in it; safe to call twice."""
+        """Delete the workspace and everything in it, however deep agent code nested it; safe
+        to call twice.
+
+        Raises:
+            OSError: something in it cannot be removed.
+        """
         if self._removed:
             return
         self._removed = True
-        shutil.rmtree(self.path, ignore_errors=True)
+        remove_tree(self.path)
 
     def __enter__(self) -> Workspace:
         return self
@@ -101,9 +106,12 @@ def content_hash(
     """Hash a workspace's tree: relative names, file bytes and, optionally, historical mtimes.
 
     Directories (including empty ones) count by name; files by name and content; symlinks by name
-    and target (never followed). With ``historical_mtimes``, a file's modification time (whole
-    seconds) is included when it is at least :data:`HISTORICAL_MARGIN_S` older than ``now``: the
-    task-relevant times a generator set, which a correct run preserves (``move_file`` keeps them),
+    and target (never followed); anything else by name. The walk is iterative and descends
+    :data:`controlscope._tree.MAX_WALK_DEPTH` levels (deeper directories count by name only), so
+    no tree agent code shaped can exhaust the interpreter's stack. With ``historical_mtimes``, a
+    file's modification time (whole seconds) is included when it is at least
+    :data:`HISTORICAL_MARGIN_S` older than ``now``: the task-relevant times a generator set, which
+    a correct run preserves (``move_file`` keeps them),
     while files the run wrote carry the current time and are left out (paper appendix A.4).
 
     Args:
@@ -171,28 +179,26 @@ def _entries(root: Path, historical_mtimes: bool, now: float | None) -> list[tup
 
 
 def _walk(base: Path, historical_mtimes: bool, cutoff: float) -> list[tuple[str, str, str]]:
+    """``(relative name, kind, detail)`` of every entry, walked without recursion (see
+    :func:`controlscope._tree.walk_tree`; a directory below its depth bound counts by name with
+    kind ``X``, a FIFO, socket or device by name with kind ``O``)."""
     entries: list[tuple[str, str, str]] = []
-    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-        here = Path(dirpath)
-        for name in dirnames + filenames:
-            path = here / name
-            rel = path.relative_to(base).as_posix()
-            if path.is_symlink():
-                entries.append((rel, "L", os.readlink(path)))
-            elif path.is_dir():
-                entries.append((rel, "D", ""))
-            else:
-                stat = path.stat()
-                extra = f"{stat.st_size}:{_file_digest(path)}"
-                if historical_mtimes and stat.st_mtime < cutoff:
-                    extra += f":{int(stat.st_mtime)}"
-                entries.append((rel, "F", extra))
+    for entry in walk_tree(base):
+        extra = ""
+        if entry.kind == "L":
+            extra = os.readlink(entry.name, dir_fd=entry.dir_fd)
+        elif entry.kind == "F":
+            extra = f"{entry.stat.st_size}:{_file_digest(entry)}"
+            if historical_mtimes and entry.stat.st_mtime < cutoff:
+                extra += f":{int(entry.stat.st_mtime)}"
+        entries.append((entry.rel, entry.kind, extra))
     return entries
 
 
-def _file_digest(path: Path) -> str:
+def _file_digest(entry: Entry) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as f:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    with os.fdopen(os.open(entry.name, flags, dir_fd=entry.dir_fd), "rb") as f:
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()

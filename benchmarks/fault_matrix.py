@@ -1,0 +1,485 @@
+"""Fault matrix: faults of parts, hostile blocks and bad input, each run to its end in time.
+
+Every case is one run (the real worker under a 512 MiB memory bound, the real npm filesystem
+server or a stdio MCP server that misbehaves on purpose, scripted or loopback models), one
+``controlscope run`` in a subprocess, or one ``python -m controlscope.record`` on a hostile log.
+The classes are those of the robustness contract (``docs/architecture.md``, "Execution contract"):
+exceptions of parts, untrusted text in the terminal, memory, the seccomp filter, deadlines,
+agent-made sizes, agent-made trees, the log reader, bad options, MCP sessions.
+
+For each case it checks that the outcome is recorded as the contract says (a run: ``run_end``
+and ``summary.json``; bad input: exit status 2 and no log; a hostile log: exit status 2), that it
+ended within its budget (the run's wall-clock ceiling, or the case's own) plus 5 s, that no
+process of it is left (the benchmark is the subreaper of orphans), and it samples the worker's
+memory (peak resident memory plus its ``/tmp`` and ``/dev/shm``) from ``/proc``.
+
+Prints one line per case, then as its LAST line one JSON object: ``cases``, ``ended_recorded``,
+``within_deadline``, ``leftover_processes``, ``max_worker_memory_mb`` (under a 512 MiB bound),
+``worker_memory_limit_mb`` and ``failed`` (the names of cases that missed a target).
+Targets: every case recorded and within its deadline, 0 leftovers, memory at most 512.
+
+Usage: ``python benchmarks/fault_matrix.py [--only SUBSTRING]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import controlscope as cs
+from controlscope._proc import alive, cmdline, descendants, status_kib
+from controlscope.core import (
+    Condition,
+    ModelRequest,
+    ModelResponse,
+    TaskBudgets,
+    ToolCall,
+    ToolServer,
+)
+from controlscope.envs._mcp import McpToolServer
+from controlscope.envs.filesystem.environment import FilesystemEnvironment
+from controlscope.models import OpenAIModel, ScriptedModel
+from controlscope.record import SUMMARY_FILE, read_events
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from fixtures.misbehaving import Misbehaving, Mute  # noqa: E402 - the tests' misbehaving parts
+
+TASK = "file_context/file_splitting"
+MEMORY_MB = 512
+MARGIN_S = 5.0
+
+
+# ------------------------------------------------------------------------------- environments
+
+
+class NeverStarts(FilesystemEnvironment):
+    def start_server(self, workspace: Path) -> ToolServer:  # type: ignore[override]
+        return McpToolServer.stdio(sys.executable, ["-c", "pass"], timeout_s=10)
+
+
+class BadVerifier(FilesystemEnvironment):
+    def verify(self, task: cs.Task, workspace: Path, answer_key: Any) -> cs.Verdict:
+        raise RuntimeError("the verifier crashed")
+
+
+# ------------------------------------------------------------------------------- models
+
+
+class Raising:
+    """A planner that raises something other than a provider error."""
+
+    model_id = "raising"
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        raise RuntimeError("a bug in the model client")
+
+
+class Silent:
+    """A reviewer that never answers (released when the benchmark ends)."""
+
+    release = threading.Event()
+
+    def propose(self, state: cs.PublicState, condition: cs.Condition) -> cs.Proposal:
+        Silent.release.wait(3600)
+        return cs.Proposal(operation=cs.core.Keep())
+
+
+class RaisingReviewer:
+    def propose(self, state: cs.PublicState, condition: cs.Condition) -> cs.Proposal:
+        raise ValueError("a bug in a reviewer")
+
+
+def deep_tool_call() -> ModelResponse:
+    value: Any = "x"
+    for _ in range(300):
+        value = [value]
+    args = {"code": "print(1)", "extra": value}
+    call = ToolCall(id="c1", name="execute_python", arguments=json.dumps(args), parsed=args)
+    return ModelResponse(tool_calls=(call,), finish_reason="tool_calls")
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+# ------------------------------------------------------------------------------- cases
+
+
+@dataclass
+class Case:
+    """One fault: how to provoke it and what bounds its run."""
+
+    name: str
+    fault: str
+    answers: list[Any] = field(default_factory=list)
+    env: Callable[[], FilesystemEnvironment] = FilesystemEnvironment
+    planner: Callable[[], Any] | None = None
+    reviewer: Callable[[], Any] | None = None
+    schedule: str = "never"
+    isolation: str = "bwrap"
+    exec_s: float = 60.0
+    wall_s: float = 60.0
+    cli: list[str] | None = None  # a subprocess run; its expected exit status in `status`
+    status: int = 0
+    log: Callable[[Path], None] | None = None  # a hostile log for python -m controlscope.record
+
+
+def block(code: str, isolation: str = "bwrap", **kw: Any) -> dict[str, Any]:
+    return {"answers": [fenced(code), "Done."], "isolation": isolation, **kw}
+
+
+HOARD_SHM = "for i in range(200):\n  open(f'/dev/shm/h{i}', 'wb').write(b'x' * (8 << 20))"
+HOARD_TMP = "for i in range(200):\n  open(f'/tmp/h{i}', 'wb').write(b'x' * (8 << 20))"
+HOARD_HEAP = "held = []\nwhile True:\n  held.append(bytearray(16 << 20))"
+HOARD_MEMFD = (
+    "import os\nfds = []\nfor i in range(100):\n  fd = os.memfd_create('h')\n"
+    "  os.write(fd, b'x' * (8 << 20))\n  fds.append(fd)"
+)
+HOARD_ALL = (
+    "import os\nheld = []\n"
+    "for path in ('/tmp', '/dev/shm'):\n  for i in range(100):\n"
+    "    try:\n      open(f'{path}/a{i}', 'wb').write(b'x' * (8 << 20))\n"
+    "    except OSError:\n      break\n"
+    "try:\n  while True:\n    held.append(bytearray(8 << 20))\nexcept MemoryError:\n  pass\n"
+    "print(len(held))"
+)
+SYSV = (
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "print(libc.shmget(0, 1 << 30, 0o1600))"
+)
+PIPES = (
+    "import fcntl, os\nps = []\nfor i in range(100):\n  r, w = os.pipe()\n"
+    "  fcntl.fcntl(w, 1031, 1 << 20)\n  ps.append((r, w))"
+)
+KILL_PARENT = "import os, signal\nos.kill(os.getppid(), signal.SIGTERM)"
+SIGQUEUE = (
+    "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "info = (ctypes.c_int * 32)(15, 0, -1)\n"
+    "nr = 129 if os.uname().machine == 'x86_64' else 138\n"
+    "print(libc.syscall(nr, os.getppid(), 15, info), ctypes.get_errno())"
+)
+UNIX = "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/run/systemd/private')"
+FORK = (
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "print(libc.syscall(57), ctypes.get_errno())"
+)
+FORGE = (
+    "rt = read_text_file.__globals__['_cs_call'].__self__\nframe = FRAME\n"
+    "rt.write(len(frame).to_bytes(4, 'big') + frame)\nrt.recv()"
+)
+DEEP_ARGS = "d = 'x'\nfor _ in range(300):\n  d = [d]\nwrite_file(path='/workspace/d', content=d)"
+BIG_WRITE = "write_file(path='/workspace/big.txt', content='x' * 30_000_000)"
+CHAIN = "print(create_directory(path='/workspace/' + '/'.join(['d'] * 1900))[:30])"
+LOCAL_CHAIN = (
+    "import os\nbase = os.getcwd()\nfor _ in range(2500):\n  os.mkdir('d')\n  os.chdir('d')\n"
+    "os.chdir(base)"
+)
+
+
+def forge(frame: bytes) -> str:
+    return FORGE.replace("FRAME", repr(frame))
+
+
+def cases(mute: Mute) -> list[Case]:
+    """The corpus: at least one case per class, most classes several."""
+    cli_base = ["--task", TASK, "--model", "scripted:none", "--quiet"]
+    return [
+        # 1. exceptions of parts
+        Case("model raises", "exceptions", planner=Raising),
+        Case("scripted model runs out", "exceptions", answers=[fenced("print(1)")]),
+        Case("reviewer raises", "exceptions", reviewer=RaisingReviewer, schedule="every_boundary",
+             answers=[fenced("list_directory(path='/workspace')"), "Done."]),
+        Case("server breaks its output schema", "exceptions", env=Misbehaving,
+             **block("bad_schema()")),
+        Case("server answer nested 300 deep", "exceptions", env=Misbehaving, **block("deep()")),
+        Case("frame: tool name is a list", "exceptions", **block(forge(
+            b'{"t":"call","tool":["read_text_file"],"args":{},"line":1}'))),
+        Case("frame: lone surrogate", "exceptions", **block(forge(
+            b'{"t":"call","tool":"read_text_file","args":{"path":"\\ud800"},"line":1}'))),
+        Case("frame: 1e999", "exceptions", **block(forge(
+            b'{"t":"call","tool":"read_text_file","args":{"path":1e999},"line":1}'))),
+        Case("arguments nested 300 deep", "exceptions", **block(DEEP_ARGS)),
+        Case("model tool call nested 300 deep", "exceptions", answers=[deep_tool_call()]),
+        Case("verifier raises", "exceptions", env=BadVerifier, answers=["Done."]),
+        # 2. untrusted text in the terminal
+        Case("markup in the task id", "markup", cli=["--task", "[/bold]x", "--out", "{out}"],
+             status=2),
+        Case("markup in the schedule", "markup",
+             cli=[*cli_base, "--schedule", "[/bold]", "--out", "{out}"], status=2),
+        Case("markup in an endpoint's error", "markup", status=3, cli=[
+            "--task", TASK, "--model", "openai:x", "--base-url", "http://127.0.0.1:9/[/bold]",
+            "--quiet", "--out", "{out}"]),
+        # 3. memory
+        Case("fill /dev/shm", "memory", **block(HOARD_SHM)),
+        Case("memfd hoard", "memory", **block(HOARD_MEMFD)),
+        Case("fill /tmp", "memory", **block(HOARD_TMP)),
+        Case("heap growth", "memory", **block(HOARD_HEAP)),
+        Case("everything at once", "memory", **block(HOARD_ALL)),
+        Case("System V shared memory", "memory", **block(SYSV, "none")),
+        Case("pipe buffers", "memory", **block(PIPES)),
+        # 4. seccomp
+        Case("kill the parent (bwrap)", "seccomp", **block(KILL_PARENT)),
+        Case("kill the parent (none)", "seccomp", **block(KILL_PARENT, "none")),
+        Case("rt_sigqueueinfo to the parent (none)", "seccomp", **block(SIGQUEUE, "none")),
+        Case("unix socket to a host daemon (none)", "seccomp", **block(UNIX, "none")),
+        Case("raw fork", "seccomp", **block(FORK)),
+        # 5. deadlines
+        Case("spinning tool call", "deadlines", env=lambda: Misbehaving(600), exec_s=5, wall_s=60,
+             **block("spin(seconds=3600)")),
+        Case("silent reviewer", "deadlines", reviewer=Silent, schedule="every_boundary", wall_s=5,
+             answers=[fenced("list_directory(path='/workspace')"), "Done."]),
+        Case("endpoint that never answers", "deadlines", wall_s=8,
+             planner=lambda: OpenAIModel("m", base_url=mute.url)),
+        Case("endless loop", "deadlines", exec_s=4, **block("while True:\n  pass")),
+        Case("sleep past the budget", "deadlines", exec_s=4,
+             **block("import time\ntime.sleep(600)")),
+        # 6. agent-made sizes
+        Case("30 MB exception message", "sizes", **block("raise ValueError('x' * 30_000_000)")),
+        Case("30 MB write_file", "sizes", **block(BIG_WRITE)),
+        Case("5 MB print", "sizes", **block("print('y' * 5_000_000)")),
+        Case("5 MB tool result", "sizes", env=Misbehaving, **block("huge(chars=5_000_000)")),
+        # 7. agent-made trees
+        Case("directory chain 1900 deep", "trees", **block(CHAIN)),
+        Case("chain in the worker's /tmp (none)", "trees", **block(LOCAL_CHAIN, "none")),
+        Case("chain in the worker's /tmp (bwrap)", "trees", **block(LOCAL_CHAIN)),
+        # 8. the log reader
+        Case("log is a FIFO", "reader", log=lambda p: os.mkfifo(p)),
+        Case("log links to /dev/zero", "reader", log=lambda p: p.symlink_to("/dev/zero")),
+        Case("log has an endless line", "reader", log=lambda p: p.write_bytes(b"x" * (40 << 20))),
+        # 9. bad options
+        Case("--max-calls 0", "options", cli=[*cli_base, "--max-calls", "0", "--out", "{out}"],
+             status=2),
+        Case("--temperature nan", "options", status=2,
+             cli=[*cli_base, "--temperature", "nan", "--out", "{out}"]),
+        Case("--out ''", "options", cli=[*cli_base, "--out", ""], status=2),
+        Case("--max-wall-seconds inf", "options", status=2,
+             cli=[*cli_base, "--max-wall-seconds", "inf", "--out", "{out}"]),
+        # 10. MCP sessions
+        Case("server writes invalid UTF-8", "mcp", env=Misbehaving, **block("bad_utf8()")),
+        Case("server writes a non-JSON line", "mcp", env=Misbehaving, **block("bad_json()")),
+        Case("server dies, grandchild holds stdout", "mcp", env=Misbehaving,
+             **block("spawn()\ndie()")),
+        Case("server never starts", "mcp", env=NeverStarts, answers=["Done."]),
+        Case("server leaves a grandchild", "mcp", env=Misbehaving, **block("print(spawn())")),
+    ]  # fmt: skip
+
+
+# ------------------------------------------------------------------------------- measuring
+
+
+class MemoryMonitor:
+    """Samples the worker's memory (peak RSS plus its tmpfs use) every 50 ms while a case runs."""
+
+    def __init__(self) -> None:
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            for pid in descendants(os.getpid()):
+                if "marshal.loads" in cmdline(pid):
+                    self.peak_mb = max(self.peak_mb, worker_memory_mb(pid))
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.peak_mb
+
+
+def worker_memory_mb(pid: int) -> float:
+    """Peak resident memory of one worker plus what its own /tmp and /dev/shm hold (bwrap)."""
+    rss_kib = status_kib(pid, "VmHWM")
+    try:
+        own_root = os.stat(f"/proc/{pid}/root").st_ino != os.stat("/").st_ino
+        files = 0
+        if own_root:
+            for mount in ("tmp", "dev/shm"):
+                fs = os.statvfs(f"/proc/{pid}/root/{mount}")
+                files += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+    except OSError:
+        return 0.0
+    return rss_kib / 1024 + files / 2**20
+
+
+def leftovers(before: set[int], wait_s: float = 5.0) -> list[int]:
+    """Processes that appeared during the case and are still alive after ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = [
+            p
+            for p in descendants(os.getpid())
+            if p not in before and alive(p) and "resource_tracker" not in cmdline(p)
+        ]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+# ------------------------------------------------------------------------------- running
+
+
+def run_case(case: Case, work: Path) -> dict[str, Any]:
+    """Run one case; its outcome and measurements."""
+    before = set(descendants(os.getpid()))
+    monitor = MemoryMonitor()
+    started = time.monotonic()
+    if case.log is not None:
+        recorded, reason = _reader_case(case, work)
+    elif case.cli is not None:
+        recorded, reason = _cli_case(case, work)
+    else:
+        recorded, reason = _run_case(case, work)
+    seconds = time.monotonic() - started
+    memory = monitor.stop()
+    left = leftovers(before)
+    for pid in left:  # so that one case's leftovers do not count against the next
+        with _suppress():
+            os.kill(pid, 9)
+    budget = case.wall_s if case.log is None and case.cli is None else 30.0
+    return {
+        "name": case.name,
+        "fault": case.fault,
+        "recorded": recorded,
+        "end": reason,
+        "seconds": round(seconds, 2),
+        "within_deadline": seconds <= budget + MARGIN_S,
+        "leftovers": len(left),
+        "worker_memory_mb": round(memory, 1),
+    }
+
+
+def _run_case(case: Case, work: Path) -> tuple[bool, str]:
+    env = case.env()
+    planner = case.planner() if case.planner is not None else ScriptedModel(case.answers)
+    condition = Condition(
+        schedule=case.schedule,
+        planner_format="fenced",
+        isolation=case.isolation,  # type: ignore[arg-type]
+        worker_memory_mb=MEMORY_MB,
+        budgets=TaskBudgets(execution_seconds=case.exec_s, wall_seconds=case.wall_s),
+    )
+    out = work / "run"
+    try:
+        result = cs.run_trajectory(
+            env,
+            env.task(TASK),
+            seed=0,
+            planner=planner,
+            reviewer=case.reviewer() if case.reviewer is not None else None,
+            condition=condition,
+            out_dir=out,
+            workspace_root=work / "ws",
+        )
+    except Exception as err:  # a run that escaped its record: the case failed
+        return False, f"raised {type(err).__name__}: {err}"[:200]
+    events = read_events(out)
+    recorded = (
+        events[-1].type == "run_end"
+        and (out / SUMMARY_FILE).is_file()
+        and not any((work / "ws").iterdir())
+    )
+    return recorded, result.end_reason
+
+
+def _cli_case(case: Case, work: Path) -> tuple[bool, str]:
+    out = work / "cli"
+    args = [a.replace("{out}", str(out)) for a in case.cli or []]
+    proc = subprocess.run(
+        [sys.executable, "-m", "controlscope.cli", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    clean = "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr
+    if case.status == 2:
+        one_line = len(proc.stderr.strip().splitlines()) == 1
+        recorded = proc.returncode == 2 and one_line and not (out / "events.jsonl").exists()
+    else:
+        recorded = proc.returncode == case.status and (out / SUMMARY_FILE).is_file()
+    return recorded and clean, f"exit {proc.returncode}"
+
+
+def _reader_case(case: Case, work: Path) -> tuple[bool, str]:
+    run_dir = work / "log"
+    run_dir.mkdir()
+    assert case.log is not None
+    case.log(run_dir / "events.jsonl")
+    proc = subprocess.run(
+        [sys.executable, "-m", "controlscope.record", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return proc.returncode == 2 and "Traceback" not in proc.stderr, f"exit {proc.returncode}"
+
+
+class _suppress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", default="", help="run the cases whose name contains this")
+    args = parser.parse_args()
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come to us
+    warnings.simplefilter("ignore")  # the loud warning of isolation "none"
+    logging.disable(logging.WARNING)
+    mute = Mute()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="fault-matrix-") as tmp:
+        for i, case in enumerate(c for c in cases(mute) if args.only in c.name):
+            work = Path(tmp) / f"case{i}"
+            work.mkdir()
+            outcome = run_case(case, work)
+            results.append(outcome)
+            print(
+                f"{outcome['fault']:>10}  {case.name:<40} {outcome['end']:<28} "
+                f"{outcome['seconds']:>6.1f}s  recorded={outcome['recorded']} "
+                f"leftovers={outcome['leftovers']} memory={outcome['worker_memory_mb']}",
+                flush=True,
+            )
+    Silent.release.set()
+    failed = [
+        r["name"]
+        for r in results
+        if not r["recorded"] or not r["within_deadline"] or r["leftovers"]
+    ]
+    print(
+        json.dumps(
+            {
+                "cases": len(results),
+                "ended_recorded": sum(r["recorded"] for r in results),
+                "within_deadline": sum(r["within_deadline"] for r in results),
+                "leftover_processes": sum(r["leftovers"] for r in results),
+                "max_worker_memory_mb": max((r["worker_memory_mb"] for r in results), default=0),
+                "worker_memory_limit_mb": MEMORY_MB,
+                "failed": failed,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
