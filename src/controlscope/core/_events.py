@@ -40,7 +40,7 @@ from controlscope.core._operations import (
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -49,6 +49,10 @@ older ones (:func:`upgrade_event`).
 2   the validation of a proposal is a ``validation`` event (was ``verdict``, a word now kept
     for the verifier's ``final_verdict``); enumerations (view, isolation, end reason, error
     kind, budget name) are typed.
+3   a boundary carries the controller-derived ``literal_slots``, ``params_refusal`` and
+    ``source_line``; a primitive call its realized ``operation``, the ``requested``
+    arguments and a ``notice``; ``run_start`` the ``worker_seed``; a validation may be
+    rejected as ``data_not_editable``. Older events read with the defaults (nothing renamed).
 ==  ========================================================================================
 """
 
@@ -117,6 +121,9 @@ class RunStartEvent(_Event):
         isolation: the worker's isolation in force (``bwrap`` or ``none``).
         budgets: the task's budgets.
         config: anything else that defines the condition (token cap, draw, temperature...).
+        worker_seed: the seed of the worker's ``random`` module (each block reseeds it from
+            this seed and the block's id, so a replay draws the same numbers); None in logs
+            written before it was recorded.
     """
 
     type: Literal["run_start"] = "run_start"
@@ -130,6 +137,7 @@ class RunStartEvent(_Event):
     isolation: Isolation = "none"
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     config: dict[str, Any] = Field(default_factory=dict)
+    worker_seed: int | None = None
 
 
 class ModelCallEvent(_Event):

@@ -107,6 +107,7 @@ def render_view(
         )
         sections.append(_section("VARIABLES", _variables(state, lim)))
     sections.append(_section("EARLIER REVIEW DECISIONS", _decisions(state, lim)))
+    sections.append(_section("BLOCK DATA", state.block_data_note(scope)))
     sections.append(_section("PENDING CALL", _pending(state, view)))
     user = "\n\n".join(s for s in sections if s)
     return [Message(role="system", content=system), Message(role="user", content=user)]

@@ -33,6 +33,7 @@ from controlscope.core import (
     model_call_event,
 )
 from controlscope.planner import EXECUTE_PYTHON_SPEC, PlannedBlock
+from controlscope.record import RecordedActions
 from controlscope.review import DecisionRecord, PublicState, Reviewer, review_boundary
 from controlscope.schedule import Schedule, ScheduleContext
 
@@ -50,6 +51,9 @@ class Controller:
         schedule: when to review.
         reviewer: who proposes at reviewed boundaries; None for no reviews.
         condition: the run's condition (granted scope, view, sampling, budgets...).
+        actions: a replay's recorded primitive calls: every call made is checked against
+            them and the first that differs ends the run (``replay_diverged``); None for a
+            run that replays nothing.
     """
 
     def __init__(
@@ -61,8 +65,10 @@ class Controller:
         schedule: Schedule,
         reviewer: Reviewer | None,
         condition: Condition,
+        actions: RecordedActions | None = None,
     ) -> None:
         self.task = task
+        self.actions = actions
         self.tools = tuple(tools)
         self.sink = sink
         self.schedule = schedule
@@ -118,10 +124,17 @@ class Controller:
         return realized
 
     def on_call(self, call: PrimitiveCall) -> None:
-        """A primitive call was made on the environment server."""
+        """A primitive call was made on the environment server.
+
+        Raises:
+            controlscope.record.ActionMismatch: a replay's call differs from the recording's
+                (after the call is logged).
+        """
         self.calls_completed += 1
         self.block_calls.append(call)
         self.sink(PrimitiveCallEvent(call=call))
+        if self.actions is not None:
+            self.actions.check(call)
 
     def on_block_end(self, result: BlockResult) -> None:
         """A block ended (cancellation receipts included)."""

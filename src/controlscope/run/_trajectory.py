@@ -40,7 +40,14 @@ from controlscope.core import (
 from controlscope.envs import Environment
 from controlscope.models import ReplayMismatch
 from controlscope.planner import first_user_message, render_system_prompt
-from controlscope.record import RunSummary, TrajectoryWriter, read_events, summarize, write_summary
+from controlscope.record import (
+    RecordedActions,
+    RunSummary,
+    TrajectoryWriter,
+    read_events,
+    summarize,
+    write_summary,
+)
 from controlscope.review import ModelReviewer, Reviewer
 from controlscope.run._controller import Controller
 from controlscope.run._loop import Ending, run_loop
@@ -81,6 +88,7 @@ def run_trajectory(
     out_dir: Path,
     workspace_root: Path | None = None,
     observer: Observer | None = None,
+    actions: RecordedActions | None = None,
 ) -> RunResult:
     """Run ``task`` once under ``condition`` and record it in ``out_dir``.
 
@@ -97,6 +105,7 @@ def run_trajectory(
         workspace_root: where the fresh workspace directory is made (a temporary directory
             when None); the workspace is removed when the run ends.
         observer: called with every event after it is written.
+        actions: a replay's recorded primitive calls, checked against the calls made (A.4).
 
     Returns:
         The run's summary, verdict and end reason.
@@ -104,9 +113,9 @@ def run_trajectory(
     Raises:
         TaskError: the task's state cannot be set up (before any model is called).
         FileExistsError: ``out_dir`` already holds a log.
-        ReplayMismatch: a replay model received a request its recording does not hold; the
-            log then ends with ``run_end`` ``replay_diverged`` (no verdict) and
-            ``summary.json`` is written.
+        ReplayMismatch: a replay's request or primitive call (``ActionMismatch``) differs
+            from the recording; the log then ends with ``run_end`` ``replay_diverged`` (no
+            verdict) and ``summary.json`` is written.
         KeyboardInterrupt: the run was interrupted; the log ends with ``run_end``
             ``interrupted`` (no verdict) and ``summary.json`` is written.
 
@@ -124,7 +133,7 @@ def run_trajectory(
         if observer is not None:
             observer(written)
 
-    parts = _Parts(env, task, seed, planner, reviewer, condition, sink)
+    parts = _Parts(env, task, seed, planner, reviewer, condition, sink, actions)
     try:
         verdict, ending = _graded_run(parts, workspace_root)
         sink(FinalVerdictEvent(verdict=verdict, success=verdict.success, end_reason=ending.reason))
@@ -161,6 +170,7 @@ class _Parts:
     reviewer: Reviewer | None
     condition: Condition
     sink: Callable[[Event], None]
+    actions: RecordedActions | None = None
 
 
 def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, Ending]:
@@ -211,6 +221,7 @@ def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
         ),
         reviewer=reviewer if reviews else None,
         condition=condition,
+        actions=parts.actions,
     )
     system = render_system_prompt(
         tools,
@@ -230,7 +241,7 @@ def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
         task_exec_s=condition.budgets.execution_seconds,
         primitive_calls=condition.budgets.primitive_calls,
     )
-    with WorkerSession(server, limits, isolation=condition.isolation) as session:
+    with WorkerSession(server, limits, isolation=condition.isolation, seed=parts.seed) as session:
         session.start()
         sink(
             RunStartEvent(
@@ -247,9 +258,13 @@ def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
                 isolation=session.isolation,
                 budgets=condition.budgets,
                 config=condition.model_dump(mode="json"),
+                worker_seed=parts.seed,
             )
         )
-        return run_loop(controller, session, planner, env.error_hint)
+        ending = run_loop(controller, session, planner, env.error_hint)
+        if parts.actions is not None:
+            parts.actions.finish()
+        return ending
 
 
 def _reviewer_id(reviewer: Reviewer | None) -> str:

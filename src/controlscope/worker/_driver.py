@@ -5,9 +5,12 @@ nonce, whether it is being cancelled, the known tools, the message shapes and bo
 that does not fit raises :class:`KillWorker` with the block's end status and the reason. Every
 wait for the worker and every tool call is charged to the session's
 :class:`~controlscope.worker.ExecutionClock`; a wait that would overrun a budget kills the
-worker. At a ``call`` message the driver builds the :class:`~controlscope.core.Boundary`, asks
-the handler for the operation, has :func:`~controlscope.worker._apply.apply_operation` decide
-the call, makes it, answers the worker and reports the call.
+worker. At a ``call`` message the driver builds the :class:`~controlscope.core.Boundary` (the
+call's line, call site and literal slots derived from the controller's own parse of the block,
+:mod:`._site`), asks the handler for the operation, has
+:func:`~controlscope.worker._apply.apply_operation` decide the call, makes it, answers the
+worker and reports the call. ``out`` messages carry printed output as it is written, so a
+block killed later keeps what it printed.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import ast
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,14 +28,15 @@ from controlscope.core import (
     BlockResult,
     BlockStatus,
     Boundary,
-    CallSite,
     PrimitiveCall,
+    ToolParam,
     ToolServer,
 )
 from controlscope.worker import _runtime
 from controlscope.worker._apply import Cancel, MakeCall, apply_operation
 from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
 from controlscope.worker._clock import BudgetKind, ExecutionClock
+from controlscope.worker._site import BlockSource, SiteMismatch, resolve_site
 from controlscope.worker._snapshot import WIRE_JSON
 from controlscope.worker._types import BoundaryHandler, Limits
 
@@ -72,6 +76,7 @@ class BlockState:
         block_id: the block's id.
         code: its source as it stands (a ``patch_block_data`` rewrite replaces it).
         original_tree: the source as it started, parsed (empty when it does not parse).
+        source: the controller's index of that source and its constants as they stand.
         seq: the session's running number of the block (the worker's constants-table name).
         fresh_worker: the block runs in a fresh worker (earlier variables are gone).
         started: wall clock at its start (seconds since the epoch).
@@ -87,6 +92,7 @@ class BlockState:
     code: str
     original_tree: ast.Module
     seq: int
+    source: BlockSource = field(init=False)
     fresh_worker: bool = False
     started: float = field(default_factory=time.time)
     calls: int = 0
@@ -95,6 +101,9 @@ class BlockState:
     dropped: int = 0
     budget_hit: bool = False
     replacement: str | None = None
+
+    def __post_init__(self) -> None:
+        self.source = BlockSource.parse(self.block_id, self.original_tree, self.code)
 
     @property
     def cancelled(self) -> bool:
@@ -156,50 +165,59 @@ def _rebound(variables: Any) -> dict[str, Any]:
 
 
 def read_call(
-    msg: dict[str, Any], blk: BlockState, call_index: int
-) -> tuple[Boundary, dict[str, Any]]:
-    """The boundary a ``call`` message claims, and the pending call's literal-argument slots.
+    msg: dict[str, Any],
+    blk: BlockState,
+    call_index: int,
+    *,
+    blocks: Mapping[str, BlockSource],
+    params: list[ToolParam],
+) -> Boundary:
+    """The boundary of a ``call`` message.
 
-    Everything here is the worker's claim (arguments, line, call site, variables, slots); the
-    controller adds what it knows itself (block id, call indices, output so far, current code).
+    The arguments and variables are the worker's (shown to the reviewer as such); the line,
+    call site and literal slots are derived from the controller's own parse of the block whose
+    code makes the call (:func:`~controlscope.worker._site.resolve_site`), and the worker's
+    claims about them must agree; the controller adds what it knows itself (block id, call
+    indices, output so far, current code).
 
     Args:
         msg: the ``call`` message (its tool already checked).
         blk: the running block.
         call_index: the call's index in the task.
-
-    Returns:
-        ``(boundary, literal_slots)``.
+        blocks: the sources of the blocks this worker ran, by id.
+        params: the tool's parameters in positional order.
 
     Raises:
-        KillWorker: a malformed message (status ``killed``).
+        KillWorker: a malformed message or a claim that disagrees (status ``killed``).
     """
     try:
-        site = msg.get("site")
-        lits = msg.get("lits") or {}
-        if not isinstance(lits, dict):
-            raise TypeError("lits")
-        boundary = Boundary(
+        arguments = msg["args"]
+        if not isinstance(arguments, dict):
+            raise TypeError("args")
+        site = resolve_site(
+            msg, blocks=blocks, running=blk.block_id, params=params, arguments=arguments
+        )
+        return Boundary(
             block_id=blk.block_id,
             call_index=call_index,
             block_call_index=blk.calls,
             tool=msg["tool"],
-            arguments=msg["args"],
-            line=msg["line"],
-            call_site=CallSite(
-                module=f"block_{site if isinstance(site, str) else blk.block_id}",
-                function=msg.get("fn"),
-                class_name=msg.get("cls"),
-            ),
+            arguments=arguments,
+            line=site.line,
+            call_site=site.call_site,
             # re-bounded here: the worker's own bounds are a claim, not a guarantee
             module_vars=_rebound(msg.get("mv")),
             local_vars=_rebound(msg.get("lv")),
             output="".join(blk.output),
             code=blk.code,
+            literal_slots=site.literal_slots,
+            params_refusal=site.refusal,
+            source_line=site.source_line,
         )
+    except SiteMismatch as exc:
+        raise KillWorker("killed", f"protocol violation: {exc}") from None
     except (ValidationError, TypeError, KeyError) as exc:
         raise KillWorker("killed", f"protocol violation: malformed boundary: {exc!r}") from None
-    return boundary, lits
 
 
 @dataclass
@@ -212,7 +230,9 @@ class BlockDriver:
         clock: the session's execution clock (its block count restarted for this block).
         calls: the task's primitive-call count, advanced by every call made.
         tools: the tool server every call is made on.
-        tool_names: the tools the worker may call.
+        signatures: the tools the worker may call, each with its parameters in positional
+            order.
+        blocks: the sources of the blocks this worker ran, by id.
         limits: the session's budgets (output bound, call budget, the time budgets' values
             for messages).
         death_reason: says why the worker is gone, once its channel closed.
@@ -223,7 +243,8 @@ class BlockDriver:
     clock: ExecutionClock
     calls: CallCount
     tools: ToolServer
-    tool_names: frozenset[str]
+    signatures: Mapping[str, list[ToolParam]]
+    blocks: Mapping[str, BlockSource]
     limits: Limits
     death_reason: Callable[[], str]
 
@@ -244,7 +265,9 @@ class BlockDriver:
         while True:
             msg = self._recv()
             kind = msg.get("t")
-            if kind == "call":
+            if kind == "out":
+                self._add_output(msg.get("out"), msg.get("dropped"))
+            elif kind == "call":
                 self._on_call(msg, handler)
             elif kind == "end":
                 return self._on_end(msg)
@@ -355,7 +378,7 @@ class BlockDriver:
                 "killed", "protocol violation: a primitive call from a cancelled block"
             )
         tool = msg.get("tool")
-        if not isinstance(tool, str) or tool not in self.tool_names:
+        if not isinstance(tool, str) or tool not in self.signatures:
             raise KillWorker("killed", f"protocol violation: call to unknown tool {tool!r}")
         self._add_output(msg.get("out", ""), msg.get("dropped", 0))
         if self.calls.spent:
@@ -366,16 +389,19 @@ class BlockDriver:
             )
             self._send({"t": "budget", "msg": note})
             return
-        boundary, lits = read_call(msg, blk, self.calls.made)
+        params = self.signatures[tool]
+        boundary = read_call(msg, blk, self.calls.made, blocks=self.blocks, params=params)
         operation = handler.on_boundary(boundary)
         applied = apply_operation(
-            boundary, operation, original_tree=blk.original_tree, literal_slots=lits
+            boundary, operation, original_tree=blk.original_tree, params=params
         )
         if isinstance(applied, Cancel):
             blk.replacement = applied.replacement
             self.clock.start_cancel()
             self._send(applied.message)
             return
+        if applied.patched:
+            blk.source.patch(applied.code)
         blk.code = applied.code
         self._make_call(tool, applied, handler)
 
@@ -396,6 +422,9 @@ class BlockDriver:
             result=result,
             started_at=started,
             elapsed_ms=elapsed * 1000,
+            operation=applied.operation,
+            requested=applied.requested,
+            notice=applied.notice,
         )
         self.calls.made += 1
         self.blk.calls += 1
