@@ -21,10 +21,12 @@ from controlscope.core import (
     ModelCallEvent,
     ModelRequest,
     ModelResponse,
+    PrimitiveCall,
     PrimitiveCallEvent,
     ProviderError,
     RealizedOperationEvent,
     RunEndEvent,
+    RunStartEvent,
     Scope,
     TaskBudgets,
     ToolCall,
@@ -35,11 +37,17 @@ from controlscope.core import (
 from controlscope.envs._catalog import get_environment
 from controlscope.envs.filesystem._planning import LOCAL_FILE_HINT
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
-from controlscope.models.replay import ReplayMismatch, ReplayModel
+from controlscope.models.replay import ReplayModel
 from controlscope.models.scripted import ScriptedModel
-from controlscope.record import read_events, read_summary
+from controlscope.record import (
+    ActionMismatch,
+    RecordedActions,
+    ReplayMismatch,
+    read_events,
+    read_summary,
+)
 from controlscope.review import ModelReviewer
-from controlscope.run import RunResult, run_trajectory
+from controlscope.run import RunResult, RunSpec, run_task, run_trajectory
 
 TASK_ID = "file_context/file_splitting"
 
@@ -367,24 +375,9 @@ def test_replay_masks_clock_readings_but_not_other_differences(tmp_path: Path) -
     ends = [e for e in read_events(first.run_dir) if isinstance(e, BlockEndEvent)]
     printed = ends[0].result.output
     assert "created: " in printed and "<clock>" not in printed  # the log keeps real readings
-    env = get_environment("filesystem")
     time.sleep(1.1)  # the clock readings (whole seconds) now differ
 
-    def replay(normalise: Callable[[str], str] | None, name: str) -> RunResult:
-        return run_trajectory(
-            env,
-            env.task(TASK_ID),
-            seed=0,
-            planner=ReplayModel.from_run_dir(first.run_dir, "planner", normalise=normalise),
-            reviewer=ModelReviewer(
-                ReplayModel.from_run_dir(first.run_dir, "reviewer", normalise=normalise)
-            ),
-            condition=Condition(scope=Scope.FULL, planner_format="fenced", review_mode="json"),
-            out_dir=tmp_path / name,
-            workspace_root=tmp_path / "ws",
-        )
-
-    again = replay(env.normalise_observation, "masked")
+    again = replay(first, tmp_path, "masked", scope=Scope.FULL)  # its actions checked too
     assert again.verdict.success and again.summary.primitive_calls == first.summary.primitive_calls
     # the masked readings are reported apart, raw (paper A.4)
     (report,) = [e for e in read_events(again.run_dir) if isinstance(e, ClockDifferencesEvent)]
@@ -392,7 +385,7 @@ def test_replay_masks_clock_readings_but_not_other_differences(tmp_path: Path) -
     difference = report.differences[0]
     assert "GMT" in difference.recorded and difference.recorded != difference.received
     with pytest.raises(ReplayMismatch, match=r"the reviewer's request 0 differs .* GMT\+0000"):
-        replay(None, "unmasked")
+        replay(first, tmp_path, "unmasked", actions=False, normalise=False, scope=Scope.FULL)
     # the diverged replay's log ends saying so, and its summary is written
     summary = read_summary(tmp_path / "unmasked")
     assert summary.end_reason == "replay_diverged" and summary.complete
@@ -497,3 +490,113 @@ def test_a_model_that_fails_unexpectedly_ends_the_run_recorded_and_graded(tmp_pa
     events = read_events(result.run_dir)
     assert events[-1].type == "run_end" and events[-2].type == "final_verdict"
     assert read_summary(result.run_dir).end_reason == "error"
+
+
+# --------------------------------------------------------------------------- replays check actions
+
+STAMP = """
+import time
+root = ROOT
+write_file(path=f"{root}/stamp_{time.time_ns()}.txt", content="x")
+"""
+
+PICK = """
+import random
+root = ROOT
+name = f"pick_{random.randint(0, 10**9)}.txt"
+write_file(path=f"{root}/{name}", content=str(random.random()))
+"""
+
+
+def replay(
+    first: RunResult,
+    tmp_path: Path,
+    name: str,
+    *,
+    actions: bool = True,
+    normalise: bool = True,
+    **config: object,
+) -> RunResult:
+    """Replay ``first`` from its log (both roles) in the same workspace root, comparing what
+    the environment's normaliser leaves and checking the actions, unless told not to."""
+    env = get_environment("filesystem")
+    mask = env.normalise_observation if normalise else None
+    return run_trajectory(
+        env,
+        env.task(TASK_ID),
+        seed=0,
+        planner=ReplayModel.from_run_dir(first.run_dir, "planner", normalise=mask),
+        reviewer=ModelReviewer(ReplayModel.from_run_dir(first.run_dir, "reviewer", normalise=mask)),
+        condition=Condition(planner_format="fenced", review_mode="json", **config),  # type: ignore[arg-type]
+        out_dir=tmp_path / name,
+        workspace_root=tmp_path / "ws",
+        actions=RecordedActions.from_run_dir(first.run_dir, normalise=mask) if actions else None,
+    )
+
+
+def calls_of(result: RunResult) -> list[PrimitiveCall]:
+    return [e.call for e in read_events(result.run_dir) if isinstance(e, PrimitiveCallEvent)]
+
+
+def test_a_replay_whose_action_differs_only_in_its_arguments_diverges(tmp_path: Path) -> None:
+    """Under ``code_only`` the reviewer never sees the pending call's arguments, so a recorded
+    ``keep`` applied to another call leaves every model request as recorded: only the check of
+    the actions (tool, final arguments, observation) notices, and names the field."""
+    config = {"scope": Scope.ARG, "view": "code_only", "schedule": "continuous"}
+    first = run(tmp_path, [fenced(STAMP), DONE], [KEEP], **config)
+    assert first.end_reason == "final_answer"
+    time.sleep(0.01)
+    blind = replay(first, tmp_path, "unchecked", actions=False, **config)
+    assert blind.end_reason == "final_answer"  # the requests alone cannot tell
+    assert calls_of(blind)[0].arguments != calls_of(first)[0].arguments
+    with pytest.raises(ActionMismatch, match=r"primitive call 0 differs .* at arguments\.path"):
+        replay(first, tmp_path, "checked", **config)
+    summary = read_summary(tmp_path / "checked")
+    assert summary.end_reason == "replay_diverged" and summary.success is None
+    last = read_events(tmp_path / "checked")[-1]
+    assert isinstance(last, RunEndEvent) and "arguments.path" in last.detail
+
+
+def test_run_task_replays_check_the_actions_too(tmp_path: Path) -> None:
+    """``--model replay:DIR`` (``prepare``) turns the check on."""
+    first = run(tmp_path, [fenced(STAMP), DONE], [KEEP], scope=Scope.ARG, view="code_only")
+    spec = RunSpec(
+        task=TASK_ID,
+        scope="arg",
+        view="code_only",
+        model=f"replay:{first.run_dir}",
+        out=tmp_path / "again",
+    )
+    with pytest.raises(ReplayMismatch, match=r"primitive call 0 differs"):
+        run_task(spec)
+    assert read_summary(tmp_path / "again").end_reason == "replay_diverged"
+
+
+def test_a_block_using_random_replays_identically(tmp_path: Path) -> None:
+    """The worker seeds ``random`` from the run's seed and the block: the replay draws the same
+    numbers, so it writes the same file with the same content, and its actions check passes."""
+    first = run(tmp_path, [fenced(PICK), DONE], [KEEP], scope=Scope.ARG, view="code_only")
+    start = read_events(first.run_dir)[0]
+    assert isinstance(start, RunStartEvent) and start.worker_seed == 0
+    again = replay(first, tmp_path, "again", scope=Scope.ARG, view="code_only")
+    assert again.end_reason == "final_answer"
+    assert [c.arguments for c in calls_of(again)] == [c.arguments for c in calls_of(first)]
+
+
+def test_the_log_holds_the_request_and_the_final_arguments_and_a_no_op_patch(
+    tmp_path: Path,
+) -> None:
+    """A Params rewrite that changes only a later constant: accepted, and the call's record
+    says that its arguments were left unchanged (with what the block asked for)."""
+    block = 'root = ROOT\ntext = read_text_file(path=root + "/large_file.txt")\nprint("first")\n'
+
+    def rewrite(request: ModelRequest) -> ModelResponse:
+        return decision("patch_block_data", code=_code(block.replace("first", "second"))(request))
+
+    result = run(tmp_path, [fenced(block), DONE], [rewrite], scope=Scope.PARAMS)
+    [call] = calls_of(result)
+    assert call.operation == "patch_block_data"
+    assert call.requested == call.arguments
+    assert call.notice is not None and "unchanged" in call.notice
+    ends = [e for e in read_events(result.run_dir) if isinstance(e, BlockEndEvent)]
+    assert ends[0].result.output == "second\n"

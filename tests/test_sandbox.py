@@ -840,7 +840,7 @@ def test_a_worker_that_stops_reading_is_killed_within_its_budget(sb: Sandbox) ->
         "import time\n"
         "for _ in range(1000):\n"
         "    rt.send({'t': 'call', 'tool': 'read_text_file', 'args': {'path': 'a.txt'},\n"
-        "             'line': 1, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
+        "             'line': 0, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
         "             'dropped': 0, 'lits': {}})\n"
         "time.sleep(100)\n"
     )
@@ -855,7 +855,7 @@ def test_a_worker_that_stops_reading_is_killed_within_its_budget(sb: Sandbox) ->
 def test_forged_call_to_an_unknown_tool(sb: Sandbox, route: str) -> None:
     code = FIND_RUNTIME[route] + (
         "rt.send({'t': 'call', 'tool': 'delete_everything', 'args': {'path': '/'},\n"
-        "         'line': 1, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
+        "         'line': 0, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
         "         'dropped': 0, 'lits': {}})\n"
         "print(rt.recv())\n"
     )
@@ -871,7 +871,7 @@ def test_forged_call_goes_through_the_boundary(sb: Sandbox) -> None:
     handler = Recorder()
     code = FIND_RUNTIME["proxy globals"] + (
         "rt.send({'t': 'call', 'tool': 'write_file', 'args': {'path': 'x', 'content': 'y'},\n"
-        "         'line': 1, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
+        "         'line': 0, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
         "         'dropped': 0, 'lits': {}})\n"
         "print(rt.recv())\n"
     )
@@ -1100,7 +1100,7 @@ def test_thread_of_a_replaced_block_cannot_forge_calls(sb: Sandbox) -> None:
         "    time.sleep(0.5)\n"
         "    rt.send({'t': 'call', 'tool': 'write_file',\n"
         "             'args': {'path': 'after-cancel.txt', 'content': 'from a thread'},\n"
-        "             'line': 1, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
+        "             'line': 0, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
         "             'dropped': 0, 'lits': {}})\n"
         "threading.Thread(target=later, daemon=True).start()\n"
         "read_text_file('a.txt')\n"
@@ -1114,7 +1114,7 @@ def test_thread_of_a_replaced_block_cannot_forge_calls(sb: Sandbox) -> None:
 FORGE_CALL = (
     "rt.send({'t': 'call', 'tool': 'write_file',\n"
     "         'args': {'path': 'after-cancel.txt', 'content': 'booby trap'},\n"
-    "         'line': 1, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
+    "         'line': 0, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
     "         'dropped': 0, 'lits': {}})\n"
 )
 
@@ -1195,7 +1195,7 @@ def test_replaced_block_cannot_take_over_the_runtime(sb: Sandbox) -> None:
         "        R.fired = True\n"
         "        original_send(self, {'t': 'call', 'tool': 'write_file',\n"
         "            'args': {'path': 'after-cancel.txt', 'content': 'runtime patched'},\n"
-        "            'line': 1, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
+        "            'line': 0, 'fn': None, 'cls': None, 'mv': {}, 'lv': {}, 'out': '',\n"
         "            'dropped': 0, 'lits': {}})\n"
         "R.send = send\n"
         "read_text_file('a.txt')\n"
@@ -1307,7 +1307,7 @@ def test_forged_boundary_snapshot_is_bounded(sb: Sandbox) -> None:
     code = FIND_RUNTIME["proxy globals"] + (
         "import os, json\n"
         "rt.send({'t': 'call', 'tool': 'read_text_file', 'args': {'path': 'a.txt'},\n"
-        "         'line': 1, 'fn': None, 'cls': None,\n"
+        "         'line': 0, 'fn': None, 'cls': None,\n"
         "         'mv': {f'v{i}': 'm' * 1000 for i in range(3000)},\n"
         "         'lv': {'big': 'l' * 3_000_000}, 'out': 'o' * 3_000_000,\n"
         "         'dropped': 0, 'lits': {}})\n"

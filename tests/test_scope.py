@@ -35,6 +35,7 @@ from controlscope.core import (
     Scope,
     ToolSchema,
     Validation,
+    tool_params,
 )
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem.server import start_filesystem_server
@@ -46,6 +47,7 @@ from controlscope.scope import (
     validate_operation,
 )
 from controlscope.worker import _constants
+from controlscope.worker._apply import final_arguments
 
 BLOCK = """\
 import json
@@ -800,3 +802,69 @@ def test_replacement_accepted(code: str) -> None:
     assert_accepted(
         check(ReplaceWorkflow(code=code), Scope.FULL, ToolSchema(name="read_text_file"))
     )
+
+
+# --------------------------------------------------------------------------- final arguments
+
+LIMITED = ToolSchema(
+    name="read_text_file",
+    input_schema={
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "head": {"type": "integer", "minimum": 1}},
+        "required": ["path"],
+    },
+)
+CALL = "text = read_text_file('a.txt', 3)\nprint('done')\n"
+
+
+def literal_boundary(code: str = CALL, **fields: Any) -> Boundary:
+    """The pending call ``read_text_file('a.txt', 3)`` made directly by the block: its path
+    and head are the literals of slots 0 and 1."""
+    values = {
+        "arguments": {"path": "a.txt", "head": 3},
+        "literal_slots": {"path": 0, "head": 1},
+        **fields,
+    }
+    return boundary("read_text_file", code=code).model_copy(update=values)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fragment"),
+    [
+        ("3)", "0)", "head: 0 is less than the minimum of 1"),
+        ("'a.txt'", "5", "path: 5 is not of type 'string'"),
+        ("3)", "'three')", "head: 'three' is not of type 'integer'"),
+    ],
+)
+def test_block_data_whose_final_arguments_break_the_schema_is_rejected(
+    old: str, new: str, fragment: str
+) -> None:
+    """The rewrite is a valid constant change, but the pending call would be sent with
+    arguments its tool refuses: rejected as patch_arguments would be."""
+    v = check(
+        PatchBlockData(code=CALL.replace(old, new)), Scope.PARAMS, LIMITED, literal_boundary()
+    )
+    assert_rejected(v, "schema_violation", fragment)
+
+
+def test_the_final_arguments_validated_are_the_worker_s() -> None:
+    """A rewrite that changes only a later constant is accepted (it takes effect later) and
+    leaves the call's arguments as they are, saying so; an optional literal set to ``None`` is
+    left out of the call, as the tool's function does, so no null breaks the schema."""
+    b = literal_boundary()
+    no_op = PatchBlockData(code=CALL.replace("'done'", "'over'"))
+    assert_accepted(check(no_op, Scope.PARAMS, LIMITED, b))
+    final = final_arguments(b, no_op, params=tool_params(LIMITED))
+    assert final.arguments == b.arguments and final.notice is not None
+    dropped = PatchBlockData(code=CALL.replace("3)", "None)"))
+    assert_accepted(check(dropped, Scope.PARAMS, LIMITED, b))
+    assert final_arguments(b, dropped, params=tool_params(LIMITED)).arguments == {"path": "a.txt"}
+
+
+def test_block_data_at_a_call_whose_data_it_cannot_edit_is_rejected() -> None:
+    refusal = "the tool's function is called indirectly at line 1"
+    b = literal_boundary(literal_slots={}, params_refusal=refusal)
+    v = check(PatchBlockData(code=CALL.replace("'a.txt'", "'b.txt'")), Scope.FULL, LIMITED, b)
+    assert_rejected(v, "data_not_editable", "indirectly")
+    # patch_arguments still edits this call's data
+    assert_accepted(check(PatchArguments(arguments={"path": "b.txt"}), Scope.FULL, LIMITED, b))

@@ -1,4 +1,5 @@
-"""Tests of controlscope.models.scripted and controlscope.models.replay (the test doubles)."""
+"""Tests of controlscope.models.scripted and controlscope.models.replay (the test doubles), and
+of the replay's check of recorded actions (controlscope.record.RecordedActions)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from controlscope.core import (
     ModelRequest,
     ModelResponse,
     PlannerTurnEvent,
+    PrimitiveCall,
+    PrimitiveCallEvent,
     ProviderError,
+    ToolResult,
     ToolSpec,
     Usage,
     model_call_event,
@@ -29,7 +33,13 @@ from controlscope.models import (
     ScriptExhausted,
 )
 from controlscope.models.replay import first_difference
-from controlscope.record import LogError, TrajectoryWriter, TruncatedLogWarning
+from controlscope.record import (
+    ActionMismatch,
+    LogError,
+    RecordedActions,
+    TrajectoryWriter,
+    TruncatedLogWarning,
+)
 
 
 def conversation(*contents: str, **fields: object) -> ModelRequest:
@@ -235,3 +245,53 @@ def test_mismatch_in_a_long_text_shows_where_it_changes() -> None:
     text = str(err)
     assert f"(from character {len(head) + 7})" in text
     assert "full" in text and "arg" in text
+
+
+# --------------------------------------------------------------------------- recorded actions
+
+
+def _call(index: int, path: str, text: str = "ok", *, is_error: bool = False) -> PrimitiveCall:
+    return PrimitiveCall(
+        block_id="t0.b0",
+        call_index=index,
+        tool="read_text_file",
+        arguments={"path": path},
+        result=ToolResult(text=text, is_error=is_error),
+        started_at=0.0,
+        elapsed_ms=1.0,
+    )
+
+
+def test_recorded_actions_compare_tool_arguments_and_observation_in_order() -> None:
+    recorded = [_call(0, "a.txt"), _call(1, "b.txt", "modified: 12:00:01")]
+    mask = lambda text: text.replace("12:00:01", "<clock>").replace("12:00:02", "<clock>")  # noqa: E731
+    actions = RecordedActions(recorded, normalise=mask)
+    actions.check(_call(0, "a.txt").model_copy(update={"started_at": 9.0, "elapsed_ms": 7.0}))
+    actions.check(_call(1, "b.txt", "modified: 12:00:02"))  # a clock reading is masked
+    actions.finish()
+    with pytest.raises(ActionMismatch, match="primitive call 2 was not recorded"):
+        actions.check(_call(2, "c.txt"))
+    for replayed, where in [
+        (_call(0, "z.txt"), "arguments.path"),
+        (_call(0, "a.txt", "other"), "observation.text"),
+        (_call(0, "a.txt", is_error=True), "observation.is_error"),
+        (_call(0, "a.txt").model_copy(update={"tool": "write_file"}), "tool"),
+    ]:
+        fresh = RecordedActions(recorded)
+        with pytest.raises(ActionMismatch) as caught:
+            fresh.check(replayed)
+        assert caught.value.path == where and isinstance(caught.value, ReplayMismatch)
+        assert f"primitive call 0 differs from the recording at {where}" in str(caught.value)
+    short = RecordedActions(recorded)
+    short.check(_call(0, "a.txt"))
+    with pytest.raises(ActionMismatch, match=r"primitive call 1 was recorded \(read_text_file"):
+        short.finish()
+
+
+def test_recorded_actions_are_read_from_a_run_directory(tmp_path: Path) -> None:
+    with TrajectoryWriter(tmp_path) as writer:
+        writer.write(PlannerTurnEvent(turn=1))
+        writer.write(PrimitiveCallEvent(call=_call(0, "a.txt")))
+    actions = RecordedActions.from_run_dir(tmp_path)
+    assert len(actions) == 1
+    actions.check(_call(0, "a.txt"))

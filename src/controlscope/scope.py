@@ -31,10 +31,12 @@ from controlscope.core import (
     RejectionReason,
     ReplaceWorkflow,
     Scope,
+    ToolParam,
     ToolSchema,
     Validation,
+    tool_params,
 )
-from controlscope.worker import _constants
+from controlscope.worker import _apply, _constants
 
 __all__ = [
     "CODE_NAME_TOKENS",
@@ -306,12 +308,24 @@ def _check_patch_arguments(
         return _reject(
             granted, patch, "empty_patch", "every patched argument already has that value"
         )
-    merged = {**boundary.arguments, **patch.arguments}
+    final = _apply.final_arguments(boundary, patch).arguments
+    return _check_final(granted, patch, boundary, tool, final) or _accept(granted, patch)
+
+
+def _check_final(
+    granted: Scope,
+    proposal: Operation,
+    boundary: Boundary,
+    tool: ToolSchema,
+    final: dict[str, Any],
+) -> Validation | None:
+    """Reject ``proposal`` when the final arguments it gives the pending call show a schema
+    error that the arguments the block asked for did not have (None: no new error)."""
     checked = _validator(json.dumps(tool.input_schema, sort_keys=True))
     if isinstance(checked, str):
         return _reject(
             granted,
-            patch,
+            proposal,
             "schema_violation",
             f"the input schema of {tool.name} is itself invalid, so no patch can be checked: "
             f"{checked}",
@@ -319,11 +333,11 @@ def _check_patch_arguments(
     validator = checked
     try:
         before = _schema_errors(validator, dict(boundary.arguments))
-        after = _schema_errors(validator, merged)
+        after = _schema_errors(validator, final)
     except referencing.exceptions.Unresolvable as exc:  # never fetched: no network
         return _reject(
             granted,
-            patch,
+            proposal,
             "schema_violation",
             f"the input schema of {tool.name} has a reference that cannot be resolved, so no "
             f"patch can be checked: {exc}",
@@ -332,11 +346,11 @@ def _check_patch_arguments(
     if new:
         return _reject(
             granted,
-            patch,
+            proposal,
             "schema_violation",
-            f"patched arguments break the schema of {tool.name}: " + "; ".join(new),
+            f"the patched call's arguments break the schema of {tool.name}: " + "; ".join(new),
         )
-    return _accept(granted, patch)
+    return None
 
 
 @functools.lru_cache(maxsize=256)
@@ -363,7 +377,16 @@ def _same_json(old: Any, new: Any) -> bool:
         return False
 
 
-def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary) -> Validation:
+def _check_block_data(
+    patch: PatchBlockData, granted: Scope, boundary: Boundary, tool: ToolSchema
+) -> Validation:
+    if boundary.params_refusal is not None:
+        return _reject(
+            granted,
+            patch,
+            "data_not_editable",
+            f"patch_block_data cannot edit this call's data: {boundary.params_refusal}",
+        )
     try:
         new_tree = _compile(patch.code, "<patch_block_data>")
     except SyntaxError as exc:
@@ -419,7 +442,16 @@ def _check_block_data(patch: PatchBlockData, granted: Scope, boundary: Boundary)
         changed += 1
     if not changed:
         return _reject(granted, patch, "empty_patch", "the new block has the same constants")
-    return _accept(granted, patch)
+    final = _apply.final_arguments(boundary, patch, params=_params(tool)).arguments
+    return _check_final(granted, patch, boundary, tool, final) or _accept(granted, patch)
+
+
+def _params(tool: ToolSchema) -> list[ToolParam]:
+    """The tool's parameters; none when its schema cannot describe a Python function."""
+    try:
+        return tool_params(tool)
+    except ValueError:
+        return []
 
 
 @functools.lru_cache(maxsize=32)
@@ -495,20 +527,21 @@ def validate_operation(
        - values that are not JSON (objects, NaN, infinities) -> ``schema_violation``;
        - every patched value equal to the current one -> ``empty_patch``. A patch sets values; it
          cannot delete an argument;
-       - the merged arguments (``boundary.arguments`` updated with the patch) showing a
-         JSON-schema error that the unpatched call did not have (validator from the schema's
-         ``$schema``, default Draft 2020-12) -> ``schema_violation``. An error the pending call
-         already had does not block a patch of another argument: Keep would fail the same way.
+       - the final arguments (the worker's own ``final_arguments``) showing a JSON-schema
+         error that the unpatched call did not have (validator from the schema's ``$schema``,
+         default Draft 2020-12) -> ``schema_violation``. An error the pending call already had
+         does not block a patch of another argument: Keep would fail the same way.
 
-    5. ``patch_block_data`` (Params, paper section A.2 "coordinated data edits"): the code must
-       compile (``syntax_error``), and its syntax tree must equal that of ``boundary.code`` with
-       every constant blanked (``structure_changed``; comments and layout are free). Only data
+    5. ``patch_block_data`` (Params, paper section A.2 "coordinated data edits"): at a call
+       whose data it cannot edit (``boundary.params_refusal``) -> ``data_not_editable``. The
+       code must compile (``syntax_error``), and its syntax tree must equal ``boundary.code``'s
+       with every constant blanked (``structure_changed``; comments and layout free). Only data
        constants (see :func:`block_data_constants`) may change: a change to an f-string format
        spec, a docstring or a ``case`` pattern is ``structure_changed``, because the running
        block would not see it. A constant may change type only among str/int/float/bool/None
        (other types, e.g. bytes, ``...``, keep theirs) -> else ``structure_changed``. A sign is
        structure: ``-1`` -> ``-5`` is data, ``-1`` -> ``5`` is not. No constant changed ->
-       ``empty_patch``.
+       ``empty_patch``. Final arguments are checked as for ``patch_arguments``.
     6. ``replace_workflow`` (Full): the code must compile (``syntax_error``: module-level
        ``return``, top-level ``await`` and null bytes included). Code with no statement (empty,
        blank or comments only) -> ``empty_patch``: an empty code field is the commonest malformed
@@ -559,5 +592,5 @@ def _judge(
     if isinstance(proposal, PatchArguments):
         return _check_patch_arguments(proposal, scope, boundary, tool)
     if isinstance(proposal, PatchBlockData):
-        return _check_block_data(proposal, scope, boundary)
+        return _check_block_data(proposal, scope, boundary, tool)
     return _check_replacement(proposal, scope)

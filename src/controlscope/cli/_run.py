@@ -25,9 +25,10 @@ from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_prepare
 __all__ = ["add_arguments", "main", "spec_from_args"]
 
 _DIVERGED_HELP = (
-    "The options matched the recording, so the requests changed: the recording was made by code "
-    "that prompts, shows or schedules differently, or the environment answered differently. "
-    "The diverged replay's log is in {out}; replay again into a new --out directory."
+    "The options matched the recording, so the requests or the actions changed: the recording "
+    "was made by code that prompts, shows, schedules or executes differently, the block drew on "
+    "something no seed controls (the clock, os.urandom), or the environment answered "
+    "differently. The diverged replay's log is in {out}; replay again into a new --out directory."
 )
 
 

@@ -62,6 +62,10 @@ older ones (:func:`upgrade_event`).
     ``run_start`` records the tool server's name and version (``server``) and the budgets the
     run's wall-clock ceiling (``wall_seconds``); a run that reaches it ends with
     ``budget:wall_seconds``. Older logs read with an empty ``server`` and the default ceiling.
+    A boundary carries the controller-derived ``literal_slots``, ``params_refusal`` and
+    ``source_line``; a primitive call its realized ``operation``, the ``requested``
+    arguments and a ``notice``; ``run_start`` the ``worker_seed``; a validation may be
+    rejected as ``data_not_editable``; older events read with these fields' defaults.
 ==  ========================================================================================
 """
 
@@ -141,6 +145,9 @@ class RunStartEvent(_Event):
         config: the whole condition (:class:`~controlscope.core.Condition`, as JSON).
         lattice: the lattice the scope is read in (paper 3.1, A.2).
         operations: the granted operation set, exactly as offered to the reviewer.
+        worker_seed: the seed of the worker's ``random`` module (each block reseeds it from
+            this seed and the block's id, so a replay draws the same numbers); None in logs
+            written before it was recorded.
     """
 
     type: Literal["run_start"] = "run_start"
@@ -157,6 +164,7 @@ class RunStartEvent(_Event):
     server: dict[str, str] = Field(default_factory=dict)
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     config: dict[str, Any] = Field(default_factory=dict)
+    worker_seed: int | None = None
 
 
 class ModelCallEvent(_Event):

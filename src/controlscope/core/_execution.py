@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from controlscope.core._operations import OperationKind
 from controlscope.core._tools import ToolResult
 
 
@@ -42,13 +43,29 @@ class Boundary(BaseModel):
         block_call_index: 0-based index of this call within the block.
         tool: the pending tool's name.
         arguments: the pending call's arguments, by parameter name (positional ones named).
-        line: 1-based source line within the block.
-        call_site: module, function and class of the call.
+        line: 1-based source line of the call in the block whose code makes it (the running
+            block, or an earlier block whose function it calls; 0 when unknown). The
+            controller derives it from its own parse of that block's source.
+        call_site: module, function and class of the call (derived the same way).
         module_vars: JSON-serialisable module variables (values truncated; others as
             ``"<TypeName>"``).
         local_vars: the same for the calling frame's locals (empty at module level).
         output: printed output of the block so far (bounded).
         code: the running block's source.
+        literal_slots: the pending call's arguments that are plain literals of the running
+            block at a call made directly there, by parameter name, each its slot in the
+            block's constants table (paper A.2). Derived by the controller from the block's
+            source and checked against the call's own arguments; what a ``patch_block_data``
+            changes in the pending call.
+        params_refusal: why a ``patch_block_data`` cannot edit this call's data (the literal
+            behind an argument cannot be identified with certainty: the call is made
+            indirectly, or by code of another block, or from an unknown position); None when
+            it can. A Params proposal at such a boundary is rejected (``data_not_editable``).
+        source_line: the text of ``line`` in the source of the block whose code makes the
+            call (an earlier block's, for its function), as the controller read it; empty when
+            unknown.
+        params_note: what a reviewer granted ``patch_block_data`` is told about this call
+            (the refusal, or that no argument is a literal), or None.
     """
 
     block_id: str
@@ -62,6 +79,30 @@ class Boundary(BaseModel):
     local_vars: dict[str, Any] = Field(default_factory=dict)
     output: str = ""
     code: str = ""
+    literal_slots: dict[str, int] = Field(default_factory=dict)
+    params_refusal: str | None = None
+    source_line: str = ""
+
+    @property
+    def params_note(self) -> str | None:
+        """What a reviewer granted ``patch_block_data`` must know about this call, or None.
+
+        The refusal when the call's data cannot be edited; when no argument of the call is a
+        literal of the block, that a block-data rewrite leaves this call's arguments as they
+        are.
+        """
+        if self.params_refusal is not None:
+            return (
+                f"patch_block_data cannot edit this call's data ({self.params_refusal}); "
+                "such a proposal is refused here"
+            )
+        if not self.literal_slots:
+            return (
+                "no argument of this call is a literal at its call site: patch_block_data "
+                "changes the block's later evaluations but leaves this call's arguments as "
+                "they are"
+            )
+        return None
 
 
 class PrimitiveCall(BaseModel):
@@ -71,10 +112,16 @@ class PrimitiveCall(BaseModel):
         block_id: the block that made it.
         call_index: 0-based index of this primitive call within the task (all blocks).
         tool: the tool's name.
-        arguments: the arguments it was made with (after any patch).
+        arguments: the arguments it was made with: the final arguments, after the realized
+            operation (checked against the tool's input schema before the call).
         result: the tool's observation.
         started_at: when it was sent (wall clock, seconds since the epoch).
         elapsed_ms: milliseconds until the observation came back.
+        operation: the realized operation at its boundary (``keep`` when not reviewed).
+        requested: the arguments the block's code asked for, when a patch was applied (so
+            the log holds both the request and what was executed); None under ``keep``.
+        notice: what the operation did not do, e.g. a ``patch_block_data`` that left the
+            call's arguments unchanged; None otherwise.
     """
 
     block_id: str
@@ -84,6 +131,9 @@ class PrimitiveCall(BaseModel):
     result: ToolResult
     started_at: float = Field(description="wall clock, seconds since the epoch")
     elapsed_ms: float
+    operation: OperationKind = "keep"
+    requested: dict[str, Any] | None = None
+    notice: str | None = None
 
 
 BlockStatus = Literal["completed", "error", "cancelled", "timeout", "killed", "budget_exhausted"]

@@ -238,10 +238,12 @@ RejectionReason = Literal[
     "syntax_error",
     "empty_patch",
     "malformed",
+    "data_not_editable",
 ]
 """Why a proposal was rejected (it is then executed as ``Keep``).
 
-``malformed`` means the review held no parseable operation."""
+``malformed`` means the review held no parseable operation; ``data_not_editable`` a
+``patch_block_data`` at a call whose data it cannot edit (``Boundary.params_refusal``)."""
 
 
 class Validation(BaseModel):

@@ -11,7 +11,6 @@ A.4: "raw clock differences remain available"). Every response it returns is mar
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -24,100 +23,16 @@ from controlscope.core import (
     ModelResponse,
     ProviderError,
 )
-from controlscope.record import read_events
+from controlscope.record import (
+    ABSENT,
+    ReplayMismatch,
+    first_char_difference,
+    first_difference,
+    map_strings,
+    read_events,
+)
 
 __all__ = ["ReplayExhausted", "ReplayMismatch", "ReplayModel", "first_difference"]
-
-_ABSENT = "<absent>"
-
-
-def _first_char_difference(left: str, right: str) -> int:
-    """The index of the first character where two texts differ (the shorter's length if one
-    is a prefix of the other)."""
-    return next(
-        (i for i, (a, b) in enumerate(zip(left, right, strict=False)) if a != b),
-        min(len(left), len(right)),
-    )
-
-
-def _short(value: Any, limit: int = 120) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def first_difference(recorded: Any, received: Any, path: str = "") -> tuple[str, Any, Any] | None:
-    """Find the first place where two JSON values differ.
-
-    Mappings are walked in the recorded value's key order (then keys only the received value has),
-    lists by index; a list that is longer or shorter differs at the first missing index.
-
-    Args:
-        recorded: the recorded JSON value.
-        received: the received JSON value.
-        path: the path of these values (``""`` at the root).
-
-    Returns:
-        ``(path, recorded_part, received_part)`` for the first difference, where a missing part is
-        the string ``"<absent>"``; ``None`` when the values are equal.
-    """
-    if isinstance(recorded, dict) and isinstance(received, dict):
-        keys = list(recorded) + [key for key in received if key not in recorded]
-        for key in keys:
-            sub = f"{path}.{key}" if path else str(key)
-            if key not in recorded or key not in received:
-                return sub, recorded.get(key, _ABSENT), received.get(key, _ABSENT)
-            found = first_difference(recorded[key], received[key], sub)
-            if found is not None:
-                return found
-        return None
-    if isinstance(recorded, list) and isinstance(received, list):
-        for index, (left, right) in enumerate(zip(recorded, received, strict=False)):
-            found = first_difference(left, right, f"{path}[{index}]")
-            if found is not None:
-                return found
-        if len(recorded) != len(received):
-            index = min(len(recorded), len(received))
-            left = recorded[index] if index < len(recorded) else _ABSENT
-            right = received[index] if index < len(received) else _ABSENT
-            return f"{path}[{index}]", left, right
-        return None
-    if type(recorded) is not type(received) and not (
-        isinstance(recorded, int | float) and isinstance(received, int | float)
-    ):
-        return path, recorded, received
-    return None if recorded == received else (path, recorded, received)
-
-
-class ReplayMismatch(AssertionError):
-    """A request differs from the recorded one.
-
-    Attributes:
-        index: the 0-based position of the request in the recording.
-        path: the first differing field, e.g. ``messages[3].content`` (``""`` when the recording
-            has no request at this position).
-        recorded: the recorded value there (``"<absent>"`` if none).
-        received: the received value there.
-    """
-
-    def __init__(
-        self, index: int, path: str, recorded: Any, received: Any, *, role: str | None = None
-    ) -> None:
-        where = ""
-        if isinstance(recorded, str) and isinstance(received, str):
-            # Long texts (prompts) often share a long head: show both around the first change.
-            at = _first_char_difference(recorded, received)
-            if at > 40:
-                where = f" (from character {at})"
-                recorded, received = recorded[at - 20 :], received[at - 20 :]
-        whose = f"the {role}'s " if role else ""
-        super().__init__(
-            f"{whose}request {index} differs from the recording at {path}{where}: recorded "
-            f"{_short(recorded)}, received {_short(received)}"
-        )
-        self.index = index
-        self.path = path
-        self.recorded = recorded
-        self.received = received
 
 
 class ReplayExhausted(ReplayMismatch):
@@ -132,7 +47,7 @@ class ReplayExhausted(ReplayMismatch):
         )
         self.index = index
         self.path = ""
-        self.recorded = _ABSENT
+        self.recorded = ABSENT
         self.received = None
 
 
@@ -209,7 +124,7 @@ class ReplayModel:
             got = request.model_dump(mode="json", exclude=exclude)
             raw = first_difference(want, got)
             if self._normalise is not None and raw is not None:
-                want, got = _map_strings(want, self._normalise), _map_strings(got, self._normalise)
+                want, got = map_strings(want, self._normalise), map_strings(got, self._normalise)
             found = first_difference(want, got)
             if found is not None:
                 raise ReplayMismatch(index, *found, role=self._role)
@@ -260,21 +175,10 @@ def _masked(role: str, index: int, path: str, recorded: Any, received: Any) -> C
         return text[max(0, at - 80) : at + 80]
 
     left, right = str(recorded), str(received)
-    at = _first_char_difference(left, right)
+    at = first_char_difference(left, right)
     return ClockDifference(
         role=role, request=index, path=path, recorded=around(left, at), received=around(right, at)
     )
-
-
-def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
-    """``value`` (JSON data) with ``fn`` applied to every string in it (keys excepted)."""
-    if isinstance(value, str):
-        return fn(value)
-    if isinstance(value, list):
-        return [_map_strings(v, fn) for v in value]
-    if isinstance(value, dict):
-        return {k: _map_strings(v, fn) for k, v in value.items()}
-    return value
 
 
 def _pair_from_event(event: ModelCallEvent) -> tuple[ModelRequest, ModelResponse | ProviderError]:

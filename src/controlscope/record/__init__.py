@@ -1,6 +1,8 @@
 """The trajectory log on disk: the run-directory store and run summaries.
 
 The event schema itself is :mod:`controlscope.core` (``Event`` and one model per event type).
+A replay's checks against its recording live here too: :func:`first_difference`,
+:class:`ReplayMismatch`, and :class:`RecordedActions` for the primitive calls.
 
 Public API::
 
@@ -8,6 +10,14 @@ Public API::
 """
 
 from controlscope.record._accounting import LedgerSummary, RoleTotals, TokenLedger, TokenTotals
+from controlscope.record._actions import ActionMismatch, RecordedActions
+from controlscope.record._divergence import (
+    ABSENT,
+    ReplayMismatch,
+    first_char_difference,
+    first_difference,
+    map_strings,
+)
 from controlscope.record._store import (
     MAX_EVENT_BYTES,
     MAX_SUMMARY_BYTES,
@@ -26,11 +36,15 @@ from controlscope.record._store import (
 from controlscope.record._summary import RunSummary, SummaryError, summarize
 
 __all__ = [
+    "ABSENT",
     "MAX_EVENT_BYTES",
     "MAX_SUMMARY_BYTES",
     "SUMMARY_FILE",
+    "ActionMismatch",
     "LedgerSummary",
     "LogError",
+    "RecordedActions",
+    "ReplayMismatch",
     "RoleTotals",
     "RunSummary",
     "SummaryError",
@@ -40,7 +54,10 @@ __all__ = [
     "TrajectoryWriter",
     "TruncatedLogWarning",
     "check_line",
+    "first_char_difference",
+    "first_difference",
     "iter_events",
+    "map_strings",
     "read_events",
     "read_log",
     "read_summary",

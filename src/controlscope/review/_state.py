@@ -18,6 +18,7 @@ from controlscope.core import (
     FallbackKind,
     Message,
     Operation,
+    OperationSet,
     PrimitiveCall,
     ReplaceBoundary,
     ScopeName,
@@ -68,8 +69,9 @@ class PublicState(BaseModel):
         replace_boundary: what a replacement replaces (``block`` or ``reply``).
         tool_schema: the pending call's tool schema (a bare schema when the tool is not
             listed).
-        source_line: the running block's source line of the pending call (empty when out of
-            range).
+        source_line: the source line of the pending call: the boundary's (read by the
+            controller from the block whose code makes the call), else the running block's line
+            (empty when out of range).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -97,7 +99,24 @@ class PublicState(BaseModel):
 
     @property
     def source_line(self) -> str:
-        """The running block's source line of the pending call (empty when out of range)."""
+        """The source line of the pending call (see the class's attributes)."""
+        if self.boundary.source_line:
+            return self.boundary.source_line
         lines = self.boundary.code.splitlines()
         index = self.boundary.line - 1
         return lines[index].strip() if 0 <= index < len(lines) else ""
+
+    def block_data_note(self, granted: OperationSet) -> str:
+        """What a reviewer granted ``granted`` must know about a ``patch_block_data`` of the
+        pending call (:attr:`Boundary.params_note`); empty when ``granted`` does not include it
+        or there is nothing to say.
+
+        Args:
+            granted: the granted operation set.
+
+        Returns:
+            The note, or ``""``.
+        """
+        if "patch_block_data" not in granted.operations:
+            return ""
+        return self.boundary.params_note or ""

@@ -51,6 +51,7 @@ SECTION_BLOCK_CALLS = "CURRENT BLOCK: CALLS AND RESULTS"
 SECTION_OUTPUT = "PRINTED OUTPUT"
 SECTION_VARIABLES = "VARIABLES"
 SECTION_DECISIONS = "EARLIER REVIEW DECISIONS"
+SECTION_BLOCK_DATA = "BLOCK DATA"
 SECTION_PENDING = "PENDING CALL"
 
 VIEW_SECTIONS: dict[View, tuple[str, ...]] = {
@@ -60,6 +61,7 @@ VIEW_SECTIONS: dict[View, tuple[str, ...]] = {
         SECTION_REPLY,
         SECTION_QUEUED,
         SECTION_DECISIONS,
+        SECTION_BLOCK_DATA,
         SECTION_PENDING,
     ),
     "with_feedback": (
@@ -72,12 +74,15 @@ VIEW_SECTIONS: dict[View, tuple[str, ...]] = {
         SECTION_OUTPUT,
         SECTION_VARIABLES,
         SECTION_DECISIONS,
+        SECTION_BLOCK_DATA,
         SECTION_PENDING,
     ),
 }
 """Each view's sections in order (``## TITLE`` lines); an empty section is left out. The pending
 call shows the tool, the source line and its place in both views, and its arguments only in
-``with_feedback`` (A.3: "the pending call's realized arguments")."""
+``with_feedback`` (A.3: "the pending call's realized arguments"). ``BLOCK DATA`` (ours: the
+paper's views predate the check) says, when ``patch_block_data`` is granted, that it cannot
+edit this call's data or leaves its arguments as they are (controller-derived text)."""
 
 # Characters str.splitlines() breaks on, other than "\n"; JSON output escapes them.
 _LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
@@ -156,6 +161,7 @@ def render_view(
         SECTION_OUTPUT: _output(state, limits),
         SECTION_VARIABLES: _variables(state, limits),
         SECTION_DECISIONS: _decisions(state, limits),
+        SECTION_BLOCK_DATA: state.block_data_note(granted),
         SECTION_PENDING: _pending(state, view),
     }
     sections = [f"## {title}\n{bodies[title]}" for title in VIEW_SECTIONS[view] if bodies[title]]

@@ -35,8 +35,10 @@ def run_task(
 
     Raises:
         SpecError: the spec cannot run (see :func:`~controlscope.run.prepare`); nothing ran.
-        ReplayMismatch: a ``replay:`` model received a request its recording does not hold (the
-            run is recorded with end reason ``replay_diverged``).
+        ReplayMismatch: a ``replay:`` model received a request its recording does not hold, or
+            the replay's primitive calls left the recorded ones (``ActionMismatch``: tool,
+            final arguments and normalised observation are compared); the run is recorded
+            with end reason ``replay_diverged``.
     """
     prepared = prepare(spec, build_reviewer=reviewer is None)
     return run_prepared(prepared, reviewer=reviewer, planner=planner, observer=observer)
@@ -67,4 +69,5 @@ def run_prepared(
         condition=prepared.condition,
         out_dir=spec.out,
         observer=observer,
+        actions=prepared.actions,
     )

@@ -35,6 +35,7 @@ from controlscope.core import (
     model_call_event,
 )
 from controlscope.planner import EXECUTE_PYTHON_SPEC, PlannedBlock
+from controlscope.record import RecordedActions
 from controlscope.review import DecisionRecord, PublicState, Reviewer, review_boundary
 from controlscope.run._ceiling import CeilingReviewer, call_within
 from controlscope.schedule import Schedule, ScheduleContext
@@ -55,6 +56,9 @@ class Controller:
         condition: the run's condition (granted scope, view, sampling, budgets...).
         deadline: the run's wall-clock ceiling: model requests and reviews are waited for at
             most until then (:func:`~controlscope.run._ceiling.call_within`).
+        actions: a replay's recorded primitive calls: every call made is checked against
+            them and the first that differs ends the run (``replay_diverged``); None for a
+            run that replays nothing.
     """
 
     def __init__(
@@ -67,9 +71,11 @@ class Controller:
         reviewer: Reviewer | None,
         condition: Condition,
         deadline: Deadline | None = None,
+        actions: RecordedActions | None = None,
     ) -> None:
         self.task = task
         self.deadline = deadline
+        self.actions = actions
         self.tools = tuple(tools)
         self.sink = sink
         self.schedule = schedule
@@ -126,10 +132,17 @@ class Controller:
         return realized
 
     def on_call(self, call: PrimitiveCall) -> None:
-        """A primitive call was made on the environment server."""
+        """A primitive call was made on the environment server.
+
+        Raises:
+            controlscope.record.ActionMismatch: a replay's call differs from the recording's
+                (after the call is logged).
+        """
         self.calls_completed += 1
         self.block_calls.append(call)
         self.sink(PrimitiveCallEvent(call=call))
+        if self.actions is not None:
+            self.actions.check(call)
 
     def on_block_end(self, result: BlockResult) -> None:
         """A block ended (cancellation receipts included)."""

@@ -50,6 +50,7 @@ from controlscope.core import (
 )
 from controlscope.envs import Environment, get_environment
 from controlscope.models import CacheError, WeightsError
+from controlscope.record import RecordedActions
 from controlscope.run._models import RunModels, build_models
 from controlscope.run._replay_check import check_replay, recorded_settings, recorded_start
 from controlscope.run._source import place_schedule, read_source
@@ -252,6 +253,8 @@ class PreparedRun:
         condition: the resolved condition (defaults filled in from the models or a recording).
         models: the planner and reviewer models (the reviewer None when no review can happen
             or a custom reviewer is given).
+        actions: when the planner replays a recorded run (``replay:DIR``), that run's
+            primitive calls, which the replay's calls must equal (paper A.4); else None.
     """
 
     spec: RunSpec
@@ -259,6 +262,7 @@ class PreparedRun:
     task: Task
     condition: Condition
     models: RunModels
+    actions: RecordedActions | None = None
 
 
 def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
@@ -296,10 +300,16 @@ def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
             normalise=functools.partial(env.normalise_observation, since=since),
         )
         condition = _condition(spec, models, budgets, schedule=schedule, source=source)
+        actions = None
+        if spec.model.startswith("replay:"):
+            recording = Path(spec.model.partition(":")[2])
+            actions = RecordedActions.from_run_dir(recording, normalise=env.normalise_observation)
         _make_out(spec.out)
     except (TaskError, ValueError, FileNotFoundError, ProviderError, WeightsError, CacheError) as e:
         raise SpecError(str(e)) from e
-    return PreparedRun(spec=spec, env=env, task=task, condition=condition, models=models)
+    return PreparedRun(
+        spec=spec, env=env, task=task, condition=condition, models=models, actions=actions
+    )
 
 
 def _replay_dir(spec: RunSpec) -> Path | None:

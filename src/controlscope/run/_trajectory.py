@@ -54,6 +54,7 @@ from controlscope.models import ReplayMismatch, ReplayModel
 from controlscope.planner import first_user_message, render_system_prompt
 from controlscope.record import (
     LogError,
+    RecordedActions,
     RunSummary,
     TrajectoryWriter,
     iter_events,
@@ -100,6 +101,7 @@ def run_trajectory(
     out_dir: Path,
     workspace_root: Path | None = None,
     observer: Observer | None = None,
+    actions: RecordedActions | None = None,
 ) -> RunResult:
     """Run ``task`` once under ``condition`` and record it in ``out_dir``.
 
@@ -119,6 +121,7 @@ def run_trajectory(
             when None); the workspace is removed when the run ends, whatever agent code made
             of it.
         observer: called with every event after it is written.
+        actions: a replay's recorded primitive calls, checked against the calls made (A.4).
 
     Returns:
         The run's summary, verdict and end reason.
@@ -126,9 +129,9 @@ def run_trajectory(
     Raises:
         TaskError: the task's state cannot be set up (before any model is called).
         FileExistsError: ``out_dir`` already holds a log.
-        ReplayMismatch: a replay model received a request its recording does not hold; the
-            log then ends with ``run_end`` ``replay_diverged`` (no verdict) and
-            ``summary.json`` is written.
+        ReplayMismatch: a replay's request or primitive call (``ActionMismatch``) differs
+            from the recording; the log then ends with ``run_end`` ``replay_diverged`` (no
+            verdict) and ``summary.json`` is written.
         KeyboardInterrupt: the run was interrupted; the log ends with ``run_end``
             ``interrupted`` (no verdict) and ``summary.json`` is written.
 
@@ -141,7 +144,7 @@ def run_trajectory(
     if workspace_root is not None:
         workspace_root.mkdir(parents=True, exist_ok=True)
     writer = TrajectoryWriter(out_dir)
-    parts = _Parts(env, task, seed, planner, reviewer, condition, writer, observer)
+    parts = _Parts(env, task, seed, planner, reviewer, condition, writer, observer, actions)
     try:
         return _record(parts, out_dir, workspace_root)
     except ReplayMismatch as err:
@@ -194,9 +197,10 @@ class _Parts:
         condition: Condition,
         writer: TrajectoryWriter,
         observer: Observer | None,
+        actions: RecordedActions | None = None,
     ) -> None:
         self.env, self.task, self.seed, self.condition = env, task, seed, condition
-        self.planner, self.reviewer = planner, reviewer
+        self.planner, self.reviewer, self.actions = planner, reviewer, actions
         self.reviews = reviewer is not None and condition.schedule != "never"
         self.deadline = Deadline(condition.budgets.wall_seconds)
         self.isolation: Isolation = "none"
@@ -233,6 +237,7 @@ class _Parts:
                 server=self.server_info,
                 budgets=self.condition.budgets,
                 config=self.condition.model_dump(mode="json"),
+                worker_seed=self.seed,
             )
         )
 
@@ -371,7 +376,7 @@ def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
         tmp_mb=max(16, memory // 8),  # /tmp is part of the worker's memory
     )
     with WorkerSession(
-        server, limits, isolation=condition.isolation, deadline=parts.deadline
+        server, limits, isolation=condition.isolation, deadline=parts.deadline, seed=parts.seed
     ) as session:
         parts.isolation = session.isolation
         parts.start()
@@ -386,10 +391,14 @@ def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
             reviewer=parts.reviewer if parts.reviews else None,
             condition=condition,
             deadline=parts.deadline,
+            actions=parts.actions,
         )
         controller.history = _opening(parts, tools, server.agent_roots or (str(workspace),))
         session.start()
-        return run_loop(controller, session, parts.planner, env.error_hint)
+        ending = run_loop(controller, session, parts.planner, env.error_hint)
+        if parts.actions is not None:
+            parts.actions.finish()
+        return ending
 
 
 def _opening(parts: _Parts, tools: list[ToolSchema], roots: tuple[str, ...]) -> list[Message]:

@@ -9,10 +9,12 @@ the other layers (boundaries, primitive calls, block results, operations) live i
 :mod:`controlscope.core`.
 
 Inside, each private module has one job: ``_process`` owns the worker process, ``_clock`` the
-execution clock, ``_driver`` drives one block's messages, ``_apply`` applies an operation at a
-boundary, ``_session`` composes them; ``_runtime`` (with ``_constants``, ``_snapshot`` and
-``_hardening``) is the program that runs inside the sandbox, ``_channel`` the controller's end
-of its pipes, ``_sandbox`` the launch command and ``_proxies`` the proxy generator.
+execution clock, ``_driver`` drives one block's messages, ``_site`` derives where a call is made
+from the block sources the controller sent (checking the worker's claims), ``_apply`` applies an
+operation at a boundary, ``_session`` composes them; ``_runtime`` (with ``_constants``,
+``_snapshot`` and ``_hardening``) is the program that runs inside the sandbox, ``_channel`` the
+controller's end of its pipes, ``_sandbox`` the launch command and ``_proxies`` the proxy
+generator.
 """
 
 from controlscope.core import Isolation

@@ -9,15 +9,20 @@ arguments of the primitive call to make, or its cancellation, and what the worke
 - ``patch_arguments``: the new values merged into the pending call's arguments;
 - ``patch_block_data``: the rewrite's constants take effect for the rest of the block (the
   worker refills its constants table), and the pending call's plain-literal arguments take
-  their new values;
+  their new values (the slots the controller derived itself, ``Boundary.literal_slots``); a
+  rewrite that leaves the pending call's arguments as they are says so;
 - ``replace_workflow``: the pending call is cancelled and the block unwinds; the rewrite runs
   next as the replacement.
+
+:func:`final_arguments` computes the arguments a call is made with; the scope validation
+(:func:`controlscope.scope.validate_operation`) checks them against the tool's schema with the
+same function, so what was validated is what runs.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +30,11 @@ from controlscope.core import (
     Boundary,
     Keep,
     Operation,
+    OperationKind,
     PatchArguments,
     PatchBlockData,
     ReplaceWorkflow,
+    ToolParam,
     ToolResult,
 )
 from controlscope.worker import _runtime
@@ -44,11 +51,18 @@ class MakeCall:
         code: the running block's source from now on (the rewrite after ``patch_block_data``;
             later boundaries show it).
         patched: whether the worker must take ``code``'s constants (``patch_block_data``).
+        operation: the realized operation's kind.
+        requested: the arguments the block asked for, under a patch (None under ``keep``).
+        notice: what the operation did not do (a ``patch_block_data`` that left the call's
+            arguments unchanged), for the log.
     """
 
     arguments: dict[str, Any]
     code: str
     patched: bool = False
+    operation: OperationKind = "keep"
+    requested: dict[str, Any] | None = None
+    notice: str | None = None
 
     def reply(self, result: ToolResult) -> dict[str, Any]:
         """The worker's answer to the call once it was made.
@@ -91,45 +105,116 @@ Applied = MakeCall | Cancel
 """What a realized operation comes to at one boundary."""
 
 
+@dataclass(frozen=True)
+class FinalArguments:
+    """The arguments a call is made with under an operation.
+
+    Attributes:
+        arguments: the final arguments, by parameter name.
+        notice: set when a ``patch_block_data`` leaves them as the block asked for them.
+    """
+
+    arguments: dict[str, Any]
+    notice: str | None = None
+
+
+def final_arguments(
+    boundary: Boundary,
+    operation: Keep | PatchArguments | PatchBlockData,
+    *,
+    params: Sequence[ToolParam] = (),
+    original_tree: ast.Module | None = None,
+) -> FinalArguments:
+    """The arguments the pending call is made with under ``operation``.
+
+    Args:
+        boundary: the pending call (its arguments, the running block's source, the literal
+            slots the controller derived).
+        operation: the operation (not a replacement: that makes no call).
+        params: the tool's parameters (an optional one whose new literal is ``None`` is left
+            out of the call, as the tool's function does).
+        original_tree: the block as it started, parsed; None parses ``boundary.code`` (same
+            structure, same constants numbering).
+
+    Returns:
+        The final arguments and, for a block-data rewrite that changes none of them, a notice.
+
+    Raises:
+        ValueError: a ``patch_block_data`` at a call whose data it cannot edit, or whose code
+            does not parse or changes the block's structure.
+    """
+    arguments = dict(boundary.arguments)
+    if isinstance(operation, Keep):
+        return FinalArguments(arguments)
+    if isinstance(operation, PatchArguments):
+        return FinalArguments({**arguments, **operation.arguments})
+    if boundary.params_refusal is not None:
+        raise ValueError(f"patch_block_data cannot edit this call: {boundary.params_refusal}")
+    tree = original_tree if original_tree is not None else ast.parse(boundary.code)
+    optional = {p.name for p in params if not p.required}
+    for name, value in block_data_arguments(tree, operation.code, boundary.literal_slots).items():
+        if value is None and name in optional:
+            arguments.pop(name, None)  # the tool's function leaves out an optional None
+        else:
+            arguments[name] = value
+    if arguments != boundary.arguments:
+        return FinalArguments(arguments)
+    why = (
+        "none of its arguments is a literal at its call site"
+        if not boundary.literal_slots
+        else "the rewrite keeps the values of its literal arguments"
+    )
+    notice = (
+        f"patch_block_data left this call's arguments unchanged ({why}); the rewrite's "
+        "constants take effect for the rest of the block"
+    )
+    return FinalArguments(arguments, notice)
+
+
 def apply_operation(
     boundary: Boundary,
     operation: Operation,
     *,
     original_tree: ast.Module,
-    literal_slots: Mapping[str, Any],
+    params: Sequence[ToolParam] = (),
 ) -> Applied:
     """Decide the call to make at ``boundary`` under ``operation``.
 
-    This is where the final arguments of every primitive call are computed.
+    This is where the final arguments of every primitive call are computed (with
+    :func:`final_arguments`).
 
     Args:
-        boundary: the pending call (its arguments and the block's current source).
+        boundary: the pending call (its arguments, the block's current source and the
+            literal slots the controller derived from it).
         operation: the realized operation.
         original_tree: the block as it started (parsed), against which a ``patch_block_data``
             rewrite is checked and its constants numbered.
-        literal_slots: the pending call's arguments that are plain literals at its call site,
-            by parameter name, each its slot in the block's constants table.
+        params: the tool's parameters.
 
     Returns:
         :class:`MakeCall` (the arguments, and the block's source from now on) or
         :class:`Cancel`.
 
     Raises:
-        ValueError: a ``patch_block_data`` rewrite that does not parse or changes the block's
-            structure (operations must be validated before they are applied).
+        ValueError: a ``patch_block_data`` at a call whose data it cannot edit, or whose
+            rewrite does not parse or changes the block's structure (operations must be
+            validated before they are applied).
         TypeError: an unknown operation.
     """
-    arguments = dict(boundary.arguments)
-    if isinstance(operation, Keep):
-        return MakeCall(arguments=arguments, code=boundary.code)
-    if isinstance(operation, PatchArguments):
-        return MakeCall(arguments={**arguments, **operation.arguments}, code=boundary.code)
-    if isinstance(operation, PatchBlockData):
-        literals = block_data_arguments(original_tree, operation.code, literal_slots)
-        return MakeCall(arguments={**arguments, **literals}, code=operation.code, patched=True)
     if isinstance(operation, ReplaceWorkflow):
         return Cancel(replacement=operation.code)
-    raise TypeError(f"unknown operation {operation!r}")
+    if not isinstance(operation, Keep | PatchArguments | PatchBlockData):
+        raise TypeError(f"unknown operation {operation!r}")
+    final = final_arguments(boundary, operation, params=params, original_tree=original_tree)
+    patched = isinstance(operation, PatchBlockData)
+    return MakeCall(
+        arguments=final.arguments,
+        code=operation.code if isinstance(operation, PatchBlockData) else boundary.code,
+        patched=patched,
+        operation=operation.kind,
+        requested=None if isinstance(operation, Keep) else dict(boundary.arguments),
+        notice=final.notice,
+    )
 
 
 def block_data_arguments(

@@ -96,21 +96,35 @@ def structure_key(tree: ast.AST) -> str:
     return repr(blank(tree))
 
 
-def _call_literals(
-    tree: ast.AST, slot_of: dict[int, int]
-) -> dict[tuple[int, int, int, int], dict[str, Any]]:
-    """For each call expression with plain-literal arguments, keyed by its
-    ``(line, end_line, col, end_col)`` span, their slots: ``{"pos": {index: slot}, "kw":
-    {name: slot}}`` (positional ones up to the first ``*args``). ``slot_of``: constant node id
-    -> slot."""
-    call_literals: dict[tuple[int, int, int, int], dict[str, Any]] = {}
+Span = tuple[int, int, int, int]
+"""A node's ``(line, end_line, col, end_col)``: what ``co_positions`` gives an instruction."""
+
+
+def call_index(tree: ast.AST, slot_of: dict[int, int]) -> dict[Span, dict[str, Any]]:
+    """Every call expression of a tree, keyed by its span, with what a call made there holds.
+
+    Each entry: ``fn``, the callee's name when the callee is a plain name (else None);
+    ``pos``, ``{index: slot}`` of its plain-literal positional arguments (up to the first
+    ``*args``); ``kw``, ``{name: slot}`` of its plain-literal keyword arguments; ``npos``, the
+    positional arguments before any ``*args``; ``names``, every keyword's name; ``star``,
+    whether it has ``*args`` or ``**kwargs`` (then the arguments it provides are unknown).
+
+    Args:
+        tree: the block as it started (parsed).
+        slot_of: constant node id -> slot of the constants table.
+    """
+    calls: dict[Span, dict[str, Any]] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or node.end_lineno is None:
             continue
         pos: dict[int, int] = {}
+        npos = 0
+        star = False
         for i, arg in enumerate(node.args):
             if isinstance(arg, ast.Starred):
+                star = True
                 break
+            npos += 1
             if isinstance(arg, ast.Constant) and id(arg) in slot_of:
                 pos[i] = slot_of[id(arg)]
         kw = {
@@ -118,30 +132,71 @@ def _call_literals(
             for k in node.keywords
             if k.arg is not None and isinstance(k.value, ast.Constant) and id(k.value) in slot_of
         }
-        if pos or kw:
-            key = (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset or 0)
-            call_literals[key] = {"pos": pos, "kw": kw}
-    return call_literals
+        key = (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset or 0)
+        calls[key] = {
+            "fn": node.func.id if isinstance(node.func, ast.Name) else None,
+            "pos": pos,
+            "kw": kw,
+            "npos": npos,
+            "names": [k.arg for k in node.keywords if k.arg is not None],
+            "star": star or any(k.arg is None for k in node.keywords),
+        }
+    return calls
+
+
+def literal_arguments(call: dict[str, Any], params: list[list[str]]) -> dict[str, int]:
+    """The slots of a call's plain-literal arguments, by the tool's parameter names.
+
+    Args:
+        call: the call's entry in :func:`call_index`.
+        params: the tool's parameters in positional order, each ``[name, python_name]``
+            (the server's name and the proxy's parameter name).
+
+    Returns:
+        Parameter name (the server's) -> slot; positional literals beyond the parameters and
+        keywords that name no parameter are left out (such a call raises before it is made).
+    """
+    by_python = {python: name for name, python in params}
+    out = {params[i][0]: s for i, s in call["pos"].items() if i < len(params)}
+    out.update({by_python[k]: s for k, s in call["kw"].items() if k in by_python})
+    return out
+
+
+def provided_parameters(call: dict[str, Any], params: list[list[str]]) -> set[str] | None:
+    """The parameters (the server's names) a call provides, or None when it has ``*args`` or
+    ``**kwargs`` (unknown)."""
+    if call["star"]:
+        return None
+    by_python = {python: name for name, python in params}
+    out = {params[i][0] for i in range(min(call["npos"], len(params)))}
+    out.update(by_python[k] for k in call["names"] if k in by_python)
+    return out
+
+
+def slot_ids(tree: ast.AST) -> dict[int, int]:
+    """Constant node id -> its slot in the block's constants table."""
+    constants = constants_in_order(tree)
+    return {id(constants[i]): slot for slot, i in enumerate(slot_positions(tree))}
 
 
 def transform_block(
     tree: ast.Module, table: str
-) -> tuple[ast.Module, list[Any], dict[tuple[int, int, int, int], dict[str, Any]]]:
-    """Rewrite each tabulated constant into ``table[i]`` and index calls' literal arguments.
+) -> tuple[ast.Module, list[Any], dict[Span, dict[str, Any]]]:
+    """Rewrite each tabulated constant into ``table[i]`` and index the block's calls.
 
     Args:
         tree: the parsed block (modified in place).
         table: the module-level name of the block's constants list.
 
     Returns:
-        ``(tree, values, call_literals)``: the rewritten tree, the initial table values, and for
-        each call expression (keyed by its ``(line, end_line, col, end_col)`` span) the slots of
-        its plain-literal arguments: ``{"pos": {index: slot}, "kw": {name: slot}}``.
+        ``(tree, values, calls)``: the rewritten tree, the initial table values, and every
+        call expression (keyed by its ``(line, end_line, col, end_col)`` span) as
+        :func:`call_index` describes it.
     """
     constants = constants_in_order(tree)
     slots = [constants[i] for i in slot_positions(tree)]
-    slot_of = {id(n): i for i, n in enumerate(slots)}
-    call_literals = _call_literals(tree, slot_of)
+    slot_of = slot_ids(tree)
+    calls = call_index(tree, slot_of)
 
     def lookup(i: int, node: ast.AST) -> ast.expr:
         new = ast.Subscript(
@@ -172,4 +227,4 @@ def transform_block(
     values = [n.value for n in slots]
     new_tree = _Rewrite().visit(tree)
     ast.fix_missing_locations(new_tree)
-    return new_tree, values, call_literals
+    return new_tree, values, calls

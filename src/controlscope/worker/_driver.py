@@ -5,9 +5,12 @@ nonce, whether it is being cancelled, the known tools, the message shapes and bo
 that does not fit raises :class:`KillWorker` with the block's end status and the reason. Every
 wait for the worker and every tool call is charged to the session's
 :class:`~controlscope.worker.ExecutionClock`; a wait that would overrun a budget kills the
-worker. At a ``call`` message the driver builds the :class:`~controlscope.core.Boundary`, asks
-the handler for the operation, has :func:`~controlscope.worker._apply.apply_operation` decide
-the call, makes it, answers the worker and reports the call.
+worker. At a ``call`` message the driver builds the :class:`~controlscope.core.Boundary` (the
+call's line, call site and literal slots derived from the controller's own parse of the block,
+:mod:`._site`), asks the handler for the operation, has
+:func:`~controlscope.worker._apply.apply_operation` decide the call, makes it, answers the
+worker and reports the call. ``out`` messages carry printed output as it is written, so a
+block killed later keeps what it printed.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import ast
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +28,9 @@ from controlscope.core import (
     BlockResult,
     BlockStatus,
     Boundary,
-    CallSite,
     PrimitiveCall,
     ToolCallTimeout,
+    ToolParam,
     ToolResult,
     ToolServer,
     clip_text,
@@ -37,6 +40,7 @@ from controlscope.worker import _runtime
 from controlscope.worker._apply import Cancel, MakeCall, apply_operation
 from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
 from controlscope.worker._clock import BudgetKind, ExecutionClock
+from controlscope.worker._site import BlockSource, SiteMismatch, resolve_site
 from controlscope.worker._snapshot import WIRE_JSON
 from controlscope.worker._types import BoundaryHandler, Limits
 
@@ -76,6 +80,7 @@ class BlockState:
         block_id: the block's id.
         code: its source as it stands (a ``patch_block_data`` rewrite replaces it).
         original_tree: the source as it started, parsed (empty when it does not parse).
+        source: the controller's index of that source and its constants as they stand.
         seq: the session's running number of the block (the worker's constants-table name).
         fresh_worker: the block runs in a fresh worker (earlier variables are gone).
         started: wall clock at its start (seconds since the epoch).
@@ -91,6 +96,7 @@ class BlockState:
     code: str
     original_tree: ast.Module
     seq: int
+    source: BlockSource = field(init=False)
     fresh_worker: bool = False
     started: float = field(default_factory=time.time)
     calls: int = 0
@@ -99,6 +105,9 @@ class BlockState:
     dropped: int = 0
     budget_hit: bool = False
     replacement: str | None = None
+
+    def __post_init__(self) -> None:
+        self.source = BlockSource.parse(self.block_id, self.original_tree, self.code)
 
     @property
     def cancelled(self) -> bool:
@@ -164,50 +173,59 @@ def _rebound(variables: Any) -> dict[str, Any]:
 
 
 def read_call(
-    msg: dict[str, Any], blk: BlockState, call_index: int
-) -> tuple[Boundary, dict[str, Any]]:
-    """The boundary a ``call`` message claims, and the pending call's literal-argument slots.
+    msg: dict[str, Any],
+    blk: BlockState,
+    call_index: int,
+    *,
+    blocks: Mapping[str, BlockSource],
+    params: list[ToolParam],
+) -> Boundary:
+    """The boundary of a ``call`` message.
 
-    Everything here is the worker's claim (arguments, line, call site, variables, slots); the
-    controller adds what it knows itself (block id, call indices, output so far, current code).
+    The arguments and variables are the worker's (shown to the reviewer as such); the line,
+    call site and literal slots are derived from the controller's own parse of the block whose
+    code makes the call (:func:`~controlscope.worker._site.resolve_site`), and the worker's
+    claims about them must agree; the controller adds what it knows itself (block id, call
+    indices, output so far, current code).
 
     Args:
         msg: the ``call`` message (its tool already checked).
         blk: the running block.
         call_index: the call's index in the task.
-
-    Returns:
-        ``(boundary, literal_slots)``.
+        blocks: the sources of the blocks this worker ran, by id.
+        params: the tool's parameters in positional order.
 
     Raises:
-        KillWorker: a malformed message (status ``killed``).
+        KillWorker: a malformed message or a claim that disagrees (status ``killed``).
     """
     try:
-        site = msg.get("site")
-        lits = msg.get("lits") or {}
-        if not isinstance(lits, dict):
-            raise TypeError("lits")
-        boundary = Boundary(
+        arguments = msg["args"]
+        if not isinstance(arguments, dict):
+            raise TypeError("args")
+        site = resolve_site(
+            msg, blocks=blocks, running=blk.block_id, params=params, arguments=arguments
+        )
+        return Boundary(
             block_id=blk.block_id,
             call_index=call_index,
             block_call_index=blk.calls,
             tool=msg["tool"],
-            arguments=msg["args"],
-            line=msg["line"],
-            call_site=CallSite(
-                module=f"block_{site if isinstance(site, str) else blk.block_id}",
-                function=msg.get("fn"),
-                class_name=msg.get("cls"),
-            ),
+            arguments=arguments,
+            line=site.line,
+            call_site=site.call_site,
             # re-bounded here: the worker's own bounds are a claim, not a guarantee
             module_vars=_rebound(msg.get("mv")),
             local_vars=_rebound(msg.get("lv")),
             output="".join(blk.output),
             code=blk.code,
+            literal_slots=site.literal_slots,
+            params_refusal=site.refusal,
+            source_line=site.source_line,
         )
+    except SiteMismatch as exc:
+        raise KillWorker("killed", f"protocol violation: {exc}") from None
     except (ValidationError, TypeError, KeyError) as exc:
         raise KillWorker("killed", f"protocol violation: malformed boundary: {exc!r}") from None
-    return boundary, lits
 
 
 @dataclass
@@ -220,7 +238,9 @@ class BlockDriver:
         clock: the session's execution clock (its block count restarted for this block).
         calls: the task's primitive-call count, advanced by every call made.
         tools: the tool server every call is made on.
-        tool_names: the tools the worker may call.
+        signatures: the tools the worker may call, each with its parameters in positional
+            order.
+        blocks: the sources of the blocks this worker ran, by id.
         limits: the session's budgets (output bound, call budget, the time budgets' values
             for messages).
         death_reason: says why the worker is gone, once its channel closed.
@@ -231,7 +251,8 @@ class BlockDriver:
     clock: ExecutionClock
     calls: CallCount
     tools: ToolServer
-    tool_names: frozenset[str]
+    signatures: Mapping[str, list[ToolParam]]
+    blocks: Mapping[str, BlockSource]
     limits: Limits
     death_reason: Callable[[], str]
 
@@ -252,7 +273,9 @@ class BlockDriver:
         while True:
             msg = self._recv()
             kind = msg.get("t")
-            if kind == "call":
+            if kind == "out":
+                self._add_output(msg.get("out"), msg.get("dropped"))
+            elif kind == "call":
                 self._on_call(msg, handler)
             elif kind == "end":
                 return self._on_end(msg)
@@ -305,16 +328,16 @@ class BlockDriver:
 
     def _over_budget(self, kind: BudgetKind) -> KillWorker:
         lim = self.limits
+        if kind == "wall":
+            return KillWorker(
+                "timeout",
+                "the run's wall-clock ceiling was reached; the worker was killed",
+            )
         if kind == "cancel":
             return KillWorker(
                 "cancelled",
                 f"the replaced block did not unwind within {lim.cancel_grace_s:g} s; the "
                 "worker was killed and the replacement runs in a fresh worker",
-            )
-        if kind == "wall":
-            return KillWorker(
-                "timeout",
-                "the run's wall-clock ceiling was reached; the worker was killed",
             )
         what = (
             f"the block's wall-clock budget of {lim.block_exec_s:g} s"
@@ -348,9 +371,9 @@ class BlockDriver:
             error is None or isinstance(error, str)
         ):
             raise KillWorker("killed", "protocol violation: malformed block end")
-        self._add_output(msg.get("out", ""), msg.get("dropped", 0))
         if error is not None:  # agent-controlled text (an exception's message): bounded like output
             error = clip_text(error, self.limits.output_chars)
+        self._add_output(msg.get("out", ""), msg.get("dropped", 0))
         blk = self.blk
         if blk.cancelled:
             return block_result(blk, "cancelled", None, self.clock.block_s)
@@ -370,7 +393,7 @@ class BlockDriver:
                 "killed", "protocol violation: a primitive call from a cancelled block"
             )
         tool = msg.get("tool")
-        if not isinstance(tool, str) or tool not in self.tool_names:
+        if not isinstance(tool, str) or tool not in self.signatures:
             raise KillWorker("killed", f"protocol violation: call to unknown tool {tool!r}")
         self._add_output(msg.get("out", ""), msg.get("dropped", 0))
         if self.calls.spent:
@@ -385,16 +408,19 @@ class BlockDriver:
         if refused is not None:  # a tool error the agent sees; nothing reaches the boundary
             self._send({"t": "err", "msg": refused})
             return
-        boundary, lits = read_call(msg, blk, self.calls.made)
+        params = self.signatures[tool]
+        boundary = read_call(msg, blk, self.calls.made, blocks=self.blocks, params=params)
         operation = handler.on_boundary(boundary)
         applied = apply_operation(
-            boundary, operation, original_tree=blk.original_tree, literal_slots=lits
+            boundary, operation, original_tree=blk.original_tree, params=params
         )
         if isinstance(applied, Cancel):
             blk.replacement = applied.replacement
             self.clock.start_cancel()
             self._send(applied.message)
             return
+        if applied.patched:
+            blk.source.patch(applied.code)
         blk.code = applied.code
         self._make_call(tool, applied, handler)
 
@@ -446,6 +472,9 @@ class BlockDriver:
             result=result,
             started_at=started,
             elapsed_ms=elapsed * 1000,
+            operation=applied.operation,
+            requested=applied.requested,
+            notice=applied.notice,
         )
         self.calls.made += 1
         self.blk.calls += 1

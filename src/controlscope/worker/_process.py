@@ -99,11 +99,12 @@ class WorkerProcess:
         """Whether the started process has exited (without being killed by :meth:`kill`)."""
         return self._proc is not None and self._proc.poll() is not None
 
-    def start(self, proxies: ProxySet) -> None:
+    def start(self, proxies: ProxySet, seed: int = 0) -> None:
         """Start a worker: spawn it, send the runtime and ``init``, wait for ``ready``.
 
         Args:
             proxies: the tool proxies the worker defines in every block.
+            seed: the seed each block's ``random`` is seeded from (with the block's id).
 
         Raises:
             WorkerStartError: the process did not start or did not answer in time.
@@ -114,7 +115,9 @@ class WorkerProcess:
             "t": "init",
             "proxies": proxies.source,
             "names": list(proxies.params),
-            "params": {proxies.tools[k]: v for k, v in proxies.params.items()},
+            "tools": proxies.tools,
+            "params": proxies.signatures,
+            "seed": seed,
             "output_chars": lim.output_chars,
             "spin_s": self._worker_spin_s,
             "limits": {

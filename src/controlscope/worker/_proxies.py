@@ -26,11 +26,14 @@ class ProxySet:
         source: Python source defining one function per tool (run by the worker runtime).
         params: proxy function name -> the tool's argument names in positional order.
         tools: proxy function name -> the tool's name on the server.
+        signatures: the tool's name on the server -> its parameters in positional order, each
+            ``[argument name, Python parameter name]`` (how a call's arguments are named).
     """
 
     source: str
     params: dict[str, list[str]]
     tools: dict[str, str]
+    signatures: dict[str, list[list[str]]]
 
 
 def _pairs(items: list[tuple[str, str]]) -> str:
@@ -71,6 +74,7 @@ def generate_proxies(schemas: list[ToolSchema]) -> ProxySet:
     chunks: list[str] = []
     params: dict[str, list[str]] = {}
     tools: dict[str, str] = {}
+    signatures: dict[str, list[list[str]]] = {}
     for schema in schemas:
         fname = python_name(schema.name)
         if fname in tools:
@@ -78,4 +82,5 @@ def generate_proxies(schemas: list[ToolSchema]) -> ProxySet:
         chunks.append(_proxy_source(schema))
         params[fname] = [p.name for p in tool_params(schema)]
         tools[fname] = schema.name
-    return ProxySet(source="\n\n".join(chunks), params=params, tools=tools)
+        signatures[schema.name] = [[p.name, p.python] for p in tool_params(schema)]
+    return ProxySet(source="\n\n".join(chunks), params=params, tools=tools, signatures=signatures)

@@ -12,16 +12,20 @@ Wire format: each message is a 4-byte big-endian length followed by that many by
 UTF-8 JSON (an object whose ``"t"`` field names its type); the very first frame the controller
 sends is the runtime itself (a marshalled code object read by the bootstrap). Messages, worker to
 controller: ``ready``, ``started`` (echoes the ``run`` message's nonce before anything else of the
-block), ``call`` (a boundary: tool, arguments, line, call site, variables, output delta,
-literal-argument slots) and ``end`` (status, output delta, error). Controller to worker:
-``init``, ``run``, and the answer to a ``call``: ``res`` (observation text) or ``err`` (tool
-error), either with the patched block code whose constants take effect, ``budget`` (call budget
-exhausted) or ``cancel`` (replace_workflow: unwind the block). Paper section A.1 (the worker
-exposes the pending call, its arguments, JSON-serialisable variables and printed output).
+block), ``out`` (printed output as it is written, so that it survives a block killed later),
+``call`` (a boundary: tool, arguments, variables, output delta, and claims on where the call is
+made: the block, the span of its frame's current instruction, whether the proxy was called
+directly, line, function, class, literal-argument slots) and ``end`` (status, output delta,
+error). Controller to worker: ``init`` (proxies, limits, the seed each block's ``random`` is
+seeded from with the block's id), ``run``, and the answer to a ``call``: ``res`` (observation
+text) or ``err`` (tool error), either with the patched block code whose constants take effect,
+``budget`` (call budget exhausted) or ``cancel`` (replace_workflow: unwind the block). Paper
+section A.1 (the worker exposes the pending call, its arguments, JSON-serialisable variables and
+printed output).
 
 The worker is untrusted: agent code can reach everything in this interpreter, including the
 channel. The controller therefore treats every message as a claim and checks it against its own
-state machine (see ``_driver.py``).
+state machine (see ``_driver.py``) and the block sources it sent (``_site.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ import ast
 import builtins
 import json
 import linecache
+import opcode
 import os
+import random
 import select
 import signal
 import struct
@@ -48,9 +54,17 @@ HEADER = struct.Struct(">I")
 #: Largest message either side accepts (a call's arguments included), in bytes.
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
+#: Instructions that call a callable (3.11 to 3.13), and the cache entries that follow one.
+_CALL_OPS = frozenset(
+    opcode.opmap[name] for name in ("CALL", "CALL_KW", "CALL_FUNCTION_EX") if name in opcode.opmap
+)
+_CACHE_OP = opcode.opmap.get("CACHE", -1)
+_FunctionType = type(lambda: None)
+
 if __name__ != "__main__":  # imported by the controller; in the worker the bundle defines these
     from controlscope.worker._constants import (
         constants_in_order,
+        literal_arguments,
         slot_positions,
         slot_values,
         structure_key,
@@ -124,7 +138,9 @@ class Runtime:
         self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
         self.proxy_code: Any = None
         self.proxy_names: list[str] = []
-        self.tool_params: dict[str, list[str]] = {}
+        self.proxy_codes: dict[int, str] = {}
+        self.tool_params: dict[str, list[list[str]]] = {}
+        self.seed = 0
         self.hidden: set[str] = set()
         self.capture = _Capture(20_000)
         self.main_ident = threading.get_ident()
@@ -134,12 +150,14 @@ class Runtime:
         self.block_file = ""
         self.table: list[Any] = []
         self.positions: list[int] = []
-        self.call_literals: dict[tuple[int, int, int, int], dict[str, Any]] = {}
+        self.calls_by_file: dict[str, dict[tuple[int, int, int, int], dict[str, Any]]] = {}
         self.block_calls = 0
+        self.flushing = False
+        self.drop_announced = False
         self._devnull = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
         self.signals = _SignalGate()
         self.saved_hooks: _Hooks | None = None
-        self._positions: dict[Any, list[Any]] = {}
+        self._code_tables: dict[Any, tuple[list[Any], bytes]] = {}
 
     # -- framing ---------------------------------------------------------------------------
     @staticmethod
@@ -197,11 +215,16 @@ class Runtime:
     def init(self, msg: dict[str, Any]) -> None:
         """Set up from the ``init`` message: proxies, limits, capabilities, seccomp; ``ready``."""
         self.capture = _Capture(int(msg["output_chars"]))
+        self.capture.sink = self._flush_output
         self.spin_s = float(msg.get("spin_s", 0.0))
-        self.tool_params = {k: list(v) for k, v in msg["params"].items()}
+        self.seed = int(msg.get("seed", 0))
+        self.tool_params = {k: [list(p) for p in v] for k, v in msg["params"].items()}
         self.proxy_code = compile(msg["proxies"], PROXY_FILENAME, "exec")
         self.proxy_names = list(msg["names"])
         self.hidden = {*self.proxy_names, "ToolError", "BudgetExhausted"}
+        functions = self._fresh_names()  # the proxies' code objects are the same in every block
+        # by identity: code objects compare equal by content, which agent code can imitate
+        self.proxy_codes = {id(functions[n].__code__): msg["tools"][n] for n in self.proxy_names}
         _apply_rlimits(msg["limits"])
         _drop_capabilities()
         vars(builtins).update(exit=sys.exit, quit=sys.exit)  # as the site module would (-S)
@@ -232,12 +255,15 @@ class Runtime:
         self.seq, self.cancelled, self.block_calls = seq, False, 0
         self.block_file = f"{BLOCK_FILENAME_PREFIX}{block_id}>"
         self.capture.reset()
+        self.drop_announced = False
         table_name = f"{CONST_TABLE_PREFIX}{seq}__"
         try:
             tree = ast.parse(code, self.block_file)
             self.positions = slot_positions(tree)
-            tree, values, self.call_literals = transform_block(tree, table_name)
+            tree, values, calls = transform_block(tree, table_name)
+            self.calls_by_file[self.block_file] = calls
             compiled = compile(tree, self.block_file, "exec")
+            self._index_code(compiled)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             text = "".join(traceback.format_exception_only(type(exc), exc))
             self.send(
@@ -250,6 +276,8 @@ class Runtime:
         self.ns.update(self._fresh_names())  # pristine proxies in every block
         if self.saved_hooks is not None:
             self.saved_hooks.restore()  # nothing an earlier block installed may fire in this one
+        # The same numbers in every replay of this block: seeded from the run and the block.
+        random.seed(f"{self.seed}:{block_id}")
         status, error = "completed", None
         sys.stdout = sys.stderr = self.capture
         self.running = True
@@ -316,7 +344,7 @@ class Runtime:
             "t": "call",
             "tool": tool,
             "args": arguments,
-            **self._call_site(_getframe(2), tool),
+            **self._call_site(_getframe(1), tool),
             "mv": snapshot(self.ns, self.hidden),
             "out": out,
             "dropped": self.capture.dropped,
@@ -342,41 +370,90 @@ class Runtime:
             self.signals.restore()
         return self._answer(msg)
 
-    def _call_site(self, caller: Any, tool: str) -> dict[str, Any]:
-        """The ``call`` message's fields on where the call is made: the block code's line,
-        function, class and locals (``line``, ``fn``, ``cls``, ``lv``), the block whose code it
-        is (``site``: an earlier block for its helpers) and, when the proxy is called directly
-        from the running block, the slots of its literal arguments (``lits``)."""
-        lits: dict[str, int] = {}
-        if caller.f_code.co_filename == self.block_file:
-            lits = self._literal_slots(caller, tool)
+    def _call_site(self, proxy_frame: Any, tool: str) -> dict[str, Any]:
+        """The ``call`` message's claims on where the call is made (the controller checks
+        them against its own parse of the block's source).
+
+        ``site``: the block whose code makes the call (the nearest block frame: the running
+        block, or an earlier block whose function it calls); ``pos``: the span of that frame's
+        current instruction; ``line``, ``fn``, ``cls``, ``lv``: its line, function, class and
+        locals; ``direct``: the frame called the proxy itself, through a plain name bound to
+        it (not through a builtin, a wrapper or another callable); ``lits``: for a direct call
+        in the running block, the slots of its plain-literal arguments by parameter name.
+        """
+        direct = self.proxy_codes.get(id(proxy_frame.f_code)) == tool
+        caller = proxy_frame.f_back if direct else proxy_frame  # else _cs_call was called itself
         site_frame: Any = caller
         while site_frame is not None and not site_frame.f_code.co_filename.startswith(
             BLOCK_FILENAME_PREFIX
         ):
             site_frame = site_frame.f_back
-        line, function, class_name, local_vars = 0, None, None, {}
-        site_block = None
-        if site_frame is not None:
-            line = site_frame.f_lineno or 0
-            code = site_frame.f_code
-            site_block = code.co_filename[len(BLOCK_FILENAME_PREFIX) : -1]
-            if code.co_flags & 0x1:  # CO_OPTIMIZED: a function frame
-                parts = code.co_qualname.split(".")
-                function = parts[-1]
-                if len(parts) >= 2 and parts[-2] != "<locals>":
-                    class_name = parts[-2]
-                local_vars = snapshot(site_frame.f_locals, self.hidden)
-            elif code.co_name != "<module>":
-                class_name = code.co_name
-        return {
-            "line": line,
-            "fn": function,
-            "site": site_block,
-            "cls": class_name,
-            "lv": local_vars,
-            "lits": lits,
-        }
+        out: dict[str, Any] = dict.fromkeys(("site", "pos", "fn", "cls"))
+        out.update(line=0, lv={}, lits={}, direct=False)
+        if site_frame is None:
+            return out
+        code = site_frame.f_code
+        pos, op = self._instruction(site_frame)
+        call = self.calls_by_file.get(code.co_filename, {}).get(pos) if pos else None
+        direct = (
+            direct
+            and site_frame is caller
+            and op in _CALL_OPS
+            and call is not None
+            and self._bound_to(site_frame, call["fn"], proxy_frame.f_code)
+        )
+        if direct and call is not None and code.co_filename == self.block_file:
+            out["lits"] = literal_arguments(call, self.tool_params.get(tool, []))
+        out.update(site=code.co_filename[len(BLOCK_FILENAME_PREFIX) : -1], direct=direct)
+        out.update(pos=list(pos) if pos else None, line=pos[0] if pos else 0)
+        if code.co_flags & 0x1:  # CO_OPTIMIZED: a function frame
+            parts = code.co_qualname.split(".")
+            out["fn"] = parts[-1]
+            if len(parts) >= 2 and parts[-2] != "<locals>":
+                out["cls"] = parts[-2]
+            out["lv"] = snapshot(site_frame.f_locals, self.hidden)
+        elif code.co_name != "<module>":
+            out["cls"] = code.co_name
+        return out
+
+    def _index_code(self, code: Any) -> None:
+        """Keep the instruction positions and bytes of a block's code and of every function
+        in it, so that a boundary looks them up without allocating (an agent's gc callback
+        then has no reason to run inside the runtime's bookkeeping)."""
+        self._code_tables[code] = (list(code.co_positions()), code.co_code)
+        for const in code.co_consts:
+            if type(const) is type(code):
+                self._index_code(const)
+
+    def _instruction(self, frame: Any) -> tuple[tuple[int, int, int, int] | None, int]:
+        """The span and opcode of a frame's current instruction (a call's cache entries count
+        as the call); the span is None when the compiler gave it no full position."""
+        code = frame.f_code
+        tables = self._code_tables.get(code)
+        if tables is None:  # code compiled elsewhere (exec of a string naming a block)
+            tables = self._code_tables[code] = (list(code.co_positions()), code.co_code)
+        positions, raw = tables
+        i = frame.f_lasti
+        while i > 0 and raw[i] == _CACHE_OP:
+            i -= 2
+        pos = positions[frame.f_lasti // 2] if 0 <= frame.f_lasti // 2 < len(positions) else None
+        if pos is None or None in pos:
+            return None, raw[i] if 0 <= i < len(raw) else -1
+        return (pos[0], pos[1], pos[2], pos[3]), raw[i]
+
+    @staticmethod
+    def _bound_to(frame: Any, name: str | None, proxy_code: Any) -> bool:
+        """Whether ``name`` in ``frame`` (locals, then globals, then builtins) is a proxy
+        function with ``proxy_code``: the callee of the frame's current call is the proxy."""
+        if name is None:
+            return False
+        missing = object()
+        value = missing
+        for scope in (frame.f_locals, frame.f_globals, frame.f_builtins):
+            if type(scope) is dict and dict.__contains__(scope, name):
+                value = dict.__getitem__(scope, name)
+                break
+        return type(value) is _FunctionType and value.__code__ is proxy_code
 
     def _answer(self, msg: dict[str, Any]) -> Any:
         """Act on the controller's answer to a call: the observation, or the exception agent
@@ -395,22 +472,26 @@ class Runtime:
             raise _Cancelled()
         os._exit(3)
 
-    def _literal_slots(self, frame: Any, tool: str) -> dict[str, int]:
-        code = frame.f_code
-        table = self._positions.get(code)
-        if table is None:
-            table = self._positions[code] = list(code.co_positions())
+    def _flush_output(self) -> None:
+        """Send the output printed since the last message (an ``out`` message), so that what
+        a block prints survives its end by timeout or kill; the first time output is dropped
+        (the bound) is announced too. Not re-entered (a signal handler printing during a send
+        waits for the next write) and never interrupted by a signal handler."""
+        if self.flushing or not self.running:
+            return
+        text, mark = self.capture.pending()
+        announce = self.capture.dropped > 0 and not self.drop_announced
+        if not text and not announce:
+            return
+        self.flushing = True
+        self.signals.block()
         try:
-            positions = table[frame.f_lasti // 2]
-        except IndexError:
-            return {}
-        info = self.call_literals.get(tuple(positions))
-        if info is None:
-            return {}
-        params = self.tool_params.get(tool, [])
-        out = {params[i]: s for i, s in info["pos"].items() if i < len(params)}
-        out.update({k: s for k, s in info["kw"].items()})
-        return out
+            self.send({"t": "out", "out": text, "dropped": self.capture.dropped})
+            self.capture.commit(mark)
+            self.drop_announced = self.drop_announced or announce
+        finally:
+            self.signals.restore()
+            self.flushing = False
 
     def _patch_constants(self, code: str) -> None:
         values = slot_values(ast.parse(code), self.positions)

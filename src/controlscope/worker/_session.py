@@ -33,9 +33,11 @@ from controlscope.core import (
     Deadline,
     Isolation,
     ReplaceBoundary,
+    ToolParam,
     ToolSchema,
     ToolServer,
     ToolServerError,
+    tool_params,
 )
 from controlscope.worker import _sandbox
 from controlscope.worker._clock import ExecutionClock
@@ -54,6 +56,7 @@ from controlscope.worker._process import (
     WorkerStartError,
 )
 from controlscope.worker._proxies import ProxySet, generate_proxies
+from controlscope.worker._site import BlockSource
 from controlscope.worker._types import BoundaryHandler, Limits
 
 log = logging.getLogger(__name__)
@@ -119,6 +122,9 @@ class WorkerSession:
         worker_spin_s: the same for the worker waiting for the controller's answer.
         deadline: the run's wall-clock ceiling: no wait for the worker or a tool call outlives
             it (the block then ends ``timeout``).
+        seed: what the worker's ``random`` module is seeded from at every block start (with
+            the block's id), so that a replay draws the same numbers (paper A.4); a branch
+            passes its own.
 
     Attributes:
         isolation: the isolation really in force: ``bwrap`` or ``none``.
@@ -143,8 +149,10 @@ class WorkerSession:
         spin_s: float = CONTROLLER_SPIN_S,
         worker_spin_s: float = WORKER_SPIN_S,
         deadline: Deadline | None = None,
+        seed: int = 0,
     ) -> None:
         self._tools = tools
+        self._seed = seed
         self._limits = limits or Limits()
         resolved = _sandbox.resolve_isolation(isolation)
         self._process = WorkerProcess(
@@ -161,7 +169,8 @@ class WorkerSession:
         self._calls = CallCount(budget=self._limits.primitive_calls)
         self._schemas: list[ToolSchema] | None = None
         self._proxies: ProxySet | None = None
-        self._tool_names: frozenset[str] = frozenset()
+        self._signatures: dict[str, list[ToolParam]] = {}
+        self._sources: dict[str, BlockSource] = {}
         self._seq = 0
         self._namespace_lost = False
         self._closed = False
@@ -227,8 +236,8 @@ class WorkerSession:
             return
         if self._proxies is None:
             self._proxies = generate_proxies(self.tool_schemas)
-            self._tool_names = frozenset(s.name for s in self.tool_schemas)
-        self._process.start(self._proxies)
+            self._signatures = {s.name: tool_params(s) for s in self.tool_schemas}
+        self._process.start(self._proxies, seed=self._seed)
 
     def close(self) -> None:
         """Kill the worker and release its resources; idempotent."""
@@ -252,6 +261,7 @@ class WorkerSession:
 
     def _kill(self) -> None:
         """Kill the worker; the namespace of the blocks run so far is then lost."""
+        self._sources.clear()
         if self._process.kill():
             self._namespace_lost = self._seq > 0
 
@@ -373,13 +383,15 @@ class WorkerSession:
             raise KillWorker("killed", f"a fresh worker failed too: {stale}") from None
 
     def _driver_for(self, blk: BlockState) -> BlockDriver:
+        self._sources[blk.block_id] = blk.source  # its functions may make calls in later blocks
         return BlockDriver(
             blk=blk,
             channel=self._process.channel,
             clock=self._clock,
             calls=self._calls,
             tools=self._tools,
-            tool_names=self._tool_names,
+            signatures=self._signatures,
+            blocks=self._sources,
             limits=self._limits,
             death_reason=self._process.death_reason,
         )

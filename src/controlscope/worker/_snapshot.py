@@ -116,7 +116,11 @@ def snapshot(variables: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
 
 
 class _Capture(io.TextIOBase):
-    """A bounded text sink for agent ``print``: keeps the first ``limit`` characters per block."""
+    """A bounded text sink for agent ``print``: keeps the first ``limit`` characters per block.
+
+    ``sink``, when set, is called after every write (the runtime sends the new output at once,
+    so that it survives a block killed later).
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -124,6 +128,7 @@ class _Capture(io.TextIOBase):
         self.kept = 0
         self.dropped = 0
         self.sent = 0
+        self.sink: Any = None
 
     def reset(self) -> None:
         self.parts, self.kept, self.dropped, self.sent = [], 0, 0, 0
@@ -150,6 +155,8 @@ class _Capture(io.TextIOBase):
                 self.parts.append(s[:room])
                 self.kept += room
             self.dropped += len(s) - max(room, 0)
+        if self.sink is not None:
+            self.sink()
         return len(s)
 
     def pending(self) -> tuple[str, int]:
