@@ -593,7 +593,14 @@ def test_the_log_holds_the_request_and_the_final_arguments_and_a_no_op_patch(
     def rewrite(request: ModelRequest) -> ModelResponse:
         return decision("patch_block_data", code=_code(block.replace("first", "second"))(request))
 
-    result = run(tmp_path, [fenced(block), DONE], [rewrite], scope=Scope.PARAMS)
+    result = run(
+        tmp_path,
+        [fenced(block), DONE],
+        [rewrite],
+        scope=Scope.PARAMS,
+        lattice="v2",
+        schedule="every_boundary",
+    )
     [call] = calls_of(result)
     assert call.operation == "patch_block_data"
     assert call.requested == call.arguments

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -21,6 +21,7 @@ from controlscope.core import (
     Boundary,
     Keep,
     Operation,
+    OperationSet,
     PatchBlockData,
     PrimitiveCall,
     Scope,
@@ -74,7 +75,11 @@ class Server:
     def list_tools(self) -> list[ToolSchema]:
         return list(SCHEMAS.values())
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    server_info: ClassVar[dict[str, str]] = {}
+
+    def call(
+        self, name: str, arguments: dict[str, Any], timeout_s: float | None = None
+    ) -> ToolResult:
         self.calls.append((name, dict(arguments)))
         if name == "write_file":
             self.files[arguments["path"]] = arguments["content"]
@@ -443,14 +448,21 @@ def test_an_optional_literal_none_is_left_out_of_the_call() -> None:
 def test_the_reviewer_granted_params_is_told_when_it_cannot_edit_the_call(
     session: WorkerSession, server: Server
 ) -> None:
-    """The refusal is part of the view when ``patch_block_data`` is granted (not otherwise)."""
+    """The refusal is part of the view when ``patch_block_data`` is granted (the v2 lattice's
+    Params and Full), not otherwise (Arg, and the default lattice's Full)."""
     reviewer = Reviewer()
     session.run_reply([("b1", INDIRECT["map"])], reviewer)
     state = PublicState(goal="g", boundary=reviewer.boundaries[0], tools=tuple(SCHEMAS.values()))
-    shown = {
-        scope: render_view(state, "code_only", scope)[1].content or ""
-        for scope in (Scope.ARG, Scope.PARAMS, Scope.FULL)
+    granted = {
+        "v2 params": OperationSet.of(Scope.PARAMS, "v2"),
+        "v2 full": OperationSet.of(Scope.FULL, "v2"),
+        "arg": OperationSet.of(Scope.ARG, "v2"),
+        "default full": OperationSet.of(Scope.FULL, "default"),
     }
-    assert "called indirectly at line 1" in shown[Scope.PARAMS]
-    assert "called indirectly at line 1" in shown[Scope.FULL]
-    assert "patch_block_data" not in shown[Scope.ARG]
+    shown = {
+        name: render_view(state, "code_only", ops)[1].content or "" for name, ops in granted.items()
+    }
+    assert "called indirectly at line 1" in shown["v2 params"]
+    assert "called indirectly at line 1" in shown["v2 full"]
+    assert "patch_block_data" not in shown["arg"]
+    assert "patch_block_data" not in shown["default full"]
