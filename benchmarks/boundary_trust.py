@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from controlscope.core import (
     BlockResult,
@@ -107,6 +107,7 @@ class Server:
     """An in-process tool server: a dict of files; records every call it receives."""
 
     agent_roots: tuple[str, ...] = ()
+    server_info: ClassVar[dict[str, str]] = {}
 
     def __init__(self) -> None:
         self.files = {"notes.txt": "old", "a.txt": "A", "b.txt": "B", "c.txt": "C"}
@@ -115,7 +116,9 @@ class Server:
     def list_tools(self) -> list[ToolSchema]:
         return list(SCHEMAS.values())
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def call(
+        self, name: str, arguments: dict[str, Any], timeout_s: float | None = None
+    ) -> ToolResult:
         self.calls.append((name, dict(arguments)))
         if name == "write_file":
             self.files[str(arguments["path"])] = str(arguments["content"])
