@@ -97,6 +97,7 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
 def main(args: argparse.Namespace) -> int:
     """Run one task; return 0 when it completed (any verdict), 2 on bad input."""
     from rich.console import Console
+    from rich.markup import escape
 
     from controlscope.agent import RunConfig, run_task
     from controlscope.envs.base import TaskError
@@ -215,7 +216,7 @@ def main(args: argparse.Namespace) -> int:
         WeightsError,
         CacheError,
     ) as err:
-        console.print(f"[red]controlscope run: {err}[/red]")
+        console.print(f"[red]controlscope run: {escape(str(err))}[/red]")
         return 2
     progress = None if args.quiet else LiveProgress(console, task.id, budgets.primitive_calls)
     try:
@@ -232,10 +233,13 @@ def main(args: argparse.Namespace) -> int:
             observer=progress.observe if progress is not None else None,
         )
     except TaskError as err:
-        console.print(f"[red]controlscope run: {err}[/red]")
+        console.print(f"[red]controlscope run: {escape(str(err))}[/red]")
         return 2
     except ReplayMismatch as err:
-        console.print(f"[red]controlscope run: the replay diverged from the recording: {err}[/red]")
+        console.print(
+            "[red]controlscope run: the replay diverged from the recording: "
+            f"{escape(str(err))}[/red]"
+        )
         console.print(
             "The options matched the recording, so the requests changed: the recording was made "
             "by code that prompts, shows or schedules differently, or the environment answered "
@@ -244,7 +248,7 @@ def main(args: argparse.Namespace) -> int:
         )
         return 1
     except OSError as err:
-        console.print(f"[red]controlscope run: {err}[/red]")
+        console.print(f"[red]controlscope run: {escape(str(err))}[/red]")
         return 1
     finally:
         if progress is not None:
@@ -263,7 +267,9 @@ def main(args: argparse.Namespace) -> int:
         out.print(f"  {mark} {check.name}: {check.reason}")
     out.print(f"log: {args.out / 'events.jsonl'}")
     if result.end_reason == "planner_provider_error":
-        console.print(f"[red]controlscope run: the planner's model failed: {result.detail}[/red]")
+        console.print(
+            f"[red]controlscope run: the planner's model failed: {escape(result.detail)}[/red]"
+        )
         return 3
     return 0
 

@@ -27,7 +27,9 @@ from controlscope.models.types import ChatModel
 
 __all__ = ["LOCAL_OPTIONS", "OPENAI_OPTIONS", "make_model"]
 
-LOCAL_OPTIONS = frozenset({"n_ctx", "n_threads", "seed", "verbose"})
+LOCAL_OPTIONS = frozenset(
+    {"n_ctx", "n_threads", "seed", "verbose", "request_timeout_s", "start_timeout_s"}
+)
 """Keyword options that :func:`make_model` passes to the local model."""
 
 OPENAI_OPTIONS = frozenset(

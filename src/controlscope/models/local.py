@@ -1,23 +1,31 @@
-"""The embedded local model: a GGUF run in-process by llama.cpp (``llama-cpp-python``).
+"""The embedded local model: a GGUF run by llama.cpp (``llama-cpp-python``) in child processes.
 
-:class:`LocalModel` implements :class:`~controlscope.models.types.ChatModel` (issue 3, "Embedded
-local model"):
+:class:`LocalModel` implements :class:`~controlscope.models.types.ChatModel` (README, "The
+embedded local model"):
 
-- the prompt is the GGUF's own chat template (Qwen2.5's ChatML with tools) rendered with jinja2;
-  generation stops on every end-of-generation token of the vocabulary (llama.cpp's ``is_eog``);
+- llama.cpp runs outside the controller: one child process per request purpose (planner,
+  reviewer, other), started on first use (:mod:`controlscope.models._local_process`). A native
+  crash, an OOM kill or a hang of a child is a :class:`ProviderError` of kind ``runtime_crash``
+  naming the signal or exit status and llama.cpp's last output; the child is discarded and the
+  next request of that purpose starts a new one, while the other purposes' children (and their KV
+  prefixes) are untouched. Every wait on a child is bounded (``start_timeout_s``,
+  ``request_timeout_s``), and children end with :meth:`LocalModel.close`, with the model's
+  garbage collection or interpreter exit, or by themselves when the controller dies;
+- the prompt is the GGUF's own chat template (Qwen2.5's ChatML with tools) rendered in the
+  controller with jinja2; generation stops on every end-of-generation token of the vocabulary
+  (llama.cpp's ``is_eog``);
 - tool calls are native: Qwen2.5 writes ``<tool_call>{...}</tool_call>``, parsed by
   :mod:`controlscope.models.toolcall_parse`; with ``tool_choice="required"`` or a named tool the
   call is decoded under a grammar made from the tools' JSON schemas; a ``json_schema`` request is
   decoded under that schema's grammar and always returns valid JSON text (or ``finish_reason``
   ``length`` when the token cap cut it);
-- prompt (KV-prefix) reuse: each ``request.purpose`` (planner, reviewer, other) has its own
-  llama.cpp context, so planner and reviewer never evict each other's prefix; the weights are
-  mmap'd once by the OS page cache. Within a context llama.cpp keeps the longest common token
-  prefix of successive prompts; ``Usage.cached_tokens`` is the number of prompt tokens the library
-  did not evaluate, counted from the tokens actually passed to ``Llama.eval``.
+- prompt (KV-prefix) reuse: each purpose's child keeps its own llama.cpp context, so planner and
+  reviewer never evict each other's prefix; the weights are mmap'd and shared through the OS page
+  cache. Within a context llama.cpp keeps the longest common token prefix of successive prompts;
+  ``Usage.cached_tokens`` is the number of prompt tokens the library did not evaluate, counted
+  from the tokens actually passed to ``Llama.eval``.
 
-``llama_cpp`` is imported only when a context is first created. Each context has its own lock, so a
-``LocalModel`` may be shared by threads.
+Each purpose has its own lock, so a ``LocalModel`` may be shared by threads.
 """
 
 from __future__ import annotations
@@ -26,10 +34,14 @@ import json
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
+from controlscope.models._chat_template import ChatTemplate
+from controlscope.models._local_process import ModelProcess
 from controlscope.models.toolcall_parse import parse_tool_calls, tool_call_id
 from controlscope.models.types import (
     Message,
@@ -42,18 +54,21 @@ from controlscope.models.types import (
 )
 from controlscope.models.weights import ensure_weights, resolve_model_name
 
-__all__ = ["GenerationStats", "LocalModel", "default_threads"]
+__all__ = ["PURPOSES", "GenerationStats", "LocalModel", "default_threads"]
+
+PURPOSES = ("planner", "reviewer", "other")
+"""The request purposes; each has its own llama.cpp process and KV context."""
+
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
+"""Seconds one request may take before its process counts as hung (generous: a 1,024-token
+answer of the 1.5B model takes about a minute on 2 busy cores)."""
+
+DEFAULT_START_TIMEOUT_S = 120.0
+"""Seconds a new process may take to load the weights (about 2 s when they are in the page
+cache)."""
 
 _FORCED_PREFIX = "<tool_call>\n"
 _FORCED_SUFFIX = "\n</tool_call>"
-
-_CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
-"""Used only for a GGUF that carries no chat template."""
 
 
 def default_threads() -> int:
@@ -90,6 +105,8 @@ class GenerationStats:
         prompt_s: seconds from the start of generation to the first sampled token (prompt
             evaluation).
         gen_s: seconds spent generating after the first token was sampled.
+        peak_rss_mb: peak resident set of the process that served it, in MiB (its own copy of
+            the repacked weights and its KV context; mmap'd weights counted as touched).
     """
 
     purpose: str
@@ -98,35 +115,51 @@ class GenerationStats:
     output_tokens: int = 0
     prompt_s: float = 0.0
     gen_s: float = 0.0
+    peak_rss_mb: float = 0.0
 
 
 @dataclass
-class _Context:
-    """One llama.cpp context (a ``Llama`` instance) and its lock and eval counter."""
+class _Slot:
+    """The process serving one purpose (None until first use or after a failure) and its lock."""
 
-    llama: Any
     lock: threading.Lock = field(default_factory=threading.Lock)
-    evaluated: int = 0
+    process: ModelProcess | None = None
+
+
+def _close_slots(slots: dict[str, _Slot]) -> None:
+    """End every purpose's process (the model's finalizer; also run at interpreter exit)."""
+    for slot in slots.values():
+        process, slot.process = slot.process, None
+        if process is not None:
+            process.close()
 
 
 class LocalModel:
-    """A GGUF chat model run in-process, usable as planner and reviewer.
+    """A GGUF chat model run by llama.cpp in child processes, usable as planner and reviewer.
 
     Args:
         path_or_name: a known model (``1.5b`` default, ``0.5b``, optionally ``local:``-prefixed)
             or a path to a ``.gguf`` file. Known weights are assembled and verified on first use
             (:func:`~controlscope.models.weights.ensure_weights`).
         n_ctx: context size in tokens, per purpose context.
-        n_threads: CPU threads; default :func:`default_threads`.
+        n_threads: CPU threads of each process; default :func:`default_threads`.
         seed: base sampling seed; a request without ``seed`` samples with
             ``seed + 1_000_003 * draw`` so separately drawn reviews differ while a repeated
             request is reproducible.
-        verbose: let llama.cpp log to stderr.
+        verbose: let llama.cpp log to this process's stderr (otherwise its log is kept apart and
+            its tail quoted in ``runtime_crash`` errors).
+        request_timeout_s: seconds one request may take; a process that has not answered by then
+            is killed and the request fails with ``runtime_crash``.
+        start_timeout_s: seconds a new process may take to load the weights.
+
+    The processes start on first use; :meth:`close` (or ``with LocalModel(...) as model:``)
+    ends them, and they also end when the model is garbage-collected, at interpreter exit, or
+    by themselves within a fraction of a second when this process dies.
 
     Raises:
         controlscope.models.weights.WeightsError: missing or corrupt weights (names the
             expected SHA-256).
-        ValueError: ``n_ctx`` or ``n_threads`` below 1.
+        ValueError: ``n_ctx``, ``n_threads`` or a timeout below 1 (seconds: not positive).
     """
 
     def __init__(
@@ -137,12 +170,19 @@ class LocalModel:
         n_threads: int | None = None,
         seed: int = 0,
         verbose: bool = False,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
     ) -> None:
         if n_ctx < 1:
             raise ValueError(f"n_ctx must be positive, got {n_ctx}")
         threads = default_threads() if n_threads is None else n_threads
         if threads < 1:
             raise ValueError(f"n_threads must be positive, got {threads}")
+        if not (request_timeout_s > 0 and start_timeout_s > 0):
+            raise ValueError(
+                f"timeouts must be positive, got request_timeout_s={request_timeout_s}, "
+                f"start_timeout_s={start_timeout_s}"
+            )
         self._path: Path = ensure_weights(path_or_name, progress=True)
         known = resolve_model_name(path_or_name)
         self._model_id = (
@@ -152,13 +192,14 @@ class LocalModel:
         self._n_threads = threads
         self._seed = seed
         self._verbose = verbose
-        self._contexts: dict[str, _Context] = {}
-        self._contexts_lock = threading.Lock()
-        self._grammars: dict[str, Any] = {}
-        self._grammars_lock = threading.Lock()
+        self.request_timeout_s = request_timeout_s
+        """Seconds one request may take (settable)."""
+        self._start_timeout_s = start_timeout_s
+        self._slots = {purpose: _Slot() for purpose in PURPOSES}
+        self._template: ChatTemplate | None = None
         self._eog: frozenset[int] = frozenset()
-        self._formatter: Any = None
-        self._bos_text = ""
+        self._runtime_info = ""
+        self._finalizer = weakref.finalize(self, _close_slots, self._slots)
         self.last_stats: GenerationStats | None = None
         """Measurements of the most recent request (any purpose)."""
 
@@ -179,91 +220,156 @@ class LocalModel:
 
     @property
     def n_threads(self) -> int:
-        """CPU threads used by llama.cpp."""
+        """CPU threads used by llama.cpp in each process."""
         return self._n_threads
 
     @property
     def eog_tokens(self) -> frozenset[int]:
-        """Token ids that end generation (loads the first context if needed)."""
-        self.context("other")
+        """Token ids that end generation (starts the ``other`` process if none has run)."""
+        self._ensure_started()
         return self._eog
 
-    def context(self, purpose: str = "other") -> Any:
-        """Return the ``llama_cpp.Llama`` serving ``purpose``, creating it on first use.
+    @property
+    def runtime_info(self) -> str:
+        """llama.cpp's ``llama_print_system_info()`` in the model's processes: the instruction
+        sets and buffer types the build uses, e.g. ``CPU : SSE3 = 1 | ... | AVX512 = 1 | ...``
+        (starts the ``other`` process if none has run)."""
+        self._ensure_started()
+        return self._runtime_info
 
-        Exposed for benchmarks and tests (raw llama.cpp calls on the same weights); callers must
-        not use it while a request for the same purpose is running.
+    @property
+    def pids(self) -> dict[str, int]:
+        """Process ids of the running processes by purpose."""
+        return {
+            purpose: slot.process.pid
+            for purpose, slot in self._slots.items()
+            if slot.process is not None and not slot.process.closed
+        }
+
+    def close(self) -> None:
+        """End every process (each closes on end of input; killed after a few seconds).
+
+        A later request starts a new process; closing twice is harmless.
         """
-        return self._context(purpose).llama
+        _close_slots(self._slots)
 
-    def _context(self, purpose: str) -> _Context:
-        with self._contexts_lock:
-            ctx = self._contexts.get(purpose)
-            if ctx is None:
-                ctx = self._new_context()
-                self._contexts[purpose] = ctx
-            return ctx
+    def __enter__(self) -> LocalModel:
+        return self
 
-    def _new_context(self) -> _Context:
-        """Load a ``Llama`` on the weights (caller holds ``_contexts_lock``)."""
-        import llama_cpp
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
-        try:
-            llama = llama_cpp.Llama(
-                model_path=str(self._path),
-                n_ctx=self._n_ctx,
-                n_threads=self._n_threads,
-                n_threads_batch=self._n_threads,
-                seed=self._seed,
-                verbose=self._verbose,
+    def _slot(self, purpose: str) -> _Slot:
+        slot = self._slots.get(purpose)
+        if slot is None:
+            raise ValueError(f"unknown purpose {purpose!r}; expected one of {PURPOSES}")
+        return slot
+
+    def _process(self, purpose: str) -> ModelProcess:
+        """The purpose's running process, started if needed (caller holds the slot's lock).
+
+        Raises:
+            ProviderError: ``runtime_crash`` when a new process dies or hangs while loading;
+                ``other`` when llama.cpp cannot load the weights.
+        """
+        slot = self._slots[purpose]
+        if slot.process is None or slot.process.closed:
+            slot.process = None
+            config = {
+                "model_path": str(self._path),
+                "n_ctx": self._n_ctx,
+                "n_threads": self._n_threads,
+                "seed": self._seed,
+                "verbose": self._verbose,
+            }
+            slot.process = ModelProcess(
+                purpose,
+                config,
+                start_timeout_s=self._start_timeout_s,
+                capture_stderr=not self._verbose,
             )
-        except (ValueError, RuntimeError) as exc:
-            raise ProviderError(f"llama.cpp could not load {self._path}: {exc}") from exc
-        ctx = _Context(llama=llama)
-        original_eval = llama.eval
+            if self._template is None:
+                ready = slot.process.ready
+                self._eog = frozenset(int(t) for t in ready["eog"])
+                self._runtime_info = str(ready["system_info"]).strip()
+                self._template = ChatTemplate(
+                    ready["template"], bos_token=ready["bos_text"], eos_token=ready["eos_text"]
+                )
+        return slot.process
 
-        def counting_eval(tokens: Any) -> Any:
-            ctx.evaluated += len(tokens)
-            return original_eval(tokens)
+    def _call(self, purpose: str, message: dict[str, Any]) -> dict[str, Any]:
+        """Send one message to the purpose's process and return its successful answer.
 
-        llama.eval = counting_eval  # type: ignore[method-assign]
-        if self._formatter is None:
-            vocab = llama._model.vocab
-            n_vocab = int(llama.n_vocab())
-            self._eog = frozenset(
-                i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i)
-            )
-            bos, eos = int(llama.token_bos()), int(llama.token_eos())
-            self._bos_text = llama._model.token_get_text(bos) if bos >= 0 else ""
-            eos_text = llama._model.token_get_text(eos) if eos >= 0 else ""
-            template = llama.metadata.get("tokenizer.chat_template") or _CHATML_TEMPLATE
-            self._formatter = Jinja2ChatFormatter(
-                template=template, eos_token=eos_text, bos_token=self._bos_text
-            )
-        return ctx
+        Raises:
+            ProviderError: ``runtime_crash`` (the process is discarded), or the kind the child
+                reported (``context_length``, ``server``...).
+        """
+        slot = self._slot(purpose)
+        with slot.lock:
+            process = self._process(purpose)
+            try:
+                answer = process.exchange(
+                    message, self.request_timeout_s, doing=f"answering a {message['op']} request"
+                )
+            finally:
+                if process.closed:
+                    slot.process = None
+        if not answer.get("ok"):
+            raise ProviderError(str(answer.get("message")), kind=str(answer.get("kind", "other")))
+        return answer
 
-    def _grammar(self, schema: dict[str, Any]) -> Any:
-        """Return a llama.cpp grammar for ``schema`` (cached; generic JSON if unsupported)."""
-        from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+    def start(self, purpose: str = "other") -> None:
+        """Start the purpose's process now (load the weights) rather than at its first request.
 
-        text = json.dumps(schema)  # keep property order: the model writes fields in this order
-        with self._grammars_lock:
-            grammar = self._grammars.get(text)
-            if grammar is None:
-                try:
-                    grammar = LlamaGrammar.from_json_schema(text, verbose=False)
-                except Exception:  # the converter rejects some schema features
-                    grammar = LlamaGrammar.from_string(JSON_GBNF, verbose=False)
-                self._grammars[text] = grammar
-            return grammar
+        Raises:
+            ValueError: for an unknown purpose.
+            ProviderError: ``runtime_crash`` when the process dies or hangs while loading;
+                ``other`` when llama.cpp cannot load the weights.
+        """
+        slot = self._slot(purpose)
+        with slot.lock:
+            self._process(purpose)
+
+    def _ensure_started(self, purpose: str = "other") -> ChatTemplate:
+        if self._template is None:
+            self.start(purpose)
+        assert self._template is not None
+        return self._template
+
+    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
+        """Token ids of ``text`` as a prompt is tokenized (a BOS token where the model adds
+        one); ``special``: parse special-token texts such as ``<|im_end|>`` as those tokens.
+
+        Raises:
+            ProviderError: when the ``other`` process fails.
+        """
+        answer = self._call("other", {"op": "tokenize", "text": text, "special": special})
+        return [int(t) for t in answer["tokens"]]
+
+    def clear_prefix(self, purpose: str) -> None:
+        """Empty the purpose's KV context, so its next prompt is evaluated in full (for
+        benchmarks; requests never need it). Does nothing when the process has not started.
+
+        Raises:
+            ValueError: for an unknown purpose.
+        """
+        slot = self._slot(purpose)
+        if slot.process is not None and not slot.process.closed:
+            self._call(purpose, {"op": "clear"})
 
     def render_prompt(self, request: ModelRequest) -> str:
-        """Return the prompt text for ``request`` (chat template, tools, forced-call prefix)."""
-        self.context(request.purpose)
+        """Return the prompt text for ``request`` (chat template, tools, forced-call prefix).
+
+        Starts the request's process if none has run yet (the template comes from the GGUF).
+        """
+        template = self._ensure_started(request.purpose)
         tools = _tools_for_template(request.tools) if request.tool_choice != "none" else None
-        rendered = self._formatter(messages=_messages_for_template(request.messages), tools=tools)
-        prompt: str = rendered.prompt
+        prompt = template.render(_messages_for_template(request.messages), tools)
         if _forced_tools(request):
             prompt += _FORCED_PREFIX
         return prompt
@@ -283,8 +389,11 @@ class LocalModel:
             from the purpose context's previous request.
 
         Raises:
-            ProviderError: ``bad_request`` when the prompt does not fit the context, the token cap
-                is below 1 or a named tool is not offered; ``server`` when llama.cpp fails.
+            ProviderError: ``bad_request`` when the token cap is below 1 or a named tool is not
+                offered; ``context_length`` when the prompt does not fit the context;
+                ``runtime_crash`` when the purpose's process dies, exits or exceeds
+                ``request_timeout_s`` (the next request starts a new one); ``server`` when
+                llama.cpp reports a failure.
         """
         started = time.perf_counter()
         forced = _forced_tools(request)
@@ -292,31 +401,40 @@ class LocalModel:
             raise ProviderError(
                 f"max_tokens must be at least 1, got {request.max_tokens}", kind="bad_request"
             )
-        ctx = self._context(request.purpose)
-        grammar = None
-        if request.json_schema is not None:
-            grammar = self._grammar(request.json_schema)
-        elif forced:
-            grammar = self._grammar(_tool_call_schema(forced))
+        schema = request.json_schema
+        if schema is None and forced:
+            schema = _tool_call_schema(forced)
         prompt = self.render_prompt(request)
-        llama = ctx.llama
-        with ctx.lock:
-            add_bos = not (self._bos_text and prompt.startswith(self._bos_text))
-            tokens: list[int] = llama.tokenize(
-                prompt.encode("utf-8"), add_bos=add_bos, special=True
-            )
-            room = self._n_ctx - len(tokens)
-            if room < 1:
-                raise ProviderError(
-                    f"prompt of {len(tokens)} tokens does not fit the local model's context of "
-                    f"{self._n_ctx} tokens",
-                    kind="context_length",
-                )
-            max_new = min(request.max_tokens, room)
-            stats, out, finish = self._generate(ctx, request, tokens, max_new, grammar)
+        seed = request.seed if request.seed is not None else self._seed + 1_000_003 * request.draw
+        options = request.provider_options
+        answer = self._call(
+            request.purpose,
+            {
+                "op": "complete",
+                "prompt": prompt,
+                "max_tokens": request.max_tokens,
+                "temperature": request.temperature,
+                "top_p": request.top_p if request.top_p is not None else 1.0,
+                "top_k": int(options.get("top_k", 0)),
+                "min_p": float(options.get("min_p", 0.0)),
+                "repeat_penalty": float(options.get("repeat_penalty", 1.0)),
+                "seed": seed,
+                # keep property order: the model writes fields in this order
+                "schema": json.dumps(schema) if schema is not None else None,
+            },
+        )
+        stats = GenerationStats(
+            purpose=request.purpose,
+            prompt_tokens=int(answer["prompt_tokens"]),
+            evaluated_prompt_tokens=int(answer["evaluated"]),
+            output_tokens=int(answer["output_tokens"]),
+            prompt_s=float(answer["prompt_s"]),
+            gen_s=float(answer["gen_s"]),
+            peak_rss_mb=int(answer["peak_rss_kb"]) / 1024,
+        )
         self.last_stats = stats
-        raw = llama.detokenize(out).decode("utf-8", errors="replace")
-        text, calls = self._interpret(request, raw, forced)
+        text, calls = self._interpret(request, str(answer["text"]), forced)
+        finish = str(answer["finish"])
         if calls and finish == "stop":
             finish = "tool_calls"
         return ModelResponse(
@@ -331,57 +449,6 @@ class LocalModel:
             model=self._model_id,
             latency_s=time.perf_counter() - started,
         )
-
-    def _generate(
-        self,
-        ctx: _Context,
-        request: ModelRequest,
-        tokens: list[int],
-        max_new: int,
-        grammar: Any,
-    ) -> tuple[GenerationStats, list[int], str]:
-        """Run llama.cpp's generation loop (caller holds ``ctx.lock``)."""
-        llama = ctx.llama
-        options = request.provider_options
-        seed = request.seed if request.seed is not None else self._seed + 1_000_003 * request.draw
-        llama.set_seed(seed & 0xFFFFFFFF)
-        stats = GenerationStats(purpose=request.purpose, prompt_tokens=len(tokens))
-        out: list[int] = []
-        finish = "length"
-        ctx.evaluated = 0
-        t0 = time.perf_counter()
-        t_first = t0
-        gen = llama.generate(
-            tokens,
-            temp=max(request.temperature, 0.0),
-            top_p=request.top_p if request.top_p is not None else 1.0,
-            top_k=int(options.get("top_k", 0)),
-            min_p=float(options.get("min_p", 0.0)),
-            repeat_penalty=float(options.get("repeat_penalty", 1.0)),
-            grammar=grammar,
-        )
-        first = True
-        try:
-            for token in gen:
-                if first:  # the prompt has been evaluated and one token sampled
-                    first = False
-                    t_first = time.perf_counter()
-                    stats.evaluated_prompt_tokens = ctx.evaluated
-                if token in self._eog:
-                    finish = "stop"
-                    break
-                out.append(int(token))
-                if len(out) >= max_new:
-                    break
-        except (RuntimeError, ValueError) as exc:
-            raise ProviderError(f"llama.cpp generation failed: {exc}", kind="server") from exc
-        finally:
-            gen.close()
-        t_end = time.perf_counter()
-        stats.output_tokens = len(out)
-        stats.prompt_s = t_first - t0
-        stats.gen_s = t_end - t_first
-        return stats, out, finish
 
     def _interpret(
         self, request: ModelRequest, raw: str, forced: tuple[ToolSpec, ...]

@@ -131,7 +131,9 @@ class ProviderError(RuntimeError):
     Attributes:
         status: the HTTP status, if any.
         kind: ``rate_limit``, ``server``, ``timeout``, ``connection``, ``bad_request``,
-            ``context_length`` (the prompt does not fit the model's context) or ``other``.
+            ``context_length`` (the prompt does not fit the model's context),
+            ``runtime_crash`` (the local model's process died from a signal, exited, or hung
+            past its timeout; the next request starts a new process) or ``other``.
     """
 
     def __init__(self, message: str, *, status: int | None = None, kind: str = "other") -> None:

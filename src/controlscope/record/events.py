@@ -81,7 +81,8 @@ class ModelCallEvent(_Event):
         request: the request as sent.
         response: the response, None when the request failed.
         error: the provider error's message when it failed.
-        error_kind: the provider error's kind (``rate_limit``, ``server``, ``timeout``...).
+        error_kind: the provider error's kind (``rate_limit``, ``server``, ``timeout``,
+            ``runtime_crash``...).
         error_status: the provider error's HTTP status, if any.
         turn: the planning turn (planner calls).
         call_index: the boundary's call index (reviewer calls).
