@@ -6,8 +6,9 @@
 #
 # llama.cpp is compiled for this CPU without its AMX kernels (scripts/llama_cmake_args.py says
 # why); CMAKE_ARGS in the environment overrides that for the first build. If the installed
-# runtime crashes anyway (e.g. a wheel pip cached on another CPU), it is rebuilt from source with
-# the safe options and checked again; setup fails rather than leave a runtime that crashes.
+# runtime crashes anyway (e.g. a wheel pip cached on another CPU), pip's cached builds of it are
+# dropped, it is rebuilt from source with the safe options and checked again; setup fails rather
+# than leave a runtime that crashes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,8 +54,10 @@ check_runtime || status=$?
 if [ "$status" = 3 ] || [ "$status" = 4 ]; then
   echo "setup: $RUNTIME_LINE: the build does not suit this CPU; rebuilding $LLAMA_PIN from" \
     "source for it without AMX (CMAKE_ARGS=\"$SAFE_CMAKE_ARGS\"; about 5 minutes on 2 cores)"
+  # pip reuses a wheel it built before whatever CMAKE_ARGS says: drop those, build afresh
+  .venv/bin/python -m pip cache remove llama_cpp_python >/dev/null 2>&1 || true
   CMAKE_ARGS="$SAFE_CMAKE_ARGS" .venv/bin/python -m pip install -q --no-cache-dir \
-    --force-reinstall --no-deps "$LLAMA_PIN"
+    --force-reinstall --no-deps --no-binary llama-cpp-python "$LLAMA_PIN"
   status=0
   check_runtime || status=$?
 fi

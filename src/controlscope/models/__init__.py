@@ -6,7 +6,8 @@ Public API:
   :class:`ToolSpec`, :class:`Usage`, :class:`ProviderError`, :class:`ChatModel`.
 - models: :class:`OpenAIModel` (any OpenAI-compatible endpoint), :class:`ScriptedModel` and
   :class:`ReplayModel` (test doubles), the embedded local model via :func:`make_model`
-  (``controlscope.models.local.LocalModel``, imported on demand because it loads ``llama_cpp``).
+  (``controlscope.models.local.LocalModel``, imported on demand; llama.cpp runs in its child
+  processes).
 - wrappers: :class:`CachedModel` over a :class:`RequestCache` (exact-request cache),
   :class:`AccountedModel` over a :class:`TokenLedger` (logical vs uncached totals, paper A.5).
 

@@ -21,11 +21,15 @@ Messages (parent -> child), each answered by exactly one line:
 Errors the parent should report are answered as ``{"ok": false, "kind", "message"}`` with a
 :class:`~controlscope.models.types.ProviderError` kind. End of stdin ends the process. It also
 ends itself when its parent dies (it polls its parent id: a parent killed by SIGKILL cannot close
-anything), and it ignores SIGINT, so Ctrl-C in a terminal reaches the controller, which decides.
+anything; ``PR_SET_PDEATHSIG`` is not used because it fires when the parent *thread* that started
+the child ends, and any controller thread may start one), and it ignores SIGINT, so Ctrl-C in a
+terminal reaches the controller, which decides. A native crash prints the Python stack
+(``faulthandler``) to stderr, whose tail the controller quotes.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import resource
@@ -199,6 +203,7 @@ def _send(channel: IO[str], msg: dict[str, Any]) -> None:
 def main() -> int:
     """Serve one purpose context until stdin ends; returns the exit status."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    faulthandler.enable()  # a native crash leaves the Python stack in the stderr tail
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # stray prints of C code go to stderr, never into the protocol
     line = sys.stdin.readline()

@@ -12,7 +12,8 @@ Specs (as given to ``--model`` / ``--reviewer-model``):
 ``replay:DIR``               a :class:`ReplayModel` of one role of ``DIR/events.jsonl``
 ===========================  ==========================================================
 
-The local model class (and ``llama_cpp``) is imported only when a ``local`` spec is built.
+The local model class is imported only when a ``local`` spec is built; ``llama_cpp`` itself is
+loaded only in the local model's child processes.
 """
 
 from __future__ import annotations
