@@ -203,7 +203,7 @@ def _send(channel: IO[str], msg: dict[str, Any]) -> None:
 def main() -> int:
     """Serve one purpose context until stdin ends; returns the exit status."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    faulthandler.enable()  # a native crash leaves the Python stack in the stderr tail
+    faulthandler.enable(all_threads=False)  # a native crash leaves its Python stack on stderr
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # stray prints of C code go to stderr, never into the protocol
     line = sys.stdin.readline()

@@ -222,7 +222,8 @@ class ModelProcess:
         )
 
     def stderr_tail(self) -> str:
-        """The last lines the child wrote to stderr, escaped, on one line."""
+        """The last lines the child wrote to stderr, escaped, on one line (from the start of a
+        ``faulthandler`` report when there is one, else its end)."""
         if self._stderr is None:
             return "(not captured: shown on the controller's stderr)"
         try:
@@ -235,6 +236,10 @@ class ModelProcess:
         except (OSError, ValueError):
             return "(unreadable)"
         lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
+        fatal = [i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
+        if fatal:  # faulthandler's report: the innermost frames come first
+            text = " | ".join(escape_untrusted(ln) for ln in lines[fatal[-1] :])
+            return text if len(text) <= _STDERR_TAIL_CHARS else text[:_STDERR_TAIL_CHARS] + "..."
         text = " | ".join(escape_untrusted(ln) for ln in lines)
         if not text:
             return "(none)"
