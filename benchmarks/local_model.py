@@ -238,46 +238,33 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; print progress on stderr and one JSON line last on stdout."""
-    args = _parse(argv)
-    if args.raw_child is not None:
-        return _raw_child(json.loads(args.raw_child))
-    from controlscope.models.local import LocalModel
+def _throughput(model: Any, history: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Ours and raw llama.cpp, interleaved, on a prompt from the trajectory (its first turns) plus
+    a generation turn; medians and the raw baseline's system info and peak RSS."""
     from controlscope.models.types import Message, ModelRequest
 
-    load_before = os.getloadavg()[0]
-    start = time.perf_counter()
-    model = LocalModel(args.model, n_ctx=args.n_ctx, n_threads=args.threads)
-    model.start("reviewer")
-    load_s = time.perf_counter() - start
+    request = ModelRequest(
+        messages=(
+            Message(role="system", content=SYSTEM),
+            *history[: 2 * args.throughput_turns],
+            Message(role="user", content=GEN_PROMPT),
+        ),
+        tools=_operation_tools(),
+        tool_choice="none",
+        temperature=0.0,
+        max_tokens=args.gen_tokens,
+        purpose="other",
+    )
+    prompt = model.render_prompt(request)
+    config = {
+        "model_path": str(model.path),
+        "n_ctx": model.n_ctx,
+        "n_threads": model.n_threads,
+        "no_repack": args.raw_no_repack,
+    }
+    raw = _Raw(args.raw_python, config)
+    ours_p, ours_g, raw_p, raw_g = [], [], [], []
     try:
-        sent, evaluated, history = _review_trajectory(model, args.requests, args.review_tokens)
-        review_rss = model.last_stats.peak_rss_mb
-        # throughput on a prompt from the trajectory (its first turns), plus a generation turn
-        request = ModelRequest(
-            messages=(
-                Message(role="system", content=SYSTEM),
-                *history[: 2 * args.throughput_turns],
-                Message(role="user", content=GEN_PROMPT),
-            ),
-            tools=_operation_tools(),
-            tool_choice="none",
-            temperature=0.0,
-            max_tokens=args.gen_tokens,
-            purpose="other",
-        )
-        prompt = model.render_prompt(request)
-        raw = _Raw(
-            args.raw_python,
-            {
-                "model_path": str(model.path),
-                "n_ctx": model.n_ctx,
-                "n_threads": model.n_threads,
-                "no_repack": args.raw_no_repack,
-            },
-        )
-        ours_p, ours_g, raw_p, raw_g = [], [], [], []
         for rep in range(args.reps):
             p, g, n_prompt = _ours(model, request)
             ours_p.append(p)
@@ -291,8 +278,39 @@ def main(argv: list[str] | None = None) -> int:
                 f"raw {raw_p[-1]:.1f}/{raw_g[-1]:.1f} tok/s",
                 file=sys.stderr,
             )
+    finally:
         raw.close()
-        other_rss = model.last_stats.peak_rss_mb
+    med = statistics.median
+    return {
+        "prompt_tok_s": round(med(ours_p), 2),
+        "gen_tok_s": round(med(ours_g), 2),
+        "raw_prompt_tok_s": round(med(raw_p), 2),
+        "raw_gen_tok_s": round(med(raw_g), 2),
+        "prompt_tok_s_ratio_vs_raw": round(med(ours_p) / med(raw_p), 3),
+        "gen_tok_s_ratio_vs_raw": round(med(ours_g) / med(raw_g), 3),
+        "raw_peak_rss_mb": round(theirs["peak_rss_kb"] / 1024, 1),
+        "throughput_prompt_tokens": n_prompt,
+        "raw_runtime_info": raw.system_info,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print progress on stderr and one JSON line last on stdout."""
+    args = _parse(argv)
+    if args.raw_child is not None:
+        return _raw_child(json.loads(args.raw_child))
+    from controlscope.models.local import LocalModel
+
+    load_before = os.getloadavg()[0]
+    start = time.perf_counter()
+    model = LocalModel(args.model, n_ctx=args.n_ctx, n_threads=args.threads)
+    model.start("reviewer")
+    load_s = time.perf_counter() - start
+    try:
+        sent, evaluated, history = _review_trajectory(model, args.requests, args.review_tokens)
+        review_rss = model.last_stats.peak_rss_mb
+        speeds = _throughput(model, history, args)
+        peak_rss = max(review_rss, model.last_stats.peak_rss_mb)
         runtime_info = model.runtime_info
     finally:
         model.close()
@@ -301,23 +319,16 @@ def main(argv: list[str] | None = None) -> int:
         "n_threads": model.n_threads,
         "n_ctx": model.n_ctx,
         "load_s": round(load_s, 3),
-        "prompt_tok_s": round(statistics.median(ours_p), 2),
-        "gen_tok_s": round(statistics.median(ours_g), 2),
-        "raw_prompt_tok_s": round(statistics.median(raw_p), 2),
-        "raw_gen_tok_s": round(statistics.median(raw_g), 2),
-        "prompt_tok_s_ratio_vs_raw": round(statistics.median(ours_p) / statistics.median(raw_p), 3),
-        "gen_tok_s_ratio_vs_raw": round(statistics.median(ours_g) / statistics.median(raw_g), 3),
-        "peak_rss_mb": round(max(review_rss, other_rss), 1),
-        "raw_peak_rss_mb": round(theirs["peak_rss_kb"] / 1024, 1),
+        **{k: v for k, v in speeds.items() if k != "raw_runtime_info"},
+        "peak_rss_mb": round(peak_rss, 1),
         "prefix_reuse_ratio": round(1 - evaluated / sent, 4),
         "review_requests": args.requests,
         "review_prompt_tokens_sent": sent,
         "review_prompt_tokens_evaluated": evaluated,
-        "throughput_prompt_tokens": n_prompt,
         "reps": args.reps,
         "runtime_info": runtime_info,
-        "raw_runtime_info": raw.system_info,
-        "raw_python": args.raw_python,
+        "raw_runtime_info": speeds["raw_runtime_info"],
+        "raw_is_this_interpreter": args.raw_python == sys.executable,
         "raw_no_repack": args.raw_no_repack,
         "loadavg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }

@@ -404,25 +404,14 @@ class LocalModel:
         schema = request.json_schema
         if schema is None and forced:
             schema = _tool_call_schema(forced)
-        prompt = self.render_prompt(request)
-        seed = request.seed if request.seed is not None else self._seed + 1_000_003 * request.draw
-        options = request.provider_options
-        answer = self._call(
-            request.purpose,
-            {
-                "op": "complete",
-                "prompt": prompt,
-                "max_tokens": request.max_tokens,
-                "temperature": request.temperature,
-                "top_p": request.top_p if request.top_p is not None else 1.0,
-                "top_k": int(options.get("top_k", 0)),
-                "min_p": float(options.get("min_p", 0.0)),
-                "repeat_penalty": float(options.get("repeat_penalty", 1.0)),
-                "seed": seed,
-                # keep property order: the model writes fields in this order
-                "schema": json.dumps(schema) if schema is not None else None,
-            },
-        )
+        message = {
+            "op": "complete",
+            "prompt": self.render_prompt(request),
+            **self._sampling(request),
+            # keep property order: the model writes fields in this order
+            "schema": json.dumps(schema) if schema is not None else None,
+        }
+        answer = self._call(request.purpose, message)
         stats = GenerationStats(
             purpose=request.purpose,
             prompt_tokens=int(answer["prompt_tokens"]),
@@ -449,6 +438,21 @@ class LocalModel:
             model=self._model_id,
             latency_s=time.perf_counter() - started,
         )
+
+    def _sampling(self, request: ModelRequest) -> dict[str, Any]:
+        """The request's sampling settings as the child takes them (see :meth:`complete`)."""
+        options = request.provider_options
+        return {
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "top_p": request.top_p if request.top_p is not None else 1.0,
+            "top_k": int(options.get("top_k", 0)),
+            "min_p": float(options.get("min_p", 0.0)),
+            "repeat_penalty": float(options.get("repeat_penalty", 1.0)),
+            "seed": request.seed
+            if request.seed is not None
+            else self._seed + 1_000_003 * request.draw,
+        }
 
     def _interpret(
         self, request: ModelRequest, raw: str, forced: tuple[ToolSpec, ...]
