@@ -104,9 +104,10 @@ def test_a_process_killed_mid_request_is_a_runtime_crash_of_that_purpose_only(
 
 
 def test_a_hung_process_hits_the_request_timeout() -> None:
-    with LocalModel(MODEL, n_ctx=512, request_timeout_s=2.0) as model:
+    with LocalModel(MODEL, n_ctx=512) as model:
         model.complete(_request("other"))
         pid = model.pids["other"]
+        model.request_timeout_s = 2.0
         os.kill(pid, signal.SIGSTOP)
         started = time.monotonic()
         with pytest.raises(ProviderError) as info:
