@@ -89,8 +89,8 @@ class ModelProcess:
             ``system_info``).
 
     Raises:
-        ProviderError: ``runtime_crash`` when the child dies or hangs while starting; the child's
-            own kind (``other``) when llama.cpp cannot load the weights.
+        ProviderError: ``runtime_crash`` when the child cannot be started, or dies or hangs while
+            starting; the child's own kind (``other``) when llama.cpp cannot load the weights.
     """
 
     def __init__(
@@ -109,14 +109,21 @@ class ModelProcess:
         src = str(Path(__file__).resolve().parents[2])  # the directory holding controlscope/
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", _CHILD_MODULE],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-            close_fds=True,
-        )
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", _CHILD_MODULE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env=env,
+                close_fds=True,
+            )
+        except OSError as err:  # no memory or process slots left
+            if self._stderr is not None:
+                self._stderr.close()
+            raise ProviderError(
+                f"could not start the local model's {purpose} process: {err}", kind="runtime_crash"
+            ) from err
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._in = self._proc.stdin
         self._out_fd = self._proc.stdout.fileno()
