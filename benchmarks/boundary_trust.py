@@ -58,9 +58,9 @@ from controlscope.core import (
     ToolSchema,
 )
 from controlscope.envs import get_environment
-from controlscope.models.replay import ReplayModel
-from controlscope.models.scripted import ScriptedModel
-from controlscope.models.toolcall_parse import parse_tool_calls
+from controlscope.models._replay import ReplayModel
+from controlscope.models._scripted import ScriptedModel
+from controlscope.models._toolcalls import parse_tool_calls
 from controlscope.planner import EXECUTE_PYTHON_SPEC, parse_reply
 from controlscope.record import RecordedActions, ReplayMismatch
 from controlscope.review import ModelReviewer

@@ -1,13 +1,18 @@
 """Print the CMAKE_ARGS that build llama.cpp (llama-cpp-python) for this CPU without AMX.
 
 llama.cpp's default build uses ``-march=native``; on a CPU with AMX (Sapphire Rapids and later
-Xeons) that enables ggml's AMX buffer type, whose matrix multiplication crashes at the first decode
-(llama.cpp issue 20824), and ``-DGGML_AMX_*=OFF`` cannot switch it off while ``GGML_NATIVE`` is on.
-So on x86-64 the build is not native: every instruction set this CPU reports in /proc/cpuinfo is
-enabled by its own ggml option, and the AMX ones are left off. Elsewhere the native build is kept.
+Xeons) that enables ggml's AMX buffer type, whose matrix multiplication
+(``ggml_backend_amx_mul_mat``) crashes at the first decode, and ``-DGGML_AMX_*=OFF`` cannot
+switch it off while ``GGML_NATIVE`` is on (``-march=native`` defines the AMX macros anyway). So
+on x86-64 the build is not native: every instruction set ggml has an option for is enabled when
+this CPU reports it in /proc/cpuinfo, and the AMX ones are left off; ggml's kernels are chosen by
+those options, so the build is as fast as the native one (see the README). Elsewhere, and where
+/proc/cpuinfo lists no flags, llama.cpp's native build is kept.
 
-Usage: ``python scripts/llama_cmake_args.py [CPUINFO]``; prints one line (empty where the native
-build is right).
+Everywhere the multimodal library (``mtmd``, ``LLAVA_BUILD``) is left out: controlscope does not
+use it, ``llama_cpp`` imports it only for multimodal chat handlers, and it adds build time.
+
+Usage: ``python scripts/llama_cmake_args.py [CPUINFO]``; prints one line.
 """
 
 from __future__ import annotations
@@ -31,10 +36,11 @@ _X86_OPTIONS: dict[str, tuple[str, ...]] = {
     "GGML_AVX512_BF16": ("avx512_bf16",),
 }
 _ALWAYS_OFF = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
+_COMMON = ("-DLLAVA_BUILD=OFF",)
 
 
 def cpu_flags(cpuinfo: str) -> set[str]:
-    """Return the flags of the first processor listed in ``cpuinfo`` text."""
+    """Return the flags of the first processor listed in ``cpuinfo`` text (empty if none)."""
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "flags":
@@ -48,15 +54,24 @@ def cmake_args(flags: set[str]) -> str:
     for option, needed in _X86_OPTIONS.items():
         args.append(f"-D{option}={'ON' if all(f in flags for f in needed) else 'OFF'}")
     args += [f"-D{option}=OFF" for option in _ALWAYS_OFF]
-    return " ".join(args)
+    return " ".join([*args, *_COMMON])
 
 
 def main(argv: list[str]) -> int:
+    """Print the CMAKE_ARGS line; returns the exit status."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
-        print("")
+        print(" ".join(_COMMON))
         return 0
     path = Path(argv[1] if len(argv) > 1 else "/proc/cpuinfo")
-    print(cmake_args(cpu_flags(path.read_text(encoding="utf-8", errors="replace"))))
+    try:
+        flags = cpu_flags(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        flags = set()
+    if not flags:
+        print(f"llama_cmake_args: no CPU flags in {path}; native build", file=sys.stderr)
+        print(" ".join(_COMMON))
+        return 0
+    print(cmake_args(flags))
     return 0
 
 

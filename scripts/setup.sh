@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Set up a development checkout from nothing: bubblewrap, the Python venv with controlscope
 # installed editable (with the embedded local model runtime), the pinned MCP filesystem server,
-# and the embedded model's weights. Idempotent: a second run reinstalls quickly from caches and
-# re-checks the weights.
+# and the embedded model's weights; then check that llama.cpp decodes on this CPU. Idempotent: a
+# second run reinstalls quickly from caches, re-checks the weights and the runtime.
+#
+# llama.cpp is compiled for this CPU without its AMX kernels (scripts/llama_cmake_args.py says
+# why); CMAKE_ARGS in the environment overrides that for the first build. If the installed
+# runtime crashes anyway (e.g. a wheel pip cached on another CPU), pip's cached builds of it are
+# dropped, it is rebuilt from source with the safe options and checked again; setup fails rather
+# than leave a runtime that crashes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,8 +26,11 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
 fi
+
+SAFE_CMAKE_ARGS="$(python3 scripts/llama_cmake_args.py)"
+LLAMA_PIN="$(grep -o 'llama-cpp-python[^"]*==[0-9.]*' pyproject.toml | sed 's/\[[a-z,]*\]//')"
 echo "setup: installing controlscope and its dependencies (the first time builds llama.cpp: minutes)"
-.venv/bin/python -m pip install -q -e '.[local,dev]'
+CMAKE_ARGS="${CMAKE_ARGS:-$SAFE_CMAKE_ARGS}" .venv/bin/python -m pip install -q -e '.[local,dev]'
 
 echo "setup: installing the pinned MCP filesystem server"
 npm ci --no-audit --no-fund --silent
@@ -29,3 +38,32 @@ npm ci --no-audit --no-fund --silent
 echo "setup: fetching the embedded model (checked by SHA-256)"
 .venv/bin/controlscope model pull --model 1.5b
 .venv/bin/controlscope model pull --model 0.5b
+
+# Decode a few tokens in a child process. Exit status 3: it crashed or hung; 4: it uses AMX
+# kernels on an AMX CPU; 1: something else (not fixed by a rebuild).
+check_runtime() {
+  local status=0
+  RUNTIME_LINE="$(.venv/bin/python -m controlscope.models._runtime_check --model 0.5b \
+    2>.venv/runtime-check.log)" || status=$?
+  return "$status"
+}
+
+echo "setup: checking that llama.cpp decodes on this CPU"
+status=0
+check_runtime || status=$?
+if [ "$status" = 3 ] || [ "$status" = 4 ]; then
+  echo "setup: $RUNTIME_LINE: the build does not suit this CPU; rebuilding $LLAMA_PIN from" \
+    "source for it without AMX (CMAKE_ARGS=\"$SAFE_CMAKE_ARGS\"; about 5 minutes on 2 cores)"
+  # pip reuses a wheel it built before whatever CMAKE_ARGS says: drop those, build afresh
+  .venv/bin/python -m pip cache remove llama_cpp_python >/dev/null 2>&1 || true
+  CMAKE_ARGS="$SAFE_CMAKE_ARGS" .venv/bin/python -m pip install -q --no-cache-dir \
+    --force-reinstall --no-deps --no-binary llama-cpp-python "$LLAMA_PIN"
+  status=0
+  check_runtime || status=$?
+fi
+if [ "$status" != 0 ]; then
+  echo "setup: FAILED: $RUNTIME_LINE" >&2
+  cat .venv/runtime-check.log >&2
+  exit 1
+fi
+echo "setup: $RUNTIME_LINE"

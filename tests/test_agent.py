@@ -37,8 +37,8 @@ from controlscope.core import (
 from controlscope.envs._catalog import get_environment
 from controlscope.envs.filesystem._planning import LOCAL_FILE_HINT
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
-from controlscope.models.replay import ReplayModel
-from controlscope.models.scripted import ScriptedModel
+from controlscope.models._replay import ReplayModel
+from controlscope.models._scripted import ScriptedModel
 from controlscope.record import (
     ActionMismatch,
     RecordedActions,

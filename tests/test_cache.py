@@ -1,4 +1,4 @@
-"""Tests of controlscope.models.cache (exact-request cache) and controlscope.models.accounting."""
+"""Tests of controlscope.models._cache (exact-request cache) and controlscope.models.accounting."""
 
 from __future__ import annotations
 

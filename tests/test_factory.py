@@ -1,4 +1,4 @@
-"""Tests of controlscope.models.factory.make_model."""
+"""Tests of controlscope.models._factory.make_model."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_missing_files_are_clear_errors(tmp_path: Path) -> None:
 def test_importing_the_package_stays_cheap() -> None:
     """``controlscope.models`` (and the CLI module in it) must not import openai or llama_cpp."""
     code = (
-        "import sys, controlscope.models, controlscope.models.factory;"
+        "import sys, controlscope.models, controlscope.models._factory;"
         "print(sorted(m for m in ('openai', 'llama_cpp') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -88,7 +88,7 @@ def test_local_specs_build_the_local_model() -> None:
     model = make_model("local:0.5b", n_ctx=512, n_threads=1)
     assert isinstance(model, local.LocalModel)
     assert "0.5b" in model.model_id
-    from controlscope.models.weights import ensure_weights
+    from controlscope.models._weights import ensure_weights
 
     path = ensure_weights("0.5b")
     by_path = make_model(str(path), n_ctx=512, n_threads=1)

@@ -1,4 +1,8 @@
-"""Tests of controlscope.models.local.LocalModel with the real 1.5B weights and llama.cpp."""
+"""Tests of controlscope.models._local.LocalModel with the real 1.5B weights and llama.cpp.
+
+The model's own behaviour (prompting, tool calls, constrained decoding, prefix reuse); its
+processes (crashes, hangs, clean-up) are tested in ``test_local_process.py``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import jsonschema
 import pytest
 
 from controlscope.core import ChatModel, Message, ModelRequest, ProviderError, ToolSpec
-from controlscope.models.local import LocalModel, default_threads
+from controlscope.models._local import LocalModel, default_threads
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_weights]
 
@@ -66,7 +70,8 @@ MOVE = ToolSpec(
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[LocalModel]:
-    yield LocalModel("1.5b", n_ctx=2048, seed=0)
+    with LocalModel("1.5b", n_ctx=2048, seed=0) as local:
+        yield local
 
 
 def _review_request(pending: str, history: tuple[Message, ...] = ()) -> ModelRequest:
@@ -88,10 +93,10 @@ def test_is_a_chat_model_with_stable_id(model: LocalModel) -> None:
     assert model.model_id == "local:qwen2.5-coder-1.5b-instruct-q4_k_m"
     assert model.n_threads == default_threads()
     # Qwen ends generation on <|im_end|> and <|endoftext|> (and a few more); all are stops
-    llama = model.context("other")
     for text in ("<|im_end|>", "<|endoftext|>"):
-        (token,) = llama.tokenize(text.encode(), add_bos=False, special=True)
+        (token,) = model.tokenize(text)
         assert token in model.eog_tokens
+    assert len(model.tokenize("<|im_end|>", special=False)) > 1  # plain text without `special`
 
 
 def test_tool_calling_prompt_gives_runnable_code(model: LocalModel) -> None:

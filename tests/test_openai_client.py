@@ -1,4 +1,4 @@
-"""Tests of controlscope.models.openai_client.
+"""Tests of controlscope.models._openai.
 
 Two real servers on loopback: a tiny stdlib HTTP server that injects faults (429, 500, a silent
 endpoint, malformed tool calls) and records the JSON bodies it receives, and ``llama_cpp.server``
@@ -25,7 +25,7 @@ import pytest
 
 from controlscope.core import Message, ModelRequest, ProviderError, ToolCall, ToolSpec
 from controlscope.models import OpenAIModel
-from controlscope.models.openai_client import request_to_openai
+from controlscope.models._openai import request_to_openai
 
 Action = tuple[int, dict[str, Any] | bytes, dict[str, str]] | str
 
@@ -381,7 +381,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Start ``python -m llama_cpp.server`` on loopback; yield its base URL."""
     import llama_cpp.server  # noqa: F401  (the server below is this package)
 
-    from controlscope.models.weights import ensure_weights
+    from controlscope.models._weights import ensure_weights
 
     weights = ensure_weights("0.5b")
     port = _free_port()

@@ -53,7 +53,7 @@ from controlscope.core import (
     model_call_event,
     upgrade_event,
 )
-from controlscope.models.replay import ReplayModel
+from controlscope.models._replay import ReplayModel
 from controlscope.record import (
     LogError,
     SummaryError,

@@ -37,7 +37,7 @@ from controlscope.core import (
     ToolSchema,
 )
 from controlscope.envs.filesystem.server import start_filesystem_server
-from controlscope.models.scripted import ScriptedModel
+from controlscope.models._scripted import ScriptedModel
 from controlscope.record import TrajectoryWriter, read_events
 from controlscope.review import (
     UNTRUSTED_DATA_RULE,
@@ -828,7 +828,7 @@ def test_local_model_reviews_in_json_mode(fs_tools: tuple[ToolSchema, ...]) -> N
     The pipeline (view, constrained decoding, parsing, validation) must yield an accepted
     decision; if the model patches, the patch must be the fix the feedback shows.
     """
-    from controlscope.models.local import LocalModel
+    from controlscope.models._local import LocalModel
 
     model = LocalModel("1.5b", n_ctx=8192)
     outcome = review(

@@ -1,4 +1,4 @@
-"""Tests of controlscope.models.scripted and controlscope.models.replay (the test doubles), and
+"""Tests of controlscope.models._scripted and controlscope.models._replay (the test doubles), and
 of the replay's check of recorded actions (controlscope.record.RecordedActions)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from controlscope.models import (
     ScriptedModel,
     ScriptExhausted,
 )
-from controlscope.models.replay import first_difference
+from controlscope.models._replay import first_difference
 from controlscope.record import (
     ActionMismatch,
     LogError,
@@ -238,7 +238,7 @@ def test_replay_from_run_dir_bad_input(tmp_path: Path) -> None:
 
 
 def test_mismatch_in_a_long_text_shows_where_it_changes() -> None:
-    from controlscope.models.replay import ReplayMismatch
+    from controlscope.models._replay import ReplayMismatch
 
     head = "You review a Python program. " * 20
     err = ReplayMismatch(0, "messages[0].content", head + "Scope: full.", head + "Scope: arg.")

@@ -1,4 +1,4 @@
-"""Tests of controlscope.models.toolcall_parse (Qwen2.5 tool-call text)."""
+"""Tests of controlscope.models._toolcalls (Qwen2.5 tool-call text)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 from controlscope.core import ToolSpec
 from controlscope.models import parse_tool_call
-from controlscope.models.toolcall_parse import code_tool, parse_tool_calls, tool_call_id
+from controlscope.models._toolcalls import code_tool, parse_tool_calls, tool_call_id
 
 EXEC = ToolSpec(
     name="execute_python",

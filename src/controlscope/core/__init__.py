@@ -106,6 +106,7 @@ from controlscope.core._models import (
     ToolChoice,
     ToolSpec,
     Usage,
+    provider_error_kind,
 )
 from controlscope.core._operations import (
     FALLBACK_KINDS,
@@ -279,6 +280,7 @@ __all__ = [
     "model_call_event",
     "own_turn",
     "program_fence",
+    "provider_error_kind",
     "python_name",
     "python_signature",
     "refuse_json_constant",

@@ -171,7 +171,7 @@ class ModelCallEvent(_Event):
     """One model request and its response or error.
 
     The field names ``role``, ``request``, ``response``, ``error`` and ``error_kind`` are read by
-    :class:`controlscope.models.replay.ReplayModel`; do not rename them.
+    :class:`controlscope.models._replay.ReplayModel`; do not rename them.
 
     Attributes:
         role: ``planner`` or ``reviewer``.

@@ -150,6 +150,12 @@ model's process crashed, was killed or hung) or ``other``."""
 PROVIDER_ERROR_KINDS: tuple[ProviderErrorKind, ...] = get_args(ProviderErrorKind)
 
 
+def provider_error_kind(value: object) -> ProviderErrorKind:
+    """``value`` as a :data:`ProviderErrorKind` (``other`` for anything that is not one): for
+    kinds that arrive as text (a child process's answer, a recorded log)."""
+    return next((kind for kind in PROVIDER_ERROR_KINDS if kind == value), "other")
+
+
 class ProviderError(RuntimeError):
     """A model request failed after retries (HTTP error, timeout, unreachable endpoint, crash).
 
@@ -160,7 +166,9 @@ class ProviderError(RuntimeError):
 
     Attributes:
         status: the HTTP status, if any.
-        kind: one of :data:`ProviderErrorKind`.
+        kind: one of :data:`ProviderErrorKind` (``runtime_crash``: the local model's process
+            died from a signal, exited, or hung past its timeout; the next request starts a new
+            process).
     """
 
     def __init__(

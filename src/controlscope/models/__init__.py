@@ -5,23 +5,24 @@ Public API:
 The request and response records and the :class:`~controlscope.core.ChatModel` protocol live
 in :mod:`controlscope.core`. Here:
 
-- models: :class:`OpenAIModel` (any OpenAI-compatible endpoint), :class:`ScriptedModel` and
-  :class:`ReplayModel` (test doubles), the embedded local model via :func:`make_model`
-  (``controlscope.models.local.LocalModel``, imported on demand because it loads ``llama_cpp``).
-- wrappers: :class:`CachedModel` over a :class:`RequestCache` (exact-request cache).
-
+- models: :class:`OpenAIModel` (any OpenAI-compatible endpoint), :class:`LocalModel` (the
+  embedded model: llama.cpp runs in one child process per purpose), :class:`ScriptedModel` and
+  :class:`ReplayModel` (test doubles); :func:`make_model` builds any of them from a spec;
+- wrappers: :class:`CachedModel` over a :class:`RequestCache` (exact-request cache);
 - weights: :func:`ensure_weights` assembles and checks the embedded model's GGUF.
 
-Importing this package is cheap: neither ``openai`` nor ``llama_cpp`` is imported until used.
+Importing this package is cheap: neither ``openai`` nor ``llama_cpp`` is imported until used
+(``llama_cpp`` only ever in the local model's child processes).
 """
 
+from controlscope.models._cache import CachedModel, CacheError, RequestCache, request_key
 from controlscope.models._chat_format import parse_tool_call
-from controlscope.models.cache import CachedModel, CacheError, RequestCache, request_key
-from controlscope.models.factory import make_model
-from controlscope.models.openai_client import OpenAIModel
-from controlscope.models.replay import ReplayExhausted, ReplayMismatch, ReplayModel
-from controlscope.models.scripted import ScriptedModel, ScriptExhausted
-from controlscope.models.weights import (
+from controlscope.models._factory import make_model
+from controlscope.models._local import GenerationStats, LocalModel
+from controlscope.models._openai import OpenAIModel
+from controlscope.models._replay import ReplayExhausted, ReplayMismatch, ReplayModel
+from controlscope.models._scripted import ScriptedModel, ScriptExhausted
+from controlscope.models._weights import (
     DEFAULT_MODEL,
     KNOWN_MODELS,
     KnownModel,
@@ -35,7 +36,9 @@ __all__ = [
     "KNOWN_MODELS",
     "CacheError",
     "CachedModel",
+    "GenerationStats",
     "KnownModel",
+    "LocalModel",
     "OpenAIModel",
     "ReplayExhausted",
     "ReplayMismatch",

@@ -13,8 +13,8 @@ from controlscope.core import (
     PlannerFormat,
     ViewLimits,
 )
-from controlscope.models.cache import CachedModel, RequestCache
-from controlscope.models.factory import make_model
+from controlscope.models._cache import CachedModel, RequestCache
+from controlscope.models._factory import make_model
 
 LOCAL_MAX_TOKENS = 1024
 """Default per-request cap for the embedded model: at about 20 tokens/s on 2 cores, the paper's
@@ -65,7 +65,7 @@ def build_models(
     answers each role from that role's recorded calls.
 
     Args:
-        planner: the planner's spec (see :func:`controlscope.models.factory.make_model`).
+        planner: the planner's spec (see :func:`controlscope.models._factory.make_model`).
         reviewer: the reviewer's spec; None means the planner's.
         base_url: endpoint for ``openai`` specs.
         cache_path: an SQLite exact-request cache file; None for no cache.

@@ -12,7 +12,8 @@ Specs (as given to ``--model`` / ``--reviewer-model``):
 ``replay:DIR``               a :class:`ReplayModel` of one role of ``DIR/events.jsonl``
 ===========================  ==========================================================
 
-The local model class (and ``llama_cpp``) is imported only when a ``local`` spec is built.
+The local model class is imported only when a ``local`` spec is built; ``llama_cpp`` itself is
+loaded only in the local model's child processes.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from collections.abc import Callable
 from typing import Any
 
 from controlscope.core import ChatModel
-from controlscope.models.openai_client import OpenAIModel
-from controlscope.models.replay import ReplayModel
-from controlscope.models.scripted import ScriptedModel
+from controlscope.models._openai import OpenAIModel
+from controlscope.models._replay import ReplayModel
+from controlscope.models._scripted import ScriptedModel
 
 __all__ = ["LOCAL_OPTIONS", "OPENAI_OPTIONS", "make_model"]
 
-LOCAL_OPTIONS = frozenset({"n_ctx", "n_threads", "seed", "verbose"})
+LOCAL_OPTIONS = frozenset(
+    {"n_ctx", "n_threads", "seed", "verbose", "request_timeout_s", "start_timeout_s"}
+)
 """Keyword options that :func:`make_model` passes to the local model."""
 
 OPENAI_OPTIONS = frozenset(
@@ -79,7 +82,7 @@ def make_model(
         ValueError: for an unknown spec, an empty path, a ``replay`` spec without ``role``,
             ``base_url``/``api_key`` with a non-``openai`` spec, or options that do not apply.
         FileNotFoundError: when a ``scripted`` file or ``replay`` run directory is missing.
-        controlscope.models.weights.WeightsError: when local weights are missing or corrupt.
+        controlscope.models._weights.WeightsError: when local weights are missing or corrupt.
     """
     text = spec.strip()
     kind, sep, rest = text.partition(":")
@@ -89,7 +92,7 @@ def make_model(
         raise ValueError(f"base_url and api_key apply only to openai specs, not {spec!r}")
     if kind == "local":
         name = rest or "1.5b"
-        from controlscope.models.local import LocalModel
+        from controlscope.models._local import LocalModel
 
         model: ChatModel = LocalModel(name, **_options("local", options, LOCAL_OPTIONS))
         return model
