@@ -41,15 +41,16 @@ from types import TracebackType
 from typing import Any
 
 from controlscope.core import (
-    Message,
     ModelRequest,
     ModelResponse,
     ProviderError,
     ToolCall,
     ToolSpec,
     Usage,
+    decode_json,
     provider_error_kind,
 )
+from controlscope.models._chat_format import message_to_openai, tools_to_openai
 from controlscope.models._chat_template import ChatTemplate
 from controlscope.models._local_process import ModelProcess
 from controlscope.models._toolcalls import parse_tool_calls, tool_call_id
@@ -371,8 +372,9 @@ class LocalModel:
         Starts the request's process if none has run yet (the template comes from the GGUF).
         """
         template = self._ensure_started(request.purpose)
-        tools = _tools_for_template(request.tools) if request.tool_choice != "none" else None
-        prompt = template.render(_messages_for_template(request.messages), tools)
+        offered = request.tools if request.tool_choice != "none" else ()
+        messages = [message_to_openai(m, chat_template=True) for m in request.messages]
+        prompt = template.render(messages, tools_to_openai(offered) or None)
         if _forced_tools(request):
             prompt += _FORCED_PREFIX
         return prompt
@@ -468,7 +470,7 @@ class LocalModel:
             if not calls:  # cannot happen with the prefix, but keep the raw text if it does
                 calls = (
                     ToolCall(
-                        id=tool_call_id(raw, 0),
+                        id=tool_call_id(raw, 0, forced[0].name),
                         name=forced[0].name,
                         arguments=raw,
                         error="no tool call in the constrained answer",
@@ -520,47 +522,6 @@ def _tool_call_schema(tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
     return alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
 
 
-def _tools_for_template(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]] | None:
-    if not tools:
-        return None
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.parameters,
-            },
-        }
-        for t in tools
-    ]
-
-
-def _messages_for_template(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
-    """Messages as the chat template expects them (content never None; calls as objects)."""
-    rendered: list[dict[str, Any]] = []
-    for m in messages:
-        item: dict[str, Any] = {"role": m.role, "content": m.content or ""}
-        if m.tool_calls:
-            item["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {
-                        "name": c.name,
-                        "arguments": c.parsed if c.parsed is not None else c.arguments,
-                    },
-                }
-                for c in m.tool_calls
-            ]
-        if m.tool_call_id is not None:
-            item["tool_call_id"] = m.tool_call_id
-        if m.name is not None:
-            item["name"] = m.name
-        rendered.append(item)
-    return rendered
-
-
 def _valid_json_text(raw: str) -> str:
     """Return ``raw`` as strict JSON text when it decodes (the grammar admits raw control
     characters inside strings; those are re-serialised); otherwise ``raw`` unchanged."""
@@ -570,7 +531,7 @@ def _valid_json_text(raw: str) -> str:
     except json.JSONDecodeError:
         pass
     try:
-        value = json.loads(raw, strict=False)
+        value = decode_json(raw)
     except json.JSONDecodeError:
         return raw  # cut off by the token cap; finish_reason says "length"
     return json.dumps(value, ensure_ascii=False)
