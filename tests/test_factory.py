@@ -83,13 +83,11 @@ def test_importing_the_package_stays_cheap() -> None:
 @pytest.mark.slow
 @pytest.mark.needs_weights
 def test_local_specs_build_the_local_model() -> None:
-    from controlscope.models import local
+    from controlscope.models import LocalModel, ensure_weights
 
     model = make_model("local:0.5b", n_ctx=512, n_threads=1)
-    assert isinstance(model, local.LocalModel)
+    assert isinstance(model, LocalModel)
     assert "0.5b" in model.model_id
-    from controlscope.models._weights import ensure_weights
-
     path = ensure_weights("0.5b")
     by_path = make_model(str(path), n_ctx=512, n_threads=1)
-    assert isinstance(by_path, local.LocalModel)
+    assert isinstance(by_path, LocalModel)

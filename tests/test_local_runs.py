@@ -55,6 +55,10 @@ print(len(text))
 
 
 def _controlscope_run(out: Path, *extra: str) -> subprocess.Popen[str]:
+    """``controlscope run`` with its own temporary directory next to ``out``: a run killed by
+    SIGKILL cannot remove its workspace, and that one is the test's to discard."""
+    tmp = out.parent / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         [
             sys.executable,
@@ -73,7 +77,7 @@ def _controlscope_run(out: Path, *extra: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "COLUMNS": "400"},
+        env={**os.environ, "COLUMNS": "400", "TMPDIR": str(tmp)},
     )
 
 
