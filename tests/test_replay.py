@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,36 @@ def test_an_edited_observation_argument_or_file_is_caught_where_it_was_edited(
     diverged = events(tmp_path / "arguments.path-out")
     assert diverged[-1].type == "run_end" and diverged[-1].end_reason == "replay_diverged"
     assert sum(e.type == "primitive_call" for e in diverged) == 5  # it stopped at that call
+
+
+def test_clock_readings_an_agent_wrote_are_masked_not_divergences(tmp_path: Path) -> None:
+    """Paper A.4: file-clock fields are handled by explicit normalisation, the raw
+    differences kept. The program writes a get_file_info answer (creation and access times of
+    a file it wrote) into a file; a second later, replays and branches see other readings."""
+    program = """
+write_file(path="/workspace/note.txt", content="x")
+info = get_file_info(path="/workspace/note.txt")
+write_file(path="/workspace/info.txt", content=info)
+print(list_directory(path="/workspace"))
+"""
+    source = record(tmp_path, "src", [fenced(program), "Done."], [KEEP] * 8, scope="full")
+    time.sleep(1.1)  # the readings are whole seconds
+    found = replay.replay_prefix(source, out=tmp_path / "whole")
+    assert found.ok and found.files_compared and found.clock_differences > 0
+    differences = [e for e in events(tmp_path / "whole") if e.type == "clock_differences"]
+    assert differences and "created" in differences[0].differences[0].recorded
+    branches = replay.branch(
+        source,
+        at=3,
+        scopes=["keep", "full"],
+        out=tmp_path / "b",
+        planner=ScriptedModel(["Done."] * 2),
+        reviewer=ModelReviewer(ScriptedModel([KEEP] * 4)),
+    )
+    assert branches.ok, branches.divergence
+    assert all("info.txt" in b.files for b in branches.branches)
+    point = next(e for e in events(branches.branches[0].run_dir) if e.type == "branch_point")
+    assert set(point.clock_files) == {"info.txt"}  # compared masked, not by its bytes
 
 
 def test_bad_input_is_refused_before_anything_runs(

@@ -470,6 +470,9 @@ class BranchPointEvent(_Event):
             operation set left out: the request rendered for every operation of the ``v2``
             lattice, draw 0, clock readings masked. Equal across the scopes and draws of one
             prefix when they see the same ``h``.
+        clock_files: the files whose text holds clock readings no seed controls (agent code
+            wrote them, e.g. a ``get_file_info`` answer): the SHA-256 of the text with those
+            readings masked, compared in place of the bytes (paper A.4).
     """
 
     type: Literal["branch_point"] = "branch_point"
@@ -479,6 +482,7 @@ class BranchPointEvent(_Event):
     state_hash: str | None = None
     file_hashes: dict[str, str] = Field(default_factory=dict)
     request_hash: str
+    clock_files: dict[str, str] = Field(default_factory=dict)
 
 
 class RunEndEvent(_Event):

@@ -34,9 +34,16 @@ from controlscope.core import (
 from controlscope.record import RunSummary
 from controlscope.replay._hook import Plan
 from controlscope.replay._recording import Recording, ReplayError
-from controlscope.replay._run import Divergence, Outcome, fresh_out, load, run_from_prefix
+from controlscope.replay._run import (
+    Divergence,
+    Outcome,
+    fresh_out,
+    load,
+    masked_files,
+    run_from_prefix,
+)
 from controlscope.review import Reviewer
-from controlscope.run import local_rule_of, read_source
+from controlscope.run import place_schedule, read_source
 from controlscope.schedule import Never, Schedule, parse_schedule, schedule_name
 
 MECHANISM_NOTE = (
@@ -77,6 +84,8 @@ class BranchResult:
         summary: its summary (None when it diverged in the prefix).
         request_hash: its first review request's hash with the operation set left out.
         state_hash: the workspace's hash at the boundary.
+        files: each file's hash at the boundary (by its masked text where it holds clock
+            readings agent code wrote).
     """
 
     scope: str
@@ -85,6 +94,7 @@ class BranchResult:
     summary: RunSummary | None
     request_hash: str | None
     state_hash: str | None
+    files: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -148,27 +158,14 @@ def resolve_boundary(recording: Recording, at: int | str) -> BoundaryChoice:
         raise ReplayError(f"--at takes a call index, midpoint or local-rule, not {at!r}")
     try:
         source = read_source(recording.run_dir)
+        env = recording.env
+        bare = "midpoint" if rule == "midpoint" else "once"
+        _, placed = place_schedule(
+            bare, source, write_tools=env.write_tools, read_tools=env.read_tools
+        )
     except (FileNotFoundError, ValueError) as err:
         raise ReplayError(str(err)) from None
-    env = recording.env
-    if rule == "midpoint":
-        k = source.calls // 2
-        placed = SourceBoundary(
-            run=str(source.run_dir), rule="midpoint", calls=source.calls, call_index=k
-        )
-        return BoundaryChoice(k, recording.position_of(k), placed)
-    local = local_rule_of(source, write_tools=env.write_tools, read_tools=env.read_tools)
-    if local.call_index is None:
-        raise ReplayError(f"{recording.run_dir} is ineligible for the local rule: {local.reason}")
-    placed = SourceBoundary(
-        run=str(source.run_dir),
-        rule="local",
-        calls=source.calls,
-        call_index=local.call_index,
-        block_id=local.block_id,
-        read_fallback=local.read_fallback,
-    )
-    return BoundaryChoice(local.call_index, recording.position_of(local.call_index), placed)
+    return BoundaryChoice(placed.call_index, recording.position_of(placed.call_index), placed)
 
 
 def branch_schedule(spec: str, call_index: int) -> tuple[str, Callable[[], Schedule]]:
@@ -325,6 +322,7 @@ def _result(scope: str, draw: int, outcome: Outcome) -> BranchResult:
         summary=outcome.result.summary if outcome.result is not None else None,
         request_hash=point.request_hash if point else None,
         state_hash=point.state_hash if point else None,
+        files=masked_files(point.file_hashes, point.clock_files) if point else {},
     )
 
 
@@ -372,21 +370,26 @@ def _shared(results: Sequence[BranchResult]) -> str | None:
 
 
 def _unshared(results: Sequence[BranchResult], call_index: int) -> Divergence | None:
-    """The branches' first requests (and workspaces) must coincide (paper A.4)."""
+    """The branches' first review requests and workspaces must coincide (paper 3.1, A.4);
+    the first pair that does not, named."""
     if not results:
         return None
     first = results[0]
     for other in results[1:]:
-        for what, left, right in (
-            ("first review request", first.request_hash, other.request_hash),
-            ("workspace", first.state_hash, other.state_hash),
-        ):
+        pair = f"branches {first.scope}-d{first.draw} and {other.scope}-d{other.draw}"
+        if first.request_hash != other.request_hash:
+            message = (
+                f"{pair} do not share the first review request at boundary {call_index}: "
+                f"{first.request_hash} vs {other.request_hash}"
+            )
+            return Divergence(
+                message, "request", first.request_hash, other.request_hash, call_index
+            )
+        for path in sorted(set(first.files) | set(other.files)):
+            left, right = first.files.get(path, "<absent>"), other.files.get(path, "<absent>")
             if left != right:
-                message = (
-                    f"branches {first.scope}-d{first.draw} and {other.scope}-d{other.draw} "
-                    f"do not share the {what} at boundary {call_index}: {left} vs {right}"
-                )
-                return Divergence(message, what, left, right, call_index)
+                message = f"{pair} differ at boundary {call_index} in {path}: {left} vs {right}"
+                return Divergence(message, path, left, right, call_index)
     return None
 
 

@@ -227,6 +227,8 @@ class PrefixHook:
         position: the current boundary's position (-1 before the first).
         switched: whether the trajectory has passed to the branch.
         point: the ``branch_point`` event, once written.
+        clock_files: the files holding clock readings at the boundary, or at the end of a
+            whole replay (see ``BranchPointEvent.clock_files``).
         block_status: how the candidate's replacement block ended (candidate endpoints).
         verified_calls: primitive calls checked against the recording.
         verified_requests: model requests answered from the recording, by role.
@@ -256,6 +258,7 @@ class PrefixHook:
         self.position = -1
         self.switched = False
         self.point: BranchPointEvent | None = None
+        self.clock_files: dict[str, str] = {}
         self.block_status: str | None = None
         self._workspace = Path()
         self._point_block: str | None = None
@@ -341,6 +344,7 @@ class PrefixHook:
         self._report_clock(controller)
         self._actions.finish()
         self._check_counts()
+        self.clock_files = self._clock_files(self._hashes()[1])
 
     # -- the steps -----------------------------------------------------------------------------
 
@@ -420,6 +424,7 @@ class PrefixHook:
         """Record ``(h, s)`` at the plan's boundary; stop there or switch to the branch."""
         self._report_clock(controller)
         state, files = self._hashes()
+        self.clock_files = self._clock_files(files)
         reviewer = ModelReviewer(self._reviewer_replay)
         state_h = controller.public_state(boundary)
         normalise = self.recording.normalise
@@ -431,6 +436,7 @@ class PrefixHook:
             state_hash=state,
             file_hashes=files,
             request_hash=request_hash,
+            clock_files=self.clock_files,
         )
         controller.sink(self.point)
         if self.plan.stop:
@@ -445,6 +451,21 @@ class PrefixHook:
             return env.state_hash(task, self._workspace), env.file_hashes(task, self._workspace)
         except TaskError:
             return None, {}
+
+    def _clock_files(self, files: dict[str, str]) -> dict[str, str]:
+        """The workspace's files whose text holds clock readings no seed controls, each the
+        hash of its text with them masked (agent code wrote them: their bytes differ from
+        run to run while every call that wrote them matched its recording, masked)."""
+        out: dict[str, str] = {}
+        for rel in files:
+            try:
+                text = (self._workspace / rel).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            masked = self.recording.normalise(text)
+            if masked != text:
+                out[rel] = hashlib.sha256(masked.encode("utf-8", "surrogateescape")).hexdigest()
+        return out
 
     def _report_clock(self, controller: Controller) -> None:
         """Record the masked clock differences not reported yet (paper A.4)."""

@@ -16,7 +16,14 @@ from controlscope.core import BranchPointEvent, BranchPurpose
 from controlscope.record import RunSummary
 from controlscope.replay._hook import Plan
 from controlscope.replay._recording import Recording, ReplayError
-from controlscope.replay._run import Divergence, Outcome, fresh_out, load, run_from_prefix
+from controlscope.replay._run import (
+    Divergence,
+    Outcome,
+    fresh_out,
+    load,
+    masked_files,
+    run_from_prefix,
+)
 from controlscope.run import Observer
 
 
@@ -131,14 +138,18 @@ def _end_position(rec: Recording, until: int | None) -> int | None:
 def _compare_files(rec: Recording, outcome: Outcome) -> tuple[Divergence | None, bool]:
     """The replay's files against the recording's, where the recording has them: its
     terminal files (and verdict) for a whole run, a recorded ``branch_point``'s at a
-    boundary. Returns the first difference and whether a comparison was made."""
+    boundary. A file whose text holds clock readings agent code wrote is compared with them
+    masked where both sides say so, and not by its bytes where only the replay can (the calls
+    that wrote it were checked, masked). Returns the first difference and whether a
+    comparison was made."""
     hook, result = outcome.hook, outcome.result
     assert result is not None
     if hook.point is not None:
         recorded_point = rec.branch_points.get(hook.point.boundary)
         if recorded_point is None:
             return None, False
-        recorded, received = dict(recorded_point.file_hashes), dict(hook.point.file_hashes)
+        recorded = masked_files(recorded_point.file_hashes, recorded_point.clock_files)
+        received = masked_files(hook.point.file_hashes, hook.point.clock_files)
         where = hook.point.call_index
     else:
         if rec.final is None or rec.final.state_hash is None:
@@ -149,7 +160,7 @@ def _compare_files(rec: Recording, outcome: Outcome) -> tuple[Divergence | None,
         where = None
     for path in sorted(set(recorded) | set(received)):
         left, right = recorded.get(path, "<absent>"), received.get(path, "<absent>")
-        if left != right:
+        if left != right and not (where is None and path in hook.clock_files):
             whose = "the terminal" if where is None else f"boundary {where}'s"
             message = (
                 f"{whose} files differ from the recording at {path}: recorded {left}, "

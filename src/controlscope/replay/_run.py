@@ -54,6 +54,20 @@ class Outcome:
     run_dir: Path
 
 
+def masked_files(file_hashes: dict[str, str], clock_files: dict[str, str]) -> dict[str, str]:
+    """Each file's hash, by its text with clock readings masked where it holds some (a
+    ``branch_point``'s ``clock_files``), else by its bytes.
+
+    Args:
+        file_hashes: the hashes of the files' bytes, by relative path.
+        clock_files: the hashes of the masked texts of the files that hold clock readings.
+
+    Returns:
+        The hashes to compare, by relative path.
+    """
+    return {path: clock_files.get(path, digest) for path, digest in file_hashes.items()}
+
+
 def load(recording: Recording | str | Path) -> Recording:
     """``recording`` itself, or the recording read from a run directory.
 
