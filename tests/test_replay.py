@@ -405,6 +405,15 @@ def test_the_retained_endpoint_keeps_the_replacement_and_plans_on(
     assert planner.requests  # ordinary planning went on
     with pytest.raises(replay.ReplayError, match="plans on"):
         replay.replay_operation(sources["revised"], 2, "retained", out=tmp_path / "no")
+    with pytest.raises(replay.ReplayError, match="realized keep"):
+        replay.replay_operation(sources["revised"], 0, "retained", out=tmp_path / "no")
+    # A recorded argument patch can be retained too (a frozen candidate of another kind).
+    patched = replay.replay_operation(
+        sources["revised"], 1, "retained", out=tmp_path / "p", planner=ScriptedModel(["Done."])
+    )
+    [run] = patched.runs
+    assert patched.ok and run.calls == 7 and run.success is False  # the rest stays broken
+    assert run.summary is not None and run.summary.argument_patches == 1
 
 
 def test_a_shared_patch_under_both_labels_gives_identical_traces(

@@ -4,8 +4,9 @@
   recorded replacement runs; it runs to its end or to the remaining original call budget,
   with no review and no further planning; the verifier runs where it stops (the block's end
   or the budget). Reports goal reached, block finished, calls.
-- ``retained`` (3.3, 6.2, C.2): the recorded replacement is kept, later reviews are Keep,
-  ordinary planning goes on with the live planner. Reports success and calls.
+- ``retained`` (3.3, 6.2, C.2): the recorded replacement (or any recorded revision: an
+  argument or block-data patch, as A.2's frozen pagination candidates) is kept, later reviews
+  are Keep, ordinary planning goes on with the live planner. Reports success and calls.
 - ``shared_patch`` (3.3, C.1): one recorded argument patch is proposed, without a model, under
   the Arg label and under the Full label from the same prefix; later reviews are Keep and
   ordinary planning goes on, its identical requests sharing answers (an exact-request cache
@@ -32,10 +33,10 @@ Endpoint = Literal["candidate", "retained", "shared_patch"]
 ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 """Every endpoint."""
 
-_NEEDS: dict[Endpoint, OperationKind] = {
-    "candidate": "replace_workflow",
-    "retained": "replace_workflow",
-    "shared_patch": "patch_arguments",
+_NEEDS: dict[Endpoint, tuple[OperationKind, ...]] = {
+    "candidate": ("replace_workflow",),
+    "retained": ("patch_arguments", "patch_block_data", "replace_workflow"),
+    "shared_patch": ("patch_arguments",),
 }
 
 SHARED_CACHE = "planner-cache.sqlite"
@@ -128,7 +129,7 @@ def replay_operation(
 
     Raises:
         ReplayError: an unknown endpoint; an operation that is not recorded, or not a
-            replacement (``candidate``, ``retained``) or an argument patch
+            replacement (``candidate``), a revision (``retained``) or an argument patch
             (``shared_patch``); no planner where one is needed; see also
             :meth:`Recording.load` and :meth:`Recording.check_task`; nothing has run.
     """
@@ -136,10 +137,11 @@ def replay_operation(
         raise ReplayError(f"unknown endpoint {endpoint!r}; known: {', '.join(ENDPOINTS)}")
     rec = load(recording)
     review = rec.operation(operation)
-    if review.realized.kind != _NEEDS[endpoint]:
+    if review.realized.kind not in _NEEDS[endpoint]:
         raise ReplayError(
             f"operation {operation} of {rec.run_dir} (call {review.call_index}) realized "
-            f"{review.realized.kind}; the {endpoint} endpoint replays a {_NEEDS[endpoint]}"
+            f"{review.realized.kind}; the {endpoint} endpoint replays "
+            + " or ".join(_NEEDS[endpoint])
         )
     if endpoint != "candidate" and planner is None:
         raise ReplayError(f"the {endpoint} endpoint plans on: give a planner model")
