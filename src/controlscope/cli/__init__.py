@@ -1,4 +1,4 @@
-"""The ``controlscope`` command: ``run``, ``tasks``, ``model``.
+"""The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``tasks``, ``model``.
 
 Each verb lives in its own module, which only parses its arguments, calls the library and prints
 (the library does the work: :func:`controlscope.run_task` for ``run``). Exit status: 0 on
@@ -17,6 +17,14 @@ from types import FrameType
 #: verb -> (module, help); each module has ``add_arguments(parser)`` and ``main(args) -> int``.
 _COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("controlscope.cli._run", "run one task under one scope and schedule, and record it"),
+    "replay": (
+        "controlscope.cli._replay",
+        "replay a recorded run (whole or to a boundary, checked), or one recorded operation frozen",
+    ),
+    "branch": (
+        "controlscope.cli._branch",
+        "branches from one recorded prefix: one per scope and reviewer draw, same (h, s)",
+    ),
     "tasks": ("controlscope.cli._tasks", "list the tasks of an environment"),
     "model": (
         "controlscope.cli._model",

@@ -15,7 +15,8 @@ records defined here:
   :class:`ReplaceWorkflow`, :data:`Operation`, :class:`Validation`;
 - the condition: :class:`Condition`, :class:`ViewLimits`, :class:`SourceBoundary`;
 - execution: :class:`Boundary`, :class:`CallSite`, :class:`PrimitiveCall`, :class:`BlockResult`;
-- events: one pydantic model per event type, :data:`Event`, :data:`EVENT_ADAPTER`;
+- events: one pydantic model per event type, :data:`Event`, :data:`EVENT_ADAPTER`; where a
+  run that starts from a recorded prefix comes from (:class:`BranchOrigin`);
 - reading model text: :func:`fences` (CommonMark's fenced code blocks), :func:`program_fence`
   (the program of a reply), :func:`unfence`, :func:`fence`, :func:`find_json_object`,
   :func:`decode_json`;
@@ -61,6 +62,9 @@ from controlscope.core._events import (
     BlockEndEvent,
     BlockStartEvent,
     BoundaryEvent,
+    BranchOrigin,
+    BranchPointEvent,
+    BranchPurpose,
     BudgetEvent,
     BudgetName,
     ClockDifference,
@@ -197,6 +201,9 @@ __all__ = [
     "BlockStatus",
     "Boundary",
     "BoundaryEvent",
+    "BranchOrigin",
+    "BranchPointEvent",
+    "BranchPurpose",
     "BudgetEvent",
     "BudgetName",
     "CallSite",

@@ -43,7 +43,7 @@ from controlscope.core._operations import (
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -66,6 +66,13 @@ older ones (:func:`upgrade_event`).
     ``source_line``; a primitive call its realized ``operation``, the ``requested``
     arguments and a ``notice``; ``run_start`` the ``worker_seed``; a validation may be
     rejected as ``data_not_editable``; older events read with these fields' defaults.
+4   ``run_start`` records the task data's hash (``task_data_hash``: the initial workspace's
+    state hash, so a replay sees a generator that changed) and, for a branch or a prefix
+    replay, where it comes from (``branch``: source run, boundary, prefix hash, mechanism); a
+    ``branch_point`` event marks the boundary where a replayed prefix ends; a run can end
+    ``prefix_end`` (a prefix replay reached its boundary) or ``candidate_end`` (a frozen
+    candidate's block ended, no further planning). Older logs read with no task-data hash
+    and no branch.
 ==  ========================================================================================
 """
 
@@ -84,12 +91,16 @@ EndReason = Literal[
     "error",
     "replay_diverged",
     "interrupted",
+    "prefix_end",
+    "candidate_end",
 ]
 """Why a run ended: the planner's final answer; a budget (paper section 4) or the run's
 wall-clock ceiling; a planner-stage
 provider error or an oversized planner context (the workspace is graded as it stands, paper A.4);
 the environment's server failed; another part failed unexpectedly (``error``, graded as it
-stands); a replay left its recording, or the run was interrupted (no verdict)."""
+stands); a replay left its recording, or the run was interrupted (no verdict); a prefix replay
+reached its boundary, or a frozen candidate's replacement block ended (paper 3.3, C.2; both
+graded as they stand)."""
 
 Isolation = Literal["bwrap", "none"]
 """The isolation the worker ran under: bubblewrap, or none (a loud fallback)."""
@@ -127,6 +138,43 @@ class _Event(BaseModel):
     t: float = 0.0
 
 
+BranchPurpose = Literal["prefix", "whole", "branch", "candidate", "retained", "shared_patch"]
+"""What a run that starts from a recorded prefix is (paper 3.3, 6.2, C.1, C.2): a prefix
+replay to a boundary, a replay of a whole recorded run, a branch under its own condition, or a
+frozen replay of a recorded operation (its candidate block alone, retained with ordinary
+planning, or one argument patch under a scope label)."""
+
+
+class BranchOrigin(BaseModel):
+    """Where a run that starts from a recorded prefix comes from (paper 3.1: branches begin
+    from the same ``(h, s)``; 3.3: prefix replay).
+
+    Attributes:
+        source_run: the recorded run's directory, as given.
+        call_index: the boundary's call index (the calls completed before it); None for a
+            replay of the whole run.
+        boundary: the boundary's 0-based position among the recording's boundaries; None for
+            a replay of the whole run.
+        prefix_hash: the SHA-256 of the recorded prefix (requests, answers, boundaries,
+            decisions and calls up to the boundary, clock readings masked).
+        mechanism: how the prefix state was rebuilt: ``replay`` (the prefix re-run in a fresh
+            workspace, every request and call checked; forking a paused worker is not
+            implemented).
+        purpose: what the run is.
+        operation: the recorded operation's index among the recording's reviewed boundaries,
+            for a frozen operation replay.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    source_run: str
+    call_index: int | None = None
+    boundary: int | None = None
+    prefix_hash: str
+    mechanism: Literal["replay"] = "replay"
+    purpose: BranchPurpose
+    operation: int | None = None
+
+
 class RunStartEvent(_Event):
     """A run begins: the condition it runs under.
 
@@ -148,6 +196,11 @@ class RunStartEvent(_Event):
         worker_seed: the seed of the worker's ``random`` module (each block reseeds it from
             this seed and the block's id, so a replay draws the same numbers); None in logs
             written before it was recorded.
+        task_data_hash: the initial workspace's state hash (``Environment.state_hash`` right
+            after set-up): a replay compares it to see whether the task's generator changed;
+            None in logs written before it was recorded.
+        branch: for a run that starts from a recorded prefix, where it comes from; None for
+            an ordinary run.
     """
 
     type: Literal["run_start"] = "run_start"
@@ -165,6 +218,8 @@ class RunStartEvent(_Event):
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     config: dict[str, Any] = Field(default_factory=dict)
     worker_seed: int | None = None
+    task_data_hash: str | None = None
+    branch: BranchOrigin | None = None
 
 
 class ModelCallEvent(_Event):
@@ -400,6 +455,36 @@ class ClockDifferencesEvent(_Event):
     differences: list[ClockDifference] = Field(default_factory=list)
 
 
+class BranchPointEvent(_Event):
+    """A replayed prefix reached its boundary: the shared state ``(h, s)`` every branch of it
+    starts from (paper 3.1, A.4: "identical first public inputs").
+
+    Attributes:
+        call_index: the boundary's call index.
+        boundary: the boundary's 0-based position among the run's boundaries.
+        prefix_hash: the recorded prefix's hash (as in ``run_start``'s ``branch``).
+        state_hash: the workspace's state hash at the boundary (``s``); None when it could
+            not be read.
+        file_hashes: each file's hash at the boundary, by relative path.
+        request_hash: the SHA-256 of the first review request at the boundary with the
+            operation set left out: the request rendered for every operation of the ``v2``
+            lattice, draw 0, clock readings masked. Equal across the scopes and draws of one
+            prefix when they see the same ``h``.
+        clock_files: the files whose text holds clock readings no seed controls (agent code
+            wrote them, e.g. a ``get_file_info`` answer): the SHA-256 of the text with those
+            readings masked, compared in place of the bytes (paper A.4).
+    """
+
+    type: Literal["branch_point"] = "branch_point"
+    call_index: int
+    boundary: int
+    prefix_hash: str
+    state_hash: str | None = None
+    file_hashes: dict[str, str] = Field(default_factory=dict)
+    request_hash: str
+    clock_files: dict[str, str] = Field(default_factory=dict)
+
+
 class RunEndEvent(_Event):
     """The run ended.
 
@@ -428,6 +513,7 @@ Event = Annotated[
     | BudgetEvent
     | FinalVerdictEvent
     | ClockDifferencesEvent
+    | BranchPointEvent
     | RunEndEvent,
     Field(discriminator="type"),
 ]

@@ -5,10 +5,14 @@
 - :func:`prepare` checks a spec against the outside world without running it;
 - :func:`read_source` and :func:`local_rule_of` read a recorded source run and say where the
   paper's local rule (appendix B) places a one-time review in it, or why the pair is
-  ineligible.
+  ineligible;
+- :class:`TrajectoryHook` steers a trajectory from outside (the prefix replays and branches
+  of :mod:`controlscope.replay`) through its :class:`Controller`; :class:`StopRun` ends it.
 """
 
 from controlscope.run._api import run_prepared, run_task
+from controlscope.run._controller import Controller
+from controlscope.run._hook import StopRun, TrajectoryHook
 from controlscope.run._loop import REPLACEMENT_CODE_CHARS, Ending, receipts_by_block
 from controlscope.run._models import LOCAL_MAX_TOKENS, RunModels, build_models
 from controlscope.run._replay_check import (
@@ -25,6 +29,7 @@ __all__ = [
     "LOCAL_MAX_TOKENS",
     "REPLACEMENT_CODE_CHARS",
     "REPLAYED_SETTINGS",
+    "Controller",
     "Ending",
     "Observer",
     "PreparedRun",
@@ -33,6 +38,8 @@ __all__ = [
     "RunSpec",
     "SourceTrajectory",
     "SpecError",
+    "StopRun",
+    "TrajectoryHook",
     "ViewBounds",
     "build_models",
     "check_replay",

@@ -38,6 +38,7 @@ from controlscope.planner import EXECUTE_PYTHON_SPEC, PlannedBlock
 from controlscope.record import RecordedActions
 from controlscope.review import DecisionRecord, PublicState, Reviewer, review_boundary
 from controlscope.run._ceiling import CeilingReviewer, call_within
+from controlscope.run._hook import TrajectoryHook
 from controlscope.schedule import Schedule, ScheduleContext
 
 EventSink = Callable[[Event], object]
@@ -59,6 +60,9 @@ class Controller:
         actions: a replay's recorded primitive calls: every call made is checked against
             them and the first that differs ends the run (``replay_diverged``); None for a
             run that replays nothing.
+        hook: called at every boundary, call and block end (a prefix replay or a branch,
+            :mod:`controlscope.replay`); it may replace ``condition``, ``schedule`` and
+            ``reviewer`` as the trajectory goes.
     """
 
     def __init__(
@@ -72,10 +76,12 @@ class Controller:
         condition: Condition,
         deadline: Deadline | None = None,
         actions: RecordedActions | None = None,
+        hook: TrajectoryHook | None = None,
     ) -> None:
         self.task = task
         self.deadline = deadline
         self.actions = actions
+        self.hook = hook
         self.tools = tuple(tools)
         self.sink = sink
         self.schedule = schedule
@@ -109,13 +115,9 @@ class Controller:
 
     def on_boundary(self, boundary: Boundary) -> Operation:
         """Ask the schedule, review if it says so, and return the operation to execute."""
-        index = self.block_index.get(boundary.block_id.split(".r", 1)[0])
-        queued: tuple[str, ...] = ()
-        if index is not None and (
-            not self.running_is_replacement or self.condition.replace_boundary == "block"
-        ):
-            # Under a reply boundary a replacement has cancelled the blocks queued behind it.
-            queued = self.reply_blocks[index + 1 :]
+        if self.hook is not None:
+            self.hook.before_boundary(self, boundary)
+        index, queued = self._position(boundary)
         ctx = ScheduleContext(
             code=boundary.code,
             block_index=index if index is not None else len(self.reply_blocks),
@@ -127,9 +129,21 @@ class Controller:
         self.sink(BoundaryEvent(boundary=boundary, review=review))
         realized: Operation = Keep()
         if review and self.reviewer is not None:
-            realized = self._review(self.reviewer, boundary, index, queued)
+            realized = self._review(self.reviewer, boundary)
         self.schedule.observe(boundary, realized)
         return realized
+
+    def _position(self, boundary: Boundary) -> tuple[int | None, tuple[str, ...]]:
+        """The running block's index in its reply (None for a replacement's own) and the
+        blocks queued behind it."""
+        index = self.block_index.get(boundary.block_id.split(".r", 1)[0])
+        queued: tuple[str, ...] = ()
+        if index is not None and (
+            not self.running_is_replacement or self.condition.replace_boundary == "block"
+        ):
+            # Under a reply boundary a replacement has cancelled the blocks queued behind it.
+            queued = self.reply_blocks[index + 1 :]
+        return index, queued
 
     def on_call(self, call: PrimitiveCall) -> None:
         """A primitive call was made on the environment server.
@@ -143,19 +157,23 @@ class Controller:
         self.sink(PrimitiveCallEvent(call=call))
         if self.actions is not None:
             self.actions.check(call)
+        if self.hook is not None:
+            self.hook.after_call(self, call)
 
     def on_block_end(self, result: BlockResult) -> None:
         """A block ended (cancellation receipts included)."""
         self.reply_messages.append(result.receipt())
         self.sink(BlockEndEvent(result=result))
+        if self.hook is not None:
+            self.hook.after_block(self, result)
 
     # -- reviews ---------------------------------------------------------------------------
 
-    def _review(
-        self, reviewer: Reviewer, boundary: Boundary, index: int | None, queued: tuple[str, ...]
-    ) -> Operation:
+    def public_state(self, boundary: Boundary) -> PublicState:
+        """The public state ``h`` at ``boundary`` (paper 3.1, A.1), as a review would see it."""
+        index, queued = self._position(boundary)
         before_reply = self.history[: self.reply_history_len]
-        state = PublicState(
+        return PublicState(
             goal=self.task.instruction,
             history=tuple(m for m in before_reply if m.role != "system"),
             reply_blocks=self.reply_blocks,
@@ -170,6 +188,9 @@ class Controller:
             call_budget=self.condition.budgets.primitive_calls,
             replace_boundary=self.condition.replace_boundary,
         )
+
+    def _review(self, reviewer: Reviewer, boundary: Boundary) -> Operation:
+        state = self.public_state(boundary)
         if self.deadline is not None:
             reviewer = CeilingReviewer(reviewer, self.deadline)
         outcome = review_boundary(reviewer, state, self.condition, log=self.sink)

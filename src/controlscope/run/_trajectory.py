@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from controlscope._tree import remove_tree
 from controlscope.core import (
     AnswerKey,
+    BranchOrigin,
     ChatModel,
     Check,
     ClockDifferencesEvent,
@@ -63,6 +64,7 @@ from controlscope.record import (
 )
 from controlscope.review import ModelReviewer, Reviewer
 from controlscope.run._controller import Controller
+from controlscope.run._hook import StopRun, TrajectoryHook
 from controlscope.run._loop import Ending, run_loop, wall_budget
 from controlscope.schedule import parse_schedule
 from controlscope.worker import Limits, WorkerSession
@@ -102,6 +104,8 @@ def run_trajectory(
     workspace_root: Path | None = None,
     observer: Observer | None = None,
     actions: RecordedActions | None = None,
+    hook: TrajectoryHook | None = None,
+    origin: BranchOrigin | None = None,
 ) -> RunResult:
     """Run ``task`` once under ``condition`` and record it in ``out_dir``.
 
@@ -122,6 +126,8 @@ def run_trajectory(
             of it.
         observer: called with every event after it is written.
         actions: a replay's recorded primitive calls, checked against the calls made (A.4).
+        hook: steers a prefix replay or branch (:mod:`controlscope.replay`; ``StopRun`` ends it).
+        origin: where a run that starts from a recorded prefix comes from (in ``run_start``).
 
     Returns:
         The run's summary, verdict and end reason.
@@ -145,6 +151,7 @@ def run_trajectory(
         workspace_root.mkdir(parents=True, exist_ok=True)
     writer = TrajectoryWriter(out_dir)
     parts = _Parts(env, task, seed, planner, reviewer, condition, writer, observer, actions)
+    parts.hook, parts.origin = hook, origin
     try:
         return _record(parts, out_dir, workspace_root)
     except ReplayMismatch as err:
@@ -205,6 +212,9 @@ class _Parts:
         self.deadline = Deadline(condition.budgets.wall_seconds)
         self.isolation: Isolation = "none"
         self.server_info: dict[str, str] = {}
+        self.hook: TrajectoryHook | None = None
+        self.origin: BranchOrigin | None = None
+        self.task_data_hash: str | None = None
         self._writer, self._observer = writer, observer
         self._started = False
 
@@ -238,6 +248,8 @@ class _Parts:
                 budgets=self.condition.budgets,
                 config=self.condition.model_dump(mode="json"),
                 worker_seed=self.seed,
+                task_data_hash=self.task_data_hash,
+                branch=self.origin,
             )
         )
 
@@ -281,6 +293,7 @@ def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, En
     workspace = Path(tempfile.mkdtemp(prefix="cs-ws-", dir=workspace_root))
     try:
         answer_key: AnswerKey = parts.env.setup(parts.task, parts.seed, workspace)
+        parts.task_data_hash = parts.env.state_hash(parts.task, workspace)
         ending = _serve(parts, workspace)
         return _verify(parts, workspace, answer_key), ending, _hashes(parts, workspace)
     finally:
@@ -320,6 +333,8 @@ def _serve(parts: _Parts, workspace: Path) -> Ending:
         return _run_session(parts, server, workspace)
     except (ReplayMismatch, KeyboardInterrupt):
         raise
+    except StopRun as stop:
+        return Ending(stop.reason, stop.detail)
     except WallClockExceeded as err:
         return _wall_clock(parts, str(err))
     except ToolServerError as err:
@@ -392,12 +407,17 @@ def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
             condition=condition,
             deadline=parts.deadline,
             actions=parts.actions,
+            hook=parts.hook,
         )
         controller.history = _opening(parts, tools, server.agent_roots or (str(workspace),))
+        if parts.hook is not None:
+            parts.hook.attach(controller, workspace)
         session.start()
         ending = run_loop(controller, session, parts.planner, env.error_hint)
         if parts.actions is not None:
             parts.actions.finish()
+        if parts.hook is not None:
+            parts.hook.finish(controller)
         return ending
 
 

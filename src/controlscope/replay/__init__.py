@@ -1,0 +1,75 @@
+"""Prefix replay, same-state branching and frozen operation replays (paper sections 3.1, 3.3,
+6.2, A.4, B.1, C.1 and C.2).
+
+A :class:`Recording` is a recorded run read once (refused when it cannot be replayed: a schema
+version this code does not replay, a truncated log, a diverged replay; :meth:`Recording.check_task`
+refuses a task whose generator changed). One mechanism serves every use: a trajectory whose
+prefix answers from the recording, every request, boundary, decision and primitive call checked
+against it, up to a boundary where it records the shared state ``(h, s)`` and then
+
+- stops: :func:`replay_prefix` (or, with no boundary, replays the whole run and compares its
+  terminal files);
+- goes on under a branch's condition: :func:`branch`, one branch per scope and reviewer draw,
+  their first review requests identical except for the operation set (asserted and hashed);
+- replays a recorded operation frozen: :func:`replay_operation` with the ``candidate``,
+  ``retained`` or ``shared_patch`` endpoint.
+
+Each writes ordinary run directories whose ``run_start`` names the source run, the boundary and
+the prefix hash. :func:`resolve_boundary` places ``midpoint`` (B.1) and ``local-rule``
+(appendix B) boundaries from a recorded source trajectory. Branches start by prefix replay;
+forking a paused worker is not implemented (:data:`MECHANISM_NOTE` says why).
+"""
+
+from controlscope.replay._branch import (
+    BRANCHES_FILE,
+    MECHANISM_NOTE,
+    BoundaryChoice,
+    BranchResult,
+    BranchSet,
+    branch,
+    branch_schedule,
+    resolve_boundary,
+)
+from controlscope.replay._hook import FrozenOperation, Plan, PrefixHook, PrefixMismatch
+from controlscope.replay._operation import (
+    ENDPOINTS,
+    Endpoint,
+    EndpointRun,
+    OperationReplay,
+    replay_operation,
+)
+from controlscope.replay._prefix import PrefixReplay, replay_prefix
+from controlscope.replay._recording import (
+    OLDEST_REPLAYABLE,
+    RecordedReview,
+    Recording,
+    ReplayError,
+)
+from controlscope.replay._run import Divergence
+
+__all__ = [
+    "BRANCHES_FILE",
+    "ENDPOINTS",
+    "MECHANISM_NOTE",
+    "OLDEST_REPLAYABLE",
+    "BoundaryChoice",
+    "BranchResult",
+    "BranchSet",
+    "Divergence",
+    "Endpoint",
+    "EndpointRun",
+    "FrozenOperation",
+    "OperationReplay",
+    "Plan",
+    "PrefixHook",
+    "PrefixMismatch",
+    "PrefixReplay",
+    "RecordedReview",
+    "Recording",
+    "ReplayError",
+    "branch",
+    "branch_schedule",
+    "replay_operation",
+    "replay_prefix",
+    "resolve_boundary",
+]

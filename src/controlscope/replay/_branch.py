@@ -1,0 +1,421 @@
+"""Branches from one recorded prefix: one per scope and reviewer draw, from the same ``(h, s)``
+(paper sections 3.1, 3.2, 5.1, A.4 and B.1).
+
+Every branch replays the recorded prefix to the boundary in a workspace of its own (every
+request and call checked), records the shared state there (a ``branch_point`` event) and goes
+on under its own condition: its scope is offered at the boundary, its schedule decides after
+(``once``: that one opportunity, then Keep; ``continuous`` and its modifiers: the paper's
+continuous rule), and the live planner plans. The first review requests of all branches must
+be identical except for the operation set offered: their hash (the request rendered for every
+operation) is compared across branches and recorded.
+
+Branches are started by replaying the prefix. Forking a paused worker is not implemented:
+agent code runs under a seccomp filter that refuses ``fork`` and ``clone`` inside the worker
+(which must stay so), and the paused interpreter's state cannot be copied from outside it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from controlscope.core import (
+    ChatModel,
+    Condition,
+    Scope,
+    ScopeName,
+    SourceBoundary,
+    lattice_operations,
+)
+from controlscope.record import RunSummary
+from controlscope.replay._hook import Plan
+from controlscope.replay._recording import Recording, ReplayError
+from controlscope.replay._run import (
+    Divergence,
+    Outcome,
+    fresh_out,
+    load,
+    masked_files,
+    run_from_prefix,
+)
+from controlscope.review import Reviewer
+from controlscope.run import place_schedule, read_source
+from controlscope.schedule import Never, Schedule, parse_schedule, schedule_name
+
+MECHANISM_NOTE = (
+    "prefix replay: each branch re-runs the recorded prefix in its own workspace, every request "
+    "and call checked (forking a paused worker is not implemented: the worker's seccomp filter "
+    "refuses fork and clone, and its interpreter's state cannot be copied from outside)"
+)
+"""How branches are started, and why not by fork (printed by ``controlscope branch``)."""
+
+BRANCHES_FILE = "branches.json"
+"""The file ``branch`` writes in its output directory: the branch set as JSON."""
+
+
+@dataclass(frozen=True)
+class BoundaryChoice:
+    """Where a branch starts in a recording.
+
+    Attributes:
+        call_index: the boundary's call index (K: the calls completed before it).
+        position: the boundary's 0-based position among the recording's boundaries.
+        source: where the boundary came from when a source-run rule placed it (the midpoint,
+            paper B.1; the local rule, appendix B); None for a number given.
+    """
+
+    call_index: int
+    position: int
+    source: SourceBoundary | None = None
+
+
+@dataclass(frozen=True)
+class BranchResult:
+    """One branch.
+
+    Attributes:
+        scope: the granted scope.
+        draw: the reviewer draw.
+        run_dir: its run directory (an ordinary run directory).
+        summary: its summary (None when it diverged in the prefix).
+        request_hash: its first review request's hash with the operation set left out.
+        state_hash: the workspace's hash at the boundary.
+        files: each file's hash at the boundary (by its masked text where it holds clock
+            readings agent code wrote).
+    """
+
+    scope: str
+    draw: int
+    run_dir: Path
+    summary: RunSummary | None
+    request_hash: str | None
+    state_hash: str | None
+    files: dict[str, str]
+
+
+@dataclass(frozen=True)
+class BranchSet:
+    """The branches of one prefix.
+
+    Attributes:
+        source_run: the recording's run directory.
+        call_index: the boundary's call index.
+        position: the boundary's position among the recording's boundaries.
+        prefix_hash: the recorded prefix's hash.
+        schedule: the branches' schedule as recorded (e.g. ``once:7``).
+        mechanism: how the branches were started (``replay``).
+        branches: the branches run, in order.
+        request_hash: the first review request's hash every branch shares (None when they do
+            not share one, or none was run).
+        divergence: why the set is not trustworthy: a branch that left the recording in its
+            prefix, or branches whose first requests or workspaces differ; None when all is
+            well.
+        ok: True when every branch replayed its prefix and all share ``(h, s)``.
+    """
+
+    source_run: Path
+    call_index: int
+    position: int
+    prefix_hash: str
+    schedule: str
+    mechanism: str
+    branches: tuple[BranchResult, ...]
+    request_hash: str | None
+    divergence: Divergence | None
+
+    @property
+    def ok(self) -> bool:
+        """True when every branch replayed its prefix and all share ``(h, s)``."""
+        return self.divergence is None
+
+
+def resolve_boundary(recording: Recording, at: int | str) -> BoundaryChoice:
+    """The boundary ``at`` names in ``recording``.
+
+    Args:
+        recording: the recording.
+        at: a call index (K); ``midpoint`` (K = floor(N/2) of the recording's N calls, paper
+            B.1); or ``local-rule`` (the paper's local rule, appendix B). Both rules need a
+            completed Keep recording (a source trajectory).
+
+    Returns:
+        The boundary.
+
+    Raises:
+        ReplayError: an unknown name, a boundary beyond the recorded ones, a recording that
+            is not a source trajectory, or one the local rule finds ineligible (the reason is
+            named).
+    """
+    if isinstance(at, int) or at.strip().isdigit():
+        k = int(at)
+        return BoundaryChoice(k, recording.position_of(k))
+    rule = at.strip().replace("_", "-")
+    if rule not in ("midpoint", "local-rule"):
+        raise ReplayError(f"--at takes a call index, midpoint or local-rule, not {at!r}")
+    try:
+        source = read_source(recording.run_dir)
+        env = recording.env
+        bare = "midpoint" if rule == "midpoint" else "once"
+        _, placed = place_schedule(
+            bare, source, write_tools=env.write_tools, read_tools=env.read_tools
+        )
+    except (FileNotFoundError, ValueError) as err:
+        raise ReplayError(str(err)) from None
+    return BoundaryChoice(placed.call_index, recording.position_of(placed.call_index), placed)
+
+
+def branch_schedule(spec: str, call_index: int) -> tuple[str, Callable[[], Schedule]]:
+    """A branch's schedule: its name as recorded and a factory of what decides after the
+    boundary.
+
+    Args:
+        spec: ``once`` (the boundary's one opportunity, then Keep, paper 3.2) or a continuous
+            schedule (``continuous``, ``protect:n``, ``retain_first``, or ``continuous`` with
+            those joined by ``+``).
+        call_index: the boundary's call index (K).
+
+    Returns:
+        ``once:K`` or ``once:K+continuous[+...]``, and a factory of fresh schedules.
+
+    Raises:
+        ReplayError: any other schedule.
+    """
+    parts = [p.strip() for p in spec.split("+")]
+    if parts == ["once"]:
+        return f"once:{call_index}", Never
+    modifiers = [p for p in parts if p != "continuous"]
+    if not all(p == "retain_first" or p.startswith("protect:") for p in modifiers):
+        raise ReplayError(
+            f"a branch's schedule is once or continuous (with protect:n or retain_first), "
+            f"not {spec!r}"
+        )
+    try:
+        name = schedule_name("+".join([f"once:{call_index}", "continuous", *modifiers]))
+        after = "+".join(["continuous", *modifiers])
+        parse_schedule(after, write_tools=frozenset(), read_tools=frozenset())
+    except ValueError as err:
+        raise ReplayError(str(err)) from None
+    return name, lambda: parse_schedule(after, write_tools=frozenset(), read_tools=frozenset())
+
+
+def branch_condition(
+    recording: Recording,
+    scope: ScopeName,
+    *,
+    draw: int,
+    schedule: str,
+    source: SourceBoundary | None,
+) -> Condition:
+    """The recorded condition with a branch's scope, draw, schedule and source boundary.
+
+    Raises:
+        ReplayError: the scope is not in the recording's lattice.
+    """
+    data = recording.condition.model_dump()
+    data.update(scope=scope, draw=draw, schedule=schedule, source=source)
+    try:
+        return Condition.model_validate(data)
+    except (ValidationError, ValueError) as err:
+        raise ReplayError(f"the branch's condition is not valid: {err}") from None
+
+
+def branch(
+    recording: Recording | str | Path,
+    *,
+    at: int | str,
+    scopes: Sequence[ScopeName | str],
+    out: Path,
+    planner: ChatModel | None,
+    reviewer: Reviewer | None,
+    draws: int = 1,
+    schedule: str = "once",
+    workspace_root: Path | None = None,
+) -> BranchSet:
+    """Start one branch per scope and reviewer draw from the same recorded prefix.
+
+    Each branch is the run directory ``out/SCOPE-dDRAW`` (Keep runs one draw: it asks no
+    reviewer); ``out/branches.json`` holds the set.
+
+    Args:
+        recording: the recording, or its run directory.
+        at: the boundary (see :func:`resolve_boundary`).
+        scopes: the granted scopes, by name (``keep``, ``arg``, ``params``, ``full``).
+        out: the directory of the branches.
+        planner: the live planner after the boundary; None: the recording answers on (a
+            branch that leaves the recorded trajectory then diverges).
+        reviewer: the branches' reviewer (each draw's requests carry its draw index); needed
+            unless every scope is Keep.
+        draws: reviewer draws per scope (at least 1).
+        schedule: what decides after the boundary (see :func:`branch_schedule`).
+        workspace_root: where the branches' workspaces are made.
+
+    Returns:
+        The set; a divergence is reported in it, not raised.
+
+    Raises:
+        ReplayError: bad input, before anything runs: see :func:`resolve_boundary`,
+            :func:`branch_schedule` and :meth:`Recording.check_task`; an unknown scope or one
+            outside the recording's lattice; a scope that reviews with no reviewer; draws
+            below 1; an ``out`` that holds branches.
+    """
+    rec = load(recording)
+    choice = resolve_boundary(rec, at)
+    name, after = branch_schedule(schedule, choice.call_index)
+    conditions = _conditions(rec, scopes, draws, name, choice.source, reviewer)
+    _fresh_branches(out, [f"{scope}-d{draw}" for scope, draw, _ in conditions])
+    rec.check_task(workspace_root)
+    results: list[BranchResult] = []
+    divergence: Divergence | None = None
+    for scope_name, draw, condition in conditions:
+        plan = Plan(position=choice.position, condition=condition, after=after())
+        run_dir = out / f"{scope_name}-d{draw}"
+        outcome = run_from_prefix(
+            rec,
+            plan,
+            out=run_dir,
+            purpose="branch",
+            planner=planner,
+            reviewer=reviewer,
+            workspace_root=workspace_root,
+        )
+        results.append(_result(scope_name, draw, outcome))
+        divergence = outcome.divergence
+        if divergence is not None:
+            break
+    found = BranchSet(
+        source_run=rec.run_dir,
+        call_index=choice.call_index,
+        position=choice.position,
+        prefix_hash=rec.prefix_hash(choice.position),
+        schedule=name,
+        mechanism="replay",
+        branches=tuple(results),
+        request_hash=_shared(results),
+        divergence=divergence or _unshared(results, choice.call_index),
+    )
+    _write(out, found)
+    return found
+
+
+def _fresh_branches(out: Path, names: Sequence[str]) -> None:
+    """Refuse an ``out`` that already holds branches.
+
+    Raises:
+        ReplayError: ``out/branches.json`` or one of the branch directories' logs exists.
+    """
+    for name in names:
+        fresh_out(out / name)
+    if (out / BRANCHES_FILE).exists():
+        raise ReplayError(f"{out} already holds branches; choose a new out directory")
+
+
+def _result(scope: str, draw: int, outcome: Outcome) -> BranchResult:
+    point = outcome.hook.point
+    return BranchResult(
+        scope=scope,
+        draw=draw,
+        run_dir=outcome.run_dir,
+        summary=outcome.result.summary if outcome.result is not None else None,
+        request_hash=point.request_hash if point else None,
+        state_hash=point.state_hash if point else None,
+        files=masked_files(point.file_hashes, point.clock_files) if point else {},
+    )
+
+
+def _conditions(
+    rec: Recording,
+    scopes: Sequence[ScopeName | str],
+    draws: int,
+    schedule: str,
+    source: SourceBoundary | None,
+    reviewer: Reviewer | None,
+) -> list[tuple[str, int, Condition]]:
+    """Each branch's scope name, draw and condition, checked before anything runs."""
+    if draws < 1:
+        raise ReplayError(f"--draws must be at least 1, not {draws}")
+    if not scopes:
+        raise ReplayError("give at least one scope")
+    out: list[tuple[str, int, Condition]] = []
+    for given in scopes:
+        scope = _scope(given)
+        try:
+            lattice_operations(scope, rec.condition.lattice)
+        except ValueError as err:
+            raise ReplayError(str(err)) from None
+        if scope is not Scope.KEEP and reviewer is None:
+            raise ReplayError(f"scope {scope.name.lower()} reviews: give a reviewer model")
+        for draw in range(1 if scope is Scope.KEEP else draws):
+            condition = branch_condition(rec, scope, draw=draw, schedule=schedule, source=source)
+            out.append((scope.name.lower(), draw, condition))
+    return out
+
+
+def _scope(given: ScopeName | str) -> Scope:
+    if isinstance(given, Scope):
+        return given
+    try:
+        return Scope[str(given).strip().upper()]
+    except KeyError:
+        known = ", ".join(s.name.lower() for s in Scope)
+        raise ReplayError(f"unknown scope {given!r}; known: {known}") from None
+
+
+def _shared(results: Sequence[BranchResult]) -> str | None:
+    hashes = {r.request_hash for r in results}
+    return hashes.pop() if len(hashes) == 1 else None
+
+
+def _unshared(results: Sequence[BranchResult], call_index: int) -> Divergence | None:
+    """The branches' first review requests and workspaces must coincide (paper 3.1, A.4);
+    the first pair that does not, named."""
+    if not results:
+        return None
+    first = results[0]
+    for other in results[1:]:
+        pair = f"branches {first.scope}-d{first.draw} and {other.scope}-d{other.draw}"
+        if first.request_hash != other.request_hash:
+            message = (
+                f"{pair} do not share the first review request at boundary {call_index}: "
+                f"{first.request_hash} vs {other.request_hash}"
+            )
+            return Divergence(
+                message, "request", first.request_hash, other.request_hash, call_index
+            )
+        for path in sorted(set(first.files) | set(other.files)):
+            left, right = first.files.get(path, "<absent>"), other.files.get(path, "<absent>")
+            if left != right:
+                message = f"{pair} differ at boundary {call_index} in {path}: {left} vs {right}"
+                return Divergence(message, path, left, right, call_index)
+    return None
+
+
+def _write(out: Path, found: BranchSet) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    data = {
+        "source_run": str(found.source_run),
+        "call_index": found.call_index,
+        "position": found.position,
+        "prefix_hash": found.prefix_hash,
+        "schedule": found.schedule,
+        "mechanism": found.mechanism,
+        "request_hash": found.request_hash,
+        "divergence": found.divergence.message if found.divergence else None,
+        "branches": [
+            {
+                "scope": b.scope,
+                "draw": b.draw,
+                "run_dir": str(b.run_dir),
+                "success": b.summary.success if b.summary else None,
+                "calls": b.summary.primitive_calls if b.summary else None,
+                "end_reason": b.summary.end_reason if b.summary else None,
+                "request_hash": b.request_hash,
+                "state_hash": b.state_hash,
+            }
+            for b in found.branches
+        ],
+    }
+    (out / BRANCHES_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
