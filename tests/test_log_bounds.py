@@ -97,6 +97,41 @@ def test_the_writer_refuses_what_is_not_standard_json(tmp_path: Path, event: Any
     assert len(read_events(tmp_path)) == 1
 
 
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_a_line_nested_deeper_than_json_parses_is_an_error_not_a_crash(
+    tmp_path: Path, where: str
+) -> None:
+    """A hand-made line nested 100,000 levels deep: Python's json raises RecursionError on
+    it, which must not escape the reader (nor ``controlscope replay``) as a traceback."""
+    with TrajectoryWriter(tmp_path) as writer:
+        writer.write(start_event())
+        writer.write(PlannerTurnEvent(turn=1))
+    lines = (tmp_path / "events.jsonl").read_text().splitlines()
+    deep = '{"schema_version": 4, "type": "planner_turn", "x": ' + "[" * 100_000
+    deep += "]" * 100_000 + "}"
+    at = {"first": 0, "middle": 1, "last": 2}[where]
+    lines.insert(at, deep)
+    (tmp_path / "events.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(LogError, match=f":{at + 1}: unreadable event"):
+        read_events(tmp_path)
+    replay = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controlscope.cli",
+            "replay",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert replay.returncode == 2 and len(replay.stderr.splitlines()) == 1, replay.stderr
+
+
 def test_non_finite_budgets_are_refused_at_input() -> None:
     for field in ("execution_seconds", "wall_seconds"):
         with pytest.raises(ValueError):

@@ -356,6 +356,19 @@ def test_the_local_rule_places_a_branch_or_refuses_an_ineligible_source(
     assert not (tmp_path / "x").exists()
 
 
+def test_a_scope_given_twice_is_refused_before_anything_runs(
+    sources: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two branches of one scope and draw would share one run directory."""
+    reviewer = script(tmp_path, *[KEEP] * 4)
+    argv = ["branch", str(sources["keep"]), "--at", "3", "--scope", "full, FULL"]
+    argv += ["--model", "recorded", "--reviewer-model", reviewer, "--out", str(tmp_path / "d")]
+    assert cli(argv) == 2
+    err = capsys.readouterr().err
+    assert "scope full is given twice" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "d").exists()
+
+
 # --- frozen operation replays -----------------------------------------------------------------
 
 

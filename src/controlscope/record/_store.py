@@ -413,7 +413,7 @@ def _parse(line: str) -> Event:
     except ValidationError as err:
         try:
             data = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than json's recursion allows
             raise err from None
         if not isinstance(data, dict) or upgrade_event(data) is data:
             raise
@@ -429,6 +429,8 @@ def _is_cut_json(line: str) -> bool:
         json.loads(line)
     except ValueError:
         return True
+    except RecursionError:
+        return False  # JSON, nested deeper than json's recursion allows
     return False
 
 
@@ -436,7 +438,7 @@ def _newer_version(line: str) -> int | None:
     """The line's ``schema_version`` when it is newer than this reader's, else None."""
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if isinstance(version, int) and version > SCHEMA_VERSION:

@@ -259,8 +259,8 @@ def branch(
     Raises:
         ReplayError: bad input, before anything runs: see :func:`resolve_boundary`,
             :func:`branch_schedule` and :meth:`Recording.check_task`; an unknown scope or one
-            outside the recording's lattice; a scope that reviews with no reviewer; draws
-            below 1; an ``out`` that holds branches.
+            outside the recording's lattice, or one given twice; a scope that reviews with no
+            reviewer; draws below 1; an ``out`` that holds branches.
     """
     rec = load(recording)
     choice = resolve_boundary(rec, at)
@@ -340,8 +340,12 @@ def _conditions(
     if not scopes:
         raise ReplayError("give at least one scope")
     out: list[tuple[str, int, Condition]] = []
+    seen: set[Scope] = set()
     for given in scopes:
         scope = _scope(given)
+        if scope in seen:  # its branches would share one run directory
+            raise ReplayError(f"scope {scope.name.lower()} is given twice; give each scope once")
+        seen.add(scope)
         try:
             lattice_operations(scope, rec.condition.lattice)
         except ValueError as err:

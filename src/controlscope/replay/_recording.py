@@ -339,7 +339,7 @@ def _first_version(log: Path) -> int | None:
         line = f.readline(MAX_EVENT_BYTES + 1)
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than json parses
         return None
     version = data.get("schema_version") if isinstance(data, dict) else None
     return version if isinstance(version, int) else None
