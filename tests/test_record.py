@@ -369,11 +369,12 @@ def test_a_version_1_log_is_read_upgraded(tmp_path: Path) -> None:
         read_events(tmp_path)
 
 
-def test_an_older_run_start_is_read_as_the_v2_lattice() -> None:
+def test_an_older_run_start_is_read_as_the_v2_lattice(tmp_path: Path) -> None:
     """Logs before schema 3 had one scope order, Full granting patch_block_data too: the V2
-    lattice (paper A.2). The committed main-job recording is such a log."""
-    fixture = Path(__file__).parent / "fixtures" / "main_job"
-    start = read_events(fixture)[0]
+    lattice (paper A.2). The fixture is the run_start line of a real schema-1 recording."""
+    line = (Path(__file__).parent / "fixtures" / "run_start_schema1.jsonl").read_text()
+    (tmp_path / "events.jsonl").write_text(line)
+    start = read_events(tmp_path)[0]
     assert isinstance(start, RunStartEvent) and start.scope is Scope.FULL
     assert start.lattice == "v2" and start.config["lattice"] == "v2"
     assert start.operations == (

@@ -466,14 +466,17 @@ def test_the_committed_fixture_branches_with_the_local_model(tmp_path: Path) -> 
     fixture = Path(__file__).parent / "fixtures" / "main_job"
     recording = replay.Recording.load(fixture)
     k = recording.boundaries[len(recording.boundaries) // 2][0].call_index
-    reviewer = ModelReviewer(cs.make_model("local"))
-    found = replay.branch(
-        recording,
-        at=k,
-        scopes=["keep", "full"],
-        out=tmp_path / "b",
-        planner=reviewer.model,
-        reviewer=reviewer,
-    )
+    model = cs.make_model("local")
+    try:
+        found = replay.branch(
+            recording,
+            at=k,
+            scopes=["keep", "full"],
+            out=tmp_path / "b",
+            planner=model,
+            reviewer=ModelReviewer(model),
+        )
+    finally:
+        model.close()
     assert found.ok, found.divergence
     assert all(b.summary is not None and b.summary.complete for b in found.branches)

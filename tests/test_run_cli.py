@@ -175,10 +175,11 @@ def test_a_replay_with_other_options_is_refused_before_it_runs(tmp_path: Path) -
         assert out.returncode == 2 and named in out.stderr, out.stderr
         assert "Traceback" not in out.stderr
     # another spelling of the same schedule is the same condition
-    spaced = [" continuous " if a == "continuous" else a for a in same]
+    schedule = same[same.index("--schedule") + 1]
+    spaced = [f" {a} " if a == schedule else a for a in same]
     out = controlscope("run", *spaced, "--model", f"replay:{FIXTURE}", "--out", str(tmp_path / "s"))
     assert out.returncode == 0, out.stderr
-    assert "schedule=continuous:" in out.stdout
+    assert f"schedule={schedule}:" in out.stdout
 
 
 def test_a_diverging_replay_names_the_role_and_leaves_a_complete_log(tmp_path: Path) -> None:
@@ -256,15 +257,17 @@ def test_a_failing_planner_provider_is_graded_and_exits_3(tmp_path: Path) -> Non
     assert summary.end_reason == "planner_provider_error" and summary.success is False
 
 
-def test_the_fixture_holds_real_calls_and_an_operation_with_calls_after_it() -> None:
+def test_the_fixture_holds_real_calls_and_a_reviewed_patch_or_replacement() -> None:
     """What the replay test compares must not be empty: the recorded run made primitive calls,
-    and a reviewer's patch or replacement changed it with calls after the change."""
+    and at a reviewed boundary the reviewer proposed a patch or a replacement (realized or
+    rejected), so a replay checks a review request, a decision and what followed it."""
     events = read_events(FIXTURE)
-    changed = [
-        i
-        for i, e in enumerate(events)
-        if e.type == "realized_operation" and e.operation.kind != "keep"
+    calls = [e for e in events if e.type == "primitive_call"]
+    proposed = [
+        e
+        for e in events
+        if e.type == "proposal" and e.operation is not None and e.operation.kind != "keep"
     ]
-    calls = [i for i, e in enumerate(events) if e.type == "primitive_call"]
-    assert calls and changed, "re-record the fixture with scripts/record_fixture.sh"
-    assert any(c > changed[0] for c in calls)
+    assert calls and proposed, "re-record the fixture with scripts/record_fixture.sh"
+    realized = [e for e in events if e.type == "realized_operation"]
+    assert {e.call_index for e in proposed} <= {e.call_index for e in realized}
