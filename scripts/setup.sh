@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up a development checkout from nothing: bubblewrap, the Python venv with controlscope
+# Set up a development checkout from nothing: bubblewrap, Chromium (browser tests), the Python venv with controlscope
 # installed editable (with the embedded local model runtime), the pinned MCP filesystem server,
 # and the embedded model's weights; then check that llama.cpp decodes on this CPU. Idempotent: a
 # second run reinstalls quickly from caches, re-checks the weights and the runtime.
@@ -18,6 +18,16 @@ if [ "$(uname -s)" = "Linux" ] && ! command -v bwrap >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null
   else
     echo "setup: bubblewrap (bwrap) is missing; agent code will run without isolation" >&2
+  fi
+fi
+
+# The viewer's browser tests drive Debian's Chromium (playwright never downloads a browser here).
+if [ "$(uname -s)" = "Linux" ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium (the viewer's browser tests; about a minute)"
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null
+  else
+    echo "setup: chromium is missing; the viewer's browser tests will fail" >&2
   fi
 fi
 

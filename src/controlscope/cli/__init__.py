@@ -1,4 +1,4 @@
-"""The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``tasks``, ``model``.
+"""The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``view``, ``tasks``, ``model``.
 
 Each verb lives in its own module, which only parses its arguments, calls the library and prints
 (the library does the work: :func:`controlscope.run_task` for ``run``). Exit status: 0 on
@@ -24,6 +24,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "branch": (
         "controlscope.cli._branch",
         "branches from one recorded prefix: one per scope and reviewer draw, same (h, s)",
+    ),
+    "view": (
+        "controlscope.cli._view",
+        "a run, a branch set or a folder of runs in the browser (or as static pages)",
     ),
     "tasks": ("controlscope.cli._tasks", "list the tasks of an environment"),
     "model": (

@@ -1,0 +1,71 @@
+"""``controlscope view``: a run, a branch set or a folder of runs in the browser, served on
+loopback until Ctrl-C (it prints the URL), or written as static files with ``--export DIR``.
+
+Exit status: 0 (served until interrupted, or exported: it prints the page's path); 2 on bad
+input (one line: a path that is not a folder, a port that cannot be bound, an export folder that
+is not empty, nothing to export).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from controlscope.cli._console import fail
+from controlscope.view import DEFAULT_HOST, ViewError, export, find_target, serve
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is between 0 and 65535, not {port}")
+    return port
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register ``view``'s options."""
+    parser.add_argument(
+        "path", type=Path, metavar="PATH", help="a run directory, a branch set or a folder of runs"
+    )
+    parser.add_argument("--port", type=_port, default=0, help="port (default: a free one)")
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"address (default {DEFAULT_HOST})")
+    parser.add_argument(
+        "--export", type=Path, default=None, metavar="DIR", help="write static pages to DIR"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    """Serve or export; return the exit status (see the module docstring)."""
+    console = Console(stderr=True, soft_wrap=True)
+    path: Path = args.path
+    if not path.is_dir():
+        return fail(console, "view", f"{path} is not a folder", 2)
+    if args.export is not None:
+        try:
+            index = export(path, args.export)
+        except ViewError as err:
+            return fail(console, "view", str(err), 2)
+        print(index, flush=True)
+        return 0
+    try:
+        find_target(path)
+    except ViewError as err:  # served all the same: the page says so, and shows a run once one starts
+        console.print(f"controlscope view: note: {err}", markup=False)
+    try:
+        serve(path, host=args.host, port=args.port, on_ready=_ready)
+    except ViewError as err:
+        return fail(console, "view", str(err), 2)
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def _ready(url: str) -> None:
+    print(url, flush=True)
+    print("controlscope view: serving until Ctrl-C", file=sys.stderr, flush=True)

@@ -1,0 +1,136 @@
+"""What a folder given to the viewer is: a run, a branch set, or a folder of runs; and the
+stamp that tells a live page its files changed.
+
+Each kind is recognised by the files its writer leaves: a run directory by its log
+(``events.jsonl``), a branch set by ``branches.json`` (``controlscope branch``), anything else
+holding run directories below it by those. A panel folder is recognised here too once panels
+write one: a detector in :data:`DETECTORS` before the folder of runs, and a page for it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from controlscope.core import EVENTS_FILE
+from controlscope.record import SUMMARY_FILE
+from controlscope.replay import BRANCHES_FILE
+from controlscope.view._branches import branch_ids
+
+TargetKind = Literal["run", "branches", "runs"]
+"""A run directory, a branch set, or a folder of runs."""
+
+MAX_RUNS = 10_000
+"""The most run directories a folder of runs lists (the rest are counted, not listed)."""
+
+MAX_DEPTH = 4
+"""How deep below a folder of runs the viewer looks for run directories."""
+
+
+class ViewError(ValueError):
+    """A path the viewer cannot show: missing, not a directory, or holding no run."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A folder the viewer shows.
+
+    Attributes:
+        path: the folder.
+        kind: what it is.
+        runs: the run directories a page may link to, by id (a branch's folder name, or a
+            run's path below ``path``): the only run pages served besides ``path`` itself.
+        more: run directories found beyond :data:`MAX_RUNS` (not listed).
+    """
+
+    path: Path
+    kind: TargetKind
+    runs: dict[str, Path] = field(default_factory=dict)
+    more: int = 0
+
+
+def _run(path: Path) -> Target | None:
+    return Target(path, "run") if (path / EVENTS_FILE).is_file() else None
+
+
+def _branches(path: Path) -> Target | None:
+    if not (path / BRANCHES_FILE).is_file():
+        return None
+    return Target(path, "branches", branch_ids(path))
+
+
+def _runs(path: Path) -> Target | None:
+    found: dict[str, Path] = {}
+    more = 0
+    stack = [(path, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            children = sorted((p for p in folder.iterdir() if p.is_dir()), reverse=True)
+        except OSError:
+            continue
+        for child in children:
+            if (child / EVENTS_FILE).is_file():
+                if len(found) < MAX_RUNS:
+                    found[child.relative_to(path).as_posix()] = child
+                else:
+                    more += 1
+            elif depth + 1 < MAX_DEPTH and not child.is_symlink():
+                stack.append((child, depth + 1))
+    if not found:
+        return None
+    return Target(path, "runs", dict(sorted(found.items())), more)
+
+
+DETECTORS: tuple[Callable[[Path], Target | None], ...] = (_run, _branches, _runs)
+"""Tried in order; the first that recognises a folder decides what it is."""
+
+
+def find_target(path: Path) -> Target:
+    """What ``path`` is.
+
+    Raises:
+        ViewError: ``path`` is missing or not a directory, or holds no run directory
+            (``events.jsonl``) within :data:`MAX_DEPTH` levels.
+    """
+    if not path.exists():
+        raise ViewError(f"{path} does not exist")
+    if not path.is_dir():
+        raise ViewError(f"{path} is not a folder: give a run directory, a branch set or a folder of runs")
+    for detect in DETECTORS:
+        found = detect(path)
+        if found is not None:
+            return found
+    raise ViewError(
+        f"{path} is not a run directory (no {EVENTS_FILE}), a branch set (no {BRANCHES_FILE}) "
+        f"or a folder of runs (no run directory within {MAX_DEPTH} levels)"
+    )
+
+
+def stamp(paths: list[Path]) -> str:
+    """A short text that changes when any of ``paths`` (logs, summaries) changes: their sizes
+    and modification times."""
+    parts = []
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            parts.append("-")
+            continue
+        parts.append(f"{info.st_size}.{info.st_mtime_ns}")
+    return ":".join(parts)
+
+
+def watched(target: Target, run_id: str | None = None) -> list[Path]:
+    """The files whose change should refresh a page: a run's log and summary, or those of
+    every run of a set (and ``branches.json``)."""
+    if target.kind == "run" or run_id is not None:
+        run_dir = target.path if run_id is None else target.runs[run_id]
+        return [run_dir / EVENTS_FILE, run_dir / SUMMARY_FILE]
+    files = [target.path / BRANCHES_FILE] if target.kind == "branches" else []
+    for run_dir in target.runs.values():
+        files += [run_dir / EVENTS_FILE, run_dir / SUMMARY_FILE]
+    return files
