@@ -55,7 +55,9 @@ def main(args: argparse.Namespace) -> int:
         return 0
     try:
         find_target(path)
-    except ViewError as err:  # served all the same: the page says so, and shows a run once one starts
+    except (
+        ViewError
+    ) as err:  # served all the same: the page says so, and shows a run once one starts
         console.print(f"controlscope view: note: {err}", markup=False)
     try:
         serve(path, host=args.host, port=args.port, on_ready=_ready)

@@ -115,7 +115,10 @@ def read_branches_file(folder: Path) -> tuple[dict[str, Any], str | None]:
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BRANCHES_BYTES:
-            return {}, f"{BRANCHES_FILE} is not a regular file of at most {MAX_BRANCHES_BYTES} bytes"
+            return (
+                {},
+                f"{BRANCHES_FILE} is not a regular file of at most {MAX_BRANCHES_BYTES} bytes",
+            )
         raw = f.read(MAX_BRANCHES_BYTES + 1)
     try:
         data = json.loads(raw)
@@ -159,7 +162,9 @@ def _column(run_id: str, run: RunPage) -> BranchColumn:
     calls = {b.call.call_index: b.call for b in run.boundaries if b.call is not None}
     origin = run.start.branch if run.start is not None else None
     k = origin.call_index if origin is not None else None
-    decision = next((b for b in run.boundaries if k is not None and b.boundary.call_index >= k), None)
+    decision = next(
+        (b for b in run.boundaries if k is not None and b.boundary.call_index >= k), None
+    )
     return BranchColumn(run_id=run_id, page=run, decision=decision, calls=calls)
 
 

@@ -99,7 +99,9 @@ def find_target(path: Path) -> Target:
     if not path.exists():
         raise ViewError(f"{path} does not exist")
     if not path.is_dir():
-        raise ViewError(f"{path} is not a folder: give a run directory, a branch set or a folder of runs")
+        raise ViewError(
+            f"{path} is not a folder: give a run directory, a branch set or a folder of runs"
+        )
     for detect in DETECTORS:
         found = detect(path)
         if found is not None:

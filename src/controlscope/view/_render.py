@@ -129,12 +129,19 @@ def live_of(target: Target, run_id: str | None, links: Links) -> Live | None:
 
 
 def render_target(target: Target, links: Links) -> str:
-    """The page of the folder itself: a run, a branch set side by side, or a list of runs."""
+    """The page of the folder itself: a run, a branch set side by side, or a list of runs.
+
+    A served page refreshes itself while it can change: a run without ``run_end``, a branch set
+    with a branch still running, a folder of runs (runs may be added).
+    """
     live = live_of(target, None, links)
     if target.kind == "run":
-        return render("run.html", links, run=read_run(target.path), live=live, run_id=None)
+        run = read_run(target.path)
+        return render("run.html", links, run=run, live=live if run.live else None, run_id=None)
     if target.kind == "branches":
-        return render("branches.html", links, page=read_branches(target.path), live=live)
+        page = read_branches(target.path)
+        done = bool(page.columns) and not any(c.page.live for c in page.columns)
+        return render("branches.html", links, page=page, live=None if done else live)
     rows = [(run_id, _summary(run_dir)) for run_id, run_dir in target.runs.items()]
     return render("runs.html", links, target=target, rows=rows, live=live)
 
@@ -142,7 +149,7 @@ def render_target(target: Target, links: Links) -> str:
 def render_run(target: Target, run_id: str, links: Links) -> str:
     """The page of one run of a set (``run_id`` must be one of ``target.runs``)."""
     run = read_run(target.runs[run_id])
-    live = live_of(target, run_id, links)
+    live = live_of(target, run_id, links) if run.live else None
     return render("run.html", links, run=run, live=live, run_id=run_id)
 
 

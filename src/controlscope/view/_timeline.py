@@ -205,7 +205,11 @@ class RunPage:
     def boundaries(self) -> list[BoundaryView]:
         """Every boundary of the run, in order."""
         return [
-            b for t in self.turns for e in t.entries if isinstance(e, BlockView) for b in e.boundaries
+            b
+            for t in self.turns
+            for e in t.entries
+            if isinstance(e, BlockView)
+            for b in e.boundaries
         ]
 
 
