@@ -154,7 +154,7 @@ def _call(i: int, operation: Operation) -> PrimitiveCallEvent:
         call_index=i,
         tool="read_text_file",
         arguments=arguments,
-        result=ToolResult(text='{"name": "S%04d", "english": 91}\n' % i * 20),
+        result=ToolResult(text=f'{{"name": "S{i:04d}", "english": 91}}\n' * 20),
         started_at=time.time(),
         elapsed_ms=1.5,
         operation=operation.kind,

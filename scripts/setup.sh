@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Set up a development checkout from nothing: bubblewrap, Chromium (browser tests), the Python venv with controlscope
-# installed editable (with the embedded local model runtime), the pinned MCP filesystem server,
-# and the embedded model's weights; then check that llama.cpp decodes on this CPU. Idempotent: a
-# second run reinstalls quickly from caches, re-checks the weights and the runtime.
+# Set up a development checkout from nothing: bubblewrap, Chromium (the viewer's browser tests),
+# the Python venv with controlscope installed editable (with the embedded local model runtime),
+# the pinned MCP filesystem server, and the embedded model's weights; then check that llama.cpp
+# decodes on this CPU. Idempotent: a second run reinstalls quickly from caches, re-checks the
+# weights and the runtime.
 #
 # llama.cpp is compiled for this CPU without its AMX kernels (scripts/llama_cmake_args.py says
 # why); CMAKE_ARGS in the environment overrides that for the first build. If the installed

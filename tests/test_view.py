@@ -417,3 +417,10 @@ def test_the_run_page_model_reads_a_boundary_whole() -> None:
     assert boundary.tokens.roles["planner"].logical.requests >= 1
     assert page.summary is not None
     assert page.summary.primitive_calls == sum(e.type == "primitive_call" for e in events)
+
+
+def test_the_view_package_documents_its_public_names() -> None:
+    from test_api_shape import shape
+
+    problems = shape.documentation_problems("controlscope.view")
+    assert [p for plist in problems.values() for p in plist] == []

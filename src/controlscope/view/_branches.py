@@ -34,6 +34,7 @@ class BranchColumn:
         decision: the boundary where the branch starts (the first after its branch point);
             None when it never reached one.
         calls: its primitive calls by call index.
+        label: the branch's scope and draw as its folder names them (``full-d0``).
     """
 
     run_id: str

@@ -92,6 +92,12 @@ DETECTORS: tuple[Callable[[Path], Target | None], ...] = (_run, _branches, _runs
 def find_target(path: Path) -> Target:
     """What ``path`` is.
 
+    Args:
+        path: the folder given to the viewer.
+
+    Returns:
+        The folder, what it is, and the runs its pages may link to.
+
     Raises:
         ViewError: ``path`` is missing or not a directory, or holds no run directory
             (``events.jsonl``) within :data:`MAX_DEPTH` levels.

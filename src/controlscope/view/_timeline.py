@@ -94,6 +94,7 @@ class BoundaryView:
         arguments: the call's arguments as the block asked for them and as executed.
         diff: the block's code against the edited or replacement code, for a block-data edit
             or a replacement (unified diff lines); None otherwise.
+        operation: the realized operation's kind (``keep`` when not reviewed).
     """
 
     seq: int
@@ -128,6 +129,7 @@ class BlockView:
         replaces: the block it replaces, for a replacement block.
         boundaries: its boundaries in order.
         end: how it ended (None while it runs, or when the run was killed in it).
+        kind: ``block`` (tells the templates a block from a note).
     """
 
     seq: int
@@ -148,6 +150,7 @@ class NoteView:
         seq: the event's position.
         title: what happened, in a few words.
         text: the details.
+        kind: ``note``.
     """
 
     seq: int
@@ -185,6 +188,8 @@ class RunPage:
         problems: what could not be read, each one sentence (a cut last line, a corrupt line,
             an event of a newer schema); the events before it are shown.
         events: how many events were read.
+        live: True when the log has no ``run_end`` (being written, or killed).
+        boundaries: every boundary of the run, in order.
     """
 
     run_dir: Path
