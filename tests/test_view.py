@@ -195,6 +195,10 @@ def test_a_scripted_run_shows_patches_diffs_tokens_and_checks_with_agent_text_es
         final = next(e for e in events if e.type == "final_verdict")
         checks = page.locator("table.checks tr").all_inner_texts()
         assert len(checks) == len(final.verdict.checks) + 1
+        # The second planner request shows only what the first did not hold, and says so.
+        second = page.locator(".planner-call").nth(1)
+        second.locator("summary").first.click()
+        assert "the same as in the previous planner request" in second.inner_text()
         shot(page, tmp_path, "scripted-run")
     assert page.evaluate("window.pwned") is None
 
@@ -319,6 +323,13 @@ def test_bad_input_is_a_clear_page_never_a_traceback(
                 assert page.locator("#run-title").is_visible()
             if name == "corrupt":
                 shot(page, tmp_path, "corrupt-log")
+    broken = tmp_path / "broken-branches"
+    shutil.copytree(runs["branches"], broken)
+    (broken / "branches.json").write_text("{not json", "utf-8")
+    with view.ViewServer(broken) as server:  # the branches are still found by their logs
+        page.goto(server.url)
+        assert "branches.json is not JSON" in page.locator(".problem").first.inner_text()
+        assert page.locator("#first-divergence").count() == 1
     with view.ViewServer(tmp_path / "bad") as server:  # a folder of runs
         status, html = get(server.url)
         assert status == 200 and html.count('href="/run/') == len(bad) - 1
@@ -403,6 +414,19 @@ def test_a_block_data_edit_is_a_diff_of_the_constants_it_changed() -> None:
     changes = view.argument_changes({"path": "a", "n": 1}, {"path": "b", "n": 1, "new": True})
     assert [(c.name, c.changed) for c in changes] == [("path", True), ("n", False), ("new", True)]
     assert changes[2].before == "" and changes[2].after == "true"
+
+
+def test_a_planner_request_shows_the_messages_the_previous_one_did_not_hold(
+    runs: dict[str, Path],
+) -> None:
+    page = view.read_run(runs["revised"])
+    calls = [c for t in page.turns for c in t.planner_calls]
+    assert len(calls) == 2 and calls[0].shared == 0 and calls[0].previous is None
+    first, second = (c.event.request.messages for c in calls)
+    assert calls[1].previous == calls[0].event.seq
+    assert 0 < calls[1].shared < len(second)
+    assert second[: calls[1].shared] == first[: calls[1].shared]
+    assert len(first) == calls[1].shared or first[calls[1].shared] != second[calls[1].shared]
 
 
 def test_the_run_page_model_reads_a_boundary_whole() -> None:

@@ -160,6 +160,23 @@ class NoteView:
 
 
 @dataclass
+class PlannerCall:
+    """One planner request and its response, with how much of its conversation the previous
+    planner request already held (the history grows by appending: the page shows the shared
+    messages once, in the earlier request, and the new ones here; nothing is left out).
+
+    Attributes:
+        event: the ``model_call`` event (the request exactly as sent).
+        shared: how many leading messages equal the previous planner request's.
+        previous: the previous planner request's ``seq`` (its anchor), None for the first.
+    """
+
+    event: ModelCallEvent
+    shared: int = 0
+    previous: int | None = None
+
+
+@dataclass
 class TurnView:
     """One ordinary planning turn, or what the log holds before the first.
 
@@ -170,7 +187,7 @@ class TurnView:
     """
 
     number: int | None
-    planner_calls: list[ModelCallEvent] = field(default_factory=list)
+    planner_calls: list[PlannerCall] = field(default_factory=list)
     entries: list[BlockView | NoteView] = field(default_factory=list)
 
 
@@ -268,6 +285,7 @@ class _Builder:
         self.open: dict[int, BoundaryView] = {}  # call index -> the latest boundary there
         self.exec_s = 0.0
         self.review_s = 0.0
+        self.last_planner: ModelCallEvent | None = None
 
     @property
     def turn(self) -> TurnView:
@@ -313,11 +331,24 @@ class _Builder:
         if event.role == "reviewer" and event.call_index in self.open:
             self.open[event.call_index].reviewer_calls.append(event)
         elif event.role == "planner":
-            self.turn.planner_calls.append(event)
+            self._planner_call(event)
         else:
             self.turn.entries.append(
                 NoteView(event.seq, "model call", f"{event.role}: {event.error or ''}")
             )
+
+    def _planner_call(self, event: ModelCallEvent) -> None:
+        call = PlannerCall(event)
+        last = self.last_planner
+        if last is not None:
+            before, now = last.request.messages, event.request.messages
+            while call.shared < min(len(before), len(now)) and (
+                before[call.shared] == now[call.shared]
+            ):
+                call.shared += 1
+            call.previous = last.seq
+        self.last_planner = event
+        self.turn.planner_calls.append(call)
 
     def _block_start(self, event: BlockStartEvent) -> None:
         block = BlockView(event.seq, event.block_id, event.code, event.replaces)
