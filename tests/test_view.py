@@ -124,30 +124,43 @@ def open_boundary(page: Page, boundary_id: str) -> None:
 def test_the_committed_fixture_shows_what_the_reviewer_was_shown(
     page: Page, tmp_path: Path
 ) -> None:
+    """The first reviewed boundary of the recorded main job: every message the reviewer was
+    sent, whole; the proposal's verdict and the realized operation; what it changed (or, for a
+    refused edit, what it proposed) as a diff or as arguments before and after."""
     events = cs.read_events(FIXTURE)
     start = events[0]
     assert start.type == "run_start"
     review = next(e for e in events if isinstance(e, ModelCallEvent) and e.role == "reviewer")
+    boundary_seq = max(e.seq for e in events if e.type == "boundary" and e.seq < review.seq)
+    after = [e for e in events if e.seq > review.seq]
+    proposal = next(e for e in after if e.type == "proposal")
+    validation = next(e for e in after if e.type == "validation").validation
+    realized = next(e for e in after if e.type == "realized_operation")
     sent = [m.content for m in review.request.messages if m.content]
-    changed = next(
-        e for e in events if e.type == "realized_operation" and e.operation.kind != "keep"
-    )
     with view.ViewServer(FIXTURE) as server:
         page.goto(server.url)
         assert start.task.id in page.title()
-        boundary = page.locator("details.boundary.changed").first
-        boundary_id = boundary.get_attribute("id")
-        assert boundary_id is not None
-        open_boundary(page, boundary_id)
+        open_boundary(page, f"boundary-{boundary_seq}")
+        boundary = page.locator(f"#boundary-{boundary_seq}")
         shown = boundary.locator(".reviewer-view pre").all_text_contents()
         for text in sent:  # exactly what was sent, every message, whole
             assert text in shown
-        if changed.operation.kind in ("replace_workflow", "patch_block_data"):
+        verdict = boundary.locator(".validation").inner_text()
+        if validation.accepted:
+            assert verdict.startswith("accepted")
+        else:
+            assert verdict.startswith("rejected") and str(validation.reason) in verdict
+        head = boundary.locator(".boundary-head").inner_text()
+        assert realized.operation.kind in head
+        if realized.fallback:
+            assert f"fallback: {realized.fallback}" in head
+        edit = realized.operation if realized.operation.kind != "keep" else proposal.operation
+        if edit is not None and edit.kind in ("replace_workflow", "patch_block_data"):
             diff = boundary.locator(".code-diff")
             assert diff.is_visible()
             added = [line[1:] for line in diff.locator(".add").all_text_contents()]
-            assert "\n".join(added) == changed.operation.code.strip("\n")
-        else:
+            assert "\n".join(added) == edit.code.strip("\n")
+        elif edit is not None and edit.kind == "patch_arguments":
             assert boundary.locator("table.arguments tr.changed").count() >= 1
         summary = cs.read_summary(FIXTURE)
         totals = page.locator("#totals").inner_text()

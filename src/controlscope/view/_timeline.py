@@ -93,7 +93,9 @@ class BoundaryView:
         tokens: tokens by role (logical and uncached) when the boundary was reached.
         arguments: the call's arguments as the block asked for them and as executed.
         diff: the block's code against the edited or replacement code, for a block-data edit
-            or a replacement (unified diff lines); None otherwise.
+            or a replacement (unified diff lines), realized or else proposed; None otherwise.
+        diff_proposed: True when ``diff`` shows a proposal that was not realized (refused, or a
+            Keep fallback).
         operation: the realized operation's kind (``keep`` when not reviewed).
     """
 
@@ -110,6 +112,7 @@ class BoundaryView:
     call: PrimitiveCall | None = None
     arguments: list[ArgumentChange] = field(default_factory=list)
     diff: list[DiffLine] | None = None
+    diff_proposed: bool = False
 
     @property
     def operation(self) -> str:
@@ -402,6 +405,10 @@ class _Builder:
         else:
             view.realized = event
             view.diff = code_diff(view.boundary.code, event.operation)
+            proposed = view.proposal.operation if view.proposal is not None else None
+            if view.diff is None and proposed is not None:  # a refused edit, shown as proposed
+                view.diff = code_diff(view.boundary.code, proposed)
+                view.diff_proposed = view.diff is not None
             view.arguments = argument_changes(
                 view.boundary.arguments, patched(view.boundary.arguments, event.operation)
             )
