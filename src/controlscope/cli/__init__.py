@@ -1,4 +1,5 @@
-"""The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``view``, ``tasks``, ``model``.
+"""The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``panel``, ``report``, ``view``,
+``tasks``, ``model``.
 
 Each verb lives in its own module, which only parses its arguments, calls the library and prints
 (the library does the work: :func:`controlscope.run_task` for ``run``). Exit status: 0 on
@@ -24,6 +25,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "branch": (
         "controlscope.cli._branch",
         "branches from one recorded prefix: one per scope and reviewer draw, same (h, s)",
+    ),
+    "panel": (
+        "controlscope.cli._panel",
+        "run or resume a paired panel: tasks x source programs x scopes x reviewer draws",
     ),
     "view": (
         "controlscope.cli._view",

@@ -16,7 +16,7 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -55,6 +55,10 @@ class ScriptedModel:
         responses: the answers; a ``str`` is a text answer, a callable is called with the request
             and must return a :class:`ModelResponse`.
         model_id: the id reported (part of cache keys).
+        by: ``request``: the answers in the order requests come; ``turn``: the answer whose
+            index is the number of assistant messages the request holds (its turn in the
+            conversation), so the same conversation always gets the same answer, whatever
+            was asked before or answered from a cache (a planner shared by a panel's runs).
 
     Attributes:
         requests: the requests received, in order (including the one that exhausted the script).
@@ -63,7 +67,13 @@ class ScriptedModel:
         TypeError: when an answer is none of the accepted kinds.
     """
 
-    def __init__(self, responses: Sequence[ScriptItem], *, model_id: str = "scripted") -> None:
+    def __init__(
+        self,
+        responses: Sequence[ScriptItem],
+        *,
+        model_id: str = "scripted",
+        by: Literal["request", "turn"] = "request",
+    ) -> None:
         for index, item in enumerate(responses):
             if not isinstance(item, ModelResponse | str) and not callable(item):
                 raise TypeError(
@@ -72,6 +82,7 @@ class ScriptedModel:
                 )
         self._script: tuple[ScriptItem, ...] = tuple(responses)
         self._model_id = model_id
+        self._by = by
         self.requests: list[ModelRequest] = []
         self._lock = threading.Lock()
 
@@ -95,6 +106,8 @@ class ScriptedModel:
         with self._lock:
             index = len(self.requests)
             self.requests.append(request)
+        if self._by == "turn":
+            index = sum(1 for m in request.messages if m.role == "assistant")
         if index >= len(self._script):
             raise ScriptExhausted(len(self._script), request)
         item = self._script[index]
@@ -144,7 +157,8 @@ class ScriptedModel:
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
         """Load a script from a JSON file: a list whose items are strings (text answers) or
-        :class:`ModelResponse` objects in JSON.
+        :class:`ModelResponse` objects in JSON; or ``{"by": "turn", "answers": [...]}`` for
+        answers by conversation turn (see the class).
 
         Raises:
             ValueError: when the file is not such a list; the message names the file and item.
@@ -155,6 +169,9 @@ class ScriptedModel:
             data = json.loads(source.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise ValueError(f"{source}: not JSON: {exc}") from exc
+        by: Literal["request", "turn"] = "request"
+        if isinstance(data, dict) and set(data) == {"by", "answers"} and data["by"] == "turn":
+            by, data = "turn", data["answers"]
         if not isinstance(data, list):
             raise ValueError(
                 f"{source}: expected a JSON list of answers, got {type(data).__name__}"
@@ -170,4 +187,4 @@ class ScriptedModel:
                 raise ValueError(
                     f"{source}: answer {index} is not a model response: {exc}"
                 ) from exc
-        return cls(items, model_id=f"scripted:{source.name}")
+        return cls(items, model_id=f"scripted:{source.name}", by=by)

@@ -11,6 +11,7 @@ against it, up to a boundary where it records the shared state ``(h, s)`` and th
   terminal files);
 - goes on under a branch's condition: :func:`branch`, one branch per scope and reviewer draw,
   their first review requests identical except for the operation set (asserted and hashed);
+  :func:`run_branch` runs one of them as a unit of its own (a panel's branches);
 - replays a recorded operation frozen: :func:`replay_operation` with the ``candidate``,
   ``retained`` or ``shared_patch`` endpoint.
 
@@ -29,6 +30,7 @@ from controlscope.replay._branch import (
     branch,
     branch_schedule,
     resolve_boundary,
+    run_branch,
 )
 from controlscope.replay._hook import FrozenOperation, Plan, PrefixHook, PrefixMismatch
 from controlscope.replay._operation import (
@@ -72,4 +74,5 @@ __all__ = [
     "replay_operation",
     "replay_prefix",
     "resolve_boundary",
+    "run_branch",
 ]

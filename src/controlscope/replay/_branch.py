@@ -86,6 +86,8 @@ class BranchResult:
         state_hash: the workspace's hash at the boundary.
         files: each file's hash at the boundary (by its masked text where it holds clock
             readings agent code wrote).
+        divergence: where the branch left the recording in its prefix (None when it did
+            not).
     """
 
     scope: str
@@ -95,6 +97,7 @@ class BranchResult:
     request_hash: str | None
     state_hash: str | None
     files: dict[str, str]
+    divergence: Divergence | None = None
 
 
 @dataclass(frozen=True)
@@ -301,6 +304,65 @@ def branch(
     return found
 
 
+def run_branch(
+    recording: Recording | str | Path,
+    *,
+    at: int | str,
+    scope: ScopeName | str,
+    out: Path,
+    planner: ChatModel | None,
+    reviewer: Reviewer | None,
+    draw: int = 0,
+    schedule: str = "once",
+    workspace_root: Path | None = None,
+) -> BranchResult:
+    """Run one branch of a recorded prefix: what :func:`branch` does for each of its scopes
+    and draws, as a unit of its own (a panel runs its branches in parallel, paper 3.2, A.5).
+
+    Args:
+        recording: the recording, or its run directory.
+        at: the boundary (see :func:`resolve_boundary`).
+        scope: the granted scope.
+        out: the branch's run directory (must not hold a run).
+        planner: the live planner after the boundary (None: the recording answers on).
+        reviewer: the branch's reviewer (its requests carry ``draw``); needed unless the
+            scope is Keep.
+        draw: the reviewer draw index (at least 0).
+        schedule: what decides after the boundary (see :func:`branch_schedule`).
+        workspace_root: where the branch's workspace is made.
+
+    Returns:
+        The branch; a divergence in its prefix is reported in it (``divergence``), not raised.
+
+    Raises:
+        ReplayError: bad input, before anything runs: see :func:`resolve_boundary`,
+            :func:`branch_schedule` and :meth:`Recording.check_task`; an unknown scope or one
+            outside the recording's lattice; a scope that reviews with no reviewer; a
+            negative draw; an ``out`` that holds a run.
+    """
+    if draw < 0:
+        raise ReplayError(f"a draw is at least 0, not {draw}")
+    rec = load(recording)
+    choice = resolve_boundary(rec, at)
+    name, after = branch_schedule(schedule, choice.call_index)
+    scope_name, _, condition = _condition_of(
+        rec, _scope(scope), draw, name, choice.source, reviewer
+    )
+    fresh_out(out)
+    rec.check_task(workspace_root)
+    plan = Plan(position=choice.position, condition=condition, after=after())
+    outcome = run_from_prefix(
+        rec,
+        plan,
+        out=out,
+        purpose="branch",
+        planner=planner,
+        reviewer=reviewer,
+        workspace_root=workspace_root,
+    )
+    return _result(scope_name, draw, outcome)
+
+
 def _fresh_branches(out: Path, names: Sequence[str]) -> None:
     """Refuse an ``out`` that already holds branches.
 
@@ -323,6 +385,7 @@ def _result(scope: str, draw: int, outcome: Outcome) -> BranchResult:
         request_hash=point.request_hash if point else None,
         state_hash=point.state_hash if point else None,
         files=masked_files(point.file_hashes, point.clock_files) if point else {},
+        divergence=outcome.divergence,
     )
 
 
@@ -346,16 +409,33 @@ def _conditions(
         if scope in seen:  # its branches would share one run directory
             raise ReplayError(f"scope {scope.name.lower()} is given twice; give each scope once")
         seen.add(scope)
-        try:
-            lattice_operations(scope, rec.condition.lattice)
-        except ValueError as err:
-            raise ReplayError(str(err)) from None
-        if scope is not Scope.KEEP and reviewer is None:
-            raise ReplayError(f"scope {scope.name.lower()} reviews: give a reviewer model")
         for draw in range(1 if scope is Scope.KEEP else draws):
-            condition = branch_condition(rec, scope, draw=draw, schedule=schedule, source=source)
-            out.append((scope.name.lower(), draw, condition))
+            out.append(_condition_of(rec, scope, draw, schedule, source, reviewer))
     return out
+
+
+def _condition_of(
+    rec: Recording,
+    scope: Scope,
+    draw: int,
+    schedule: str,
+    source: SourceBoundary | None,
+    reviewer: Reviewer | None,
+) -> tuple[str, int, Condition]:
+    """One branch's scope name, draw and condition.
+
+    Raises:
+        ReplayError: a scope outside the recording's lattice, or one that reviews with no
+            reviewer.
+    """
+    try:
+        lattice_operations(scope, rec.condition.lattice)
+    except ValueError as err:
+        raise ReplayError(str(err)) from None
+    if scope is not Scope.KEEP and reviewer is None:
+        raise ReplayError(f"scope {scope.name.lower()} reviews: give a reviewer model")
+    condition = branch_condition(rec, scope, draw=draw, schedule=schedule, source=source)
+    return scope.name.lower(), draw, condition
 
 
 def _scope(given: ScopeName | str) -> Scope:

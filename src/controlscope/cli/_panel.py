@@ -1,0 +1,78 @@
+"""``controlscope panel CONFIG.toml --out DIR``: run or resume a paired panel (paper 3.2, 4,
+A.5).
+
+Parses its options, calls :func:`controlscope.panel.run_panel` (the same function a Python
+caller uses, with the same defaults) with a live display, and prints the runs' counts and the
+successes per condition. Exit status: 0 when every run finished (whatever its verdict); 1 when
+some could not run (named; they run again when the same command is repeated); 2 on a bad
+configuration or panel folder (one line, before any run starts); 130 when interrupted
+(running runs end recorded as interrupted and run again on resumption).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from controlscope.cli._console import fail
+from controlscope.panel import (
+    ConfigError,
+    PanelError,
+    PanelProgress,
+    PanelResult,
+    load_config,
+    run_panel,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register ``panel``'s options."""
+    parser.add_argument("config", type=Path, metavar="CONFIG.toml", help="the panel's file")
+    parser.add_argument("--out", type=Path, required=True, help="the panel folder")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="runs at a time (default: sized to the machine)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no live progress")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the panel; return the exit status (see the module docstring)."""
+    console = Console(stderr=True, soft_wrap=True)
+    if args.workers is not None and args.workers < 1:
+        return fail(console, "panel", f"--workers must be at least 1, not {args.workers}", 2)
+    try:
+        config = load_config(args.config)
+        if args.quiet:
+            result = run_panel(config, args.out, workers=args.workers)
+        else:
+            with PanelProgress(console) as progress:
+                result = run_panel(config, args.out, workers=args.workers, observer=progress)
+    except (ConfigError, PanelError) as err:
+        return fail(console, "panel", str(err), 2)
+    _print(result)
+    failed = [r for r in result.records.values() if r.status == "error"]
+    if failed:
+        for record in failed[:10]:
+            console.print(escape(f"  could not run {record.id}: {record.detail}"))
+        return fail(
+            console, "panel", f"{len(failed)} run(s) could not run; repeat the command", 1
+        )
+    return 0
+
+
+def _print(result: PanelResult) -> None:
+    out = Console(soft_wrap=True)
+    s = result.status
+    ran = s.finished - s.skipped
+    out.print(
+        escape(
+            f"panel {result.panel}: {s.finished}/{s.total} runs finished ({ran} run now, "
+            f"{s.skipped} found finished), {s.failed} could not run, {s.ineligible} ineligible"
+        )
+    )
+    for label, seen in s.verdicts.items():
+        out.print(escape(f"  {label}: {s.successes.get(label, 0)}/{seen} successes"))
+    out.print(escape(f"report: controlscope report {result.panel}"))

@@ -1,0 +1,109 @@
+"""Paired panels: tasks x source programs x scopes x reviewer draws, run paired on this machine
+or on Ray, resumable (paper sections 3.2, 4 and A.5).
+
+- :func:`load_config` reads a panel's TOML file and checks it (:class:`ConfigError`, one line);
+  :func:`plan_panel` resolves it against the environment (tasks, parameters, models) into a
+  :class:`PanelPlan` of :class:`PlannedRun` s, before any run starts;
+- :func:`run_panel` runs or resumes a panel into its folder (what ``controlscope panel``
+  does): each unit's Keep run first (it samples the source program and is reused by every
+  reviewer draw), then its reviewing scopes from its state (whole runs sharing planning
+  through the exact-request cache, or branches of its recorded prefix); finished runs are
+  skipped, unfinished ones run again; a folder of another configuration is refused
+  (:class:`PanelError`, the difference named);
+- :class:`PanelProgress` shows the progress live; :func:`read_manifest` and
+  :func:`read_record` read a panel folder back (the report does).
+"""
+
+from controlscope.panel._backends import Backend, LocalBackend, RayBackend, machine_cores
+from controlscope.panel._config import Backend as BackendName
+from controlscope.panel._config import (
+    STARTS,
+    BudgetSettings,
+    ClusterBy,
+    ConfigError,
+    ExecutionSettings,
+    PanelConfig,
+    PlannerSettings,
+    ReviewerSettings,
+    Start,
+    config_problem,
+    load_config,
+    parse_config,
+)
+from controlscope.panel._folder import (
+    CACHE_FILE,
+    MANIFEST_FILE,
+    RUN_MARKER,
+    RUNS_DIR,
+    PanelError,
+    PanelManifest,
+    RunRecord,
+    RunStatus,
+    read_manifest,
+    read_record,
+    run_dir,
+)
+from controlscope.panel._plan import (
+    KEEP,
+    PanelPlan,
+    PlannedRun,
+    condition_label,
+    plan_panel,
+    run_spec,
+)
+from controlscope.panel._progress import PanelProgress
+from controlscope.panel._runner import (
+    PanelObserver,
+    PanelResult,
+    PanelStatus,
+    default_workers,
+    make_backend,
+    run_panel,
+)
+from controlscope.panel._unit import RunJob, execute
+
+__all__ = [
+    "CACHE_FILE",
+    "KEEP",
+    "MANIFEST_FILE",
+    "RUNS_DIR",
+    "RUN_MARKER",
+    "STARTS",
+    "Backend",
+    "BackendName",
+    "BudgetSettings",
+    "ClusterBy",
+    "ConfigError",
+    "ExecutionSettings",
+    "LocalBackend",
+    "PanelConfig",
+    "PanelError",
+    "PanelManifest",
+    "PanelObserver",
+    "PanelPlan",
+    "PanelProgress",
+    "PanelResult",
+    "PanelStatus",
+    "PlannedRun",
+    "PlannerSettings",
+    "RayBackend",
+    "ReviewerSettings",
+    "RunJob",
+    "RunRecord",
+    "RunStatus",
+    "Start",
+    "condition_label",
+    "config_problem",
+    "default_workers",
+    "execute",
+    "load_config",
+    "machine_cores",
+    "make_backend",
+    "parse_config",
+    "plan_panel",
+    "read_manifest",
+    "read_record",
+    "run_dir",
+    "run_panel",
+    "run_spec",
+]

@@ -1,0 +1,133 @@
+"""Where a panel's runs execute: a process pool on this machine, or Ray tasks.
+
+Both hand each run to the same :func:`~controlscope.panel._unit.execute`, which writes the run
+directory, so the panel folder is the same whichever ran it. Ray workers must see the panel
+folder at the same path (a shared filesystem on a cluster) and have controlscope installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Protocol
+
+from controlscope.panel._folder import RunRecord
+from controlscope.panel._unit import RunJob, execute, start_pool_process
+
+
+class Backend(Protocol):
+    """Runs jobs; at most ``slots`` at a time are worth submitting."""
+
+    slots: int
+
+    def submit(self, job: RunJob) -> Any:
+        """Start ``job``; return a handle."""
+        ...
+
+    def wait(self, handles: list[Any], timeout_s: float) -> list[tuple[Any, RunRecord | str]]:
+        """The handles that finished within ``timeout_s``, each with its record, or with the
+        reason it has none (the process running it died)."""
+        ...
+
+    def close(self, *, cancel: bool) -> None:
+        """Release the backend; with ``cancel``, interrupt the running jobs (recorded as
+        interrupted by the runs themselves) and drop the queued ones."""
+        ...
+
+
+def machine_cores() -> int:
+    """The cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class LocalBackend:
+    """A process pool sized to the machine; each run isolated as a single run is (its own
+    worker process, tool server and workspace).
+
+    Args:
+        workers: pool processes.
+        threads: the embedded model's threads in each (None: its default).
+    """
+
+    def __init__(self, workers: int, threads: int | None = None) -> None:
+        self.slots = workers
+        self._pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=start_pool_process,
+            initargs=(threads,),
+        )
+
+    def submit(self, job: RunJob) -> Future[RunRecord]:
+        """Queue ``job`` in the pool."""
+        return self._pool.submit(execute, job)
+
+    def wait(
+        self, handles: list[Future[RunRecord]], timeout_s: float
+    ) -> list[tuple[Future[RunRecord], RunRecord | str]]:
+        """The futures done within ``timeout_s``."""
+        done, _ = wait(handles, timeout=timeout_s, return_when=FIRST_COMPLETED)
+        out: list[tuple[Future[RunRecord], RunRecord | str]] = []
+        for future in done:
+            try:
+                out.append((future, future.result()))
+            except BaseException as err:  # the pool process died, or the run was interrupted
+                out.append((future, f"{type(err).__name__}: {err}"))
+        return out
+
+    def close(self, *, cancel: bool) -> None:
+        """Shut the pool down; with ``cancel``, SIGTERM its processes first (their runs end
+        recorded as interrupted)."""
+        if cancel:
+            processes = getattr(self._pool, "_processes", None) or {}
+            for process in list(processes.values()):
+                with contextlib.suppress(OSError):
+                    if process.pid is not None:
+                        os.kill(process.pid, signal.SIGTERM)
+        self._pool.shutdown(wait=True, cancel_futures=cancel)
+
+
+class RayBackend:
+    """Each run a Ray task declaring ``cpus_per_run`` CPUs; ``ray.init()`` connects to the
+    cluster ``RAY_ADDRESS`` names, or starts a local instance (shut down by :meth:`close`).
+
+    Raises:
+        ModuleNotFoundError: Ray is not installed (``pip install 'controlscope[ray]'``).
+    """
+
+    def __init__(self, cpus_per_run: float) -> None:
+        import ray
+
+        self._ray = ray
+        self._owned = not ray.is_initialized()
+        if self._owned:
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        total = float(ray.cluster_resources().get("CPU", 1.0))
+        self.slots = max(1, int(total // cpus_per_run))
+        self._remote = ray.remote(num_cpus=cpus_per_run, max_retries=0)(execute)
+
+    def submit(self, job: RunJob) -> Any:
+        """Start ``job`` as a Ray task."""
+        return self._remote.remote(job)
+
+    def wait(self, handles: list[Any], timeout_s: float) -> list[tuple[Any, RunRecord | str]]:
+        """The tasks done within ``timeout_s``."""
+        ready, _ = self._ray.wait(handles, num_returns=1, timeout=timeout_s)
+        out: list[tuple[Any, RunRecord | str]] = []
+        for ref in ready:
+            try:
+                out.append((ref, self._ray.get(ref)))
+            except Exception as err:  # the worker died or the task was cancelled
+                out.append((ref, f"{type(err).__name__}: {err}"))
+        return out
+
+    def close(self, *, cancel: bool) -> None:
+        """Shut down the local instance this backend started (a cluster is left running)."""
+        if self._owned:
+            self._ray.shutdown()

@@ -1,0 +1,331 @@
+"""A panel's configuration: the TOML file ``controlscope panel`` reads, checked before any run.
+
+A panel is tasks x source programs x scopes x reviewer draws, run paired (paper sections 3.2,
+4 and A.5). The file names the environment and tasks, the source programs per task, the
+scopes and draws, the condition every scope shares (lattice, schedule, view, replacement
+boundary), where scope conditions start (``start``), the planner's and reviewer's settings,
+the budgets, and how the runs are executed::
+
+    env = "filesystem"
+    tasks = ["student_database/english_talent"]   # task ids, categories, or "all"
+    seeds = [0]
+    source_programs = 1                           # P1, P2, ... sampled once, shared
+    scopes = ["keep", "arg", "full"]
+    draws = 1                                     # reviewer draws per reviewing scope
+    schedule = "continuous"
+    start = "first_boundary"                      # whole | first_boundary | midpoint | local_rule
+
+    [params."student_database/english_talent"]    # task parameters, by task id or category
+    students = 25
+
+    [planner]
+    model = "local:0.5b"
+
+    [reviewer]                                    # model: the planner's unless given
+    tool_choice = "auto"
+
+    [budgets]
+    max_calls = 30
+
+    [execution]
+    backend = "local"                             # local | ray
+    workers = 2                                   # default: sized to the machine
+
+:func:`load_config` reads and checks a file; :class:`ConfigError` carries one line naming the
+key and the problem.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from controlscope.core import (
+    DecisionMode,
+    IsolationRequest,
+    Lattice,
+    PlannerFormat,
+    ReplaceBoundary,
+    ReviewToolChoice,
+    Scope,
+    View,
+    lattice_operations,
+)
+from controlscope.replay import ReplayError, branch_schedule
+from controlscope.run import ViewBounds
+from controlscope.schedule import schedule_name
+
+Start = Literal["whole", "first_boundary", "midpoint", "local_rule"]
+"""Where the reviewing scopes of a unit start (paper 3.1, 3.2, B.1, appendix B):
+
+- ``whole``: from the task's initial state, each scope a whole run; the planner's requests go
+  through the panel's exact-request cache, so the source program (the first reply) and every
+  planning request that coincides are shared with the unit's Keep run;
+- ``first_boundary``: branched from the unit's Keep run at its first boundary after a
+  completed call (the first one the continuous rule reviews);
+- ``midpoint``: branched at the Keep run's midpoint (K = floor(N/2) of its N calls, B.1);
+- ``local_rule``: branched at the local rule's boundary (appendix B); a unit without one is
+  ineligible and left out of the comparison, with the reason."""
+
+STARTS: tuple[Start, ...] = ("whole", "first_boundary", "midpoint", "local_rule")
+"""Every start."""
+
+Backend = Literal["local", "ray"]
+"""Where runs execute: a process pool on this machine, or Ray tasks (``RAY_ADDRESS`` names a
+cluster; without it a local Ray instance is started)."""
+
+ClusterBy = Literal["category", "template", "task"]
+"""What a bootstrap resamples: the task category (the paper's filesystem intervals), the
+scenario template (apps), or the task."""
+
+
+class ConfigError(ValueError):
+    """A panel configuration that cannot run: a file that is not TOML, an unknown key, task,
+    category, scope or model, a value out of range. The message is one line naming the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _finite(value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+class PlannerSettings(_Section):
+    """The planner (it writes the source programs and does the ordinary planning).
+
+    Attributes:
+        model: its model spec (see :func:`controlscope.models.make_model`).
+        base_url: the OpenAI-compatible endpoint of ``openai`` specs.
+        format: ``fenced`` or ``tools``; None: by model kind.
+        temperature: the planner's temperature; None: 0.7 (paper section 4).
+        max_tokens: per-request token cap; None: by model kind (16,384; 1,024 local).
+        options: provider options passed with every planner request.
+    """
+
+    model: str = "local"
+    base_url: str | None = None
+    format: PlannerFormat | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    options: dict[str, Any] | None = None
+
+    _check_temperature = field_validator("temperature")(_finite)
+
+
+class ReviewerSettings(_Section):
+    """The reviewer, and what it is shown.
+
+    Attributes:
+        model: its model spec; None: the planner's.
+        mode: ``tools`` or ``json``; None: by model kind.
+        tool_choice: ``auto`` or ``required``; None: ``auto`` (paper section 4).
+        temperature: the reviewer's temperature; None: 0.7.
+        max_tokens: its per-request cap; None: the planner's.
+        options: provider options passed with every review request (a reasoning mode).
+        view: ``with_feedback`` or ``code_only`` (paper A.3).
+        view_bounds: ``complete`` or ``bounded``; None: bounded for local models.
+    """
+
+    model: str | None = None
+    mode: DecisionMode | None = None
+    tool_choice: ReviewToolChoice | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    options: dict[str, Any] | None = None
+    view: View = "with_feedback"
+    view_bounds: ViewBounds | None = None
+
+    _check_temperature = field_validator("temperature")(_finite)
+
+
+class BudgetSettings(_Section):
+    """Budgets of every run (paper section 4); None keeps the task's (100 calls, 100 turns,
+    1,800 execution seconds) and the 10,800 s wall-clock ceiling."""
+
+    max_calls: int | None = Field(default=None, ge=1)
+    max_turns: int | None = Field(default=None, ge=1)
+    max_seconds: float | None = Field(default=None, gt=0.0)
+    max_wall_seconds: float | None = Field(default=None, gt=0.0)
+    block_exec_s: float | None = Field(default=None, gt=0.0)
+    worker_memory_mb: int = Field(default=2048, ge=128)
+
+    _check = field_validator("max_seconds", "max_wall_seconds", "block_exec_s")(_finite)
+
+
+class ExecutionSettings(_Section):
+    """How the runs execute; ``backend`` and ``workers`` can change between a panel and its
+    resumption, the rest cannot.
+
+    Attributes:
+        backend: ``local`` (a process pool) or ``ray``.
+        workers: runs at a time; None: the machine's cores for models that do not run here,
+            one for the embedded local model (which uses every core).
+        cpus_per_run: CPUs a run declares to Ray (``num_cpus`` of its task).
+        isolation: the worker isolation asked for.
+        cache: whether planning requests go through the panel's exact-request cache (paper
+            A.5); without it, whole-run scopes do not share their source program.
+    """
+
+    backend: Backend = "local"
+    workers: int | None = Field(default=None, ge=1)
+    cpus_per_run: float = Field(default=1.0, gt=0.0)
+    isolation: IsolationRequest = "auto"
+    cache: bool = True
+
+
+class PanelConfig(_Section):
+    """A panel's configuration (see the module docstring for the file).
+
+    Attributes:
+        env: the environment.
+        tasks: task ids and categories, or ``"all"`` (every task the environment lists).
+        exclude: task ids left out of ``tasks``.
+        python_allowed_only: leave out tasks whose instruction restricts Python (paper
+            section 4 and appendix B: the main filesystem comparison excludes four).
+        params: task parameters by task id or category (an id's override its category's).
+        seeds: the tasks' data seeds; each seed is a unit of its own.
+        source_programs: source programs per task (P1, P2, ...: the planner's draw).
+        scopes: the scopes compared; ``keep`` is required (the baseline every unit reuses).
+        draws: reviewer draws per reviewing scope.
+        lattice: ``default`` or ``v2``.
+        schedule: when reviewing scopes review; a branched start takes ``once`` or a
+            continuous schedule; under a ``whole`` start a bare ``once`` or ``midpoint`` is
+            placed on the unit's Keep run (its source run, paper appendix B and B.1).
+        start: where reviewing scopes start (:data:`Start`).
+        replace_boundary: what a replacement replaces (paper A.1).
+        cluster: what the report's bootstrap resamples; None: ``category`` for the
+            filesystem, ``template`` otherwise.
+        planner: the planner's settings.
+        reviewer: the reviewer's settings.
+        budgets: the runs' budgets.
+        execution: how runs execute.
+    """
+
+    env: str = "filesystem"
+    tasks: list[str] | Literal["all"]
+    exclude: list[str] = Field(default_factory=list)
+    python_allowed_only: bool = True
+    params: dict[str, dict[str, int | str]] = Field(default_factory=dict)
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    source_programs: int = Field(default=1, ge=1)
+    scopes: list[str] = Field(default_factory=lambda: ["keep", "arg", "full"])
+    draws: int = Field(default=1, ge=1)
+    lattice: Lattice = "default"
+    schedule: str = "continuous"
+    start: Start = "whole"
+    replace_boundary: ReplaceBoundary = "reply"
+    cluster: ClusterBy | None = None
+    planner: PlannerSettings = Field(default_factory=PlannerSettings)
+    reviewer: ReviewerSettings = Field(default_factory=ReviewerSettings)
+    budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
+
+    @field_validator("tasks")
+    @classmethod
+    def _some_tasks(cls, value: list[str] | str) -> list[str] | str:
+        if isinstance(value, list) and not [v for v in value if v.strip()]:
+            raise ValueError('name at least one task or category, or "all"')
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value: list[int]) -> list[int]:
+        if not value or len(set(value)) != len(value) or min(value) < 0:
+            raise ValueError("give distinct seeds of at least 0")
+        return value
+
+    @field_validator("scopes")
+    @classmethod
+    def _scopes(cls, value: list[str]) -> list[str]:
+        names = [v.strip().lower() for v in value]
+        known = [s.name.lower() for s in Scope]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"unknown scope {unknown[0]!r}; known: {', '.join(known)}")
+        if len(set(names)) != len(names):
+            raise ValueError("a scope is named twice")
+        if "keep" not in names:
+            raise ValueError("keep is required: every unit's Keep run is its baseline")
+        return sorted(names, key=known.index)
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        return schedule_name(value)
+
+    @model_validator(mode="after")
+    def _coherent(self) -> PanelConfig:
+        for scope in self.scopes:
+            lattice_operations(Scope[scope.upper()], self.lattice)
+        if self.start != "whole":
+            try:
+                branch_schedule(self.schedule, 1)
+            except ReplayError as err:
+                raise ValueError(f"start {self.start!r}: {err}") from None
+        return self
+
+    @property
+    def reviewing_scopes(self) -> list[str]:
+        """The scopes other than Keep, in lattice order."""
+        return [s for s in self.scopes if s != "keep"]
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two panels the same experiment: everything but ``execution.backend``,
+        ``execution.workers`` and ``execution.cpus_per_run`` (a panel may resume elsewhere)."""
+        data = self.model_dump(mode="json")
+        for key in ("backend", "workers", "cpus_per_run"):
+            data["execution"].pop(key)
+        return data
+
+
+def parse_config(data: dict[str, Any], *, source: str = "config") -> PanelConfig:
+    """A :class:`PanelConfig` from TOML-shaped data.
+
+    Raises:
+        ConfigError: one line naming the key and the problem.
+    """
+    try:
+        return PanelConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(f"{source}: {config_problem(err)}") from None
+
+
+def load_config(path: str | Path) -> PanelConfig:
+    """Read and check a panel's TOML file (nothing runs).
+
+    Raises:
+        ConfigError: the file is missing or not TOML, or a value is wrong (see
+            :func:`parse_config`). Tasks, parameters and models are checked against the
+            environment by :func:`controlscope.panel.plan_panel`.
+    """
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"{file}: cannot read it: {err.strerror or err}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{file}: not TOML: {err}") from None
+    return parse_config(data, source=str(file))
+
+
+def config_problem(err: ValidationError) -> str:
+    """A validation error as one line: ``KEY: problem (got VALUE)``, problems ``; ``-joined."""
+    parts = []
+    for e in err.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "config"
+        message = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif e["type"] == "missing":
+            message = "missing"
+        got = "" if e["type"] in ("missing", "extra_forbidden") else f" (got {e.get('input')!r})"
+        parts.append(f"{where}: {message}{got}")
+    return "; ".join(parts)

@@ -1,0 +1,194 @@
+"""The panel folder: its manifest, and each run as an independent unit under it.
+
+::
+
+    PANEL/
+      panel.json          the manifest: the configuration, what identifies it, the plan
+      cache.sqlite        the exact-request cache planning goes through (paper A.5)
+      runs/TASK/sSEED/pSOURCE/keep/        events.jsonl, summary.json, panel_run.json
+      runs/TASK/sSEED/pSOURCE/full-d0/     ...
+
+A run is finished when its ``panel_run.json`` exists, written atomically after its log and
+summary: a run killed at any point has none and is run again from nothing; a finished run is
+never touched again. A folder whose manifest holds another configuration is refused with the
+first difference named.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from controlscope.panel._config import PanelConfig
+from controlscope.panel._plan import PanelPlan
+
+MANIFEST_FILE = "panel.json"
+"""The panel folder's manifest."""
+
+RUNS_DIR = "runs"
+"""The folder of the panel's run directories."""
+
+RUN_MARKER = "panel_run.json"
+"""A finished run's record in its run directory (written last)."""
+
+CACHE_FILE = "cache.sqlite"
+"""The panel's exact-request cache."""
+
+MANIFEST_VERSION = 1
+"""The manifest's format version."""
+
+RunStatus = Literal["done", "ineligible", "error"]
+"""How a run of a panel ended: recorded (``done``, whatever its verdict); ``ineligible`` (no
+boundary to branch at, e.g. a unit the local rule finds none in: left out of the comparison,
+with the reason); ``error`` (it could not run; run again on resumption)."""
+
+
+class PanelError(ValueError):
+    """A panel folder that cannot be used: made by another configuration (the difference is
+    named), or with an unreadable manifest."""
+
+
+class RunRecord(BaseModel):
+    """A finished run as the panel records it (``panel_run.json``).
+
+    Attributes:
+        id: the run's id (its path under ``runs/``).
+        status: how it ended (:data:`RunStatus`).
+        success: the verdict (None without one).
+        end_reason: the run's end reason.
+        primitive_calls: its primitive calls.
+        detail: why it is ineligible or failed; empty otherwise.
+        request_hash: a branch's first review request hash (operation set left out).
+        state_hash: a branch's workspace hash at its boundary.
+        seconds: wall seconds the run took.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    id: str
+    status: RunStatus
+    success: bool | None = None
+    end_reason: str | None = None
+    primitive_calls: int = 0
+    detail: str = ""
+    request_hash: str | None = None
+    state_hash: str | None = None
+    seconds: float = 0.0
+
+
+class PanelManifest(BaseModel):
+    """``panel.json``.
+
+    Attributes:
+        version: the format version.
+        config: the configuration, every default filled in.
+        plan: the panel's runs.
+    """
+
+    version: int = MANIFEST_VERSION
+    config: PanelConfig
+    plan: PanelPlan
+
+
+def run_dir(panel: Path, run_id: str) -> Path:
+    """The run directory of ``run_id`` in the panel folder ``panel``."""
+    return panel / RUNS_DIR / run_id
+
+
+def read_manifest(panel: Path) -> PanelManifest:
+    """The manifest of the panel folder ``panel``.
+
+    Raises:
+        PanelError: no manifest, or one that does not read as a manifest of this version.
+    """
+    path = panel / MANIFEST_FILE
+    try:
+        data = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise PanelError(f"{panel} is not a panel folder ({MANIFEST_FILE}: {err})") from None
+    try:
+        manifest = PanelManifest.model_validate_json(data)
+    except ValidationError as err:
+        raise PanelError(f"{path} is not a panel manifest: {err.errors()[0]['msg']}") from None
+    if manifest.version != MANIFEST_VERSION:
+        raise PanelError(f"{path} has format version {manifest.version}, not {MANIFEST_VERSION}")
+    return manifest
+
+
+def open_panel(panel: Path, config: PanelConfig, plan: PanelPlan) -> PanelManifest:
+    """Create the panel folder, or check that an existing one holds this configuration.
+
+    Raises:
+        PanelError: ``panel`` is a file, holds files but no manifest, or its manifest holds
+            another configuration or plan (the first difference is named).
+    """
+    if panel.exists() and not panel.is_dir():
+        raise PanelError(f"{panel} exists and is not a directory")
+    manifest = PanelManifest(config=config, plan=plan)
+    if (panel / MANIFEST_FILE).exists():
+        found = read_manifest(panel)
+        where = difference(found.config.identity(), config.identity())
+        if where is None and found.plan != plan:
+            where = "the plan (the environment's tasks changed)"
+        if where is not None:
+            raise PanelError(
+                f"{panel} holds a panel of another configuration: {where}; "
+                "resume with the same configuration or choose a new --out"
+            )
+        return found
+    if panel.exists() and any(panel.iterdir()):
+        raise PanelError(f"{panel} is not empty and holds no panel; choose a new --out")
+    (panel / RUNS_DIR).mkdir(parents=True, exist_ok=True)
+    _write_atomic(panel / MANIFEST_FILE, manifest.model_dump_json(indent=2))
+    return manifest
+
+
+def difference(there: Any, here: Any, where: str = "") -> str | None:
+    """The first difference between two JSON-shaped values, as ``KEY is X there, Y here``;
+    None when they are equal."""
+    if isinstance(there, dict) and isinstance(here, dict):
+        for key in sorted(set(there) | set(here), key=str):
+            found = difference(there.get(key), here.get(key), f"{where}.{key}" if where else key)
+            if found is not None:
+                return found
+        return None
+    if there != here:
+        return f"{where or 'the configuration'} is {there!r} there, {here!r} here"
+    return None
+
+
+def finished(panel: Path, run_id: str) -> RunRecord | None:
+    """The record of a finished run (``done`` or ``ineligible``); None when the run has not
+    finished (no record, an unreadable one, or ``error``: it runs again)."""
+    try:
+        record = read_record(run_dir(panel, run_id))
+    except (OSError, ValueError):
+        return None
+    return record if record.status in ("done", "ineligible") else None
+
+
+def read_record(directory: Path) -> RunRecord:
+    """The ``panel_run.json`` of a run directory.
+
+    Raises:
+        OSError: no record.
+        ValueError: the record does not read as one (pydantic's ``ValidationError``).
+    """
+    return RunRecord.model_validate_json((directory / RUN_MARKER).read_text(encoding="utf-8"))
+
+
+def write_record(directory: Path, record: RunRecord) -> None:
+    """Write a run's record atomically (temporary file, then rename): the run is finished."""
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_atomic(directory / RUN_MARKER, record.model_dump_json(indent=2))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

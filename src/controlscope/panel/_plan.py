@@ -1,0 +1,271 @@
+"""A panel's plan: its configuration resolved against the environment into units and runs.
+
+The paired unit is a task-source-program instance (paper section 3.2): one task with its
+parameters and data seed, one source program. Each unit has one Keep run, which samples the
+source program (the planner's draw is the source-program index) and is reused by every
+reviewer draw (paper section 4, A.5), and one run per reviewing scope and draw, which starts
+from the Keep run's state: whole from the initial state with planning shared through the
+exact-request cache, or branched from the Keep run's recorded prefix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from controlscope.core import ProviderError, Task, TaskError
+from controlscope.envs import Environment, get_environment
+from controlscope.models import CacheError, WeightsError
+from controlscope.panel._config import ConfigError, PanelConfig
+from controlscope.run import RunSpec, build_models
+from controlscope.schedule import needs_source
+
+DEFAULT_TEMPERATURE = 0.7
+"""The sampling temperature of both roles unless set (paper section 4)."""
+
+KEEP = "keep"
+"""The Keep scope's name: every unit's baseline and source trajectory."""
+
+
+class PlannedRun(BaseModel):
+    """One run of a panel.
+
+    Attributes:
+        id: its path under the panel's ``runs/`` (``TASK/sSEED/pSOURCE/SCOPE-dDRAW``, the
+            Keep run ``.../keep``).
+        unit: its paired unit (``TASK/sSEED/pSOURCE``).
+        task: the task id.
+        category: the task's category.
+        template: the task's scenario template.
+        params: the task's parameters.
+        seed: the task's data seed.
+        source_program: the source-program index (P1 = 0).
+        scope: the granted scope.
+        draw: the reviewer draw (0 for Keep, which is reused by every draw).
+        after: the run it starts from (the unit's Keep run); None for the Keep run.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    id: str
+    unit: str
+    task: str
+    category: str
+    template: str
+    params: dict[str, Any]
+    seed: int
+    source_program: int
+    scope: str
+    draw: int
+    after: str | None = None
+
+
+class PanelPlan(BaseModel):
+    """Every run of a panel, Keep runs first.
+
+    Attributes:
+        runs: the runs.
+        cluster: what the report's bootstrap resamples (``category``, ``template``, ``task``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    runs: tuple[PlannedRun, ...]
+    cluster: str
+
+    @property
+    def units(self) -> list[str]:
+        """The paired units, in order."""
+        return list(dict.fromkeys(r.unit for r in self.runs))
+
+    def by_id(self) -> dict[str, PlannedRun]:
+        """The runs by id."""
+        return {r.id: r for r in self.runs}
+
+
+def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
+    """Resolve ``config`` against its environment: tasks, parameters, models; nothing runs.
+
+    Args:
+        config: the checked configuration.
+        check_models: build the models once (a missing weights file or script, an unknown
+            spec) before any run starts.
+
+    Returns:
+        The plan.
+
+    Raises:
+        ConfigError: an unknown environment, task or category, parameters a task refuses, a
+            parameter key that names no selected task or category, no task left, or a model
+            that cannot be built.
+    """
+    try:
+        env = get_environment(config.env)
+    except ValueError as err:
+        raise ConfigError(f"env: {err}") from None
+    tasks = [_with_params(env, task, config) for task in _selected(env, config)]
+    _unused_params(config, tasks)
+    if check_models:
+        _check_models(config)
+    runs: list[PlannedRun] = []
+    for task in tasks:
+        for seed in config.seeds:
+            for source in range(config.source_programs):
+                runs.extend(_unit_runs(config, task, seed, source))
+    keep_first = sorted(runs, key=lambda r: r.scope != KEEP)
+    cluster = config.cluster or ("category" if config.env == "filesystem" else "template")
+    return PanelPlan(runs=tuple(keep_first), cluster=cluster)
+
+
+def _selected(env: Environment, config: PanelConfig) -> list[Task]:
+    known = env.tasks()
+    by_id = {t.id: t for t in known}
+    categories = sorted({t.category for t in known})
+    if config.tasks == "all":
+        chosen = list(known)
+    else:
+        chosen = []
+        for i, name in enumerate(n.strip() for n in config.tasks):
+            if name in by_id:
+                chosen.append(by_id[name])
+            elif name in categories:
+                chosen.extend(t for t in known if t.category == name)
+            else:
+                raise ConfigError(
+                    f"tasks[{i}]: unknown task or category {name!r} in {config.env}; "
+                    f"categories: {', '.join(categories)} (controlscope tasks lists the ids)"
+                )
+    for i, name in enumerate(config.exclude):
+        if name not in by_id:
+            raise ConfigError(f"exclude[{i}]: unknown task {name!r}")
+    unique = list({t.id: t for t in chosen}.values())
+    left = [t for t in unique if t.id not in config.exclude]
+    if config.python_allowed_only:
+        left = [t for t in left if t.python_allowed]
+    if not left:
+        raise ConfigError("tasks: no task left (after exclude and python_allowed_only)")
+    return left
+
+
+def _with_params(env: Environment, task: Task, config: PanelConfig) -> Task:
+    params = {**config.params.get(task.category, {}), **config.params.get(task.id, {})}
+    try:
+        return env.task(task.id, **params)
+    except (TaskError, TypeError, ValueError) as err:
+        raise ConfigError(f"params of {task.id}: {err}") from None
+
+
+def _unused_params(config: PanelConfig, tasks: list[Task]) -> None:
+    names = {t.id for t in tasks} | {t.category for t in tasks}
+    for key in config.params:
+        if key not in names:
+            raise ConfigError(f"params.{key}: names no selected task or category")
+
+
+def _check_models(config: PanelConfig) -> None:
+    try:
+        build_models(
+            planner=config.planner.model,
+            reviewer=config.reviewer.model,
+            base_url=config.planner.base_url,
+            need_reviewer=bool(config.reviewing_scopes),
+        )
+    except (ValueError, FileNotFoundError, ProviderError, WeightsError, CacheError) as err:
+        raise ConfigError(f"planner.model / reviewer.model: {err}") from None
+
+
+def _unit_runs(config: PanelConfig, task: Task, seed: int, source: int) -> list[PlannedRun]:
+    unit = f"{task.id}/s{seed}/p{source}"
+    common: dict[str, Any] = {
+        "unit": unit,
+        "task": task.id,
+        "category": task.category,
+        "template": task.template,
+        "params": dict(task.params),
+        "seed": seed,
+        "source_program": source,
+    }
+    keep_id = f"{unit}/{KEEP}"
+    runs = [PlannedRun(id=keep_id, scope=KEEP, draw=0, **common)]
+    for scope in config.reviewing_scopes:
+        for draw in range(config.draws):
+            run_id = f"{unit}/{scope}-d{draw}"
+            runs.append(PlannedRun(id=run_id, scope=scope, draw=draw, after=keep_id, **common))
+    return runs
+
+
+def run_spec(config: PanelConfig, run: PlannedRun, *, out: Path, source: Path | None) -> RunSpec:
+    """The :class:`RunSpec` of a whole run of the panel (the Keep run, or a reviewing scope
+    under a ``whole`` start); a branch's condition is its Keep run's with the scope, draw and
+    schedule changed (:func:`controlscope.replay.run_branch`).
+
+    Args:
+        config: the panel's configuration.
+        run: the run.
+        out: its run directory.
+        source: the unit's Keep run, which places a bare ``once`` or ``midpoint`` of a
+            reviewing scope (ignored otherwise).
+
+    Raises:
+        pydantic.ValidationError: a value out of range (checked with the config already).
+    """
+    p, r, b = config.planner, config.reviewer, config.budgets
+    schedule = config.schedule
+    source_run = None
+    if needs_source(schedule):
+        if run.scope == KEEP:
+            schedule = "never"
+        else:
+            source_run = source
+    if run.scope == KEEP and config.start != "whole":
+        schedule = "never"
+    return RunSpec(
+        task=run.task,
+        env=config.env,
+        params=run.params,
+        seed=run.seed,
+        scope=run.scope,
+        lattice=config.lattice,
+        schedule=schedule,
+        source_run=source_run,
+        view=r.view,
+        view_bounds=r.view_bounds,
+        replace_boundary=config.replace_boundary,
+        model=p.model,
+        reviewer_model=r.model,
+        base_url=p.base_url,
+        planner_format=p.format,
+        review_mode=r.mode,
+        reviewer_tool_choice=r.tool_choice,
+        temperature=r.temperature,
+        planner_temperature=_planner_temperature(config),
+        max_tokens=p.max_tokens,
+        reviewer_max_tokens=r.max_tokens,
+        planner_options=p.options,
+        reviewer_options=r.options,
+        draw=run.draw,
+        source_program=run.source_program,
+        max_calls=b.max_calls,
+        max_turns=b.max_turns,
+        max_seconds=b.max_seconds,
+        max_wall_seconds=b.max_wall_seconds,
+        block_exec_s=b.block_exec_s,
+        isolation=config.execution.isolation,
+        worker_memory_mb=b.worker_memory_mb,
+        out=out,
+    )
+
+
+def _planner_temperature(config: PanelConfig) -> float | None:
+    """The planner's own temperature: a reviewer's temperature must not become the planner's
+    (a run's ``temperature`` is both roles' unless the planner's is set)."""
+    p, r = config.planner, config.reviewer
+    if p.temperature is None and r.temperature is not None:
+        return DEFAULT_TEMPERATURE
+    return p.temperature
+
+
+def condition_label(scope: str, draw: int, draws: int) -> str:
+    """A condition's name in progress and reports: the scope (``keep``, ``arg``...), with its
+    draw (``full-d1``) when the panel has more than one."""
+    return scope if scope == KEEP or draws == 1 else f"{scope}-d{draw}"

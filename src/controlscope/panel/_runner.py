@@ -1,0 +1,226 @@
+"""``run_panel``: a panel's runs, paired and resumable, on a backend (paper 3.2, 4, A.5).
+
+Each unit's Keep run goes first (it samples the source program and is the baseline every
+reviewer draw reuses); the unit's reviewing scopes start once it has finished, from its state.
+Runs already finished in the panel folder are skipped; unfinished ones run again from
+nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controlscope.panel._backends import Backend, LocalBackend, RayBackend, machine_cores
+from controlscope.panel._config import PanelConfig, load_config
+from controlscope.panel._folder import RunRecord, finished, open_panel, run_dir, write_record
+from controlscope.panel._plan import PanelPlan, PlannedRun, condition_label, plan_panel
+from controlscope.panel._unit import RunJob
+
+
+@dataclass
+class PanelStatus:
+    """A panel's progress (what the live display shows).
+
+    Attributes:
+        total: runs in the plan.
+        finished: runs finished (skipped ones included).
+        skipped: runs found finished when the panel started.
+        running: runs executing now.
+        failed: runs that could not run (``error``; they run again on resumption).
+        ineligible: runs left out of the comparison (no boundary to branch at).
+        successes: successes so far by condition (``keep``, ``arg``, ``full-d1``...).
+        verdicts: finished runs with a verdict so far, by condition.
+    """
+
+    total: int
+    finished: int = 0
+    skipped: int = 0
+    running: int = 0
+    failed: int = 0
+    ineligible: int = 0
+    successes: dict[str, int] = field(default_factory=dict)
+    verdicts: dict[str, int] = field(default_factory=dict)
+
+    def count(self, run: PlannedRun, record: RunRecord, draws: int) -> None:
+        """Fold one finished run in."""
+        label = condition_label(run.scope, run.draw, draws)
+        self.successes.setdefault(label, 0)
+        self.verdicts.setdefault(label, 0)
+        if record.status == "error":
+            self.failed += 1
+            return
+        self.finished += 1
+        if record.status == "ineligible":
+            self.ineligible += 1
+        elif record.success is not None:
+            self.verdicts[label] += 1
+            self.successes[label] += int(record.success)
+
+
+PanelObserver = Callable[[PanelStatus], None]
+"""Called with the panel's status whenever it changes."""
+
+
+@dataclass(frozen=True)
+class PanelResult:
+    """A panel run (or resumed).
+
+    Attributes:
+        panel: the panel folder.
+        plan: its runs.
+        records: each run's record (a run that could not run has status ``error``).
+        status: the final status.
+    """
+
+    panel: Path
+    plan: PanelPlan
+    records: dict[str, RunRecord]
+    status: PanelStatus
+
+    @property
+    def complete(self) -> bool:
+        """True when every run finished (none failed to run)."""
+        return all(r.status != "error" for r in self.records.values())
+
+
+def default_workers(config: PanelConfig) -> int:
+    """Runs at a time on this machine: one per core, or one for the embedded local model
+    (its inference uses every core)."""
+    models = (config.planner.model, config.reviewer.model or config.planner.model)
+    if any(m.startswith("local") or m.lower().endswith(".gguf") for m in models):
+        return 1
+    return machine_cores()
+
+
+def make_backend(config: PanelConfig, workers: int | None = None) -> Backend:
+    """The configured backend (``workers`` overrides the configuration's).
+
+    Raises:
+        ModuleNotFoundError: ``ray`` asked for and not installed.
+    """
+    if config.execution.backend == "ray":
+        return RayBackend(config.execution.cpus_per_run)
+    count = workers or config.execution.workers or default_workers(config)
+    threads = max(1, machine_cores() // count) if count > 1 else None
+    return LocalBackend(count, threads)
+
+
+def run_panel(
+    config: PanelConfig | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    workers: int | None = None,
+    observer: PanelObserver | None = None,
+) -> PanelResult:
+    """Run (or resume) a panel into the folder ``out``; what ``controlscope panel`` does.
+
+    Args:
+        config: the configuration, or its TOML file.
+        out: the panel folder (created; an existing one must hold the same configuration).
+        workers: runs at a time on the local backend (None: the configuration's, else sized
+            to the machine, see :func:`default_workers`).
+        observer: called with the status whenever it changes (e.g. a live display).
+
+    Returns:
+        Every run's record.
+
+    Raises:
+        ConfigError: the configuration cannot run (checked before any run starts).
+        PanelError: ``out`` holds another panel (the difference named) or is unusable.
+        KeyboardInterrupt: interrupted; running runs end recorded as interrupted and run
+            again on resumption.
+    """
+    cfg = config if isinstance(config, PanelConfig) else load_config(Path(config))
+    plan = plan_panel(cfg)
+    panel = Path(out).resolve()
+    open_panel(panel, cfg, plan)
+    status = PanelStatus(total=len(plan.runs))
+    records: dict[str, RunRecord] = {}
+    for run in plan.runs:
+        found = finished(panel, run.id)
+        if found is not None:
+            records[run.id] = found
+            status.skipped += 1
+            status.count(run, found, cfg.draws)
+    notify = observer or (lambda status: None)
+    notify(status)
+    backend = make_backend(cfg, workers)
+    cancel = True
+    try:
+        _drive(backend, panel, cfg, plan, records, status, notify)
+        cancel = False
+    finally:
+        backend.close(cancel=cancel)
+    return PanelResult(panel=panel, plan=plan, records=records, status=status)
+
+
+def _drive(
+    backend: Backend,
+    panel: Path,
+    config: PanelConfig,
+    plan: PanelPlan,
+    records: dict[str, RunRecord],
+    status: PanelStatus,
+    notify: PanelObserver,
+) -> None:
+    """Submit runs whose Keep run has finished, at most ``backend.slots`` at a time, until
+    every run has a record."""
+    waiting = [r for r in plan.runs if r.id not in records]
+    running: dict[object, PlannedRun] = {}
+    while waiting or running:
+        for run in list(waiting):
+            if len(running) >= backend.slots:
+                break
+            ready = _ready(run, records)
+            if ready is None:
+                continue
+            waiting.remove(run)
+            if ready:
+                running[backend.submit(RunJob(panel, config, run))] = run
+            else:
+                _blocked(panel, run, records, status, config.draws)
+        status.running = len(running)
+        notify(status)
+        if not running:
+            if waiting and all(_ready(r, records) is None for r in waiting):
+                raise RuntimeError(f"runs wait for Keep runs that never ran: {waiting[0].id}")
+            continue
+        for handle, outcome in backend.wait(list(running), timeout_s=0.5):
+            run = running.pop(handle)
+            record = outcome if isinstance(outcome, RunRecord) else _lost(run, outcome)
+            records[run.id] = record
+            status.count(run, record, config.draws)
+        status.running = len(running)
+        notify(status)
+
+
+def _ready(run: PlannedRun, records: dict[str, RunRecord]) -> bool | None:
+    """True when ``run`` can start, False when it never can (its Keep run could not run),
+    None while its Keep run has not finished."""
+    if run.after is None:
+        return True
+    keep = records.get(run.after)
+    if keep is None:
+        return None
+    return keep.status == "done"
+
+
+def _blocked(
+    panel: Path, run: PlannedRun, records: dict[str, RunRecord], status: PanelStatus, draws: int
+) -> None:
+    keep = records[run.after or ""]
+    record = RunRecord(
+        id=run.id, status="error", detail=f"the unit's Keep run could not run: {keep.detail}"
+    )
+    write_record(run_dir(panel, run.id), record)
+    records[run.id] = record
+    status.count(run, record, draws)
+
+
+def _lost(run: PlannedRun, reason: str) -> RunRecord:
+    """The record of a run whose process died before it could record it (not written: the run
+    is unfinished and runs again on resumption)."""
+    return RunRecord(id=run.id, status="error", detail=f"its process ended: {reason}")

@@ -1,0 +1,194 @@
+"""One run of a panel, executed where a backend puts it (a pool process, a Ray worker).
+
+:func:`execute` is the one function every backend calls: it clears an unfinished attempt,
+runs the planned run (a whole run through :func:`controlscope.run.run_prepared`, or a branch
+of the unit's Keep run through :func:`controlscope.replay.run_branch`), and writes the run's
+record last, so a run killed at any point is not finished. Planning goes through the panel's
+exact-request cache (paper A.5: identical planning requests share one answer, so the unit's
+scopes share its source program); reviews do not (review draws are sampled separately).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from controlscope._tree import remove_tree
+from controlscope.core import ChatModel
+from controlscope.models import CachedModel, RequestCache
+from controlscope.panel._config import PanelConfig
+from controlscope.panel._folder import CACHE_FILE, RunRecord, run_dir, write_record
+from controlscope.panel._plan import KEEP, PlannedRun, run_spec
+from controlscope.replay import Recording, ReplayError, resolve_boundary, run_branch
+from controlscope.review import ModelReviewer
+from controlscope.run import (
+    RunResult,
+    build_models,
+    place_schedule,
+    prepare,
+    read_source,
+    run_prepared,
+)
+
+BRANCH_AT: dict[str, int | str] = {"first_boundary": 1, "midpoint": "midpoint"}
+"""Where a branched start places its boundary in the Keep run (``local_rule``: the rule)."""
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """What a backend hands to :func:`execute`.
+
+    Attributes:
+        panel: the panel folder (absolute).
+        config: the panel's configuration.
+        run: the run.
+    """
+
+    panel: Path
+    config: PanelConfig
+    run: PlannedRun
+
+
+def execute(job: RunJob) -> RunRecord:
+    """Run one planned run into its run directory and record it (``panel_run.json``).
+
+    An earlier unfinished attempt in the directory is removed first. Whatever fails in the
+    run is recorded in the run's log by the run itself (paper A.4); what prevents it from
+    running at all is recorded as ``error`` (run again on resumption).
+
+    Returns:
+        The run's record, as written.
+    """
+    directory = run_dir(job.panel, job.run.id)
+    if directory.exists():
+        remove_tree(directory)
+    directory.mkdir(parents=True)
+    started = time.monotonic()
+    try:
+        record = _execute(job, directory)
+    except Exception as err:  # recorded; the panel goes on with its other runs
+        record = RunRecord(id=job.run.id, status="error", detail=f"{type(err).__name__}: {err}")
+    record = record.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
+    write_record(directory, record)
+    return record
+
+
+def _execute(job: RunJob, directory: Path) -> RunRecord:
+    run, config = job.run, job.config
+    keep_dir = run_dir(job.panel, run.after) if run.after is not None else None
+    if run.scope == KEEP or config.start == "whole":
+        return _whole(job, directory, keep_dir)
+    assert keep_dir is not None
+    return _branch(job, directory, keep_dir)
+
+
+def _planner(model: ChatModel, job: RunJob) -> ChatModel:
+    if not job.config.execution.cache:
+        return model
+    return CachedModel(model, RequestCache(job.panel / CACHE_FILE))
+
+
+def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
+    spec = run_spec(job.config, job.run, out=directory, source=keep_dir)
+    if spec.source_run is not None:
+        problem = _source_problem(spec.source_run, spec.schedule, spec.env)
+        if problem is not None:
+            return RunRecord(id=job.run.id, status="ineligible", detail=problem)
+    prepared = prepare(spec)
+    result = run_prepared(prepared, planner=_planner(prepared.models.planner, job))
+    return _done(job.run.id, result)
+
+
+def _source_problem(source_run: Path, schedule: str, env_name: str) -> str | None:
+    """Why the Keep run cannot place a bare ``once``/``midpoint`` (the local rule finds no
+    boundary, paper appendix B); None when it can."""
+    from controlscope.envs import get_environment
+
+    env = get_environment(env_name)
+    try:
+        place_schedule(
+            schedule,
+            read_source(source_run),
+            write_tools=env.write_tools,
+            read_tools=env.read_tools,
+        )
+    except (FileNotFoundError, ValueError) as err:
+        return str(err)
+    return None
+
+
+def _branch(job: RunJob, directory: Path, keep_dir: Path) -> RunRecord:
+    config = job.config
+    at = BRANCH_AT.get(config.start, "local-rule")
+    recording = Recording.load(keep_dir)
+    try:
+        resolve_boundary(recording, at)
+    except ReplayError as err:
+        return RunRecord(id=job.run.id, status="ineligible", detail=str(err))
+    models = build_models(
+        planner=config.planner.model,
+        reviewer=config.reviewer.model,
+        base_url=config.planner.base_url,
+        need_reviewer=True,
+    )
+    assert models.reviewer is not None
+    found = run_branch(
+        recording,
+        at=at,
+        scope=job.run.scope,
+        out=directory,
+        planner=_planner(models.planner, job),
+        reviewer=ModelReviewer(models.reviewer),
+        draw=job.run.draw,
+        schedule=config.schedule,
+    )
+    summary = found.summary
+    return RunRecord(
+        id=job.run.id,
+        status="done",
+        success=summary.success if summary else None,
+        end_reason=summary.end_reason if summary else "replay_diverged",
+        primitive_calls=summary.primitive_calls if summary else 0,
+        detail=found.divergence.message if found.divergence else "",
+        request_hash=found.request_hash,
+        state_hash=found.state_hash,
+    )
+
+
+def _done(run_id: str, result: RunResult) -> RunRecord:
+    return RunRecord(
+        id=run_id,
+        status="done",
+        success=result.verdict.success,
+        end_reason=result.end_reason,
+        primitive_calls=result.summary.primitive_calls,
+        detail=result.detail or "",
+    )
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def start_pool_process(threads: int | None) -> None:
+    """Set up a pool process: SIGTERM ends its run like Ctrl-C does (recorded as interrupted,
+    its processes and workspace cleaned up), and a watcher ends the process when the panel's process dies (even by SIGKILL), so no run
+    outlives its panel; ``threads`` sets the local model's threads (None: its default)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    if threads is not None:
+        os.environ.setdefault("CONTROLSCOPE_THREADS", str(threads))
+    parent = os.getppid()
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int, period_s: float = 0.2, grace_s: float = 20.0) -> None:
+    while os.getppid() == parent:
+        time.sleep(period_s)
+    os.kill(os.getpid(), signal.SIGTERM)  # the run ends recorded, its workspace removed
+    time.sleep(grace_s)
+    os._exit(1)
