@@ -1,12 +1,19 @@
-"""Analysis of paired runs: paired differences, cluster-bootstrap intervals, goal completion.
+"""Analysis of paired runs: paired differences, cluster-bootstrap intervals, goal completion,
+and a panel's report.
 
 Outcomes come as a table (a :class:`pandas.DataFrame`) with one row per paired unit: its
 ``unit`` id, its ``cluster`` (task category, scenario template or scene: what the bootstrap
 resamples) and one boolean column per condition (terminal success).
+
+:func:`report` reads a panel folder (:func:`read_panel`: every planned run, the missing and
+corrupt ones counted as missing in the denominators) and builds the tables (successes per
+condition, the paper's Table 1, paired differences with intervals, resources, TGC/SGC) and
+figures (the paper's Figure 2) that ``controlscope report`` writes.
 """
 
 from controlscope.analysis._bootstrap import ClusterInterval, cluster_bootstrap
 from controlscope.analysis._goals import GoalCompletion, goal_completion
+from controlscope.analysis._figures import EFFORT_FILE, TOKENS_FILE, effort_figure, tokens_figure
 from controlscope.analysis._paired import (
     CLUSTER,
     UNIT,
@@ -14,15 +21,38 @@ from controlscope.analysis._paired import (
     check_outcomes,
     paired_comparison,
 )
+from controlscope.analysis._records import PanelRuns, read_panel
+from controlscope.analysis._report import (
+    REPORT_DIR,
+    TABLE_TITLES,
+    Report,
+    ReportFormat,
+    report,
+    write_report,
+)
+from controlscope.analysis._tables import outcomes
 
 __all__ = [
     "CLUSTER",
+    "EFFORT_FILE",
+    "REPORT_DIR",
+    "TABLE_TITLES",
+    "TOKENS_FILE",
     "UNIT",
     "ClusterInterval",
     "GoalCompletion",
     "PairedComparison",
+    "PanelRuns",
+    "Report",
+    "ReportFormat",
     "check_outcomes",
     "cluster_bootstrap",
+    "effort_figure",
     "goal_completion",
+    "outcomes",
     "paired_comparison",
+    "read_panel",
+    "report",
+    "tokens_figure",
+    "write_report",
 ]

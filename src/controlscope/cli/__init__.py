@@ -30,6 +30,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "controlscope.cli._panel",
         "run or resume a paired panel: tasks x source programs x scopes x reviewer draws",
     ),
+    "report": (
+        "controlscope.cli._report",
+        "a panel's report: successes, Table 1, paired differences with intervals, figures",
+    ),
     "view": (
         "controlscope.cli._view",
         "a run, a branch set or a folder of runs in the browser (or as static pages)",

@@ -1,0 +1,99 @@
+"""The report's figures (matplotlib, the Agg backend, PNG): the paper's Figure 2 for a panel.
+
+- effort: the share of units completed within k primitive calls (or actions), per condition
+  (Figure 2, left);
+- tokens: logged output tokens per condition, planner and reviewer, including reused
+  responses (Figure 2, right).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from controlscope.panel import KEEP, condition_label
+
+EFFORT_FILE = "effort.png"
+"""The effort figure's file name."""
+
+TOKENS_FILE = "tokens.png"
+"""The token figure's file name."""
+
+
+def _pyplot():  # type: ignore[no-untyped-def]
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _conditions(runs: pd.DataFrame, draws: int) -> list[tuple[str, pd.DataFrame]]:
+    """Each condition's runs (Keep once: its runs are reused by every draw)."""
+    out = []
+    for (scope, draw), group in runs.groupby(["scope", "draw"], sort=False):
+        out.append((condition_label(str(scope), int(draw), draws), group))
+    return out
+
+
+def effort_figure(runs: pd.DataFrame, draws: int, budget: int, path: Path) -> Path:
+    """Plot the share of units completed within each number of primitive calls, per
+    condition (a unit counts once its run succeeded in at most k calls).
+
+    Args:
+        runs: the eligible runs (:func:`read_panel`'s table).
+        draws: the panel's reviewer draws.
+        budget: the call budget (the x axis ends there).
+        path: the PNG to write.
+
+    Returns:
+        ``path``.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.0, 4.0), dpi=100)
+    k = np.arange(0, budget + 1)
+    for label, group in _conditions(runs, draws):
+        calls = group.loc[group["success"], "primitive_calls"].to_numpy()
+        share = (calls[None, :] <= k[:, None]).sum(axis=1) / max(len(group), 1) * 100.0
+        style = "--" if label == KEEP else "-"
+        ax.step(k, share, where="post", linestyle=style, label=label)
+    ax.set_xlabel("primitive calls (k)")
+    ax.set_ylabel("units completed within k calls (%)")
+    ax.set_ylim(0, 100)
+    ax.set_xlim(0, budget)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def tokens_figure(runs: pd.DataFrame, draws: int, path: Path) -> Path:
+    """Plot logged output tokens per condition (logical totals: cached and replayed
+    responses included, paper A.5), planner and reviewer stacked.
+
+    Returns:
+        ``path``.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.0, 4.0), dpi=100)
+    labels, planner, reviewer = [], [], []
+    for label, group in _conditions(runs, draws):
+        labels.append(label)
+        planner.append(float(group["planner_logical_output"].sum()))
+        reviewer.append(float(group["reviewer_logical_output"].sum()))
+    x = np.arange(len(labels))
+    ax.bar(x, planner, label="planner")
+    ax.bar(x, reviewer, bottom=planner, label="reviewer")
+    ax.set_xticks(x, labels)
+    ax.set_ylabel("logged output tokens")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,172 @@
+"""A panel folder read back as a table: one row per planned run, every run accounted for.
+
+A run that did not finish, whose record or summary cannot be read (a corrupt run folder), or
+that ended without a verdict stays in its unit's denominator as a failure and is counted as
+missing, with the reason (paper 3.2 and B: budget exhaustion and provider failures are kept in
+the denominators, and so is what is missing). A unit whose branches have no boundary to start
+from is ineligible and left out of every comparison, with the reason (paper appendix B).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
+from controlscope.core import FALLBACK_KINDS
+from controlscope.panel import (
+    PanelConfig,
+    PanelPlan,
+    PlannedRun,
+    RunRecord,
+    read_manifest,
+    read_record,
+    run_dir,
+)
+from controlscope.record import LogError, RunSummary, read_summary
+
+ROLES = ("planner", "reviewer")
+"""The roles whose tokens are accounted."""
+
+COUNTS = (
+    "primitive_calls",
+    "planning_turns",
+    "reviews",
+    "argument_patches",
+    "block_data_patches",
+    "replacements",
+    "rejected_proposals",
+)
+"""The per-run counts the report sums (from ``summary.json``)."""
+
+TOKEN_COLUMNS = tuple(
+    f"{role}_{kind}_{side}"
+    for role in ROLES
+    for kind in ("logical", "uncached")
+    for side in ("input", "output")
+)
+"""Token columns: ``planner_logical_input``... (paper A.5: logical totals include cached and
+replayed responses; uncached ones count only the model's own work)."""
+
+FALLBACK_COLUMNS = tuple(f"fallback_{kind}" for kind in FALLBACK_KINDS)
+"""Keep fallbacks by kind."""
+
+PROVIDER_ENDS = ("planner_provider_error", "context_limit")
+"""End reasons that are provider failures at the planning stage (graded as they stand)."""
+
+
+@dataclass(frozen=True)
+class PanelRuns:
+    """A panel folder's runs.
+
+    Attributes:
+        panel: the folder.
+        config: its configuration.
+        plan: its plan.
+        runs: one row per planned run (see :func:`read_panel`).
+        problems: one line per run that is missing, corrupt, without a verdict or
+            ineligible, with the reason.
+    """
+
+    panel: Path
+    config: PanelConfig
+    plan: PanelPlan
+    runs: pd.DataFrame
+    problems: list[str]
+
+
+def read_panel(panel: str | Path) -> PanelRuns:
+    """Read every planned run of a panel folder.
+
+    Columns of ``runs``: the plan's (``id``, ``unit``, ``task``, ``category``, ``template``,
+    ``seed``, ``source_program``, ``scope``, ``draw``); ``status`` (``done``, ``ineligible``,
+    ``missing``, ``corrupt``, ``no_verdict``); ``success`` (bool: False unless the verifier
+    passed it); ``end_reason``; ``budget_exhausted``, ``provider_failure``, ``reused``
+    (bools); :data:`COUNTS`; :data:`FALLBACK_COLUMNS`; :data:`TOKEN_COLUMNS`;
+    ``request_hash`` (a branch's first review request).
+
+    Raises:
+        PanelError: the folder has no readable manifest.
+    """
+    folder = Path(panel)
+    manifest = read_manifest(folder)
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for run in manifest.plan.runs:
+        row, problem = _row(folder, run)
+        rows.append(row)
+        if problem:
+            problems.append(f"{run.id}: {problem}")
+    table = pd.DataFrame(rows)
+    return PanelRuns(folder, manifest.config, manifest.plan, table, problems)
+
+
+def _row(panel: Path, run: PlannedRun) -> tuple[dict[str, Any], str]:
+    """One run's row and, when it is not a scored run, why."""
+    row: dict[str, Any] = run.model_dump(exclude={"params", "after"})
+    row.update(_empty())
+    directory = run_dir(panel, run.id)
+    try:
+        record = read_record(directory)
+    except FileNotFoundError:
+        row["status"] = "missing"
+        return row, "missing: the run has not finished (run the panel again to resume it)"
+    except (OSError, ValueError) as err:
+        row["status"] = "corrupt"
+        return row, f"corrupt run folder, counted as missing: {_first_line(err)}"
+    if record.status != "done":
+        row["status"] = "ineligible" if record.status == "ineligible" else "missing"
+        return row, f"{row['status']}: {record.detail}"
+    try:
+        summary = read_summary(directory)
+    except (OSError, ValueError, LogError, ValidationError) as err:
+        row["status"] = "corrupt"
+        return row, f"corrupt run folder, counted as missing: {_first_line(err)}"
+    row.update(_from_summary(summary, record))
+    if summary.success is None:
+        row["status"] = "no_verdict"
+        return row, f"no verdict ({summary.end_reason}), counted as missing: {record.detail}"
+    return row, ""
+
+
+def _empty() -> dict[str, Any]:
+    empty: dict[str, Any] = {
+        "status": "done",
+        "success": False,
+        "end_reason": None,
+        "budget_exhausted": False,
+        "provider_failure": False,
+        "reused": False,
+        "request_hash": None,
+    }
+    empty.update(dict.fromkeys((*COUNTS, *FALLBACK_COLUMNS, *TOKEN_COLUMNS), 0))
+    return empty
+
+
+def _from_summary(summary: RunSummary, record: RunRecord) -> dict[str, Any]:
+    end = summary.end_reason or ""
+    row: dict[str, Any] = {
+        "success": bool(summary.success),
+        "end_reason": summary.end_reason,
+        "budget_exhausted": end.startswith("budget:"),
+        "provider_failure": end in PROVIDER_ENDS,
+        "reused": summary.reused,
+        "request_hash": record.request_hash,
+    }
+    row.update({name: getattr(summary, name) for name in COUNTS})
+    row.update({f"fallback_{k}": summary.fallbacks.get(k, 0) for k in FALLBACK_KINDS})
+    for role in ROLES:
+        totals = summary.tokens.get(role)
+        for kind in ("logical", "uncached"):
+            side = getattr(totals, kind) if totals is not None else None
+            row[f"{role}_{kind}_input"] = side.input_tokens if side else 0
+            row[f"{role}_{kind}_output"] = side.output_tokens if side else 0
+    return row
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"

@@ -1,0 +1,239 @@
+"""A panel's report: tables, intervals and figures, written as Markdown (or LaTeX), CSV and
+PNG, or given as JSON (what ``controlscope report`` writes; paper sections 3.2, 4, 5, A.2,
+A.5 and B)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from controlscope.analysis._figures import (
+    EFFORT_FILE,
+    TOKENS_FILE,
+    effort_figure,
+    tokens_figure,
+)
+from controlscope.analysis._paired import CLUSTER
+from controlscope.analysis._records import PanelRuns, read_panel
+from controlscope.analysis._tables import eligible, goals, paired, resources, successes, table1
+
+ReportFormat = Literal["markdown", "latex"]
+"""The report document's format."""
+
+REPORT_DIR = "report"
+"""Where a report is written inside its panel folder by default."""
+
+TABLE_TITLES = {
+    "successes": "Successes per condition (missing runs, budget exhaustion and provider "
+    "failures stay in the denominator)",
+    "table1": "Table 1: successes per source program and reviewer draw",
+    "paired": "Paired differences (percentage points) with cluster-bootstrap intervals",
+    "resources": "Calls, reviews, operations, fallbacks and tokens (logical and uncached)",
+    "goals": "Task and scenario goal completion (TGC, SGC)",
+    "goal_gains": "Paired TGC gains with template-cluster intervals",
+}
+"""Each table's title, in the report's order."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """A panel's report.
+
+    Attributes:
+        panel: the panel folder.
+        cluster: what the bootstrap resampled (``category``, ``template``, ``task``).
+        resamples: bootstrap resamples.
+        seed: the bootstrap's seed.
+        level: the intervals' coverage.
+        units: the paired units compared (eligible ones).
+        tables: the tables by name (see :data:`TABLE_TITLES`); ``goals`` and ``goal_gains``
+            are empty when no template has more than one unit.
+        runs: every planned run, one row each (``runs.csv``).
+        problems: one line per run missing, corrupt, without a verdict or ineligible.
+        ineligible_units: units left out (no boundary to branch at).
+        figures: the figures written, by name.
+    """
+
+    panel: Path
+    cluster: str
+    resamples: int
+    seed: int
+    level: float
+    units: int
+    tables: dict[str, pd.DataFrame]
+    runs: pd.DataFrame
+    problems: list[str]
+    ineligible_units: list[str]
+    figures: dict[str, Path] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON data (tables as lists of records, NaN as null)."""
+        return {
+            "panel": str(self.panel),
+            "cluster": self.cluster,
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "level": self.level,
+            "units": self.units,
+            "tables": {name: _records(t) for name, t in self.tables.items()},
+            "problems": self.problems,
+            "ineligible_units": self.ineligible_units,
+            "figures": {name: str(p) for name, p in self.figures.items()},
+        }
+
+    def document(self, fmt: ReportFormat = "markdown") -> str:
+        """The report as one Markdown (or LaTeX) document."""
+        return _latex(self) if fmt == "latex" else _markdown(self)
+
+
+def report(
+    panel: str | Path,
+    *,
+    out: str | Path | None = None,
+    resamples: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+    cluster: str | None = None,
+    fmt: ReportFormat = "markdown",
+    write: bool = True,
+) -> Report:
+    """Build a panel's report and (with ``write``) write it: ``report.md`` (or
+    ``report.tex``), one CSV per table, ``runs.csv``, ``report.json`` and the figures.
+
+    Args:
+        panel: the panel folder (its runs need not all have finished: the missing ones are
+            counted and named).
+        out: where to write; None: ``PANEL/report``.
+        resamples: cluster-bootstrap resamples (paper: 10,000 here by default).
+        seed: the bootstrap's seed.
+        level: the intervals' coverage.
+        cluster: ``category``, ``template`` or ``task``; None: the panel's (``category`` for
+            the filesystem, paper section 3.2).
+        fmt: ``markdown`` or ``latex``.
+        write: False builds the report without writing anything (no figures).
+
+    Returns:
+        The report.
+
+    Raises:
+        PanelError: ``panel`` is not a panel folder.
+        ValueError: an unknown ``cluster``, ``resamples`` below 1 or ``level`` outside (0, 1).
+    """
+    if cluster not in (None, "category", "template", "task"):
+        raise ValueError(f"cluster must be category, template or task, not {cluster!r}")
+    if resamples < 1 or not 0.0 < level < 1.0:
+        raise ValueError(f"need resamples >= 1 and 0 < level < 1, got {resamples}, {level}")
+    found = read_panel(panel)
+    chosen = cluster or found.plan.cluster
+    built = _build(found, chosen, resamples=resamples, seed=seed, level=level)
+    if not write:
+        return built
+    target = Path(out) if out is not None else found.panel / REPORT_DIR
+    return write_report(built, target, found, fmt=fmt)
+
+
+def _build(
+    found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: float
+) -> Report:
+    config = found.config
+    runs = found.runs.assign(**{CLUSTER: found.runs[cluster]})
+    scored, left_out = eligible(runs)
+    scopes, draws = config.scopes, config.draws
+    tables: dict[str, pd.DataFrame] = {
+        "successes": successes(scored, draws),
+        "table1": table1(scored, scopes, draws, config.replace_boundary),
+    }
+    if len(scopes) > 1 and not scored.empty:
+        tables["paired"] = paired(
+            scored, scopes, draws, resamples=resamples, seed=seed, level=level
+        )
+    tables["resources"] = resources(scored, scopes, draws)
+    if len(scopes) > 1 and not scored.empty:
+        tables["goals"], tables["goal_gains"] = goals(
+            scored, scopes, draws, resamples=resamples, seed=seed, level=level
+        )
+    return Report(
+        panel=found.panel,
+        cluster=cluster,
+        resamples=resamples,
+        seed=seed,
+        level=level,
+        units=int(scored["unit"].nunique()),
+        tables=tables,
+        runs=runs,
+        problems=found.problems,
+        ineligible_units=left_out,
+    )
+
+
+def write_report(built: Report, out: Path, found: PanelRuns, *, fmt: ReportFormat) -> Report:
+    """Write ``built`` into ``out`` (figures included) and return it with its figures."""
+    out.mkdir(parents=True, exist_ok=True)
+    scored, _ = eligible(built.runs)
+    budget = found.config.budgets.max_calls or 100
+    figures: dict[str, Path] = {}
+    if not scored.empty:
+        figures["effort"] = effort_figure(scored, found.config.draws, budget, out / EFFORT_FILE)
+        figures["tokens"] = tokens_figure(scored, found.config.draws, out / TOKENS_FILE)
+    done = Report(**{**built.__dict__, "figures": figures})
+    for name, table in done.tables.items():
+        if not table.empty:
+            table.to_csv(out / f"{name}.csv", index=False)
+    done.runs.to_csv(out / "runs.csv", index=False)
+    name = "report.tex" if fmt == "latex" else "report.md"
+    (out / name).write_text(done.document(fmt), encoding="utf-8")
+    (out / "report.json").write_text(json.dumps(done.to_json(), indent=2) + "\n", "utf-8")
+    return done
+
+
+def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = table.to_dict(orient="records")
+    return [
+        {k: (None if isinstance(v, float) and math.isnan(v) else _plain(v)) for k, v in r.items()}
+        for r in rows
+    ]
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as a plain Python value."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _header(r: Report) -> list[str]:
+    return [
+        f"Panel `{r.panel.name}`: {r.units} paired units; intervals: {round(r.level * 100)}% "
+        f"percentile cluster bootstrap of the pooled difference, resampling {r.cluster}s "
+        f"({r.resamples:,} resamples, seed {r.seed}).",
+    ]
+
+
+def _markdown(r: Report) -> str:
+    lines = ["# Panel report", "", *_header(r), ""]
+    for name, title in TABLE_TITLES.items():
+        table = r.tables.get(name)
+        if table is None or table.empty:
+            continue
+        lines += [f"## {title}", "", table.to_markdown(index=False), ""]
+    for name, path in r.figures.items():
+        lines += [f"![{name}]({path.name})", ""]
+    if r.problems:
+        lines += ["## Runs missing, corrupt, without a verdict or ineligible", "", "```text"]
+        lines += [p.replace("`", "'") for p in r.problems]
+        lines += ["```", ""]
+    return "\n".join(lines)
+
+
+def _latex(r: Report) -> str:
+    parts = [f"% {line}" for line in _header(r)]
+    for name, title in TABLE_TITLES.items():
+        table = r.tables.get(name)
+        if table is None or table.empty:
+            continue
+        body = table.to_latex(index=False, escape=True, caption=title, label=f"tab:{name}")
+        parts.append(body)
+    return "\n".join(parts)

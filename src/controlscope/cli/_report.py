@@ -1,0 +1,75 @@
+"""``controlscope report PANEL_DIR``: a panel's tables, intervals and figures (paper 3.2, 4, 5,
+A.2, A.5, B).
+
+Calls :func:`controlscope.analysis.report` (the same function and defaults as from Python),
+which writes ``report.md`` (or ``report.tex``), one CSV per table, ``runs.csv``,
+``report.json`` and the figures; prints the successes per condition and the paired
+differences (or, with ``--json``, the whole report as JSON). Exit status: 0; 2 on bad input
+(not a panel folder, a bad option: one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from controlscope.analysis import Report, report
+from controlscope.cli._console import fail
+from controlscope.panel import PanelError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register ``report``'s options."""
+    parser.add_argument("panel", type=Path, metavar="PANEL_DIR", help="the panel folder")
+    parser.add_argument("--out", type=Path, default=None, help="default: PANEL_DIR/report")
+    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples")
+    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    parser.add_argument("--level", type=float, default=0.95, help="intervals' coverage")
+    parser.add_argument(
+        "--cluster",
+        choices=("category", "template", "task"),
+        default=None,
+        help="what the bootstrap resamples (default: the panel's; category for filesystem)",
+    )
+    parser.add_argument("--format", choices=("markdown", "latex"), default="markdown")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Build and write the report; return the exit status (see the module docstring)."""
+    console = Console(stderr=True, soft_wrap=True)
+    try:
+        built = report(
+            args.panel,
+            out=args.out,
+            resamples=args.resamples,
+            seed=args.seed,
+            level=args.level,
+            cluster=args.cluster,
+            fmt=args.format,
+        )
+    except (PanelError, ValueError) as err:
+        return fail(console, "report", str(err), 2)
+    if args.json:
+        print(json.dumps(built.to_json(), indent=2))
+        return 0
+    _print(built)
+    return 0
+
+
+def _print(built: Report) -> None:
+    out = Console(soft_wrap=True)
+    for name in ("successes", "table1", "paired"):
+        table = built.tables.get(name)
+        if table is not None and not table.empty:
+            out.print(escape(table.to_markdown(index=False)))
+            out.print()
+    for problem in built.problems[:20]:
+        out.print(escape(f"  {problem}"))
+    where = next(iter(built.figures.values()), None)
+    folder = where.parent if where is not None else built.panel
+    out.print(escape(f"report: {folder / 'report.md'} (CSV per table, figures, report.json)"))
