@@ -1,0 +1,356 @@
+"""Paired panels and their report (paper sections 3.2, 4, 5.1, A.2, A.5, B), on real parts (the
+npm filesystem server, the isolated worker, real pool processes) with scripted models.
+
+The scripted planner answers by conversation turn (the same conversation gets the same
+answer, whether from the model or the panel's exact-request cache): a program that names the
+split files wrongly, then "Done.". The scripted reviewer keeps at the first reviewed call,
+patches the second call's path, and replaces the rest of the block at the third: under Arg
+the replacement is an out-of-scope fallback and the task fails; under Full it succeeds; Keep
+fails. ``file_context/uppercase`` makes one call only: no boundary to branch at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import controlscope as cs
+from controlscope import panel as cp
+from controlscope._proc import alive, descendants
+from controlscope.analysis import report
+from controlscope.cli import main as cli
+from controlscope.core import ModelCallEvent, RunStartEvent
+from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
+from test_analysis import CATEGORIES
+from test_api import BROKEN, TASK
+from test_replay import KEEP, PATCH, REPLACE, fenced
+
+SLOW_BROKEN = "import time\ntime.sleep(1.5)\n" + BROKEN
+
+
+def scripts(tmp: Path, program: str = BROKEN) -> dict[str, str]:
+    planner = tmp / "planner.json"
+    planner.write_text(json.dumps({"by": "turn", "answers": [fenced(program), "Done."]}))
+    reviewer = tmp / "reviewer.json"
+    reviewer.write_text(json.dumps([KEEP, PATCH, REPLACE, *[KEEP] * 10]))
+    return {"planner": f"scripted:{planner}", "reviewer": f"scripted:{reviewer}"}
+
+
+def write_config(tmp: Path, name: str = "panel.toml", program: str = BROKEN, **extra: Any) -> Path:
+    models = scripts(tmp, program)
+    fields = {
+        "tasks": [TASK],
+        "seeds": [0],
+        "scopes": ["keep", "arg", "full"],
+        "start": "first_boundary",
+        **extra,
+    }
+    lines = [f"{k} = {json.dumps(v)}" for k, v in fields.items()]
+    lines += ["[planner]", f"model = {json.dumps(models['planner'])}"]
+    lines += ["[reviewer]", f"model = {json.dumps(models['reviewer'])}"]
+    lines += ["[execution]", "workers = 2"]
+    path = tmp / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def markers(folder: Path) -> dict[str, tuple[int, str]]:
+    """Each finished run's record: its modification time and text."""
+    out = {}
+    for path in (folder / cp.RUNS_DIR).rglob(cp.RUN_MARKER):
+        run_id = str(path.parent.relative_to(folder / cp.RUNS_DIR))
+        out[run_id] = (path.stat().st_mtime_ns, path.read_text())
+    return out
+
+
+# --- a panel end to end ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def branched(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two units of the split task (seeds 0 and 1) and one of the uppercase task, Keep, Arg and
+    Full with two reviewer draws, branched at the first boundary; run by the CLI."""
+    tmp = tmp_path_factory.mktemp("branched")
+    config = write_config(
+        tmp, tasks=[TASK, "file_context/uppercase"], seeds=[0, 1], draws=2, cluster="task"
+    )
+    assert cli(["panel", str(config), "--out", str(tmp / "panel"), "--quiet"]) == 0
+    return tmp / "panel"
+
+
+def test_a_panel_runs_keep_once_per_unit_and_branches_from_it(branched: Path) -> None:
+    plan = cp.read_manifest(branched).plan
+    assert len(plan.units) == 4 and len(plan.runs) == 4 * 5
+    records = {r.id: cp.read_record(cp.run_dir(branched, r.id)) for r in plan.runs}
+    split = [r for r in plan.runs if r.task == TASK]
+    outcome = {(r.unit, r.scope, r.draw): records[r.id].success for r in split}
+    for unit in {r.unit for r in split}:
+        assert outcome[(unit, "keep", 0)] is False
+        for draw in (0, 1):
+            assert outcome[(unit, "arg", draw)] is False
+            assert outcome[(unit, "full", draw)] is True
+        keep_dir = cp.run_dir(branched, f"{unit}/keep")
+        hashes = set()
+        for run in (r for r in split if r.unit == unit and r.scope != "keep"):
+            start = cs.read_events(cp.run_dir(branched, run.id))[0]
+            assert isinstance(start, RunStartEvent) and start.branch is not None
+            assert Path(start.branch.source_run) == keep_dir and start.branch.call_index == 1
+            assert start.config is not None and start.config["draw"] == run.draw
+            hashes.add(records[run.id].request_hash)
+        assert len(hashes) == 1 and None not in hashes  # the same first review request
+    assert not any((branched / cp.RUNS_DIR / TASK / "s0" / "p0").glob("keep-d*"))
+    upper = [records[r.id] for r in plan.runs if r.task != TASK]
+    assert {r.status for r in upper if not r.id.endswith("/keep")} == {"ineligible"}
+    assert all("boundary 1 is not among" in r.detail for r in upper if r.status == "ineligible")
+
+
+def test_the_report_counts_units_pairs_and_reused_keep_runs(
+    branched: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert cli(["report", str(branched), "--out", str(tmp_path / "r"), "--resamples", "200"]) == 0
+    printed = capsys.readouterr().out
+    assert "| full-d1" in printed and "ineligible" in printed
+    built = report(branched, out=tmp_path / "py", resamples=200)
+    success = built.tables["successes"].set_index("condition")
+    assert success.loc["keep", "units"] == 2  # the uppercase unit is left out
+    assert list(success["successes"]) == [0, 0, 0, 2, 2]
+    assert built.ineligible_units == [f"file_context/uppercase/s{s}/p0" for s in (0, 1)]
+    t1 = built.tables["table1"]
+    assert list(t1["full_wins"]) == [2, 2] and list(t1["full_losses"]) == [0, 0]
+    pairs = built.tables["paired"].set_index(["draw", "comparison"])
+    assert pairs.loc[(1, "full-keep"), "wins"] == 2 and pairs.loc[(1, "arg-keep"), "ties"] == 2
+    assert pairs.loc[(2, "full-arg"), "difference_pp"] == 100.0
+    res = built.tables["resources"].set_index(["draw", "scope"])
+    assert not res.loc[(1, "keep"), "keep_reused"] and res.loc[(2, "keep"), "keep_reused"]
+    assert res.loc[(1, "arg"), "fallback_out_of_scope"] == 2  # the replacement Arg cannot make
+    assert res.loc[(1, "full"), "replacements"] == 2 and res.loc[(1, "arg"), "replacements"] == 0
+    assert res.loc[(1, "full"), "argument_patches"] == 2
+    goals = built.tables["goals"].set_index("condition")  # seeds are instances of a template
+    assert goals.loc["full-d0", "sgc_pct"] == 100.0 and goals.loc["keep", "tgc_pct"] == 0.0
+    for name in ("report.md", "successes.csv", "paired.csv", "runs.csv", "effort.png"):
+        assert (tmp_path / "py" / name).stat().st_size > 0
+    assert (tmp_path / "py" / "tokens.png").read_bytes()[:4] == b"\x89PNG"
+    assert cli(["report", str(branched), "--json", "--resamples", "50", "--out", str(tmp_path / "j")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["units"] == 2 and data["tables"]["table1"][0]["full"] == 2
+    assert cli(["report", str(branched), "--format", "latex", "--out", str(tmp_path / "t")]) == 0
+    assert "\\begin{tabular}" in (tmp_path / "t" / "report.tex").read_text()
+
+
+def test_whole_runs_share_the_source_program_through_the_cache(tmp_path: Path) -> None:
+    config = cp.load_config(write_config(tmp_path, start="whole"))
+    result = cp.run_panel(config, tmp_path / "panel")
+    assert result.complete and result.status.successes == {"keep": 0, "arg": 0, "full": 1}
+    unit = f"{TASK}/s0/p0"
+    names = {"keep": "keep", "full": "full-d0"}
+    logs = {s: cs.read_events(cp.run_dir(tmp_path / "panel", f"{unit}/{n}")) for s, n in names.items()}
+    calls = {s: [e for e in log if isinstance(e, ModelCallEvent)] for s, log in logs.items()}
+    keep_first = calls["keep"][0]
+    full_first = calls["full"][0]
+    assert keep_first.role == full_first.role == "planner"
+    assert keep_first.response is not None and not keep_first.response.cached
+    assert full_first.response is not None and full_first.response.cached  # the shared P1
+    assert full_first.request == keep_first.request
+    reviews = [c for c in calls["full"] if c.role == "reviewer"]
+    assert reviews and not any(c.response and c.response.cached for c in reviews)
+    summary = cs.read_summary(cp.run_dir(tmp_path / "panel", f"{unit}/full-d0"))
+    assert summary.tokens["planner"].cache_hits >= 1
+
+
+# --- resumption ---------------------------------------------------------------------------------
+
+
+def test_a_panel_killed_by_sigkill_resumes_and_loses_no_finished_run(tmp_path: Path) -> None:
+    config = write_config(tmp_path, program=SLOW_BROKEN, seeds=[0, 1])
+    folder = tmp_path / "panel"
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controlscope.cli", "panel", str(config), "--out", str(folder),
+         "--quiet", "--workers", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            done = markers(folder) if folder.exists() else {}
+            started = list((folder / cp.RUNS_DIR).rglob("events.jsonl")) if done else []
+            if done and len(started) > len(done):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the panel never had a finished run and a running one")
+        pool = descendants(proc.pid)
+        before = markers(folder)
+        proc.kill()  # SIGKILL of the panel's own process only
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in pool) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in pool if alive(pid)], "pool processes outlived their panel"
+    assert markers(folder) == before
+    unfinished = [p.parent for p in (folder / cp.RUNS_DIR).rglob("events.jsonl")
+                  if not (p.parent / cp.RUN_MARKER).exists()]  # fmt: skip
+    assert unfinished, "no run was interrupted"
+    result = cp.run_panel(cp.load_config(config), folder, workers=2)
+    assert result.complete and result.status.skipped == len(before)
+    after = markers(folder)
+    assert {k: after[k] for k in before} == before  # finished runs were not touched
+    assert len(after) == len(result.plan.runs) == 6
+    assert result.status.successes == {"keep": 0, "arg": 0, "full": 2}
+    for directory in unfinished:
+        assert cs.read_summary(directory).end_reason == "final_answer"  # run again, whole
+
+
+def test_a_folder_of_another_config_is_refused_naming_the_difference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = cp.load_config(write_config(tmp_path))
+    folder = tmp_path / "panel"
+    cp.open_panel(folder, first, cp.plan_panel(first))
+    other = write_config(tmp_path, "other.toml", draws=3)
+    assert cli(["panel", str(other), "--out", str(folder), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "another configuration" in err and "draws is 1 there, 3 here" in err
+    assert not list((folder / cp.RUNS_DIR).iterdir())
+    moved = first.model_copy(update={"execution": first.execution.model_copy(update={"workers": 1})})
+    cp.open_panel(folder, moved, cp.plan_panel(moved))  # where it runs is not the experiment
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "x").write_text("x")
+    with pytest.raises(cp.PanelError, match="not empty"):
+        cp.run_panel(first, tmp_path / "junk")
+
+
+# --- bad configurations -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tasks = [", "not TOML"),
+        ('tasks = ["desktop"]\ncolour = "red"', "colour: unknown key"),
+        ("seeds = [0]", "tasks: missing"),
+        ('tasks = ["desktop/nope"]', "unknown task or category 'desktop/nope'"),
+        ('tasks = ["desktop"]\nscopes = ["keep", "most"]', "unknown scope 'most'"),
+        ('tasks = ["desktop"]\nscopes = ["keep", "params"]', "params"),
+        ('tasks = ["desktop"]\nscopes = ["arg", "full"]', "keep is required"),
+        ('tasks = ["desktop"]\nstart = "first_boundary"\nschedule = "per_block"', "start"),
+        ('tasks = ["desktop"]\nstart = "somewhere"', "start"),
+        ('tasks = ["desktop"]\ndraws = 0', "draws"),
+        ('tasks = ["desktop"]\n[params.papers]\npapers = 3', "params.papers: names no selected"),
+        ('tasks = ["papers/author_folders"]\n[params."papers/author_folders"]\npapers = -4', "params of"),
+        ('tasks = ["desktop"]\n[planner]\nmodel = "mystery:x"', "unknown model spec"),
+        ('tasks = ["desktop"]\n[planner]\nmodel = "scripted:/nonexistent.json"', "planner.model"),
+        ('tasks = ["desktop"]\n[execution]\nbackend = "slurm"', "execution.backend"),
+    ],
+)
+def test_a_bad_config_is_refused_in_one_line_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text + "\n")
+    assert cli(["panel", str(path), "--out", str(tmp_path / "panel"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "panel").exists()
+
+
+# --- the report on recorded outcomes ------------------------------------------------------------
+
+
+def paper_panel(folder: Path, full_minus_keep: dict[str, int]) -> None:
+    """20 units in the paper's seven categories (sizes 3, 3, 4, 2, 3, 3, 2) with Full winning
+    (+n) or losing (-n) n units of a category against Keep."""
+    runs = []
+    for category, size in CATEGORIES.items():
+        change = full_minus_keep.get(category, 0)
+        for i in range(size):
+            keep = full = i % 2 == 0
+            if 0 < change and i < change:
+                keep, full = False, True
+            elif change < 0 and i < -change:
+                keep, full = True, False
+            unit = f"{category}/t{i}"
+            runs.append(SyntheticRun(unit=unit, category=category, scope="keep", success=keep))
+            runs.append(SyntheticRun(unit=unit, category=category, scope="full", success=full))
+    write_synthetic_panel(folder, runs)
+
+
+def test_the_report_reproduces_the_papers_interval_from_a_panel_folder(tmp_path: Path) -> None:
+    paper_panel(tmp_path / "p", {"student_database": 1, "legal_document": -1})
+    built = report(tmp_path / "p", write=False)
+    row = built.tables["paired"].iloc[0]
+    assert (row["comparison"], row["units"], row["clusters"]) == ("full-keep", 20, 7)
+    assert (row["ci_low_pp"], row["ci_high_pp"]) == (-14.3, 16.7)  # paper section 5.1
+    assert (row["wins"], row["losses"]) == (1, 1)
+    assert built.resamples == 10_000 and built.cluster == "category"
+
+
+def test_a_corrupt_run_folder_is_reported_and_counted_missing(tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    paper_panel(folder, {"file_context": 1, "student_database": 2})
+    full = report(folder, write=False).tables["successes"].set_index("condition")
+    (cp.run_dir(folder, "student_database/t0/full-d0") / "summary.json").write_text("{oops")
+    (cp.run_dir(folder, "papers/t0/full-d0") / cp.RUN_MARKER).unlink()
+    built = report(folder, out=tmp_path / "r", resamples=100)
+    after = built.tables["successes"].set_index("condition")
+    assert after.loc["full", "units"] == full.loc["full", "units"] == 20  # still in the denominator
+    assert after.loc["full", "missing"] == 2
+    assert after.loc["full", "successes"] == full.loc["full", "successes"] - 2  # both were wins
+    text = "\n".join(built.problems)
+    assert "student_database/t0/full-d0: corrupt run folder, counted as missing" in text
+    assert "papers/t0/full-d0: missing" in text
+    assert "corrupt run folder" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_goal_completion_by_template_in_the_report(tmp_path: Path) -> None:
+    """Two templates of three instances: Keep solves A's three and two of B's; Full two of A's
+    and B's three. TGC 5/6 each; SGC 1/2 each; one paired win and one loss."""
+    keep = {"A": [True, True, True], "B": [True, True, False]}
+    full = {"A": [True, False, True], "B": [True, True, True]}
+    runs = []
+    for template in ("A", "B"):
+        for i in range(3):
+            unit = f"{template}{i}"
+            common = {"unit": unit, "category": "apps", "template": template}
+            runs.append(SyntheticRun(scope="keep", success=keep[template][i], **common))
+            runs.append(SyntheticRun(scope="full", success=full[template][i], **common))
+    write_synthetic_panel(tmp_path / "p", runs, cluster="template")
+    built = report(tmp_path / "p", write=False, resamples=500)
+    goals = built.tables["goals"].set_index("condition")
+    assert list(goals["tasks_solved"]) == [5, 5] and list(goals["scenarios_solved"]) == [1, 1]
+    assert goals.loc["keep", "sgc_pct"] == 50.0 and goals.loc["full", "tgc_pct"] == 83.33
+    gain = built.tables["goal_gains"].iloc[0]
+    assert (gain["wins"], gain["losses"], gain["tgc_gain_pp"]) == (1, 1, 0.0)
+    assert gain["templates"] == 2 and gain["ci_low_pp"] < 0 < gain["ci_high_pp"]
+
+
+# --- Ray ------------------------------------------------------------------------------------------
+
+
+def test_the_ray_backend_runs_a_panel_on_a_local_instance(tmp_path: Path) -> None:
+    import ray
+
+    config = cp.load_config(write_config(tmp_path, start="whole"))
+    on_ray = config.model_copy(
+        update={"execution": config.execution.model_copy(update={"backend": "ray"})}
+    )
+    assert not ray.is_initialized()
+    result = cp.run_panel(on_ray, tmp_path / "panel")
+    assert not ray.is_initialized()  # the instance it started is shut down
+    assert result.complete and result.status.successes == {"keep": 0, "arg": 0, "full": 1}
+    for run in result.plan.runs:
+        assert cs.read_summary(cp.run_dir(tmp_path / "panel", run.id)).complete
+    again = cp.run_panel(config, tmp_path / "panel")  # the same folder, resumed locally
+    assert again.status.skipped == 3
