@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -139,7 +138,10 @@ def test_the_report_counts_units_pairs_and_reused_keep_runs(
     for name in ("report.md", "successes.csv", "paired.csv", "runs.csv", "effort.png"):
         assert (tmp_path / "py" / name).stat().st_size > 0
     assert (tmp_path / "py" / "tokens.png").read_bytes()[:4] == b"\x89PNG"
-    assert cli(["report", str(branched), "--json", "--resamples", "50", "--out", str(tmp_path / "j")]) == 0
+    assert (
+        cli(["report", str(branched), "--json", "--resamples", "50", "--out", str(tmp_path / "j")])
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["units"] == 2 and data["tables"]["table1"][0]["full"] == 2
     assert cli(["report", str(branched), "--format", "latex", "--out", str(tmp_path / "t")]) == 0
@@ -152,7 +154,9 @@ def test_whole_runs_share_the_source_program_through_the_cache(tmp_path: Path) -
     assert result.complete and result.status.successes == {"keep": 0, "arg": 0, "full": 1}
     unit = f"{TASK}/s0/p0"
     names = {"keep": "keep", "full": "full-d0"}
-    logs = {s: cs.read_events(cp.run_dir(tmp_path / "panel", f"{unit}/{n}")) for s, n in names.items()}
+    logs = {
+        s: cs.read_events(cp.run_dir(tmp_path / "panel", f"{unit}/{n}")) for s, n in names.items()
+    }
     calls = {s: [e for e in log if isinstance(e, ModelCallEvent)] for s, log in logs.items()}
     keep_first = calls["keep"][0]
     full_first = calls["full"][0]
@@ -224,7 +228,9 @@ def test_a_folder_of_another_config_is_refused_naming_the_difference(
     err = capsys.readouterr().err
     assert "another configuration" in err and "draws is 1 there, 3 here" in err
     assert not list((folder / cp.RUNS_DIR).iterdir())
-    moved = first.model_copy(update={"execution": first.execution.model_copy(update={"workers": 1})})
+    moved = first.model_copy(
+        update={"execution": first.execution.model_copy(update={"workers": 1})}
+    )
     cp.open_panel(folder, moved, cp.plan_panel(moved))  # where it runs is not the experiment
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "x").write_text("x")
@@ -249,7 +255,10 @@ def test_a_folder_of_another_config_is_refused_naming_the_difference(
         ('tasks = ["desktop"]\nstart = "somewhere"', "start"),
         ('tasks = ["desktop"]\ndraws = 0', "draws"),
         ('tasks = ["desktop"]\n[params.papers]\npapers = 3', "params.papers: names no selected"),
-        ('tasks = ["papers/author_folders"]\n[params."papers/author_folders"]\npapers = -4', "params of"),
+        (
+            'tasks = ["papers/author_folders"]\n[params."papers/author_folders"]\npapers = -4',
+            "params of",
+        ),
         ('tasks = ["desktop"]\n[planner]\nmodel = "mystery:x"', "unknown model spec"),
         ('tasks = ["desktop"]\n[planner]\nmodel = "scripted:/nonexistent.json"', "planner.model"),
         ('tasks = ["desktop"]\n[execution]\nbackend = "slurm"', "execution.backend"),
@@ -277,7 +286,7 @@ def paper_panel(folder: Path, full_minus_keep: dict[str, int]) -> None:
         change = full_minus_keep.get(category, 0)
         for i in range(size):
             keep = full = i % 2 == 0
-            if 0 < change and i < change:
+            if change > 0 and i < change:
                 keep, full = False, True
             elif change < 0 and i < -change:
                 keep, full = True, False

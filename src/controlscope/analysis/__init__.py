@@ -12,8 +12,8 @@ figures (the paper's Figure 2) that ``controlscope report`` writes.
 """
 
 from controlscope.analysis._bootstrap import ClusterInterval, cluster_bootstrap
-from controlscope.analysis._goals import GoalCompletion, goal_completion
 from controlscope.analysis._figures import EFFORT_FILE, TOKENS_FILE, effort_figure, tokens_figure
+from controlscope.analysis._goals import GoalCompletion, goal_completion
 from controlscope.analysis._paired import (
     CLUSTER,
     UNIT,

@@ -9,10 +9,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from controlscope.analysis._tables import by_condition
 from controlscope.panel import KEEP, condition_label
 
 EFFORT_FILE = "effort.png"
@@ -22,7 +24,8 @@ TOKENS_FILE = "tokens.png"
 """The token figure's file name."""
 
 
-def _pyplot():  # type: ignore[no-untyped-def]
+def _pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -33,10 +36,9 @@ def _pyplot():  # type: ignore[no-untyped-def]
 
 def _conditions(runs: pd.DataFrame, draws: int) -> list[tuple[str, pd.DataFrame]]:
     """Each condition's runs (Keep once: its runs are reused by every draw)."""
-    out = []
-    for (scope, draw), group in runs.groupby(["scope", "draw"], sort=False):
-        out.append((condition_label(str(scope), int(draw), draws), group))
-    return out
+    return [
+        (condition_label(scope, draw, draws), group) for scope, draw, group in by_condition(runs)
+    ]
 
 
 def effort_figure(runs: pd.DataFrame, draws: int, budget: int, path: Path) -> Path:

@@ -137,9 +137,7 @@ def report(
     return write_report(built, target, found, fmt=fmt)
 
 
-def _build(
-    found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: float
-) -> Report:
+def _build(found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: float) -> Report:
     config = found.config
     runs = found.runs.assign(**{CLUSTER: found.runs[cluster]})
     scored, left_out = eligible(runs)
@@ -192,9 +190,12 @@ def write_report(built: Report, out: Path, found: PanelRuns, *, fmt: ReportForma
 
 
 def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = table.to_dict(orient="records")
+    rows = table.to_dict(orient="records")
     return [
-        {k: (None if isinstance(v, float) and math.isnan(v) else _plain(v)) for k, v in r.items()}
+        {
+            str(k): (None if isinstance(v, float) and math.isnan(v) else _plain(v))
+            for k, v in r.items()
+        }
         for r in rows
     ]
 

@@ -47,14 +47,29 @@ def outcomes(runs: pd.DataFrame, scopes: list[str], draw: int) -> pd.DataFrame:
     return table
 
 
+def by_condition(runs: pd.DataFrame) -> list[tuple[str, int, pd.DataFrame]]:
+    """Each (scope, draw) of ``runs`` with its runs, in order of first appearance."""
+    pairs = runs[["scope", "draw"]].drop_duplicates().to_numpy().tolist()
+    return [
+        (str(scope), int(draw), runs[(runs["scope"] == scope) & (runs["draw"] == draw)])
+        for scope, draw in pairs
+    ]
+
+
+def by_source(table: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
+    """Each source program of an outcome table with its rows, in order."""
+    sources = sorted(int(s) for s in table["source_program"].unique().tolist())
+    return [(s, table[table["source_program"] == s]) for s in sources]
+
+
 def successes(runs: pd.DataFrame, draws: int) -> pd.DataFrame:
     """Per condition: units, successes, missing runs, budget exhaustion, provider failures
     (all in the denominator, paper 3.2)."""
     rows = []
-    for (scope, draw), group in runs.groupby(["scope", "draw"], sort=False):
+    for scope, draw, group in by_condition(runs):
         rows.append(
             {
-                "condition": condition_label(str(scope), int(draw), draws),
+                "condition": condition_label(scope, draw, draws),
                 "units": len(group),
                 "successes": int(group["success"].sum()),
                 "success_pct": round(100.0 * group["success"].mean(), 1) if len(group) else 0.0,
@@ -75,9 +90,9 @@ def table1(
     top = scopes[-1]
     for draw in range(draws):
         table = outcomes(runs, scopes, draw)
-        for source, group in table.groupby("source_program"):
+        for source, group in by_source(table):
             row: dict[str, Any] = {
-                "source": f"P{int(source) + 1}",
+                "source": f"P{source + 1}",
                 "draw": draw + 1,
                 "replace": replace_boundary.capitalize(),
                 "units": len(group),
@@ -100,14 +115,12 @@ def paired(
     rows = []
     for draw in range(draws):
         table = outcomes(runs, scopes, draw)
-        groups = [(f"P{int(s) + 1}", g) for s, g in table.groupby("source_program")]
+        groups = [(f"P{s + 1}", g) for s, g in by_source(table)]
         if len(groups) > 1:
             groups.append(("all", table))
         for source, group in groups:
             for a, b in combinations(scopes, 2):
-                found = paired_comparison(
-                    group, a, b, resamples=resamples, seed=seed, level=level
-                )
+                found = paired_comparison(group, a, b, resamples=resamples, seed=seed, level=level)
                 interval = found.interval
                 rows.append(
                     {
@@ -136,7 +149,9 @@ def resources(runs: pd.DataFrame, scopes: list[str], draws: int) -> pd.DataFrame
     rows = []
     for draw in range(draws):
         for scope in scopes:
-            chosen = runs[(runs["scope"] == scope) & (runs["draw"] == (0 if scope == KEEP else draw))]
+            chosen = runs[
+                (runs["scope"] == scope) & (runs["draw"] == (0 if scope == KEEP else draw))
+            ]
             row: dict[str, Any] = {"draw": draw + 1, "scope": scope, "runs": len(chosen)}
             row["keep_reused"] = scope == KEEP and draw > 0
             row.update({name: int(chosen[name].sum()) for name in sums})

@@ -57,9 +57,7 @@ def main(args: argparse.Namespace) -> int:
     if failed:
         for record in failed[:10]:
             console.print(escape(f"  could not run {record.id}: {record.detail}"))
-        return fail(
-            console, "panel", f"{len(failed)} run(s) could not run; repeat the command", 1
-        )
+        return fail(console, "panel", f"{len(failed)} run(s) could not run; repeat the command", 1)
     return 0
 
 

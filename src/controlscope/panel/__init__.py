@@ -15,7 +15,6 @@ or on Ray, resumable (paper sections 3.2, 4 and A.5).
 """
 
 from controlscope.panel._backends import Backend, LocalBackend, RayBackend, machine_cores
-from controlscope.panel._config import Backend as BackendName
 from controlscope.panel._config import (
     STARTS,
     BudgetSettings,
@@ -30,6 +29,7 @@ from controlscope.panel._config import (
     load_config,
     parse_config,
 )
+from controlscope.panel._config import Backend as BackendName
 from controlscope.panel._folder import (
     CACHE_FILE,
     MANIFEST_FILE,

@@ -108,7 +108,8 @@ class RayBackend:
         self._owned = not ray.is_initialized()
         if self._owned:
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-        total = float(ray.cluster_resources().get("CPU", 1.0))
+        resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        total = float(resources.get("CPU", 1.0))
         self.slots = max(1, int(total // cpus_per_run))
         self._remote = ray.remote(num_cpus=cpus_per_run, max_retries=0)(execute)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from controlscope.core import ProviderError, Task, TaskError
+from controlscope.core import ProviderError, Scope, Task, TaskError
 from controlscope.envs import Environment, get_environment
 from controlscope.models import CacheError, WeightsError
 from controlscope.panel._config import ConfigError, PanelConfig
@@ -224,7 +224,7 @@ def run_spec(config: PanelConfig, run: PlannedRun, *, out: Path, source: Path | 
         env=config.env,
         params=run.params,
         seed=run.seed,
-        scope=run.scope,
+        scope=Scope[run.scope.upper()],
         lattice=config.lattice,
         schedule=schedule,
         source_run=source_run,

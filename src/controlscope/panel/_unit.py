@@ -177,8 +177,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def start_pool_process(threads: int | None) -> None:
     """Set up a pool process: SIGTERM ends its run like Ctrl-C does (recorded as interrupted,
-    its processes and workspace cleaned up), and a watcher ends the process when the panel's process dies (even by SIGKILL), so no run
-    outlives its panel; ``threads`` sets the local model's threads (None: its default)."""
+    its processes and workspace cleaned up), and a watcher ends the process when the panel's
+    process dies (even by SIGKILL), so no run outlives its panel; ``threads`` sets the local
+    model's threads (None: its default)."""
     signal.signal(signal.SIGTERM, _interrupt)
     if threads is not None:
         os.environ.setdefault("CONTROLSCOPE_THREADS", str(threads))

@@ -123,7 +123,9 @@ def _planned(run: SyntheticRun) -> PlannedRun:
 
 
 def _summary(run: SyntheticRun) -> RunSummary:
-    output = TokenTotals(requests=1, input_tokens=10 * run.output_tokens, output_tokens=run.output_tokens)
+    output = TokenTotals(
+        requests=1, input_tokens=10 * run.output_tokens, output_tokens=run.output_tokens
+    )
     return RunSummary(
         task=run.unit,
         seed=0,
