@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the main job on the embedded defaults: the local 1.5B model as
-# planner and continuous Full reviewer, the real MCP filesystem server, and a generated
-# student-database task with 25 students. The run is recorded under runs/demo/ (a previous demo
-# run there is replaced).
+# Set up (idempotent) and run the main job on the embedded defaults: a small paired panel
+# (scripts/demo.toml). The local 1.5B model writes a source program for the student-database
+# task "English-talent selection" (25 students) and runs it under Keep; Arg and Full branch from
+# that run's state, each reviewed by the same model; then the report prints the paired result.
+# The panel is recorded under runs/demo/ (a previous demo there is replaced). Extra arguments
+# go to `controlscope panel` (e.g. --workers 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [ -e runs/demo ]; then
-  echo "demo: replacing the previous run in runs/demo"
+  echo "demo: replacing the previous panel in runs/demo"
   rm -rf runs/demo
 fi
-exec .venv/bin/controlscope run --task student_database/english_talent --students 25 --seed 0 \
-  --scope full --schedule continuous --model local --out runs/demo "$@"
+.venv/bin/controlscope panel scripts/demo.toml --out runs/demo "$@"
+exec .venv/bin/controlscope report runs/demo

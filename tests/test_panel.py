@@ -363,3 +363,14 @@ def test_the_ray_backend_runs_a_panel_on_a_local_instance(tmp_path: Path) -> Non
         assert cs.read_summary(cp.run_dir(tmp_path / "panel", run.id)).complete
     again = cp.run_panel(config, tmp_path / "panel")  # the same folder, resumed locally
     assert again.status.skipped == 3
+
+
+def test_the_demo_is_a_panel_of_keep_arg_and_full_from_one_state() -> None:
+    root = Path(__file__).resolve().parents[1]
+    config = cp.load_config(root / "scripts" / "demo.toml")
+    plan = cp.plan_panel(config, check_models=False)  # the weights are the slow tests' to load
+    assert [r.scope for r in plan.runs] == ["keep", "arg", "full"]
+    assert {r.task for r in plan.runs} == {"student_database/english_talent"}
+    assert config.start == "first_boundary" and config.planner.model == "local"
+    demo = (root / "scripts" / "demo.sh").read_text()
+    assert "controlscope panel scripts/demo.toml" in demo and "controlscope report" in demo

@@ -9,12 +9,21 @@ Run a task under a scope, the same way ``controlscope run`` does::
     result = cs.run_task(spec)
     print(result.verdict.success, result.summary.primitive_calls)
 
+Run a paired panel (tasks x source programs x scopes x reviewer draws) and report it, the
+same way ``controlscope panel`` and ``controlscope report`` do::
+
+    result = cs.run_panel("scripts/demo.toml", "runs/demo")
+    print(cs.report("runs/demo").tables["paired"])
+
 The names below are the public API; subpackages (:mod:`controlscope.core`,
 :mod:`controlscope.models`, :mod:`controlscope.envs`, :mod:`controlscope.review`,
-:mod:`controlscope.worker`, :mod:`controlscope.record`, :mod:`controlscope.run`) export more.
+:mod:`controlscope.worker`, :mod:`controlscope.record`, :mod:`controlscope.run`,
+:mod:`controlscope.replay`, :mod:`controlscope.panel`, :mod:`controlscope.analysis`) export
+more.
 ``docs/architecture.md`` shows how the parts fit and what each is called elsewhere.
 """
 
+from controlscope.analysis import Report, report
 from controlscope.core import (
     BlockResult,
     Boundary,
@@ -39,6 +48,7 @@ from controlscope.core import (
 )
 from controlscope.envs import Environment, McpToolServer, get_environment
 from controlscope.models import make_model
+from controlscope.panel import PanelConfig, PanelResult, load_config, run_panel
 from controlscope.record import RunSummary, read_events, read_summary
 from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer, ReviewOutcome
 from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_task, run_trajectory
@@ -64,6 +74,8 @@ __all__ = [
     "ModelResponse",
     "ModelReviewer",
     "Operation",
+    "PanelConfig",
+    "PanelResult",
     "PatchArguments",
     "PatchBlockData",
     "PrimitiveCall",
@@ -71,6 +83,7 @@ __all__ = [
     "ProviderError",
     "PublicState",
     "ReplaceWorkflow",
+    "Report",
     "ReviewOutcome",
     "Reviewer",
     "RunResult",
@@ -86,11 +99,14 @@ __all__ = [
     "WorkerSession",
     "__version__",
     "get_environment",
+    "load_config",
     "make_model",
     "parse_schedule",
     "prepare",
     "read_events",
     "read_summary",
+    "report",
+    "run_panel",
     "run_task",
     "run_trajectory",
     "validate_operation",

@@ -207,6 +207,7 @@ class PanelConfig(_Section):
         reviewer: the reviewer's settings.
         budgets: the runs' budgets.
         execution: how runs execute.
+        reviewing_scopes: the scopes other than Keep (a property).
     """
 
     env: str = "filesystem"
@@ -300,6 +301,12 @@ def parse_config(data: dict[str, Any], *, source: str = "config") -> PanelConfig
 
 def load_config(path: str | Path) -> PanelConfig:
     """Read and check a panel's TOML file (nothing runs).
+
+    Args:
+        path: the TOML file.
+
+    Returns:
+        The configuration, every default filled in.
 
     Raises:
         ConfigError: the file is missing or not TOML, or a value is wrong (see

@@ -73,6 +73,7 @@ class PanelResult:
         plan: its runs.
         records: each run's record (a run that could not run has status ``error``).
         status: the final status.
+        complete: True when every run finished (a property).
     """
 
     panel: Path
