@@ -374,3 +374,25 @@ def test_the_demo_is_a_panel_of_keep_arg_and_full_from_one_state() -> None:
     assert config.start == "first_boundary" and config.planner.model == "local"
     demo = (root / "scripts" / "demo.sh").read_text()
     assert "controlscope panel scripts/demo.toml" in demo and "controlscope report" in demo
+
+
+def test_the_live_line_shows_runs_and_successes_per_condition() -> None:
+    status = cp.PanelStatus(total=9, finished=5, skipped=2, running=2, failed=1)
+    status.successes, status.verdicts = {"keep": 1, "full": 2}, {"keep": 2, "full": 3}
+    line = cp.PanelProgress.render(status).plain
+    assert line.startswith("runs 5/9 (2 skipped)  running 2  failed 1")
+    assert line.endswith("| successes: keep 1/2  full 2/3")
+
+
+def test_branches_whose_first_requests_differ_are_named(tmp_path: Path) -> None:
+    runs = [
+        SyntheticRun(unit="u", category="c", scope=scope, success=False)
+        for scope in ("keep", "arg", "full")
+    ]
+    write_synthetic_panel(tmp_path / "p", runs)
+    for scope, digest in (("arg-d0", "a" * 64), ("full-d0", "b" * 64)):
+        directory = cp.run_dir(tmp_path / "p", f"u/{scope}")
+        record = cp.read_record(directory).model_copy(update={"request_hash": digest})
+        (directory / cp.RUN_MARKER).write_text(record.model_dump_json())
+    built = report(tmp_path / "p", write=False, resamples=10)
+    assert built.problems == ["u: its branches' first review requests differ"]

@@ -20,7 +20,15 @@ from controlscope.analysis._figures import (
 )
 from controlscope.analysis._paired import CLUSTER
 from controlscope.analysis._records import PanelRuns, read_panel
-from controlscope.analysis._tables import eligible, goals, paired, resources, successes, table1
+from controlscope.analysis._tables import (
+    eligible,
+    goals,
+    paired,
+    resources,
+    successes,
+    table1,
+    unshared_requests,
+)
 
 ReportFormat = Literal["markdown", "latex"]
 """The report document's format."""
@@ -164,7 +172,7 @@ def _build(found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: 
         units=int(scored["unit"].nunique()),
         tables=tables,
         runs=runs,
-        problems=found.problems,
+        problems=[*found.problems, *unshared_requests(scored)],
         ineligible_units=left_out,
     )
 

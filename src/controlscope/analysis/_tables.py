@@ -26,6 +26,17 @@ def eligible(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return runs[~runs["unit"].isin(bad)], bad
 
 
+def unshared_requests(runs: pd.DataFrame) -> list[str]:
+    """Units whose branches do not share their first review request (paper A.4, 5.1: the
+    first public inputs of every scope's branch must coincide), one line each."""
+    branches = runs[(runs["scope"] != KEEP) & runs["request_hash"].notna()]
+    lines = []
+    for unit, hashes in branches.groupby("unit")["request_hash"]:
+        if hashes.nunique() > 1:
+            lines.append(f"{unit}: its branches' first review requests differ")
+    return lines
+
+
 def outcomes(runs: pd.DataFrame, scopes: list[str], draw: int) -> pd.DataFrame:
     """One row per unit: ``unit``, ``cluster``, ``source_program`` and one boolean column per
     scope for reviewer draw ``draw`` (Keep's is the unit's one Keep run, reused by every

@@ -40,11 +40,16 @@ class PanelProgress:
     def __call__(self, status: PanelStatus) -> None:
         """Show ``status``."""
         self.last = status
-        self._live.update(render(status))
+        self._live.update(self.render(status))
+
+    @staticmethod
+    def render(status: PanelStatus) -> Text:
+        """The status as one line, e.g. ``runs 5/9 (2 skipped)  running 2  failed 0 |
+        successes: keep 2/3 ...``."""
+        return _line(status)
 
 
-def render(status: PanelStatus) -> Text:
-    """The status as one line, e.g. ``runs 5/9 (2 skipped)  running 2  failed 0 | keep 2/3 ...``."""
+def _line(status: PanelStatus) -> Text:
     line = (
         f"runs {status.finished}/{status.total}"
         + (f" ({status.skipped} skipped)" if status.skipped else "")

@@ -179,10 +179,14 @@ def _drive(
             if ready is None:
                 continue
             waiting.remove(run)
-            if ready:
-                running[backend.submit(RunJob(panel, config, run))] = run
-            else:
+            if not ready:
                 _blocked(panel, run, records, status, config.draws)
+                continue
+            try:
+                running[backend.submit(RunJob(panel, config, run))] = run
+            except Exception as err:  # a broken pool: the run could not start
+                records[run.id] = _lost(run, f"{type(err).__name__}: {err}")
+                status.count(run, records[run.id], config.draws)
         status.running = len(running)
         notify(status)
         if not running:
