@@ -65,6 +65,7 @@ class Report:
         problems: one line per run missing, corrupt, without a verdict or ineligible.
         ineligible_units: units left out (no boundary to branch at).
         figures: the figures written, by name.
+        out: the folder the report was written to (None: not written).
     """
 
     panel: Path
@@ -78,6 +79,7 @@ class Report:
     problems: list[str]
     ineligible_units: list[str]
     figures: dict[str, Path] = field(default_factory=dict)
+    out: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data (tables as lists of records, NaN as null)."""
@@ -92,6 +94,7 @@ class Report:
             "problems": self.problems,
             "ineligible_units": self.ineligible_units,
             "figures": {name: str(p) for name, p in self.figures.items()},
+            "out": str(self.out) if self.out is not None else None,
         }
 
     def document(self, fmt: ReportFormat = "markdown") -> str:
@@ -186,7 +189,7 @@ def write_report(built: Report, out: Path, found: PanelRuns, *, fmt: ReportForma
     if not scored.empty:
         figures["effort"] = effort_figure(scored, found.config.draws, budget, out / EFFORT_FILE)
         figures["tokens"] = tokens_figure(scored, found.config.draws, out / TOKENS_FILE)
-    done = Report(**{**built.__dict__, "figures": figures})
+    done = Report(**{**built.__dict__, "figures": figures, "out": out})
     for name, table in done.tables.items():
         if not table.empty:
             table.to_csv(out / f"{name}.csv", index=False)

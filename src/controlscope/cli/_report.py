@@ -70,6 +70,5 @@ def _print(built: Report) -> None:
             out.print()
     for problem in built.problems[:20]:
         out.print(escape(f"  {problem}"))
-    where = next(iter(built.figures.values()), None)
-    folder = where.parent if where is not None else built.panel
-    out.print(escape(f"report: {folder / 'report.md'} (CSV per table, figures, report.json)"))
+    folder = built.out or built.panel
+    out.print(escape(f"report: {folder} (report.md, a CSV per table, figures, report.json)"))
