@@ -111,6 +111,31 @@ def test_scripted_from_file(tmp_path: Path) -> None:
         ScriptedModel.from_file(path)
 
 
+def test_scripted_by_turn_answers_a_conversation_the_same_whatever_came_before(
+    tmp_path: Path,
+) -> None:
+    """Answers by the number of assistant messages in the request: a run whose earlier
+    answers came from a cache gets the same answers as one that asked for them all."""
+    path = tmp_path / "turns.json"
+    path.write_text(json.dumps({"by": "turn", "answers": ["first", "second"]}))
+    model = ScriptedModel.from_file(path)
+    later = ModelRequest(
+        messages=(
+            Message(role="user", content="task"),
+            Message(role="assistant", content="first"),
+            Message(role="user", content="result"),
+        )
+    )
+    assert model.complete(later).text == "second"  # asked first, answered as turn 1
+    assert model.complete(conversation("task")).text == "first"
+    assert model.complete(later).text == "second"
+    twice = later.model_copy(
+        update={"messages": (*later.messages, Message(role="assistant", content="x"))}
+    )
+    with pytest.raises(ScriptExhausted):
+        model.complete(twice)
+
+
 # --- replay -------------------------------------------------------------------------------------
 
 

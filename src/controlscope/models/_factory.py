@@ -9,6 +9,7 @@ Specs (as given to ``--model`` / ``--reviewer-model``):
 ``openai:NAME``              ``NAME`` behind an OpenAI-compatible endpoint
 ``openai``                   the model named by ``CONTROLSCOPE_MODEL``
 ``scripted:FILE.json``       a :class:`ScriptedModel` loaded from a JSON list of answers
+                             (``{"by": "turn", "answers": [...]}``: by conversation turn)
 ``replay:DIR``               a :class:`ReplayModel` of one role of ``DIR/events.jsonl``
 ===========================  ==========================================================
 
