@@ -48,7 +48,7 @@ from controlscope.core import (
 )
 from controlscope.envs import Environment, McpToolServer, get_environment
 from controlscope.models import make_model
-from controlscope.panel import PanelConfig, PanelResult, load_config, run_panel
+from controlscope.panel import PanelConfig, PanelResult, run_panel
 from controlscope.record import RunSummary, read_events, read_summary
 from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer, ReviewOutcome
 from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_task, run_trajectory
@@ -99,7 +99,6 @@ __all__ = [
     "WorkerSession",
     "__version__",
     "get_environment",
-    "load_config",
     "make_model",
     "parse_schedule",
     "prepare",

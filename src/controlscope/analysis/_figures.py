@@ -1,4 +1,5 @@
-"""The report's figures (matplotlib, the Agg backend, PNG): the paper's Figure 2 for a panel.
+"""The report's figures (matplotlib's object API drawn by Agg, PNG): the paper's Figure 2 for
+a panel.
 
 - effort: the share of units completed within k primitive calls (or actions), per condition
   (Figure 2, left);
@@ -24,14 +25,13 @@ TOKENS_FILE = "tokens.png"
 """The token figure's file name."""
 
 
-def _pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend (no display needed)."""
-    import matplotlib
+def _figure() -> tuple[Any, Any]:
+    """A figure and its axes, drawn by Agg (matplotlib's object API: no pyplot, no display,
+    nothing global)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=(6.0, 4.0), dpi=100)
+    return fig, fig.subplots()
 
 
 def _conditions(runs: pd.DataFrame, draws: int) -> list[tuple[str, pd.DataFrame]]:
@@ -54,8 +54,7 @@ def effort_figure(runs: pd.DataFrame, draws: int, budget: int, path: Path) -> Pa
     Returns:
         ``path``.
     """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 4.0), dpi=100)
+    fig, ax = _figure()
     k = np.arange(0, budget + 1)
     for label, group in _conditions(runs, draws):
         calls = group.loc[group["success"], "primitive_calls"].to_numpy()
@@ -70,7 +69,6 @@ def effort_figure(runs: pd.DataFrame, draws: int, budget: int, path: Path) -> Pa
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 
@@ -81,8 +79,7 @@ def tokens_figure(runs: pd.DataFrame, draws: int, path: Path) -> Path:
     Returns:
         ``path``.
     """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 4.0), dpi=100)
+    fig, ax = _figure()
     labels, planner, reviewer = [], [], []
     for label, group in _conditions(runs, draws):
         labels.append(label)
@@ -93,9 +90,9 @@ def tokens_figure(runs: pd.DataFrame, draws: int, path: Path) -> Path:
     ax.bar(x, reviewer, bottom=planner, label="reviewer")
     ax.set_xticks(x, labels)
     ax.set_ylabel("logged output tokens")
+    ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return path
