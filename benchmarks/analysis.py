@@ -14,7 +14,7 @@
   directly, the difference per job (after the instance's workers have started, whose one-off
   cost is ``ray_worker_start_s``). Target: at most 50 ms.
 
-Usage: ``python benchmarks/analysis.py [--units 4] [--jobs 20]``. The last line printed is one
+Usage: ``python benchmarks/analysis.py [--units 8] [--jobs 20]``. The last line printed is one
 JSON object.
 """
 
@@ -151,7 +151,7 @@ def _per_job(call: Callable[[], None], jobs: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--units", type=int, default=4)
+    parser.add_argument("--units", type=int, default=8)
     parser.add_argument("--jobs", type=int, default=20)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cs-bench-analysis-") as name:

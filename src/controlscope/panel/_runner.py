@@ -118,6 +118,9 @@ def run_panel(
 ) -> PanelResult:
     """Run (or resume) a panel into the folder ``out``; what ``controlscope panel`` does.
 
+    The local backend starts its processes with ``spawn``, which imports the calling script
+    again in each: call this under ``if __name__ == "__main__":`` in a script.
+
     Args:
         config: the configuration, or its TOML file.
         out: the panel folder (created; an existing one must hold the same configuration).
