@@ -20,6 +20,7 @@ from types import FrameType
 
 from controlscope._tree import remove_tree
 from controlscope.core import ChatModel
+from controlscope.envs import get_environment
 from controlscope.models import CachedModel, RequestCache
 from controlscope.panel._config import PanelConfig
 from controlscope.panel._folder import CACHE_FILE, RunRecord, run_dir, write_record
@@ -107,8 +108,6 @@ def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
 def _source_problem(source_run: Path, schedule: str, env_name: str) -> str | None:
     """Why the Keep run cannot place a bare ``once``/``midpoint`` (the local rule finds no
     boundary, paper appendix B); None when it can."""
-    from controlscope.envs import get_environment
-
     env = get_environment(env_name)
     try:
         place_schedule(
