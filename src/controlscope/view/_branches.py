@@ -18,6 +18,7 @@ from typing import Any
 
 from controlscope.core import PrimitiveCall
 from controlscope.replay import BRANCHES_FILE
+from controlscope.view._text import shown_name
 from controlscope.view._timeline import BoundaryView, RunPage, read_run
 
 MAX_BRANCHES_BYTES = 4 * 1024 * 1024
@@ -97,13 +98,13 @@ def branch_ids(folder: Path) -> dict[str, Path]:
     (by their folder's name), else every sub-folder holding a log, sorted.
 
     Returns:
-        Run id (the sub-folder's name) to its directory.
+        Run id (the sub-folder's name, as :func:`shown_name` writes it) to its directory.
     """
     info, _ = read_branches_file(folder)
     names = [Path(str(b.get("run_dir", ""))).name for b in _branch_entries(info)]
     if not names:
         names = sorted(p.name for p in folder.iterdir() if (p / "events.jsonl").is_file())
-    return {n: folder / n for n in names if n and (folder / n).is_dir()}
+    return {shown_name(n): folder / n for n in names if n and (folder / n).is_dir()}
 
 
 def read_branches_file(folder: Path) -> tuple[dict[str, Any], str | None]:

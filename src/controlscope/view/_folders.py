@@ -19,6 +19,7 @@ from controlscope.core import EVENTS_FILE
 from controlscope.record import SUMMARY_FILE
 from controlscope.replay import BRANCHES_FILE
 from controlscope.view._branches import branch_ids
+from controlscope.view._text import shown_name
 
 TargetKind = Literal["run", "branches", "runs"]
 """A run directory, a branch set, or a folder of runs."""
@@ -42,7 +43,8 @@ class Target:
         path: the folder.
         kind: what it is.
         runs: the run directories a page may link to, by id (a branch's folder name, or a
-            run's path below ``path``): the only run pages served besides ``path`` itself.
+            run's path below ``path``, as :func:`shown_name` writes it): the only run pages
+            served besides ``path`` itself.
         more: run directories found beyond :data:`MAX_RUNS` (not listed).
     """
 
@@ -75,7 +77,7 @@ def _runs(path: Path) -> Target | None:
         for child in children:
             if (child / EVENTS_FILE).is_file():
                 if len(found) < MAX_RUNS:
-                    found[child.relative_to(path).as_posix()] = child
+                    found[shown_name(child.relative_to(path).as_posix())] = child
                 else:
                     more += 1
             elif depth + 1 < MAX_DEPTH and not child.is_symlink():

@@ -16,6 +16,7 @@ from controlscope.core import SCHEMA_VERSION
 from controlscope.record import LogError, RunSummary, read_summary
 from controlscope.view._branches import read_branches
 from controlscope.view._folders import Target, stamp, watched
+from controlscope.view._text import shown
 from controlscope.view._timeline import read_run
 
 FOLD_LINES = 24
@@ -93,6 +94,7 @@ def _environment() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=shown,
     )
     env.filters.update(lines=_lines, is_large=_is_large, pretty=_pretty)
     env.globals.update(schema_version=SCHEMA_VERSION)
