@@ -5,6 +5,7 @@ sites. Pages are checked in Debian's Chromium under playwright (fixtures of ``te
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -28,8 +29,8 @@ def copy_run(dest: Path) -> Path:
 
 
 def test_a_run_folder_whose_name_is_not_utf8_is_listed_served_and_exported(
-    page: Page,
-    tmp_path: Path,  # noqa: F811
+    page: Page,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     """A file name is bytes: a run folder named with invalid UTF-8 is shown with the bytes
     escaped; the folder's other runs are not lost with it."""
@@ -53,3 +54,56 @@ def test_a_run_folder_whose_name_is_not_utf8_is_listed_served_and_exported(
     page.goto(index.as_uri())
     assert page.locator("#runs a").all_inner_texts() == ["bad\\xff<i>name", "good"]
     assert cli(["view", str(root), "--export", str(tmp_path / "site2")]) == 0
+
+
+# --- texts ------------------------------------------------------------------------------------
+
+
+def run_with_output(dest: Path, output: str) -> Path:
+    """The fixture's run with its block's printed output replaced by ``output``."""
+    dest.mkdir(parents=True)
+    lines = []
+    for line in (FIXTURE / "events.jsonl").read_text("utf-8").splitlines():
+        event = json.loads(line)
+        if event["type"] == "block_end":
+            event["result"]["output"] = output
+        lines.append(json.dumps(event) + "\n")
+    (dest / "events.jsonl").write_text("".join(lines), "utf-8")
+    return dest
+
+
+#: Where each character of the text node holding ``DCBA`` is drawn, from the left.
+_PLACES = """pre => {
+  const walk = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    const at = node.data.indexOf("DCBA");
+    if (at < 0) continue;
+    const range = document.createRange();
+    return [0, 1, 2, 3].map(k => {
+      range.setStart(node, at + k); range.setEnd(node, at + k + 1);
+      return range.getBoundingClientRect().left;
+    });
+  }
+  return null;
+}"""
+
+
+def test_characters_a_browser_hides_or_reorders_are_shown_visibly(
+    page: Page,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A NUL (which the HTML parser drops), a terminal escape and a right-to-left override
+    (which would draw the rest of the line backwards: "Trojan Source") in agent output are
+    shown as visible marks; the text after them reads as written, served and exported."""
+    output = "A\x00B|\x1b[31m|ok \u202eDCBA|tail \u2066x\u2069"
+    run = run_with_output(tmp_path / "run", output)
+    shown = "A\u2400B|\u241b[31m|ok \u27e8RLO\u27e9DCBA|tail \u27e8LRI\u27e9x\u27e8PDI\u27e9"
+    index = view.export(run, tmp_path / "site")
+    assert "\u202e" not in index.read_text("utf-8")
+    with view.ViewServer(run) as server:
+        for url in (server.url, index.as_uri()):
+            page.goto(url)
+            pre = page.locator("pre", has_text="DCBA").first
+            assert pre.inner_text() == shown
+            left = pre.evaluate(_PLACES)
+            assert left == sorted(left), f"drawn out of order: {left}"
