@@ -5,9 +5,11 @@ sites. Pages are checked in Debian's Chromium under playwright (fixtures of ``te
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
+import urllib.parse
 from pathlib import Path
 
 from playwright.sync_api import Page
@@ -107,3 +109,61 @@ def test_characters_a_browser_hides_or_reorders_are_shown_visibly(
             assert pre.inner_text() == shown
             left = pre.evaluate(_PLACES)
             assert left == sorted(left), f"drawn out of order: {left}"
+
+
+# --- paths ------------------------------------------------------------------------------------
+
+
+def status_of(url: str, path: str) -> int:
+    """The status of ``path`` sent as is (no client folds ``..`` away)."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_no_run_outside_the_served_folder_is_read(page: Page, tmp_path: Path) -> None:  # noqa: F811
+    """A branch set whose ``branches.json`` names ``x/..``, a folder of runs holding a link to a
+    run elsewhere and a run whose log links elsewhere: those runs are not read, not listed and
+    not served, and the page says they were left out; a link that stays inside is followed."""
+    private = copy_run(tmp_path / "private")  # what must not be shown
+    (private / "events.jsonl").write_text(
+        (FIXTURE / "events.jsonl")
+        .read_text("utf-8")
+        .replace("student_database/english_talent", "PRIVATE-TASK"),
+        "utf-8",
+    )
+    branches = tmp_path / "private" / "set"
+    copy_run(branches / "keep-d0")
+    entries = [{"run_dir": str(branches / "keep-d0")}, {"run_dir": "x/.."}]
+    (branches / "branches.json").write_text(json.dumps({"branches": entries}), "utf-8")
+    runs = tmp_path / "runs"
+    copy_run(runs / "mine")
+    (runs / "latest").symlink_to(runs / "mine")  # inside: followed
+    (runs / "linked").symlink_to(private)
+    (runs / "log-linked").mkdir()
+    (runs / "log-linked" / "events.jsonl").symlink_to(private / "events.jsonl")
+    assert set(view.find_target(runs).runs) == {"latest", "mine"}
+    assert set(view.find_target(branches).runs) == {"keep-d0"}
+    with view.ViewServer(branches) as server:
+        page.goto(server.url)
+        assert page.locator("#side-by-side tr").first.locator("th a").all_inner_texts() == [
+            "keep-d0"
+        ]
+        assert "PRIVATE-TASK" not in page.content()
+        assert page.locator(".problem").first.inner_text().endswith("not shown: ..")
+        assert status_of(server.url, "/run/..") == 404
+    with view.ViewServer(runs) as server:
+        page.goto(server.url)
+        assert page.locator("#runs a").all_inner_texts() == ["latest", "mine"]
+        left_out = page.locator(".problem").first.inner_text()
+        assert "linked" in left_out and "log-linked" in left_out
+        for name in ("linked", "log-linked", "../private", "linked/../linked"):
+            assert status_of(server.url, f"/run/{name}") == 404, name
+    index = view.export(runs, tmp_path / "site")
+    assert "PRIVATE-TASK" not in "".join(
+        p.read_text("utf-8") for p in [index, *(tmp_path / "site" / "runs").iterdir()]
+    )

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controlscope.core import PrimitiveCall
+from controlscope.core import EVENTS_FILE, PrimitiveCall
 from controlscope.replay import BRANCHES_FILE
+from controlscope.view._paths import inside
 from controlscope.view._text import shown_name
 from controlscope.view._timeline import BoundaryView, RunPage, read_run
 
@@ -95,16 +96,25 @@ class BranchesPage:
 
 def branch_ids(folder: Path) -> dict[str, Path]:
     """The branch run directories of the set in ``folder``: the ones ``branches.json`` names
-    (by their folder's name), else every sub-folder holding a log, sorted.
+    (by their folder's name), else every sub-folder holding a log, sorted. A name that is no
+    sub-folder of ``folder`` (missing, ``..``, a link leading out of it) is left out.
 
     Returns:
         Run id (the sub-folder's name, as :func:`shown_name` writes it) to its directory.
     """
+    return {
+        shown_name(n): folder / n
+        for n in _branch_names(folder)
+        if n and (folder / n).is_dir() and inside(folder, folder / n / EVENTS_FILE)
+    }
+
+
+def _branch_names(folder: Path) -> list[str]:
     info, _ = read_branches_file(folder)
     names = [Path(str(b.get("run_dir", ""))).name for b in _branch_entries(info)]
     if not names:
-        names = sorted(p.name for p in folder.iterdir() if (p / "events.jsonl").is_file())
-    return {shown_name(n): folder / n for n in names if n and (folder / n).is_dir()}
+        names = sorted(p.name for p in folder.iterdir() if (p / EVENTS_FILE).is_file())
+    return names
 
 
 def read_branches_file(folder: Path) -> tuple[dict[str, Any], str | None]:
@@ -149,7 +159,14 @@ def read_branches(folder: Path) -> BranchesPage:
     page = BranchesPage(folder=folder, info=info)
     if problem is not None:
         page.problems.append(problem)
-    for run_id, run_dir in branch_ids(folder).items():
+    found = branch_ids(folder)
+    left_out = [shown_name(n) for n in _branch_names(folder) if shown_name(n) not in found]
+    if left_out:
+        page.problems.append(
+            f"{BRANCHES_FILE} names run directories that are not folders of this set (missing, "
+            f"or leading out of it), not shown: {', '.join(left_out)}"
+        )
+    for run_id, run_dir in found.items():
         run = read_run(run_dir)
         page.problems += [f"{run_id}: {p}" for p in run.problems]
         page.columns.append(_column(run_id, run))

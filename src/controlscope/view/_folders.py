@@ -19,6 +19,7 @@ from controlscope.core import EVENTS_FILE
 from controlscope.record import SUMMARY_FILE
 from controlscope.replay import BRANCHES_FILE
 from controlscope.view._branches import branch_ids
+from controlscope.view._paths import inside
 from controlscope.view._text import shown_name
 
 TargetKind = Literal["run", "branches", "runs"]
@@ -46,12 +47,15 @@ class Target:
             run's path below ``path``, as :func:`shown_name` writes it): the only run pages
             served besides ``path`` itself.
         more: run directories found beyond :data:`MAX_RUNS` (not listed).
+        outside: run directories below ``path`` by name whose directory or log is a link
+            leading out of it (left out, see :func:`controlscope.view._paths.inside`).
     """
 
     path: Path
     kind: TargetKind
     runs: dict[str, Path] = field(default_factory=dict)
     more: int = 0
+    outside: list[str] = field(default_factory=list)
 
 
 def _run(path: Path) -> Target | None:
@@ -66,6 +70,7 @@ def _branches(path: Path) -> Target | None:
 
 def _runs(path: Path) -> Target | None:
     found: dict[str, Path] = {}
+    outside: list[str] = []
     more = 0
     stack = [(path, 0)]
     while stack:
@@ -75,16 +80,20 @@ def _runs(path: Path) -> Target | None:
         except OSError:
             continue
         for child in children:
-            if (child / EVENTS_FILE).is_file():
-                if len(found) < MAX_RUNS:
-                    found[shown_name(child.relative_to(path).as_posix())] = child
+            log = child / EVENTS_FILE
+            if log.is_file():
+                run_id = shown_name(child.relative_to(path).as_posix())
+                if (child.is_symlink() or log.is_symlink()) and not inside(path, log):
+                    outside.append(run_id)
+                elif len(found) < MAX_RUNS:
+                    found[run_id] = child
                 else:
                     more += 1
             elif depth + 1 < MAX_DEPTH and not child.is_symlink():
                 stack.append((child, depth + 1))
     if not found:
         return None
-    return Target(path, "runs", dict(sorted(found.items())), more)
+    return Target(path, "runs", dict(sorted(found.items())), more, sorted(outside))
 
 
 DETECTORS: tuple[Callable[[Path], Target | None], ...] = (_run, _branches, _runs)

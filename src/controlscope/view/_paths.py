@@ -1,0 +1,20 @@
+"""Which files the viewer may read: only those inside the folder it was given. A run reached
+through a symbolic link, or named ``..`` by a ``branches.json``, that leads out of that folder is
+left out (the page says so), so serving or exporting a folder shows nothing from elsewhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def inside(root: Path, path: Path) -> bool:
+    """Whether ``path``, its links followed, is ``root`` or below it (a link loop is not).
+
+    Args:
+        root: the folder given to the viewer.
+        path: a file or folder below ``root`` by name (it need not exist).
+    """
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # RuntimeError: a link loop
+        return False
