@@ -12,6 +12,7 @@ import shutil
 import urllib.parse
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page
 
 from controlscope import view
@@ -167,3 +168,29 @@ def test_no_run_outside_the_served_folder_is_read(page: Page, tmp_path: Path) ->
     assert "PRIVATE-TASK" not in "".join(
         p.read_text("utf-8") for p in [index, *(tmp_path / "site" / "runs").iterdir()]
     )
+
+
+# --- export -----------------------------------------------------------------------------------
+
+
+def test_an_export_folder_that_cannot_be_written_is_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dangling link, a path below a file, a name too long for the file system: the command
+    says it cannot write there, in one line, and exits 2 (no traceback); so for a folder to
+    show whose name the file system refuses."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "site")
+    (tmp_path / "a-file").write_text("x", "utf-8")
+    for out in ("dangling", "a-file/site", "x" * 300):
+        with pytest.raises(view.ViewError, match="cannot write"):
+            view.export(FIXTURE, tmp_path / out)
+        assert cli(["view", str(FIXTURE), "--export", str(tmp_path / out)]) == 2
+        err = capsys.readouterr().err
+        assert "cannot write" in err and len(err.strip().splitlines()) == 1, err
+    too_long = tmp_path / ("x" * 300)  # as the folder to show
+    with pytest.raises(view.ViewError, match="name too long"):
+        view.export(too_long, tmp_path / "site")
+    for args in ([], ["--export", str(tmp_path / "site")]):
+        assert cli(["view", str(too_long), *args]) == 2
+        err = capsys.readouterr().err
+        assert "name too long" in err and len(err.strip().splitlines()) == 1, err

@@ -3,7 +3,7 @@ loopback until Ctrl-C (it prints the URL), or written as static files with ``--e
 
 Exit status: 0 (served until interrupted, or exported: it prints the page's path); 2 on bad
 input (one line: a path that is not a folder, a port that cannot be bound, an export folder that
-is not empty, nothing to export).
+is not empty or cannot be written, nothing to export).
 """
 
 from __future__ import annotations
@@ -44,7 +44,11 @@ def main(args: argparse.Namespace) -> int:
     """Serve or export; return the exit status (see the module docstring)."""
     console = Console(stderr=True, soft_wrap=True)
     path: Path = args.path
-    if not path.is_dir():
+    try:
+        folder = path.is_dir()
+    except OSError as err:  # a name the file system refuses (too long...)
+        return fail(console, "view", f"{path} cannot be looked at: {err.strerror}", 2)
+    if not folder:
         return fail(console, "view", f"{path} is not a folder", 2)
     if args.export is not None:
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from controlscope.view._folders import ViewError, find_target
+from controlscope.view._folders import Target, ViewError, find_target
 from controlscope.view._render import Links, render_run, render_target
 
 
@@ -31,10 +31,18 @@ def export(path: str | Path, out: str | Path) -> Path:
 
     Raises:
         ViewError: ``path`` is not something the viewer shows (see
-            :func:`controlscope.view.find_target`), or ``out`` is not an empty folder.
+            :func:`controlscope.view.find_target`), ``out`` is not an empty folder, or it
+            cannot be written (what was written before the failure stays).
     """
     target = find_target(Path(path))
     out = Path(out)
+    try:
+        return _write(target, out)
+    except OSError as err:
+        raise ViewError(f"cannot write the export to {out}: {err.strerror or err}") from None
+
+
+def _write(target: Target, out: Path) -> Path:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ViewError(f"{out} is not an empty folder; choose a new export folder")
     slugs = _slugs(list(target.runs))

@@ -110,12 +110,16 @@ def find_target(path: Path) -> Target:
         The folder, what it is, and the runs its pages may link to.
 
     Raises:
-        ViewError: ``path`` is missing or not a directory, or holds no run directory
-            (``events.jsonl``) within :data:`MAX_DEPTH` levels.
+        ViewError: ``path`` is missing, not a directory or a name the file system refuses,
+            or holds no run directory (``events.jsonl``) within :data:`MAX_DEPTH` levels.
     """
-    if not path.exists():
+    try:
+        exists, folder = path.exists(), path.is_dir()
+    except OSError as err:  # a name the file system refuses (too long...)
+        raise ViewError(f"{path} cannot be looked at: {err.strerror}") from None
+    if not exists:
         raise ViewError(f"{path} does not exist")
-    if not path.is_dir():
+    if not folder:
         raise ViewError(
             f"{path} is not a folder: give a run directory, a branch set or a folder of runs"
         )
