@@ -9,14 +9,20 @@ import http.client
 import json
 import os
 import shutil
+import threading
+import tracemalloc
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 
 from controlscope import view
 from controlscope.cli import main as cli
+from controlscope.view import _app as app
+from controlscope.view import _timeline as timeline
 from test_view import FIXTURE, browser, get, page  # noqa: F401 (fixtures used by name)
 
 
@@ -194,3 +200,116 @@ def test_an_export_folder_that_cannot_be_written_is_one_line_and_status_2(
         assert cli(["view", str(too_long), *args]) == 2
         err = capsys.readouterr().err
         assert "name too long" in err and len(err.strip().splitlines()) == 1, err
+
+
+# --- huge logs --------------------------------------------------------------------------------
+
+
+def long_run(dest: Path, blocks: int) -> Path:
+    """A run of ``blocks`` one-call blocks made of the fixture's own events (4 events a block,
+    6 more around them), written directly."""
+    events = {}
+    for line in (FIXTURE / "events.jsonl").read_text("utf-8").splitlines():
+        events.setdefault(json.loads(line)["type"], json.loads(line))
+    dest.mkdir(parents=True)
+    with (dest / "events.jsonl").open("w", encoding="utf-8") as log:
+        seq = 0
+
+        def write(event: dict[str, Any]) -> None:
+            nonlocal seq
+            log.write(json.dumps(event | {"seq": seq}) + "\n")
+            seq += 1
+
+        write(events["run_start"])
+        write(events["planner_turn"])
+        for i in range(blocks):
+            block = f"t0.b{i}"
+            write(events["block_start"] | {"block_id": block})
+            boundary = events["boundary"]["boundary"] | {"block_id": block, "call_index": i}
+            write(events["boundary"] | {"boundary": boundary, "review": False})
+            call = events["primitive_call"]["call"] | {"block_id": block, "call_index": i}
+            write(events["primitive_call"] | {"call": call})
+            write(
+                events["block_end"]
+                | {"result": events["block_end"]["result"] | {"block_id": block}}
+            )
+        write(events["final_verdict"])
+        write(events["run_end"])
+    return dest
+
+
+def test_a_huge_log_is_shown_as_its_first_events_and_said_so(
+    page: Page,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the page's bound (events, or bytes) the events are counted, not kept: the page says
+    how many it shows, the totals and the verdict count the whole run."""
+    run = long_run(tmp_path / "run", 500)  # 2,004 events
+    monkeypatch.setattr(timeline, "MAX_PAGE_EVENTS", 202)
+    read = view.read_run(run)
+    assert read.events == 2004 and read.hidden == 2004 - 202 - 2  # the verdict and end shown
+    assert len(read.boundaries) == 50 and read.final is not None and read.end is not None
+    assert read.summary is not None and read.summary.primitive_calls == 500
+    assert "shows the first 202" in read.problems[-1]
+    with view.ViewServer(run) as server:
+        page.goto(server.url)
+        assert "shows the first 202" in page.locator(".problem").first.inner_text()
+        assert page.locator("details.boundary").count() == 50
+        assert "500 primitive calls" in page.locator("#totals").inner_text()
+        assert page.locator("#verdict").is_visible()
+    monkeypatch.setattr(timeline, "MAX_PAGE_EVENTS", 20_000)
+    size = len((FIXTURE / "events.jsonl").read_bytes())  # bytes of a few blocks' events
+    monkeypatch.setattr(timeline, "MAX_PAGE_BYTES", size)
+    read = view.read_run(run)
+    assert 0 < len(read.boundaries) < 20 and read.hidden > 1900
+
+
+def test_reading_a_huge_log_keeps_memory_flat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page model of a log ten times longer takes no more memory (the page's bound, not
+    the log, sets it)."""
+    monkeypatch.setattr(timeline, "MAX_PAGE_EVENTS", 400)
+    peaks = []
+    for blocks in (200, 2000):
+        run = long_run(tmp_path / f"run-{blocks}", blocks)
+        tracemalloc.start()
+        read = view.read_run(run)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert read.summary is not None and read.summary.primitive_calls == blocks
+    assert peaks[1] < 1.5 * peaks[0], peaks
+
+
+def test_concurrent_requests_build_at_most_a_few_pages_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many requests at once: the pages are built a few at a time (each one's memory is bounded,
+    so the server's is); a request that waits too long gets a page saying the viewer is busy."""
+    lock = threading.Lock()
+    building = [0, 0]  # now, most at once
+    release = threading.Event()
+
+    def slow_page(target: view.Target, links: Any) -> str:
+        with lock:
+            building[0] += 1
+            building[1] = max(building)
+        release.wait(timeout=30)
+        with lock:
+            building[0] -= 1
+        return "<p id='built'>built</p>"
+
+    monkeypatch.setattr(app, "render_target", slow_page)
+    with view.ViewServer(FIXTURE) as server, ThreadPoolExecutor(8) as pool:
+        answers = [pool.submit(get, server.url) for _ in range(8)]
+        while building[1] < app.MAX_RENDERS:
+            threading.Event().wait(0.05)
+        threading.Event().wait(0.5)  # room for more to start, were they allowed to
+        monkeypatch.setattr(app, "RENDER_WAIT_S", 0.01)
+        busy = get(server.url)
+        release.set()
+        results = [a.result() for a in answers]
+    assert building[1] == app.MAX_RENDERS
+    assert all(status == 200 and "built" in html for status, html in results)
+    assert busy[0] == 503 and "The viewer is busy" in busy[1]

@@ -1,9 +1,12 @@
 """The viewer's web application (Starlette): the folder's page, its runs' pages, the stamp a
 live page polls, and the refresh script. Every page is rendered inside a guard: whatever fails
-becomes a page that says what is wrong, never a server traceback."""
+becomes a page that says what is wrong, never a server traceback; and at most
+:data:`MAX_RENDERS` pages are built at once, so memory stays bounded however many requests
+come (each page is bounded by :data:`controlscope.view._timeline.MAX_PAGE_BYTES`)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
@@ -30,6 +33,14 @@ _HEADERS = {
 }
 _LINKS = Links()
 
+MAX_RENDERS = 2
+"""The most pages built at the same time; other requests wait."""
+
+RENDER_WAIT_S = 60.0
+"""How long a request waits for its turn to be built before a page says the viewer is busy."""
+
+_RENDERS = threading.BoundedSemaphore(MAX_RENDERS)
+
 
 def _html(text: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(text, status_code=status, headers=_HEADERS)
@@ -40,12 +51,18 @@ def _error(title: str, message: str, status: int) -> HTMLResponse:
 
 
 def _guarded(render: Callable[[], str]) -> HTMLResponse:
-    """``render()`` as a page; any failure as a page naming it."""
+    """``render()`` as a page, once one of the :data:`MAX_RENDERS` turns is free; any failure
+    as a page naming it."""
+    if not _RENDERS.acquire(timeout=RENDER_WAIT_S):
+        message = f"other pages have been built for {RENDER_WAIT_S:g} s; reload in a moment"
+        return _error("The viewer is busy", message, 503)
     try:
         return _html(render())
     except Exception as err:  # the page must say what failed, whatever it was
         message = f"the viewer could not show this page: {type(err).__name__}: {err}"
         return _error("This page cannot be shown", message, 500)
+    finally:
+        _RENDERS.release()
 
 
 class _Pages:

@@ -6,6 +6,8 @@ the public state ``h``, paper A.3), the proposal, the validation, the realized o
 primitive call and what the operation changed (``docs/architecture.md``, "The flow of one run").
 The log is read with :func:`controlscope.record.iter_events` (bounded lines, flat memory, newer
 schemas refused, older ones upgraded); what cannot be read is reported on the page, never raised.
+A page holds at most :data:`MAX_PAGE_EVENTS` events and :data:`MAX_PAGE_BYTES` of them (the
+first ones, and the run's end): the rest of a huge log is counted and said, not kept.
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ from controlscope.view._changes import (
     code_diff,
     patched,
 )
+
+MAX_PAGE_EVENTS = 20_000
+"""The most events a run's page shows (the first ones; the rest are counted)."""
+
+MAX_PAGE_BYTES = 64 * 1024 * 1024
+"""The most bytes of events (as logged) a run's page shows; the first event is always shown."""
+
+_ALWAYS_SHOWN = (RunStartEvent, FinalVerdictEvent, RunEndEvent)
 
 
 @dataclass
@@ -208,6 +218,8 @@ class RunPage:
         problems: what could not be read, each one sentence (a cut last line, a corrupt line,
             an event of a newer schema); the events before it are shown.
         events: how many events were read.
+        hidden: how many of them the page does not show (past :data:`MAX_PAGE_EVENTS` or
+            :data:`MAX_PAGE_BYTES`; the summary counts them).
         live: True when the log has no ``run_end`` (being written, or killed).
         boundaries: every boundary of the run, in order.
     """
@@ -220,6 +232,7 @@ class RunPage:
     summary: RunSummary | None = None
     problems: list[str] = field(default_factory=list)
     events: int = 0
+    hidden: int = 0
 
     @property
     def live(self) -> bool:
@@ -263,6 +276,12 @@ def read_run(run_dir: Path) -> RunPage:
                 "the log's last line is incomplete (the run is being written, or was killed "
                 "while writing it); it is not shown"
             )
+    if page.hidden:
+        page.problems.append(
+            f"the log holds {page.events} events: this page shows the first {builder.prefix} "
+            f"(at most {MAX_PAGE_EVENTS} events and {MAX_PAGE_BYTES // 2**20} MiB) and the "
+            f"run's end; the totals count every event"
+        )
     return page
 
 
@@ -289,6 +308,8 @@ class _Builder:
         self.exec_s = 0.0
         self.review_s = 0.0
         self.last_planner: ModelCallEvent | None = None
+        self.kept_bytes = 0
+        self.prefix = 0  # events shown before the page was full
 
     @property
     def turn(self) -> TurnView:
@@ -297,8 +318,12 @@ class _Builder:
         return self.page.turns[-1]
 
     def feed(self, event: Event) -> Event:
-        """Fold ``event`` into the page; return it (for :func:`summarize`)."""
+        """Fold ``event`` into the page, or count it when the page is full; return it (for
+        :func:`summarize`)."""
         self.page.events += 1
+        if not isinstance(event, _ALWAYS_SHOWN) and not self._room(event):
+            self.page.hidden += 1
+            return event
         if isinstance(event, RunStartEvent):
             self.page.start = event
         elif event.type == "planner_turn":
@@ -325,6 +350,19 @@ class _Builder:
         else:
             self._note(event)
         return event
+
+    def _room(self, event: Event) -> bool:
+        """Whether the page has room for ``event``; once full, it stays full (the page shows
+        a prefix of the log)."""
+        if self.page.hidden:
+            return False
+        size = len(type(event).__pydantic_serializer__.to_json(event))
+        shown = self.page.events - 1
+        if shown >= MAX_PAGE_EVENTS or (shown and self.kept_bytes + size > MAX_PAGE_BYTES):
+            self.prefix = shown
+            return False
+        self.kept_bytes += size
+        return True
 
     def _model_call(self, event: ModelCallEvent) -> None:
         if event.response is not None:
