@@ -9,6 +9,9 @@ import http.client
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import tracemalloc
 import urllib.parse
@@ -313,3 +316,61 @@ def test_concurrent_requests_build_at_most_a_few_pages_at_once(
     assert building[1] == app.MAX_RENDERS
     assert all(status == 200 and "built" in html for status, html in results)
     assert busy[0] == 503 and "The viewer is busy" in busy[1]
+
+
+# --- the server -------------------------------------------------------------------------------
+
+
+def for_host(url: str, host: str) -> tuple[int, str]:
+    """The status and text of the page at ``url`` asked for with ``host`` in the Host header
+    (what a browser sends for a site whose name was made to point at this machine: DNS
+    rebinding)."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.request("GET", "/", headers={"Host": host})
+        response = connection.getresponse()
+        return response.status, response.read().decode("utf-8")
+    finally:
+        connection.close()
+
+
+def test_a_loopback_server_answers_no_other_site(page: Page) -> None:  # noqa: F811
+    """Served on loopback, the pages are given only to a request naming this machine: a page
+    of another site whose name resolves here (DNS rebinding) cannot read the runs."""
+    with view.ViewServer(FIXTURE) as server:
+        port = urllib.parse.urlsplit(server.url).port
+        for host in (f"attacker.example:{port}", "attacker.example", "[not-a-host", ""):
+            status, html = for_host(server.url, host)
+            assert status == 403 and "--host" in html and "english_talent" not in html, host
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", "127.0.0.2"):
+            assert for_host(server.url, host)[0] == 200, host
+        page.goto(f"http://localhost:{port}/")
+        assert page.locator("#run-title").is_visible()
+
+
+def test_serving_beyond_loopback_warns_and_answers_any_host(tmp_path: Path) -> None:
+    """``--host 0.0.0.0`` serves every interface: the command says so (the pages show agent
+    text and have no login) and answers whatever name the machine is reached by."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "controlscope.cli", "view", str(FIXTURE)]
+    process = subprocess.Popen(
+        [*command, "--host", "0.0.0.0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://0.0.0.0:")
+        port = urllib.parse.urlsplit(url).port
+        local = f"http://127.0.0.1:{port}/"
+        assert for_host(local, f"my-machine.example:{port}")[0] == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    warning = [line for line in err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "0.0.0.0" in warning[0] and "loopback" in warning[0], err

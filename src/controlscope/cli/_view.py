@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from rich.console import Console
 
 from controlscope.cli._console import fail
-from controlscope.view import DEFAULT_HOST, ViewError, export, find_target, serve
+from controlscope.view import DEFAULT_HOST, ViewError, export, find_target, is_loopback, serve
 
 
 def _port(text: str) -> int:
@@ -74,4 +75,12 @@ def main(args: argparse.Namespace) -> int:
 
 def _ready(url: str) -> None:
     print(url, flush=True)
+    host = urlsplit(url).hostname or ""
+    if not is_loopback(host):
+        print(
+            f"controlscope view: warning: serving on {host}, not loopback: anyone who can reach "
+            "this machine can read these runs (agent text, model answers), without a login",
+            file=sys.stderr,
+            flush=True,
+        )
     print("controlscope view: serving until Ctrl-C", file=sys.stderr, flush=True)

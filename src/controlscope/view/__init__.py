@@ -19,7 +19,7 @@ Public API::
     view.export("runs/demo", "site")             # static files: site/index.html
 """
 
-from controlscope.view._app import build_app
+from controlscope.view._app import build_app, is_loopback
 from controlscope.view._branches import BranchColumn, BranchesPage, TraceRow, read_branches
 from controlscope.view._changes import ArgumentChange, DiffLine, argument_changes, code_diff
 from controlscope.view._export import export
@@ -60,6 +60,7 @@ __all__ = [
     "code_diff",
     "export",
     "find_target",
+    "is_loopback",
     "read_branches",
     "read_run",
     "serve",

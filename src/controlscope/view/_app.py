@@ -6,15 +6,20 @@ come (each page is bounded by :data:`controlscope.view._timeline.MAX_PAGE_BYTES`
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from controlscope.view._folders import ViewError, find_target, stamp, watched
 from controlscope.view._render import (
@@ -106,7 +111,48 @@ class _Pages:
         return _error("No such page", f"nothing at {request.url.path}", 404)
 
 
-def build_app(path: str | Path) -> Starlette:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine's loopback: ``127.0.0.0/8``, ``::1`` or ``localhost``.
+
+    Args:
+        host: an address (an IPv6 one bracketed or not) or a host name.
+
+    Returns:
+        True for a loopback address or ``localhost``; False for any other address or name.
+    """
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+class _LoopbackOnly:
+    """ASGI middleware: a request whose ``Host`` header names anything but this machine's
+    loopback gets a page saying so (status 403), and nothing else."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            header = Headers(scope=scope).get("host", "")
+            try:
+                host = urlsplit("//" + header).hostname or ""
+            except ValueError:  # not a host (a bracket left open...)
+                host = ""
+            if not is_loopback(host):
+                message = (
+                    f"this viewer listens on loopback and answers requests to 127.0.0.1 or "
+                    f"localhost only; this one was sent to {header!r} (a page of another site "
+                    f"must not read the runs). To serve other names, start it with --host "
+                    f"0.0.0.0 (then anyone who reaches this machine can read them)"
+                )
+                await _error("Not served to this address", message, 403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def build_app(path: str | Path, loopback_only: bool = True) -> Starlette:
     """The viewer's application for the folder ``path`` (a run, a branch set or a folder of
     runs).
 
@@ -116,6 +162,10 @@ def build_app(path: str | Path) -> Starlette:
 
     Args:
         path: the folder to show.
+        loopback_only: answer only requests whose ``Host`` header names this machine's
+            loopback (:func:`is_loopback`); any other gets a page saying why (status 403), so a
+            page of another site whose name was made to resolve here (DNS rebinding) reads
+            nothing. False (a server beyond loopback) answers any name.
 
     Returns:
         The ASGI application.
@@ -128,4 +178,8 @@ def build_app(path: str | Path) -> Starlette:
         Route("/_stamp/run/{run_id:path}", pages.stamp),
         Route("/static/live.js", pages.script),
     ]
-    return Starlette(routes=routes, exception_handlers={404: pages.missing, 405: pages.missing})
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(_LoopbackOnly)] if loopback_only else [],
+        exception_handlers={404: pages.missing, 405: pages.missing},
+    )

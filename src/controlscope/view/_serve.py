@@ -12,7 +12,7 @@ from types import TracebackType
 
 import uvicorn
 
-from controlscope.view._app import build_app
+from controlscope.view._app import build_app, is_loopback
 from controlscope.view._folders import ViewError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -27,6 +27,9 @@ class ViewServer:
 
     The socket is bound when the server is made (so ``port=0`` picks a free port and
     :attr:`url` is known at once); :meth:`start` begins serving. Use it as a context manager.
+    On a loopback address it answers only requests naming this machine (see
+    :func:`controlscope.view.build_app`); on any other (``0.0.0.0``...) it answers every name
+    the machine is reached by, and :attr:`loopback` is False.
 
     Args:
         path: a run directory, a branch set or a folder of runs.
@@ -47,15 +50,17 @@ class ViewServer:
             self._socket.close()
             raise ViewError(f"cannot listen on {host}:{port}: {err.strerror}") from None
         self._socket.listen(64)
+        bound_host, bound_port = self._socket.getsockname()[:2]
+        self.loopback = is_loopback(bound_host)
+        """Whether the server listens on loopback only."""
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         config = uvicorn.Config(
-            build_app(path), log_level="warning", access_log=False, lifespan="off"
+            build_app(path, self.loopback), log_level="warning", access_log=False, lifespan="off"
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
         )
-        bound_host, bound_port = self._socket.getsockname()[:2]
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         self.url = f"http://{shown}:{bound_port}/"
         """The viewer's address (``http://127.0.0.1:PORT/``)."""
 
