@@ -374,3 +374,22 @@ def test_serving_beyond_loopback_warns_and_answers_any_host(tmp_path: Path) -> N
     assert process.returncode == 0, err
     warning = [line for line in err.splitlines() if "warning" in line]
     assert len(warning) == 1 and "0.0.0.0" in warning[0] and "loopback" in warning[0], err
+
+
+def test_an_exported_page_of_a_live_run_does_not_claim_to_refresh(
+    page: Page,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A static page has no script: exported while its run was still written, it says the run
+    has no end yet, not that it will refresh (the served page does both)."""
+    run = tmp_path / "live"
+    run.mkdir()
+    lines = (FIXTURE / "events.jsonl").read_text("utf-8").splitlines(keepends=True)
+    (run / "events.jsonl").write_text("".join(lines[:8]), "utf-8")
+    index = view.export(run, tmp_path / "site")
+    page.goto(index.as_uri())
+    banner = page.locator("#live").inner_text()
+    assert "no run_end yet" in banner and "refresh" not in banner
+    with view.ViewServer(run) as server:
+        page.goto(server.url)
+        assert "this page refreshes" in page.locator("#live").inner_text()
