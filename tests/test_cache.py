@@ -186,6 +186,27 @@ def test_several_processes_share_one_cache(tmp_path: Path) -> None:
     assert shared <= {"worker 0", "worker 1", "worker 2"}
 
 
+def _opener(path: str, start: object) -> None:
+    start.wait(30)  # type: ignore[attr-defined]
+    RequestCache(path).close()
+
+
+def test_processes_opening_a_new_cache_together_all_succeed(tmp_path: Path) -> None:
+    """A panel's workers open the same new file at once: SQLite refuses the switch to WAL to all
+    but one without waiting, and the others must retry rather than fail their runs."""
+    context = multiprocessing.get_context("fork")
+    for round_ in range(60):
+        path = str(tmp_path / f"c{round_}.sqlite")
+        start = context.Event()
+        openers = [context.Process(target=_opener, args=(path, start)) for _ in range(6)]
+        for process in openers:
+            process.start()
+        start.set()
+        for process in openers:
+            process.join(60)
+        assert [p.exitcode for p in openers] == [0] * 6, f"round {round_}"
+
+
 def _forked_child(cache: RequestCache, text: str) -> None:
     req = request(text)
     cache.put(request_key("m", req), "m", req, answer(text))

@@ -23,10 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from controlscope.core import ChatModel, ModelRequest, ModelResponse
 
 __all__ = ["CacheError", "CachedModel", "RequestCache", "request_key"]
+
+
+def _is_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's transient "locked"/"busy" answer, worth another try."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
 
 _log = logging.getLogger(__name__)
 
@@ -103,15 +111,35 @@ class RequestCache:
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        """Connect, switch to WAL and create the table, retrying within ``timeout_s``.
+
+        SQLite answers "database is locked" at once, without waiting for its busy timeout, when
+        several processes open a new file together (the switch to WAL needs the only lock), as a
+        panel's workers do; such an open is retried with jittered backoff.
+        """
+        retrying = Retrying(
+            retry=retry_if_exception(_is_busy),
+            stop=stop_after_delay(self._timeout_s),
+            wait=wait_random_exponential(multiplier=0.01, max=0.5),
+            reraise=True,
+        )
         try:
-            conn = sqlite3.connect(
-                self.path, timeout=self._timeout_s, isolation_level=None, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_SCHEMA)
+            return retrying(self._connect)
         except sqlite3.Error as exc:
             raise CacheError(f"cannot use {self.path} as a request cache: {exc}") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=self._timeout_s, isolation_level=None, check_same_thread=False
+        )
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
+        except sqlite3.Error:
+            conn.close()
+            raise
         return conn
 
     @property
