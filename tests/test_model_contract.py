@@ -131,11 +131,21 @@ def test_a_schema_that_cannot_be_enforced_fails_loudly(model: LocalModel) -> Non
 
 @pytest.mark.slow
 @pytest.mark.needs_weights
+def test_a_prompt_over_the_context_is_context_length(model: LocalModel) -> None:
+    """The same kind as ``llama_cpp.server``'s answer (``test_openai_client.py``)."""
+    with pytest.raises(ProviderError) as caught:
+        model.complete(_ask("word " * 3000))
+    assert caught.value.kind == "context_length" and "2048" in str(caught.value)
+
+
+@pytest.mark.slow
+@pytest.mark.needs_weights
 def test_answers_to_schema_requests_are_validated(model: LocalModel) -> None:
     schema = decision_schema(OperationSet.of("full"))
-    answer = model.complete(_ask("Keep or not? Decide.", json_schema=schema, max_tokens=64))
+    question = "The pending call deletes every file. Decide, with a reason of three words."
+    answer = model.complete(_ask(question, json_schema=schema, max_tokens=96))
     assert answer.finish_reason == "stop" and answer.schema_error is None, answer
-    cut = model.complete(_ask("Keep or not? Decide.", json_schema=schema, max_tokens=3))
+    cut = model.complete(_ask(question, json_schema=schema, max_tokens=3))
     assert cut.finish_reason == "length"
     assert cut.schema_error == "the answer breaks its schema: cut off by the token cap"
     assert model.complete(_ask("Say hi.")).schema_error is None
@@ -186,7 +196,7 @@ def _cache_request(question: str) -> ModelRequest:
             Message(role="user", content=f"The calls so far:\n{_LOG}\n{question}"),
         ),
         temperature=0.0,
-        max_tokens=48,
+        max_tokens=64,
         purpose="reviewer",
     )
 
@@ -194,9 +204,12 @@ def _cache_request(question: str) -> ModelRequest:
 @pytest.mark.slow
 @pytest.mark.needs_weights
 def test_an_answer_does_not_depend_on_what_the_context_held_before(model: LocalModel) -> None:
-    """The sequence A, A, A, B, A, C, A and a fresh A answer A identically."""
-    a = _cache_request("Which year was archived last? Answer in one sentence.")
-    b = _cache_request("How many calls were made? Answer in one sentence.")
+    """The sequence A, A, A, B, A, C, A and a fresh A answer A identically.
+
+    With llama.cpp's own prefix reuse (the last prompt token evaluated alone) the second A of
+    this very request named another call ("call 20" for "call 23") on this model."""
+    a = _cache_request("Which call looks the most risky, and why?")
+    b = _cache_request("Which year was archived last? Answer in one sentence.")
     c = ModelRequest(messages=(Message(role="user", content="Say hi."),), purpose="reviewer")
     answers, kept = [], []
     for request in (a, a, a, b, a, c, a):
@@ -207,7 +220,7 @@ def test_an_answer_does_not_depend_on_what_the_context_held_before(model: LocalM
     model.close()  # a fresh process, an empty context
     answers.append(model.complete(a).text)
     assert len(set(answers)) == 1, answers
-    assert answers[0] and len(answers[0]) > 40
+    assert answers[0]
     assert kept[0] == 0 and kept[1] > 900  # repeats reuse the cache, and still agree
 
 
@@ -215,6 +228,7 @@ def test_an_answer_does_not_depend_on_what_the_context_held_before(model: LocalM
 @pytest.mark.needs_weights
 def test_the_runs_deadline_bounds_a_local_call(model: LocalModel) -> None:
     long = _ask("Count from 1 to 2000, comma separated.", max_tokens=1500, purpose="other")
+    model.start("other")
     with running_until(Deadline(600.0), call_s=1.5):
         started = time.monotonic()
         with pytest.raises(ProviderError) as caught:

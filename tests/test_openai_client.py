@@ -563,6 +563,22 @@ def test_every_answer_to_a_schema_request_is_validated(
     assert make(endpoint).complete(user("no schema")).schema_error is None
 
 
+def test_a_model_nobody_closed_does_not_keep_the_interpreter_alive(
+    endpoint: FakeEndpoint,
+) -> None:
+    script = (
+        "from controlscope.core import Message, ModelRequest\n"
+        "from controlscope.models import OpenAIModel\n"
+        f"model = OpenAIModel('m', base_url={endpoint.base_url!r}, api_key='k')\n"
+        "request = ModelRequest(messages=(Message(role='user', content='hi'),))\n"
+        "print(model.complete(request).text)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "hello"), done.stderr
+
+
 # --- the real OpenAI-compatible server: llama_cpp.server with the 0.5B model -------------------
 
 
@@ -699,14 +715,64 @@ def test_real_server_json_schema_answer(served: OpenAIModel) -> None:
 @pytest.mark.slow
 @pytest.mark.needs_weights
 def test_real_server_rejects_openai_json_schema_format(llama_server: str) -> None:
-    """llama_cpp.server fails on OpenAI's ``json_schema`` format (why ``json_format`` exists)."""
-    model = OpenAIModel("qwen-0.5b", base_url=llama_server, max_retries=0)
+    """llama_cpp.server fails on OpenAI's ``json_schema`` format (why ``json_format`` exists):
+    a 500 whose body says so, which no retry can cure."""
+    model = OpenAIModel("qwen-0.5b", base_url=llama_server, max_retries=2, backoff_s=0.01)
     request = ModelRequest(
         messages=(Message(role="user", content="x"),), json_schema={"type": "object"}
     )
     with pytest.raises(ProviderError) as caught:
         model.complete(request)
-    # it answers with an HTTP error (a 500 in llama-cpp-python 0.3.36), never a hang
-    assert caught.value.kind in ("bad_request", "server")
-    assert caught.value.status is not None and caught.value.status >= 400
+    assert caught.value.kind == "schema_unsupported", caught.value
+    assert caught.value.status == 500
     assert model.last_attempts == 1
+    model.close()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_weights
+def test_real_server_errors_mean_what_the_local_models_do(llama_server: str) -> None:
+    """A prompt over the context is ``context_length`` (the body says
+    ``context_length_exceeded``), as on the local path, and is not retried; a schema the
+    server's grammar would drop is refused before sending."""
+    model = OpenAIModel(
+        "qwen-0.5b",
+        base_url=llama_server,
+        max_retries=2,
+        backoff_s=0.01,
+        json_format="json_object",
+    )
+    too_long = ModelRequest(messages=(Message(role="user", content="word " * 3000),), max_tokens=8)
+    with pytest.raises(ProviderError) as caught:
+        model.complete(too_long)
+    assert (caught.value.kind, caught.value.status, model.last_attempts) == (
+        "context_length",
+        400,
+        1,
+    )
+    unanchored = ModelRequest(
+        messages=(Message(role="user", content="x"),), json_schema=UNANCHORED, max_tokens=8
+    )
+    with pytest.raises(ProviderError) as caught:
+        model.complete(unanchored)
+    assert caught.value.kind == "schema_unsupported" and model.last_attempts == 0
+    model.close()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_weights
+def test_real_server_schema_answers_are_validated(served: OpenAIModel) -> None:
+    from controlscope.core import OperationSet
+    from controlscope.review import decision_schema
+
+    schema = decision_schema(OperationSet.of("full"))
+    request = ModelRequest(
+        messages=(Message(role="user", content="The pending call reads notes.txt. Decide."),),
+        json_schema=schema,
+        temperature=0.0,
+        max_tokens=64,
+    )
+    answer = served.complete(request)
+    assert answer.finish_reason == "stop" and answer.schema_error is None, answer
+    cut = served.complete(request.model_copy(update={"max_tokens": 3}))
+    assert cut.schema_error == "the answer breaks its schema: cut off by the token cap"

@@ -343,7 +343,11 @@ class LocalModel:
         return slot.process
 
     def _call(
-        self, purpose: str, message: dict[str, Any], deadline: float | None = None
+        self,
+        purpose: str,
+        message: dict[str, Any],
+        deadline: float | None = None,
+        limit_s: float | None = None,
     ) -> dict[str, Any]:
         """Send one message to the purpose's process and return its successful answer.
 
@@ -353,6 +357,7 @@ class LocalModel:
             deadline: when the call must be answered (``time.monotonic``); None:
                 ``request_timeout_s`` from now. Waiting for another thread's request of the
                 same purpose, loading the weights and the answer all count.
+            limit_s: the call's whole limit in seconds, for errors.
 
         Raises:
             ProviderError: ``timeout`` when the deadline passes (the process is discarded),
@@ -360,7 +365,8 @@ class LocalModel:
                 (``context_length``, ``schema_unsupported``, ``server``...).
         """
         if deadline is None:
-            deadline = time.monotonic() + self.request_timeout_s
+            limit_s = self.request_timeout_s
+            deadline = time.monotonic() + limit_s
         slot = self._slot(purpose)
         if not slot.lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
             raise ProviderError(
@@ -376,6 +382,7 @@ class LocalModel:
                     max(deadline - time.monotonic(), 0.001),
                     doing=f"answering a {message['op']} request",
                     late="timeout",
+                    limit_s=limit_s,
                 )
             finally:
                 if process.closed:
@@ -498,7 +505,7 @@ class LocalModel:
             )
         deadline = time.monotonic() + limit
         forced = _forced_tools(request)
-        answer = self._call(request.purpose, self._message(request, forced), deadline)
+        answer = self._call(request.purpose, self._message(request, forced), deadline, limit)
         stats = GenerationStats(
             purpose=request.purpose,
             prompt_tokens=int(answer["prompt_tokens"]),

@@ -160,6 +160,7 @@ class ModelProcess:
         *,
         doing: str,
         late: ProviderErrorKind = "runtime_crash",
+        limit_s: float | None = None,
     ) -> dict[str, Any]:
         """Send one message and return the child's answer (a dict with ``ok``).
 
@@ -169,6 +170,8 @@ class ModelProcess:
             doing: what the child is doing, for errors ("answering a request").
             late: the kind of the error when the child does not answer in time: ``timeout``
                 for a request whose deadline passed, ``runtime_crash`` (a hung runtime) else.
+            limit_s: the whole call's limit, named in a ``timeout`` error (default
+                ``timeout_s``: the call may have spent some of its time before this exchange).
 
         Raises:
             ProviderError: ``runtime_crash`` when the child died or exited, ``late`` when it
@@ -186,7 +189,8 @@ class ModelProcess:
         except _Timeout:
             self._terminate()
             if late == "timeout":
-                words = f"did not answer within the call's deadline of {timeout_s:g} s"
+                limit = timeout_s if limit_s is None else limit_s
+                words = f"did not answer within the call's deadline of {limit:g} s"
                 words += " and was killed"
             else:
                 words = f"did not answer within {timeout_s:g} s (hung) and was killed"

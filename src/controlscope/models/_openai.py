@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import threading
 import time
 from collections.abc import Mapping
@@ -317,8 +318,7 @@ class OpenAIModel:
         self.total_attempts = 0
         self.total_retries = 0
         self._client: openai.AsyncOpenAI | None = None
-        self._portal: BlockingPortal | None = None
-        self._exit = contextlib.ExitStack()
+        self._loop: _EventLoop | None = None
         self._lock = threading.Lock()
 
     @property
@@ -333,20 +333,17 @@ class OpenAIModel:
     def _started(self) -> tuple[BlockingPortal, openai.AsyncOpenAI]:
         """The model's event loop and HTTP client, started on first use."""
         with self._lock:
-            if self._portal is None or self._client is None:
+            if self._loop is None or self._client is None:
                 import openai
-                from anyio.from_thread import start_blocking_portal
 
-                self._portal = self._exit.enter_context(
-                    start_blocking_portal(name=f"openai-client:{self.model}")
-                )
+                self._loop = _EventLoop(f"openai-client:{self.model}")
                 self._client = openai.AsyncOpenAI(
                     api_key=self._api_key,
                     base_url=self.base_url,
                     timeout=openai.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
                     max_retries=0,
                 )
-            return self._portal, self._client
+            return self._loop.portal, self._client
 
     def _retrying(self, deadline: float) -> tenacity.AsyncRetrying:
         """The retry policy of one :meth:`complete` call.
@@ -459,13 +456,45 @@ class OpenAIModel:
     def close(self) -> None:
         """Close the HTTP client and stop the event loop (idempotent)."""
         with self._lock:
-            portal, client = self._portal, self._client
-            self._portal = self._client = None
-            if portal is not None and client is not None:
-                with contextlib.suppress(Exception):
-                    portal.call(client.close)
-            self._exit.close()
-            self._exit = contextlib.ExitStack()
+            loop, client = self._loop, self._client
+            self._loop = self._client = None
+            if loop is not None:
+                if client is not None:
+                    with contextlib.suppress(Exception):
+                        loop.portal.call(client.close)
+                loop.close()
+
+
+class _EventLoop:
+    """An ``anyio`` event loop on a daemon thread of its own, and its blocking portal.
+
+    A daemon thread, unlike ``anyio.from_thread.start_blocking_portal``'s: a model nobody closed
+    must not keep the interpreter from exiting.
+    """
+
+    def __init__(self, name: str) -> None:
+        import anyio
+
+        ready: queue.Queue[BlockingPortal] = queue.Queue()
+        self._thread = threading.Thread(
+            target=anyio.run, args=(self._serve, ready), name=name, daemon=True
+        )
+        self._thread.start()
+        self.portal = ready.get()
+
+    @staticmethod
+    async def _serve(ready: queue.Queue[BlockingPortal]) -> None:
+        from anyio.from_thread import BlockingPortal
+
+        async with BlockingPortal() as portal:
+            ready.put(portal)
+            await portal.sleep_until_stopped()
+
+    def close(self) -> None:
+        """Stop the loop (cancelling what still runs on it) and join its thread."""
+        with contextlib.suppress(Exception):
+            self.portal.call(self.portal.stop, True)
+        self._thread.join(10)
 
 
 class _Call:
