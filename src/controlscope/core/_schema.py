@@ -53,6 +53,25 @@ def violation_text(error: jsonschema.ValidationError, *, root: str = "(value)") 
     return f"{where}: {clip_text(error.message, _MESSAGE_CHARS)}"
 
 
+def _telling(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """The violation that says most: for a value no branch of an ``anyOf``/``oneOf`` admits,
+    the violation inside the one branch whose ``const``/``enum`` the value matches (the branch
+    it was meant for), when there is exactly one such branch."""
+    if not error.context:
+        return error
+    branches: dict[object, list[jsonschema.ValidationError]] = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    meant = [
+        errors
+        for errors in branches.values()
+        if not any(e.validator in ("const", "enum") for e in errors)
+    ]
+    if len(meant) != 1:
+        return error
+    return _telling(jsonschema.exceptions.best_match(meant[0]) or error)
+
+
 def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
     """Why ``value`` breaks ``schema`` (its first violation, ``path: message``), or None.
 
@@ -66,7 +85,7 @@ def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
         error = next(iter(checked.iter_errors(value)), None)
     except referencing.exceptions.Unresolvable as exc:  # never fetched: no network
         return f"the schema has a reference that cannot be resolved: {exc}"
-    return None if error is None else violation_text(error)
+    return None if error is None else violation_text(_telling(error))
 
 
 def answer_schema_error(
