@@ -20,8 +20,11 @@ schema all the same (:func:`controlscope.core.answer_schema_error`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from controlscope.core import schema_validator
 
 __all__ = ["grammar_problem"]
 
@@ -94,9 +97,57 @@ def grammar_problem(schema: object) -> str | None:
 
     Returns:
         None, or ``path: what`` (for example ``properties/id/pattern: a pattern must start with
-        ^ and end with $``).
+        ^ and end with $``); a schema that is not a valid JSON schema (an invalid ``pattern``
+        included) is a problem too.
     """
+    if isinstance(schema, Mapping):
+        checked = schema_validator(dict(schema))
+        if isinstance(checked, str):
+            return f"(schema): not a valid JSON schema: {checked}"
     return _Walk(schema).problem()
+
+
+_QUANTIFIER = re.compile(r"\{(\d*)(?:,(\d*))?\}")
+
+
+def _pattern_problem(pattern: str) -> str | None:
+    """What of a regular expression llama.cpp's converter cannot turn into a grammar (it raises,
+    loops for ever, or reads it otherwise): no ``^...$`` around it, ``(?...)`` groups,
+    back-references, a class that starts with ``]``, unbalanced brackets, a ``{`` that is not a
+    quantifier."""
+    if not (pattern.startswith("^") and pattern.endswith("$")):
+        return f"a pattern must start with ^ and end with $, got {pattern!r}"
+    body, depth, i = pattern[1:-1], 0, 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            if body[i + 1 : i + 2].isdigit():
+                return f"back-references are not supported, got {pattern!r}"
+            i += 2
+            continue
+        if c == "[":
+            j = i + 2 if body[i + 1 : i + 2] == "^" else i + 1
+            if body[j : j + 1] == "]":
+                return f"a character class may not start with ], got {pattern!r}"
+            while j < len(body) and body[j] != "]":
+                j += 2 if body[j] == "\\" else 1
+            if j >= len(body):
+                return f"unbalanced [ in {pattern!r}"
+            i = j + 1
+            continue
+        if c == "(" and body[i + 1 : i + 2] == "?":
+            return f"groups with (?...) are not supported, got {pattern!r}"
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth < 0:
+            return f"unbalanced ) in {pattern!r}"
+        if c == "{":
+            match = _QUANTIFIER.match(body, i)
+            if match is None or not (match.group(1) or match.group(2)):
+                return f"a {{ that is not a quantifier {{n}}, {{n,}} or {{n,m}} in {pattern!r}"
+            i = match.end()
+            continue
+        i += 1
+    return f"unbalanced ( in {pattern!r}" if depth else None
 
 
 class _Walk:
@@ -131,7 +182,7 @@ class _Walk:
         if name == "primitive" and kind is None:
             return f"{path}: a schema with no type, const, enum, properties or items"
         check = _CHECKS.get(name)
-        return check(self, node, path) if check is not None else None
+        return self.bounds(node, path) or (check(self, node, path) if check else None)
 
     def ref(self, node: Mapping[str, Any], path: str) -> str | None:
         ref = node["$ref"]
@@ -146,7 +197,18 @@ class _Walk:
             if not isinstance(target, Mapping) or part not in target:
                 return f"{path}/$ref: {ref!r} cannot be resolved"
             target = target[part]
+        if isinstance(target, Mapping) and "$ref" in target:  # the converter fails on these
+            return f"{path}/$ref: {ref!r} refers to another reference"
         return self.node(target, ref[2:])
+
+    def bounds(self, node: Mapping[str, Any], path: str) -> str | None:
+        """An ``enum`` with no value or bounds no value meets (the grammar would be empty)."""
+        if "enum" in node and not node["enum"]:
+            return f"{path}/enum: no value can satisfy an empty enum"
+        for low, high in (("minItems", "maxItems"), ("minLength", "maxLength")):
+            if node.get(low, 0) > node.get(high, float("inf")):
+                return f"{path}/{low}: no value can satisfy {low} > {high}"
+        return None
 
     def any_of(self, node: Mapping[str, Any], path: str) -> str | None:
         if "oneOf" in node:
@@ -180,11 +242,10 @@ class _Walk:
 
     def pattern(self, node: Mapping[str, Any], path: str) -> str | None:
         pattern = node["pattern"]
-        if not (isinstance(pattern, str) and pattern.startswith("^") and pattern.endswith("$")):
-            return f"{path}/pattern: a pattern must start with ^ and end with $, got {pattern!r}"
-        if "(?" in pattern:
-            return f"{path}/pattern: groups with (?...) are not supported, got {pattern!r}"
-        return None
+        if not isinstance(pattern, str):
+            return f"{path}/pattern: a pattern must be a string"
+        problem = _pattern_problem(pattern)
+        return None if problem is None else f"{path}/pattern: {problem}"
 
     def all_of(self, node: Mapping[str, Any], path: str) -> str | None:
         return f"{path}/allOf: only partly enforced by llama.cpp's grammar"
