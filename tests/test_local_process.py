@@ -246,6 +246,7 @@ def test_model_child_reports_its_configuration_errors_as_json() -> None:
                 "model_path": "/nonexistent.gguf",
                 "n_ctx": 64,
                 "n_threads": 1,
+                "grid": 64,
                 "seed": 0,
                 "verbose": False,
                 "parent_pid": os.getpid(),

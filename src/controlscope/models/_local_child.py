@@ -293,7 +293,7 @@ def main() -> int:
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     try:
         runtime = _Runtime(config)
-    except (ValueError, RuntimeError, OSError) as exc:
+    except (ValueError, RuntimeError, OSError, KeyError, TypeError) as exc:
         message = f"llama.cpp could not load {config['model_path']}: {exc}"
         _send(channel, {"ok": False, "kind": "other", "message": message})
         return 1

@@ -410,6 +410,7 @@ class OpenAIModel:
         if self.json_format == "json_object" and request.json_schema is not None:
             problem = grammar_problem(request.json_schema)
             if problem is not None:
+                self.last_attempts = 0
                 raise ProviderError(
                     f"schema_unsupported: llama.cpp's grammar would not enforce the answer's "
                     f"schema ({problem}); the request was not sent",
