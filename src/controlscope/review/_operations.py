@@ -249,9 +249,10 @@ def parse_decision(
       that way).
     - ``json`` mode: the text must hold a decision object (``{"reason", "operation", ...}``); a
       Markdown fence around it and text before or after it are tolerated. With ``schema`` (the
-      request's :func:`decision_schema`) the object must satisfy it: a violation is no proposal,
-      with the violation as the problem (a ``malformed`` fallback); with no object, the
-      response's own ``schema_error`` is part of the problem.
+      request's :func:`decision_schema`) a decision of an offered kind must satisfy it: a
+      violation is no proposal, with the violation as the problem (a ``malformed`` fallback);
+      a kind the schema does not offer is left to validation (an ``out_of_scope`` fallback);
+      with no object, the response's own ``schema_error`` is part of the problem.
 
     Shapes are checked with :func:`controlscope.scope.parse_operation`; scope and content are
     judged later by ``validate_operation``.
@@ -276,12 +277,20 @@ def parse_decision(
     kind = decision.get("operation")
     if not isinstance(kind, str):
         return ParsedDecision(None, None, "", "the decision's 'operation' is not a string", raw)
-    violation = schema_problem(decision, schema) if schema is not None else None
+    offered = schema is not None and kind.strip().lower() in _offered_kinds(schema)
+    violation = schema_problem(decision, schema) if schema is not None and offered else None
     if violation is not None:
         reason = decision.get("reason")
         problem = f"the decision breaks its schema: {violation}"
         return ParsedDecision(None, kind, reason if isinstance(reason, str) else "", problem, raw)
     return _from_payload(kind, decision, raw)
+
+
+def _offered_kinds(schema: dict[str, Any]) -> set[str]:
+    """The operation kinds a :func:`decision_schema` offers (one ``const`` per branch)."""
+    branches = schema.get("anyOf", [schema])
+    kinds = (b.get("properties", {}).get("operation", {}).get("const") for b in branches)
+    return {k for k in kinds if isinstance(k, str)}
 
 
 def _from_payload(kind: str, payload: dict[str, Any], raw: str) -> ParsedDecision:
