@@ -42,6 +42,7 @@ from controlscope.models import ScriptedModel
 from controlscope.record import read_events, read_summary
 from controlscope.worker import WorkerSession
 from fixtures.misbehaving import Misbehaving, Mute, misbehaving_server
+from fixtures.slow_server import SlowServer
 from test_hardening import Keeper, NoopServer
 from test_run_cli import _Refusing, controlscope
 
@@ -354,6 +355,8 @@ def test_a_directory_chain_1900_deep_is_graded_and_removed(tmp_path: Path) -> No
         ("--max-seconds", "inf"),
         ("--max-wall-seconds", "0"),
         ("--max-wall-seconds", "nan"),
+        ("--request-timeout-s", "0"),
+        ("--request-timeout-s", "inf"),
         ("--out", ""),
         ("--task", "[/bold]x"),
         ("--schedule", "[/bold]"),
@@ -374,6 +377,33 @@ def test_bad_options_are_one_line_and_exit_2(
     assert not (out / "events.jsonl").exists()
     if "[/bold]" in value:
         assert "[/bold]" in err  # printed as text, not read as markup
+
+
+def test_the_runs_per_call_deadline_ends_a_trickling_planner_call(tmp_path: Path) -> None:
+    """``--request-timeout-s`` (here through the spec) bounds one model call, all of it: an
+    endpoint that sends its answer one byte a second ends the run, recorded, in about that."""
+    server = SlowServer("trickle_body")
+    spec = cs.RunSpec(
+        task=TASK,
+        model="openai:slow",
+        base_url=server.base_url,
+        schedule="never",
+        request_timeout_s=2.0,
+        out=tmp_path / "r",
+    )
+    try:
+        started = time.monotonic()
+        result = cs.run_task(spec)
+        waited = time.monotonic() - started
+    finally:
+        server.close()
+    assert result.end_reason == "planner_provider_error", result.detail
+    assert "deadline of 2 s" in result.detail
+    assert waited < 30  # the answer alone would take a few hundred seconds
+    events = read_events(tmp_path / "r")
+    start = events[0]
+    assert isinstance(start, RunStartEvent) and start.config["request_timeout_s"] == 2.0
+    assert_recorded(tmp_path / "r")
 
 
 def test_an_endpoint_error_body_with_markup_is_printed_as_text(tmp_path: Path) -> None:

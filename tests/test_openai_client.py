@@ -23,9 +23,18 @@ from typing import Any
 import jsonschema
 import pytest
 
-from controlscope.core import Message, ModelRequest, ProviderError, ToolCall, ToolSpec
+from controlscope.core import (
+    Deadline,
+    Message,
+    ModelRequest,
+    ProviderError,
+    ToolCall,
+    ToolSpec,
+    running_until,
+)
 from controlscope.models import OpenAIModel
 from controlscope.models._openai import request_to_openai
+from fixtures.slow_server import SlowServer
 
 Action = tuple[int, dict[str, Any] | bytes, dict[str, str]] | str
 
@@ -358,6 +367,218 @@ def test_configuration_from_environment(
         OpenAIModel()
 
 
+# --- errors by meaning (the body first), one deadline per call, schemas enforced or refused ---
+
+
+LLAMA_SERVER_CONTEXT = {
+    "error": {
+        "code": 400,
+        "message": "request (4476 tokens) exceeds the available context size (4096 tokens)",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 4476,
+        "n_ctx": 4096,
+    }
+}
+OPENAI_CONTEXT = {
+    "error": {
+        "message": "This model's maximum context length is 128000 tokens.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
+SCHEMA_500 = {
+    "error": {
+        "message": 'Pattern must start with "^" and end with "$"',
+        "type": "internal_server_error",
+        "param": None,
+        "code": None,
+    }
+}
+QUOTA = {
+    "error": {
+        "message": "You exceeded your current quota.",
+        "type": "insufficient_quota",
+        "param": None,
+        "code": "insufficient_quota",
+    }
+}
+RESPONSE_FORMAT = {
+    "error": {
+        "message": "Invalid schema for response_format 'answer': 'pattern' is not permitted.",
+        "type": "invalid_request_error",
+        "param": "response_format",
+        "code": None,
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind"),
+    [
+        (400, LLAMA_SERVER_CONTEXT, "context_length"),
+        (400, OPENAI_CONTEXT, "context_length"),
+        (500, SCHEMA_500, "schema_unsupported"),
+        (400, RESPONSE_FORMAT, "schema_unsupported"),
+        (429, QUOTA, "rate_limit"),
+        (501, {"error": {"message": "no", "type": "not_supported_error"}}, "bad_request"),
+        (401, {"error": {"message": "key", "type": "authentication_error"}}, "bad_request"),
+    ],
+)
+def test_errors_that_cannot_succeed_on_retry_are_classified_by_meaning_and_not_retried(
+    endpoint: FakeEndpoint, status: int, body: dict[str, Any], kind: str
+) -> None:
+    endpoint.script.extend([(status, body, {})] * 3)
+    model = make(endpoint, max_retries=2)
+    with pytest.raises(ProviderError) as caught:
+        model.complete(user("hi"))
+    assert (caught.value.kind, caught.value.status) == (kind, status)
+    assert model.last_attempts == 1 and len(endpoint.bodies) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind"),
+    [
+        (503, {"error": {"message": "Loading model", "type": "unavailable_error"}}, "server"),
+        (500, {"error": {"message": "boom", "type": "server_error"}}, "server"),
+        (429, {"error": {"message": "slow down", "code": "rate_limit_exceeded"}}, "rate_limit"),
+        (408, {"error": {"message": "timeout"}}, "timeout"),
+        (502, b"<html>bad gateway</html>", "server"),
+    ],
+)
+def test_transient_errors_are_retried(
+    endpoint: FakeEndpoint, status: int, body: dict[str, Any] | bytes, kind: str
+) -> None:
+    endpoint.script.extend([(status, body, {})] * 3)
+    model = make(endpoint, max_retries=2)
+    with pytest.raises(ProviderError) as caught:
+        model.complete(user("hi"))
+    assert caught.value.kind == kind
+    assert model.last_attempts == 3
+
+
+@pytest.fixture(params=["silent", "trickle", "trickle_body"])
+def slow_server(request: pytest.FixtureRequest) -> Iterator[SlowServer]:
+    server = SlowServer(request.param)
+    yield server
+    server.close()
+
+
+def test_one_deadline_covers_every_attempt_and_the_whole_body(slow_server: SlowServer) -> None:
+    """A server that stays silent, or sends one byte a second (headers, or body), never holds
+    a call past its deadline, whatever the per-read timeout and the retries allow."""
+    model = OpenAIModel(
+        "slow-model",
+        base_url=slow_server.base_url,
+        api_key="k",
+        timeout_s=1.5,  # longer than the gaps between bytes: no read ever times out
+        request_timeout_s=2.5,
+        max_retries=4,
+        backoff_s=0.01,
+    )
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as caught:
+        model.complete(user("hi"))
+    waited = time.monotonic() - started
+    model.close()
+    assert caught.value.kind == "timeout", caught.value
+    assert "deadline of 2.5 s" in str(caught.value)
+    assert 2.5 <= waited < 4.0, waited  # without the deadline: 20 s or more
+    assert slow_server.requests >= 1
+
+
+def test_the_deadline_is_the_runs_per_call_limit_capped_by_its_remaining_time() -> None:
+    server = SlowServer("trickle_body")
+    model = OpenAIModel(
+        "slow-model", base_url=server.base_url, api_key="k", timeout_s=5, max_retries=0
+    )
+    try:
+        with running_until(Deadline(60.0), call_s=1.0):
+            started = time.monotonic()
+            with pytest.raises(ProviderError, match="deadline of 1 s"):
+                model.complete(user("hi"))
+            assert time.monotonic() - started < 3.0
+        with running_until(Deadline(1.2)):  # the ceiling is nearer than the model's 600 s
+            started = time.monotonic()
+            with pytest.raises(ProviderError, match=r"deadline of 1\.\d+ s") as caught:
+                model.complete(user("hi"))
+            assert caught.value.kind == "timeout" and time.monotonic() - started < 3.0
+            sent = server.requests
+            with pytest.raises(ProviderError, match="ceiling has passed") as caught:
+                model.complete(user("hi"))  # nothing is left: refused at once
+            assert caught.value.kind == "timeout" and server.requests == sent
+    finally:
+        model.close()
+        server.close()
+
+
+def test_retries_stop_before_a_wait_that_would_pass_the_deadline(endpoint: FakeEndpoint) -> None:
+    endpoint.script.extend([(503, ERROR_BODY, {"retry-after": "5"})] * 3)
+    model = make(endpoint, max_retries=2, max_backoff_s=5.0, request_timeout_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as caught:
+        model.complete(user("hi"))
+    assert caught.value.kind == "server" and model.last_attempts == 1
+    assert time.monotonic() - started < 1.0
+
+
+UNANCHORED = {
+    "type": "object",
+    "properties": {"id": {"type": "string", "pattern": "[a-z]+"}},
+    "required": ["id"],
+}
+SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+
+
+def test_a_schema_llama_cpp_would_drop_is_refused_before_sending(endpoint: FakeEndpoint) -> None:
+    model = make(endpoint, json_format="json_object")
+    request = ModelRequest(messages=(Message(role="user", content="x"),), json_schema=UNANCHORED)
+    with pytest.raises(ProviderError) as caught:
+        model.complete(request)
+    assert caught.value.kind == "schema_unsupported"
+    assert "properties/id/pattern" in str(caught.value)
+    assert endpoint.bodies == [] and model.last_attempts == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        ('{"x": 3}', None),
+        ('{"x": "three"}', "x: 'three' is not of type 'integer'"),
+        ('{"y": 3}', "'x' is a required property"),
+        ('{"x": 3', "not JSON"),
+        (None, "no text"),
+    ],
+)
+def test_every_answer_to_a_schema_request_is_validated(
+    endpoint: FakeEndpoint, content: str | None, error: str | None
+) -> None:
+    endpoint.script.append((200, completion(content), {}))
+    request = ModelRequest(messages=(Message(role="user", content="x"),), json_schema=SCHEMA)
+    response = make(endpoint).complete(request)
+    if error is None:
+        assert response.schema_error is None
+    else:
+        assert response.schema_error is not None and error in response.schema_error
+    assert make(endpoint).complete(user("no schema")).schema_error is None
+
+
+def test_a_model_nobody_closed_does_not_keep_the_interpreter_alive(
+    endpoint: FakeEndpoint,
+) -> None:
+    script = (
+        "from controlscope.core import Message, ModelRequest\n"
+        "from controlscope.models import OpenAIModel\n"
+        f"model = OpenAIModel('m', base_url={endpoint.base_url!r}, api_key='k')\n"
+        "request = ModelRequest(messages=(Message(role='user', content='hi'),))\n"
+        "print(model.complete(request).text)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "hello"), done.stderr
+
+
 # --- the real OpenAI-compatible server: llama_cpp.server with the 0.5B model -------------------
 
 
@@ -494,14 +715,64 @@ def test_real_server_json_schema_answer(served: OpenAIModel) -> None:
 @pytest.mark.slow
 @pytest.mark.needs_weights
 def test_real_server_rejects_openai_json_schema_format(llama_server: str) -> None:
-    """llama_cpp.server fails on OpenAI's ``json_schema`` format (why ``json_format`` exists)."""
-    model = OpenAIModel("qwen-0.5b", base_url=llama_server, max_retries=0)
+    """llama_cpp.server fails on OpenAI's ``json_schema`` format (why ``json_format`` exists):
+    a 500 whose body says so, which no retry can cure."""
+    model = OpenAIModel("qwen-0.5b", base_url=llama_server, max_retries=2, backoff_s=0.01)
     request = ModelRequest(
         messages=(Message(role="user", content="x"),), json_schema={"type": "object"}
     )
     with pytest.raises(ProviderError) as caught:
         model.complete(request)
-    # it answers with an HTTP error (a 500 in llama-cpp-python 0.3.36), never a hang
-    assert caught.value.kind in ("bad_request", "server")
-    assert caught.value.status is not None and caught.value.status >= 400
+    assert caught.value.kind == "schema_unsupported", caught.value
+    assert caught.value.status == 500
     assert model.last_attempts == 1
+    model.close()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_weights
+def test_real_server_errors_mean_what_the_local_models_do(llama_server: str) -> None:
+    """A prompt over the context is ``context_length`` (the body says
+    ``context_length_exceeded``), as on the local path, and is not retried; a schema the
+    server's grammar would drop is refused before sending."""
+    model = OpenAIModel(
+        "qwen-0.5b",
+        base_url=llama_server,
+        max_retries=2,
+        backoff_s=0.01,
+        json_format="json_object",
+    )
+    too_long = ModelRequest(messages=(Message(role="user", content="word " * 3000),), max_tokens=8)
+    with pytest.raises(ProviderError) as caught:
+        model.complete(too_long)
+    assert (caught.value.kind, caught.value.status, model.last_attempts) == (
+        "context_length",
+        400,
+        1,
+    )
+    unanchored = ModelRequest(
+        messages=(Message(role="user", content="x"),), json_schema=UNANCHORED, max_tokens=8
+    )
+    with pytest.raises(ProviderError) as caught:
+        model.complete(unanchored)
+    assert caught.value.kind == "schema_unsupported" and model.last_attempts == 0
+    model.close()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_weights
+def test_real_server_schema_answers_are_validated(served: OpenAIModel) -> None:
+    from controlscope.core import OperationSet
+    from controlscope.review import decision_schema
+
+    schema = decision_schema(OperationSet.of("full"))
+    request = ModelRequest(
+        messages=(Message(role="user", content="The pending call reads notes.txt. Decide."),),
+        json_schema=schema,
+        temperature=0.0,
+        max_tokens=64,
+    )
+    answer = served.complete(request)
+    assert answer.finish_reason == "stop" and answer.schema_error is None, answer
+    cut = served.complete(request.model_copy(update={"max_tokens": 3}))
+    assert cut.schema_error == "the answer breaks its schema: cut off by the token cap"

@@ -680,6 +680,48 @@ def test_json_mode(fs_tools: tuple[ToolSchema, ...]) -> None:
     assert request.tools == () and request.json_schema == decision_schema(FULL)
 
 
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (
+            {"reason": "r", "operation": "keep", "arguments": {"path": "x"}},
+            "Additional properties are not allowed ('arguments' was unexpected)",
+        ),
+        ({"reason": 3, "operation": "keep"}, "reason: 3 is not of type 'string'"),
+        ({"operation": "patch_arguments", "arguments": {}}, "'reason' is a required property"),
+        ({"reason": "r", "operation": "replace_workflow", "code": 5}, "code: 5 is not of type"),
+    ],
+)
+def test_a_json_decision_that_breaks_its_schema_is_malformed(
+    fs_tools: tuple[ToolSchema, ...], answer: dict[str, Any], problem: str
+) -> None:
+    """Every answer to a schema request is validated; for the reviewer a violation is a
+    ``malformed`` fallback whose detail is the violation."""
+    model = ScriptedModel([json.dumps(answer)])
+    outcome = review(model, Scope.FULL, make_state(fs_tools), review_mode="json")
+    assert outcome.fallback == "malformed" and outcome.realized == Keep()
+    detail = outcome.validation.detail or ""
+    assert detail.startswith("the decision breaks its schema") and problem in detail, detail
+
+
+def test_a_json_decision_of_an_ungranted_kind_stays_out_of_scope(
+    fs_tools: tuple[ToolSchema, ...],
+) -> None:
+    answer = {"reason": "r", "operation": "patch_block_data", "code": "x = 2"}
+    model = ScriptedModel([json.dumps(answer)])
+    outcome = review(model, Scope.FULL, make_state(fs_tools), review_mode="json")
+    assert outcome.fallback == "out_of_scope"
+
+
+def test_a_cut_json_decision_says_why(fs_tools: tuple[ToolSchema, ...]) -> None:
+    cut = ModelResponse(
+        text='{"reason": "the file', finish_reason="length", schema_error="cut off by the cap"
+    )
+    outcome = review(ScriptedModel([cut]), Scope.FULL, make_state(fs_tools), review_mode="json")
+    assert outcome.fallback == "malformed"
+    assert outcome.validation.detail == "the answer holds no decision object (cut off by the cap)"
+
+
 def test_tools_mode_accepts_a_json_decision_in_text(fs_tools: tuple[ToolSchema, ...]) -> None:
     answer = 'I will keep it.\n```json\n{"reason": "ok", "operation": "keep"}\n```'
     outcome = review(ScriptedModel([answer]), Scope.ARG, make_state(fs_tools))

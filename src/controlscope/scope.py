@@ -16,9 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema
 import jsonschema.protocols
-import jsonschema.validators
 import referencing.exceptions
 
 from controlscope.core import (
@@ -34,6 +32,7 @@ from controlscope.core import (
     ToolParam,
     ToolSchema,
     Validation,
+    schema_validator,
     tool_params,
 )
 from controlscope.worker import _apply, _constants
@@ -321,7 +320,7 @@ def _check_final(
 ) -> Validation | None:
     """Reject ``proposal`` when the final arguments it gives the pending call show a schema
     error that the arguments the block asked for did not have (None: no new error)."""
-    checked = _validator(json.dumps(tool.input_schema, sort_keys=True))
+    checked = schema_validator(tool.input_schema)
     if isinstance(checked, str):
         return _reject(
             granted,
@@ -351,23 +350,6 @@ def _check_final(
             f"the patched call's arguments break the schema of {tool.name}: " + "; ".join(new),
         )
     return None
-
-
-@functools.lru_cache(maxsize=256)
-def _validator(schema_json: str) -> jsonschema.protocols.Validator | str:
-    """A validator for a tool's input schema (given as sorted JSON), or why the schema is invalid.
-
-    Cached: meta-validating a schema costs far more than validating arguments with it.
-    """
-    schema = json.loads(schema_json)
-    validator_class = jsonschema.validators.validator_for(
-        schema, default=jsonschema.Draft202012Validator
-    )
-    try:
-        validator_class.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return str(exc.message)
-    return validator_class(schema)
 
 
 def _same_json(old: Any, new: Any) -> bool:

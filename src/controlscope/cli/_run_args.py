@@ -69,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budgets(
         "--max-wall-seconds", type=float, default=None, help="whole-run ceiling (default 10800)"
     )
+    budgets(
+        "--request-timeout-s",
+        type=float,
+        default=None,
+        help="seconds one model call may take, retries included (default 600)",
+    )
     budgets("--worker-memory-mb", type=int, default=None, help="worker memory, all (default 2048)")
 
     out = parser.add_argument_group("output").add_argument

@@ -20,10 +20,13 @@ records defined here:
 - reading model text: :func:`fences` (CommonMark's fenced code blocks), :func:`program_fence`
   (the program of a reply), :func:`unfence`, :func:`fence`, :func:`find_json_object`,
   :func:`decode_json`;
-- the run's wall-clock ceiling: :class:`Deadline`, :func:`remaining_seconds`;
+- the run's wall-clock ceiling: :class:`Deadline`, :func:`remaining_seconds`, and each model
+  call's deadline, :func:`call_seconds`;
 - bounds on data from outside (agent code, models, servers): :func:`data_problem`,
   :func:`clip_text`, :data:`MAX_DATA_DEPTH`, :func:`refuse_json_constant` and
   :func:`finite_json_float` (``json.loads`` hooks for standard JSON only);
+- JSON schemas as checks: :func:`schema_validator`, :func:`schema_problem`,
+  :func:`violation_text`, :func:`answer_schema_error` (a model's answer to a schema request);
 - a tool as a Python function: :func:`tool_params`, :func:`python_signature`,
   :func:`python_name` (one rule for the planner's prompt and the worker's proxies).
 """
@@ -52,6 +55,7 @@ from controlscope.core._condition import (
 from controlscope.core._deadline import (
     Deadline,
     WallClockExceeded,
+    call_seconds,
     remaining_seconds,
     running_until,
 )
@@ -133,6 +137,12 @@ from controlscope.core._operations import (
     ScopeName,
     Validation,
     lattice_operations,
+)
+from controlscope.core._schema import (
+    answer_schema_error,
+    schema_problem,
+    schema_validator,
+    violation_text,
 )
 from controlscope.core._signature import (
     ToolParam,
@@ -273,6 +283,8 @@ __all__ = [
     "ViewLimits",
     "WallClockExceeded",
     "annotation",
+    "answer_schema_error",
+    "call_seconds",
     "clip_text",
     "data_problem",
     "decode_json",
@@ -293,7 +305,10 @@ __all__ = [
     "refuse_json_constant",
     "remaining_seconds",
     "running_until",
+    "schema_problem",
+    "schema_validator",
     "tool_params",
     "unfence",
     "upgrade_event",
+    "violation_text",
 ]

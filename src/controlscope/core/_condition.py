@@ -154,6 +154,9 @@ class Condition(BaseModel):
         block_exec_s: execution seconds one block may run before its worker is killed; None
             (the default) sets no per-block limit: the task's execution budget governs (the
             paper has no per-block limit).
+        request_timeout_s: seconds one model call may take, all of it counted (every attempt,
+            the waits between them and the whole answer); None: each model's own limit (600 s
+            for the local and OpenAI-compatible models). Never past the run's wall-clock ceiling.
         isolation: the worker isolation asked for.
         operations: the granted operation set (``scope`` read in ``lattice``).
         worker_memory_mb: the worker's whole memory in MiB (address space, ``/tmp`` and
@@ -185,10 +188,11 @@ class Condition(BaseModel):
     source: SourceBoundary | None = None
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     block_exec_s: float | None = Field(default=None, gt=0.0)
+    request_timeout_s: float | None = Field(default=None, gt=0.0)
     isolation: IsolationRequest = "auto"
     worker_memory_mb: int = Field(default=2048, ge=128)
 
-    @field_validator("temperature", "planner_temperature", "block_exec_s")
+    @field_validator("temperature", "planner_temperature", "block_exec_s", "request_timeout_s")
     @classmethod
     def _finite(cls, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):

@@ -4,8 +4,10 @@ Review and planning time are recorded apart from execution time and never charge
 execution budget (paper section 4), so a run needs one more bound that counts everything: its
 wall-clock ceiling (``TaskBudgets.wall_seconds``). Waits that can take a timeout take what is
 left of it (tool calls, the worker's channel); model requests and reviews are waited for at most
-that long (``controlscope.run``); a model client can read what is left from
-:func:`remaining_seconds` to cap its own timeouts.
+that long (``controlscope.run``). Each model call also has a deadline of its own that covers all
+of it (every attempt, every wait between attempts, the whole answer): the client's per-call
+limit, or the run's (``Condition.request_timeout_s``), and never past the ceiling
+(:func:`call_seconds`).
 """
 
 from __future__ import annotations
@@ -47,15 +49,20 @@ class Deadline:
 
 
 _CURRENT: ContextVar[Deadline | None] = ContextVar("controlscope_deadline", default=None)
+_CALL_LIMIT: ContextVar[float | None] = ContextVar("controlscope_call_limit", default=None)
 
 
 @contextmanager
-def running_until(deadline: Deadline | None) -> Iterator[None]:
-    """Make ``deadline`` the current run's ceiling (see :func:`remaining_seconds`) in the body."""
+def running_until(deadline: Deadline | None, *, call_s: float | None = None) -> Iterator[None]:
+    """Make ``deadline`` the current run's ceiling (see :func:`remaining_seconds`) and
+    ``call_s`` its per-call limit (seconds; None: each client's own, see :func:`call_seconds`)
+    in the body."""
     token = _CURRENT.set(deadline)
+    limit = _CALL_LIMIT.set(call_s)
     try:
         yield
     finally:
+        _CALL_LIMIT.reset(limit)
         _CURRENT.reset(token)
 
 
@@ -67,3 +74,19 @@ def remaining_seconds() -> float | None:
     """
     deadline = _CURRENT.get()
     return None if deadline is None else deadline.remaining()
+
+
+def call_seconds(default_s: float) -> float:
+    """Seconds the model call starting now may take, all of it counted (every attempt and wait).
+
+    Args:
+        default_s: the client's own per-call limit, in seconds.
+
+    Returns:
+        The current run's per-call limit when it sets one, else ``default_s``; never more than
+        what is left of the run's wall-clock ceiling (zero or less once it has passed).
+    """
+    limit = _CALL_LIMIT.get()
+    seconds = default_s if limit is None else limit
+    left = remaining_seconds()
+    return seconds if left is None else min(seconds, left)

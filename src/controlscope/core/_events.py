@@ -43,7 +43,7 @@ from controlscope.core._operations import (
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -73,6 +73,10 @@ older ones (:func:`upgrade_event`).
     ``prefix_end`` (a prefix replay reached its boundary) or ``candidate_end`` (a frozen
     candidate's block ended, no further planning). Older logs read with no task-data hash
     and no branch.
+5   a model response carries ``schema_error`` (why an answer breaks its request's JSON
+    schema); a provider error can be ``schema_unsupported``; the condition records the
+    per-call deadline (``request_timeout_s``). Older events read with no schema error and no
+    per-call deadline.
 ==  ========================================================================================
 """
 

@@ -120,6 +120,10 @@ class ModelResponse(BaseModel):
         replayed: True when answered from a recorded run by a replay model (no model work was
             done; the response counts in logical totals only, paper A.5 and B.2).
         latency_s: wall seconds of the request (0 for cache hits).
+        schema_error: for a request with a ``json_schema``, why the answer does not satisfy it
+            (not JSON, cut off by the token cap, or the first schema violation, with its path);
+            None when it does, or when the request had no schema. Every model path validates
+            its answers; the reviewer turns a violation into a ``malformed`` fallback.
     """
 
     text: str | None = None
@@ -130,6 +134,7 @@ class ModelResponse(BaseModel):
     cached: bool = False
     replayed: bool = False
     latency_s: float = 0.0
+    schema_error: str | None = None
 
 
 ProviderErrorKind = Literal[
@@ -139,13 +144,23 @@ ProviderErrorKind = Literal[
     "connection",
     "bad_request",
     "context_length",
+    "schema_unsupported",
     "runtime_crash",
     "other",
 ]
-"""What a failed model request failed of: ``rate_limit``, ``server`` (the provider's fault),
-``timeout``, ``connection`` (unreachable endpoint), ``bad_request`` (the request itself),
-``context_length`` (the prompt does not fit the model's context), ``runtime_crash`` (the local
-model's process crashed, was killed or hung) or ``other``."""
+"""What a failed model request failed of, by meaning (the same kind on every model path, read
+from the provider's error body where it has one, not from its transport status alone):
+
+- ``rate_limit``: the provider refuses for load or quota (retried unless the quota is spent);
+- ``server``: the provider's own transient fault (retried);
+- ``timeout``: no answer within the call's deadline (every attempt and the whole body counted);
+- ``connection``: the endpoint cannot be reached;
+- ``bad_request``: the request itself is wrong (never retried);
+- ``context_length``: the prompt does not fit the model's context (never retried);
+- ``schema_unsupported``: the answer's JSON schema cannot be enforced by this provider (never
+  retried; the request fails rather than being answered unconstrained);
+- ``runtime_crash``: the local model's process crashed, exited or broke its protocol;
+- ``other``: anything else (a malformed response, weights that cannot be loaded)."""
 
 PROVIDER_ERROR_KINDS: tuple[ProviderErrorKind, ...] = get_args(ProviderErrorKind)
 
@@ -157,7 +172,8 @@ def provider_error_kind(value: object) -> ProviderErrorKind:
 
 
 class ProviderError(RuntimeError):
-    """A model request failed after retries (HTTP error, timeout, unreachable endpoint, crash).
+    """A model request failed after retries (HTTP error, timeout, unreachable endpoint, crash,
+    a schema the provider cannot enforce).
 
     Args:
         message: what failed, for people.
@@ -167,8 +183,8 @@ class ProviderError(RuntimeError):
     Attributes:
         status: the HTTP status, if any.
         kind: one of :data:`ProviderErrorKind` (``runtime_crash``: the local model's process
-            died from a signal, exited, or hung past its timeout; the next request starts a new
-            process).
+            died from a signal or exited; ``timeout``: it did not answer within the call's
+            deadline and was killed; either way the next request starts a new process).
     """
 
     def __init__(

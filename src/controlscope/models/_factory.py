@@ -35,7 +35,15 @@ LOCAL_OPTIONS = frozenset(
 """Keyword options that :func:`make_model` passes to the local model."""
 
 OPENAI_OPTIONS = frozenset(
-    {"timeout_s", "max_retries", "backoff_s", "max_backoff_s", "json_format", "max_tokens_field"}
+    {
+        "timeout_s",
+        "request_timeout_s",
+        "max_retries",
+        "backoff_s",
+        "max_backoff_s",
+        "json_format",
+        "max_tokens_field",
+    }
 )
 """Keyword options that :func:`make_model` passes to :class:`OpenAIModel`."""
 

@@ -5,25 +5,40 @@ embedded local model"):
 
 - llama.cpp runs outside the controller: one child process per request purpose (planner,
   reviewer, other), started on first use (:mod:`controlscope.models._local_process`). A native
-  crash, an OOM kill or a hang of a child is a :class:`ProviderError` of kind ``runtime_crash``
-  naming the signal or exit status and llama.cpp's last output; the child is discarded and the
-  next request of that purpose starts a new one, while the other purposes' children (and their KV
-  prefixes) are untouched. Every wait on a child is bounded (``start_timeout_s``,
-  ``request_timeout_s``), and children end with :meth:`LocalModel.close`, with the model's
-  garbage collection or interpreter exit, or by themselves when the controller dies;
+  crash or an OOM kill of a child is a :class:`ProviderError` of kind ``runtime_crash`` naming
+  the signal or exit status and llama.cpp's last output; the child is discarded and the next
+  request of that purpose starts a new one, while the other purposes' children (and their KV
+  prefixes) are untouched. Every call has one deadline that covers all of it (waiting for the
+  purpose's process, loading it, the answer): ``request_timeout_s``, or the run's per-call limit,
+  never past the run's wall-clock ceiling (:func:`~controlscope.core.call_seconds`); a child
+  still working then is killed and the call fails with ``timeout``. Children end with
+  :meth:`LocalModel.close`, with the model's garbage collection or interpreter exit, or by
+  themselves when the controller dies;
 - the prompt is the GGUF's own chat template (Qwen2.5's ChatML with tools) rendered in the
-  controller with jinja2; generation stops on every end-of-generation token of the vocabulary
-  (llama.cpp's ``is_eog``);
+  controller with jinja2; only the template's own control tokens (``<|im_start|>``...) are
+  control tokens: every text the messages and tools carry is tokenized as literal text
+  (:meth:`~controlscope.models._chat_template.ChatTemplate.segments`), so agent output that
+  says ``<|im_end|>`` cannot end a turn. Generation stops on every end-of-generation token of the
+  vocabulary (llama.cpp's ``is_eog``);
 - tool calls are native: Qwen2.5 writes ``<tool_call>{...}</tool_call>``, parsed by
   :mod:`controlscope.models._toolcalls`; with ``tool_choice="required"`` or a named tool the
-  call is decoded under a grammar made from the tools' JSON schemas; a ``json_schema`` request is
-  decoded under that schema's grammar and always returns valid JSON text (or ``finish_reason``
-  ``length`` when the token cap cut it);
+  call is decoded under a grammar made from the tools' JSON schemas (plain JSON where llama.cpp
+  cannot convert one: the tool checks its arguments);
+- a ``json_schema`` request is decoded under that schema's grammar, or refused with a
+  ``schema_unsupported`` :class:`ProviderError` when the grammar would not enforce all of it
+  (:func:`~controlscope.models._grammar.grammar_problem`, or llama.cpp's converter refuses it);
+  its answer is validated all the same (``ModelResponse.schema_error``: only an answer cut by
+  the token cap can fail);
+- an answer depends on its request alone, never on what the purpose's context held before:
+  prompts are evaluated in batches of :data:`EVAL_GRID` tokens at fixed offsets, and a request
+  keeps from its context only complete batches of the previous prompt that it shares, so every
+  prompt token is evaluated exactly as a fresh context would (llama.cpp's own prefix reuse
+  re-evaluates the last token alone, whose logits then differ slightly, and keeps generated
+  tokens' entries: the same greedy request could answer differently the second time);
 - prompt (KV-prefix) reuse: each purpose's child keeps its own llama.cpp context, so planner and
   reviewer never evict each other's prefix; the weights are mmap'd and shared through the OS page
-  cache. Within a context llama.cpp keeps the longest common token prefix of successive prompts;
-  ``Usage.cached_tokens`` is the number of prompt tokens the library did not evaluate, counted
-  from the tokens actually passed to ``Llama.eval``.
+  cache. ``Usage.cached_tokens`` is the number of prompt tokens the library did not evaluate,
+  counted from the tokens actually passed to ``Llama.eval``.
 
 Each purpose has its own lock, so a ``LocalModel`` may be shared by threads.
 """
@@ -47,11 +62,14 @@ from controlscope.core import (
     ToolCall,
     ToolSpec,
     Usage,
+    answer_schema_error,
+    call_seconds,
     decode_json,
     provider_error_kind,
 )
 from controlscope.models._chat_format import message_to_openai, tools_to_openai
-from controlscope.models._chat_template import ChatTemplate
+from controlscope.models._chat_template import ChatTemplate, Segment
+from controlscope.models._grammar import grammar_problem
 from controlscope.models._local_process import ModelProcess
 from controlscope.models._toolcalls import parse_tool_calls, tool_call_id
 from controlscope.models._weights import ensure_weights, resolve_model_name
@@ -62,8 +80,14 @@ PURPOSES = ("planner", "reviewer", "other")
 """The request purposes; each has its own llama.cpp process and KV context."""
 
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
-"""Seconds one request may take before its process counts as hung (generous: a 1,024-token
-answer of the 1.5B model takes about a minute on 2 busy cores)."""
+"""Seconds one request may take by default (generous: a 1,024-token answer of the 1.5B model
+takes about a minute on 2 busy cores); a run's per-call limit replaces it."""
+
+EVAL_GRID = 64
+"""Tokens per prompt-evaluation batch. Prompts are evaluated in batches starting at multiples of
+it and only complete batches of the previous prompt are kept, so an answer never depends on
+what the context held before (``benchmarks/model_contract.py`` measures the alternatives; the
+cost is re-evaluating less than one grid of the kept prefix per request)."""
 
 DEFAULT_START_TIMEOUT_S = 120.0
 """Seconds a new process may take to load the weights (about 2 s when they are in the page
@@ -150,8 +174,9 @@ class LocalModel:
             request is reproducible.
         verbose: let llama.cpp log to this process's stderr (otherwise its log is kept apart and
             its tail quoted in ``runtime_crash`` errors).
-        request_timeout_s: seconds one request may take; a process that has not answered by then
-            is killed and the request fails with ``runtime_crash``.
+        request_timeout_s: seconds one call may take, all of it counted; a run's per-call limit
+            replaces it and its wall-clock ceiling caps it. A process that has not answered by
+            then is killed and the call fails with ``timeout``.
         start_timeout_s: seconds a new process may take to load the weights.
 
     The processes start on first use; :meth:`close` (or ``with LocalModel(...) as model:``)
@@ -195,11 +220,12 @@ class LocalModel:
         self._seed = seed
         self._verbose = verbose
         self.request_timeout_s = request_timeout_s
-        """Seconds one request may take (settable)."""
+        """Seconds one call may take when the run sets no limit (settable)."""
         self._start_timeout_s = start_timeout_s
         self._slots = {purpose: _Slot() for purpose in PURPOSES}
         self._template: ChatTemplate | None = None
         self._eog: frozenset[int] = frozenset()
+        self._controls: tuple[str, ...] = ()
         self._runtime_info = ""
         self._finalizer = weakref.finalize(self, _close_slots, self._slots)
         self.last_stats: GenerationStats | None = None
@@ -272,12 +298,18 @@ class LocalModel:
             raise ValueError(f"unknown purpose {purpose!r}; expected one of {PURPOSES}")
         return slot
 
-    def _process(self, purpose: str) -> ModelProcess:
+    def _process(self, purpose: str, deadline: float | None = None) -> ModelProcess:
         """The purpose's running process, started if needed (caller holds the slot's lock).
+
+        Args:
+            purpose: the purpose.
+            deadline: the call's deadline (``time.monotonic``); loading waits at most until
+                then (and at most ``start_timeout_s``).
 
         Raises:
             ProviderError: ``runtime_crash`` when a new process dies or hangs while loading;
-                ``other`` when llama.cpp cannot load the weights.
+                ``timeout`` when the deadline passes while it loads; ``other`` when llama.cpp
+                cannot load the weights.
         """
         slot = self._slots[purpose]
         if slot.process is None or slot.process.closed:
@@ -286,41 +318,77 @@ class LocalModel:
                 "model_path": str(self._path),
                 "n_ctx": self._n_ctx,
                 "n_threads": self._n_threads,
+                "grid": EVAL_GRID,
                 "seed": self._seed,
                 "verbose": self._verbose,
             }
+            wait, late = self._start_timeout_s, "runtime_crash"
+            if deadline is not None and deadline - time.monotonic() < wait:
+                wait, late = max(deadline - time.monotonic(), 0.001), "timeout"
             slot.process = ModelProcess(
                 purpose,
                 config,
-                start_timeout_s=self._start_timeout_s,
+                start_timeout_s=wait,
                 capture_stderr=not self._verbose,
+                late=late,  # type: ignore[arg-type]
             )
             if self._template is None:
                 ready = slot.process.ready
                 self._eog = frozenset(int(t) for t in ready["eog"])
+                self._controls = tuple(str(t) for t in ready["controls"])
                 self._runtime_info = str(ready["system_info"]).strip()
                 self._template = ChatTemplate(
                     ready["template"], bos_token=ready["bos_text"], eos_token=ready["eos_text"]
                 )
         return slot.process
 
-    def _call(self, purpose: str, message: dict[str, Any]) -> dict[str, Any]:
+    def _call(
+        self,
+        purpose: str,
+        message: dict[str, Any],
+        deadline: float | None = None,
+        limit_s: float | None = None,
+    ) -> dict[str, Any]:
         """Send one message to the purpose's process and return its successful answer.
 
+        Args:
+            purpose: the purpose whose process answers.
+            message: the message.
+            deadline: when the call must be answered (``time.monotonic``); None:
+                ``request_timeout_s`` from now. Waiting for another thread's request of the
+                same purpose, loading the weights and the answer all count.
+            limit_s: the call's whole limit in seconds, for errors.
+
         Raises:
-            ProviderError: ``runtime_crash`` (the process is discarded), or the kind the child
-                reported (``context_length``, ``server``...).
+            ProviderError: ``timeout`` when the deadline passes (the process is discarded),
+                ``runtime_crash`` (the same), or the kind the child reported
+                (``context_length``, ``schema_unsupported``, ``server``...).
         """
+        if deadline is None:
+            limit_s = self.request_timeout_s
+            deadline = time.monotonic() + limit_s
         slot = self._slot(purpose)
-        with slot.lock:
-            process = self._process(purpose)
+        if not slot.lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+            raise ProviderError(
+                f"timeout: the local model's {purpose} process was still busy with another "
+                "request when the call's deadline passed",
+                kind="timeout",
+            )
+        try:
+            process = self._process(purpose, deadline)
             try:
                 answer = process.exchange(
-                    message, self.request_timeout_s, doing=f"answering a {message['op']} request"
+                    message,
+                    max(deadline - time.monotonic(), 0.001),
+                    doing=f"answering a {message['op']} request",
+                    late="timeout",
+                    limit_s=limit_s,
                 )
             finally:
                 if process.closed:
                     slot.process = None
+        finally:
+            slot.lock.release()
         if not answer.get("ok"):
             raise ProviderError(
                 str(answer.get("message")), kind=provider_error_kind(answer.get("kind"))
@@ -371,13 +439,34 @@ class LocalModel:
 
         Starts the request's process if none has run yet (the template comes from the GGUF).
         """
+        return "".join(text for _, text in self.prompt_segments(request))
+
+    def prompt_segments(self, request: ModelRequest) -> list[Segment]:
+        """The prompt of ``request`` cut into the template's own control tokens and literal
+        text (:meth:`ChatTemplate.segments`): only the template's control tokens become
+        control tokens; whatever the messages and tools hold is tokenized as text.
+
+        Raises:
+            ProviderError: ``bad_request`` for a named tool that is not offered.
+            ValueError: when the chat template raises.
+        """
         template = self._ensure_started(request.purpose)
         offered = request.tools if request.tool_choice != "none" else ()
         messages = [message_to_openai(m, chat_template=True) for m in request.messages]
-        prompt = template.render(messages, tools_to_openai(offered) or None)
-        if _forced_tools(request):
-            prompt += _FORCED_PREFIX
-        return prompt
+        suffix = _FORCED_PREFIX if _forced_tools(request) else ""
+        tools = tools_to_openai(offered) or None
+        return template.segments(messages, tools, self._controls, suffix=suffix)
+
+    def prompt_tokens(self, request: ModelRequest) -> list[int]:
+        """The prompt tokens :meth:`complete` evaluates for ``request`` (for checks and
+        benchmarks; tokenized by the ``other`` process).
+
+        Raises:
+            ProviderError: when the ``other`` process fails.
+        """
+        segments = self.prompt_segments(request)
+        answer = self._call("other", {"op": "prompt_tokens", "segments": segments})
+        return [int(t) for t in answer["tokens"]]
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer one request with the local model.
@@ -385,38 +474,38 @@ class LocalModel:
         Sampling follows the request: ``temperature`` (0 is greedy), ``top_p``, ``seed`` (see the
         class), ``max_tokens`` clamped to the room left in the context. ``provider_options`` may
         set llama.cpp's ``top_k`` (default 0, off), ``min_p`` (default 0.0) and
-        ``repeat_penalty`` (default 1.0, off).
+        ``repeat_penalty`` (default 1.0, off). The answer depends on the request alone, never on
+        what the purpose's context held before (see :data:`EVAL_GRID`).
 
         Returns:
             ``text`` (JSON text for a ``json_schema`` request; None when a forced tool call is
             returned), ``tool_calls``, ``finish_reason`` (``stop``, ``length`` or
-            ``tool_calls``), and ``usage`` whose ``cached_tokens`` counts the prompt tokens kept
-            from the purpose context's previous request.
+            ``tool_calls``), ``usage`` whose ``cached_tokens`` counts the prompt tokens kept
+            from the purpose context's previous request, and for a ``json_schema`` request
+            ``schema_error`` (None when the answer satisfies the schema; it can fail only when
+            the token cap cut it).
 
         Raises:
             ProviderError: ``bad_request`` when the token cap is below 1 or a named tool is not
-                offered; ``context_length`` when the prompt does not fit the context;
-                ``runtime_crash`` when the purpose's process dies, exits or exceeds
-                ``request_timeout_s`` (the next request starts a new one); ``server`` when
-                llama.cpp reports a failure.
+                offered; ``schema_unsupported`` for a ``json_schema`` that llama.cpp's grammar
+                would not enforce in full (:func:`~controlscope.models._grammar.grammar_problem`,
+                or the converter refuses it); ``context_length`` when the prompt does not fit
+                the context; ``timeout`` when the call's deadline passes (the call's limit,
+                ``request_timeout_s`` or the run's, :func:`~controlscope.core.call_seconds`;
+                the process is killed and the next request starts a new one);
+                ``runtime_crash`` when the purpose's process dies or exits (the same);
+                ``server`` when llama.cpp reports a failure.
         """
         started = time.perf_counter()
-        forced = _forced_tools(request)
-        if request.max_tokens < 1:
+        limit = call_seconds(self.request_timeout_s)
+        if limit <= 0:
             raise ProviderError(
-                f"max_tokens must be at least 1, got {request.max_tokens}", kind="bad_request"
+                "timeout: the run's wall-clock ceiling has passed; the request was not sent",
+                kind="timeout",
             )
-        schema = request.json_schema
-        if schema is None and forced:
-            schema = _tool_call_schema(forced)
-        message = {
-            "op": "complete",
-            "prompt": self.render_prompt(request),
-            **self._sampling(request),
-            # keep property order: the model writes fields in this order
-            "schema": json.dumps(schema) if schema is not None else None,
-        }
-        answer = self._call(request.purpose, message)
+        deadline = time.monotonic() + limit
+        forced = _forced_tools(request)
+        answer = self._call(request.purpose, self._message(request, forced), deadline, limit)
         stats = GenerationStats(
             purpose=request.purpose,
             prompt_tokens=int(answer["prompt_tokens"]),
@@ -442,7 +531,41 @@ class LocalModel:
             ),
             model=self._model_id,
             latency_s=time.perf_counter() - started,
+            schema_error=None
+            if request.json_schema is None
+            else answer_schema_error(text, request.json_schema, finish_reason=finish),
         )
+
+    def _message(self, request: ModelRequest, forced: tuple[ToolSpec, ...]) -> dict[str, Any]:
+        """The ``complete`` message for the child (see :mod:`._local_child`).
+
+        Raises:
+            ProviderError: ``bad_request`` for a token cap below 1; ``schema_unsupported`` for
+                a ``json_schema`` llama.cpp's grammar would not enforce in full.
+        """
+        if request.max_tokens < 1:
+            raise ProviderError(
+                f"max_tokens must be at least 1, got {request.max_tokens}", kind="bad_request"
+            )
+        schema = request.json_schema
+        if schema is not None:
+            problem = grammar_problem(schema)
+            if problem is not None:
+                raise ProviderError(
+                    "schema_unsupported: llama.cpp's grammar would not enforce the answer's "
+                    f"schema ({problem})",
+                    kind="schema_unsupported",
+                )
+        elif forced:
+            schema = _tool_call_schema(forced)
+        return {
+            "op": "complete",
+            "segments": self.prompt_segments(request),
+            **self._sampling(request),
+            # keep property order: the model writes fields in this order
+            "schema": json.dumps(schema) if schema is not None else None,
+            "strict": request.json_schema is not None,
+        }
 
     def _sampling(self, request: ModelRequest) -> dict[str, Any]:
         """The request's sampling settings as the child takes them (see :meth:`complete`)."""

@@ -8,14 +8,18 @@ is loaded, so nothing a C library prints can corrupt the protocol.
 
 Messages (parent -> child), each answered by exactly one line:
 
-- configuration ``{"model_path", "n_ctx", "n_threads", "seed", "verbose", "parent_pid"}``:
-  answered by ``{"ok": true, "ready": true, "eog": [...], "bos_text", "eos_text", "template",
-  "system_info"}`` or ``{"ok": false, "kind", "message"}`` (weights llama.cpp cannot load);
-- ``{"op": "complete", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p",
-  "repeat_penalty", "seed", "schema"}`` (``schema``: JSON-schema text or null): answered by
-  ``{"ok": true, "text", "finish", "prompt_tokens", "evaluated", "output_tokens", "prompt_s",
-  "gen_s", "peak_rss_kb"}``; ``finish`` is ``stop`` or ``length``;
-- ``{"op": "tokenize", "text", "special"}``: ``{"ok": true, "tokens": [...]}``;
+- configuration ``{"model_path", "n_ctx", "n_threads", "grid", "seed", "verbose",
+  "parent_pid"}``: answered by ``{"ok": true, "ready": true, "eog": [...], "controls": [...],
+  "bos_text", "eos_text", "template", "system_info"}`` (``controls``: the texts of the control
+  tokens) or ``{"ok": false, "kind", "message"}`` (weights llama.cpp cannot load);
+- ``{"op": "complete", "segments", "max_tokens", "temperature", "top_p", "top_k", "min_p",
+  "repeat_penalty", "seed", "schema", "strict"}`` (``segments``: the prompt as ``[control,
+  text]`` pairs, see ``ChatTemplate.segments``; ``schema``: JSON-schema text or null;
+  ``strict``: a schema llama.cpp cannot convert is refused, not decoded as plain JSON):
+  answered by ``{"ok": true, "text", "finish", "prompt_tokens", "evaluated", "output_tokens",
+  "prompt_s", "gen_s", "peak_rss_kb"}``; ``finish`` is ``stop`` or ``length``;
+- ``{"op": "tokenize", "text", "special"}`` and ``{"op": "prompt_tokens", "segments"}``:
+  ``{"ok": true, "tokens": [...]}``;
 - ``{"op": "clear"}`` (forget the KV prefix): ``{"ok": true}``.
 
 Errors the parent should report are answered as ``{"ok": false, "kind", "message"}`` with a
@@ -51,21 +55,32 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 class _Runtime:
-    """A loaded ``llama_cpp.Llama`` and the state kept between requests."""
+    """A loaded ``llama_cpp.Llama`` and the state kept between requests.
+
+    Attributes:
+        grid: tokens per evaluation batch; prompts are evaluated in batches that start at
+            multiples of it (see :meth:`reused`).
+        reusable: leading positions of the context whose KV entries came from complete grid
+            batches of the last prompt (never from generated tokens).
+    """
 
     def __init__(self, config: dict[str, Any]) -> None:
         import llama_cpp
 
         self.n_ctx = int(config["n_ctx"])
         self.seed = int(config["seed"])
+        self.grid = int(config["grid"])
         self.llama: Any = llama_cpp.Llama(
             model_path=str(config["model_path"]),
             n_ctx=self.n_ctx,
+            n_batch=self.grid,
+            n_ubatch=self.grid,
             n_threads=int(config["n_threads"]),
             n_threads_batch=int(config["n_threads"]),
             seed=self.seed,
             verbose=bool(config["verbose"]),
         )
+        self.reusable = 0
         self.evaluated = 0
         original_eval = self.llama.eval
 
@@ -74,13 +89,19 @@ class _Runtime:
             return original_eval(tokens)
 
         self.llama.eval = counting_eval  # type: ignore[method-assign]
-        vocab = self.llama._model.vocab
-        self.eog = frozenset(
-            i for i in range(int(self.llama.n_vocab())) if llama_cpp.llama_vocab_is_eog(vocab, i)
-        )
+        model = self.llama._model
+        vocab = model.vocab
+        n_vocab = int(self.llama.n_vocab())
+        self.eog = frozenset(i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i))
+        control = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+        self.controls = {
+            model.token_get_text(i): i
+            for i in range(n_vocab)
+            if model.token_get_attr(i) & control and model.token_get_text(i)
+        }
         bos, eos = int(self.llama.token_bos()), int(self.llama.token_eos())
-        self.bos_text: str = self.llama._model.token_get_text(bos) if bos >= 0 else ""
-        self.eos_text: str = self.llama._model.token_get_text(eos) if eos >= 0 else ""
+        self.bos_text: str = model.token_get_text(bos) if bos >= 0 else ""
+        self.eos_text: str = model.token_get_text(eos) if eos >= 0 else ""
         self.template: str | None = self.llama.metadata.get("tokenizer.chat_template")
         self.system_info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
         self.grammars: dict[str, Any] = {}
@@ -90,21 +111,26 @@ class _Runtime:
             "ok": True,
             "ready": True,
             "eog": sorted(self.eog),
+            "controls": sorted(self.controls),
             "bos_text": self.bos_text,
             "eos_text": self.eos_text,
             "template": self.template,
             "system_info": self.system_info,
         }
 
-    def grammar(self, schema: str) -> Any:
-        """A llama.cpp grammar for JSON-schema text (cached; generic JSON if unsupported)."""
+    def grammar(self, schema: str, *, strict: bool) -> Any:
+        """A llama.cpp grammar for JSON-schema text (cached). A schema the converter rejects
+        raises ``ValueError`` when ``strict``, else decodes generic JSON (a forced tool call:
+        the tool checks its arguments itself)."""
         from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
         grammar = self.grammars.get(schema)
         if grammar is None:
             try:
                 grammar = LlamaGrammar.from_json_schema(schema, verbose=False)
-            except Exception:  # the converter rejects some schema features
+            except Exception as exc:  # the converter asserts and raises on what it cannot read
+                if strict:
+                    raise ValueError(f"{type(exc).__name__}: {exc}") from None
                 grammar = LlamaGrammar.from_string(JSON_GBNF, verbose=False)
             self.grammars[schema] = grammar
         return grammar
@@ -117,9 +143,42 @@ class _Runtime:
         )
         return tokens
 
+    def prompt_tokens(self, segments: list[list[Any]]) -> list[int]:
+        """Tokens of a prompt given as segments (see ``ChatTemplate.segments``): a control
+        segment is its one token, a text segment is tokenized as literal text (no text it holds
+        becomes a control token); a BOS token first where the model adds one."""
+        first = segments[0][1] if segments else ""
+        bos = int(self.llama.token_bos())
+        adds_bos = bool(self.llama._model.add_bos_token()) and bos >= 0
+        tokens: list[int] = [bos] if adds_bos and first != self.bos_text else []
+        for control, text in segments:
+            if control and text in self.controls:
+                tokens.append(self.controls[text])
+            elif text:
+                tokens += self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        return tokens
+
+    def reused(self, tokens: list[int]) -> int:
+        """How many leading positions of the context to keep for a prompt of ``tokens``.
+
+        A position's KV entries depend on the batch it was evaluated in, and the last prompt
+        token's logits on its batch too, so a prompt's answer would depend on what the context
+        held before it (llama.cpp keeps the longest common prefix and evaluates the rest, the
+        last token alone when all but it are kept). Prompts are therefore evaluated in batches
+        of ``grid`` tokens starting at multiples of ``grid``, and only complete batches of the
+        last prompt are kept: every kept position holds what a fresh evaluation of this prompt
+        computes, and the rest is evaluated in the same batches a fresh evaluation uses.
+        """
+        common = 0
+        for old, new in zip(self.llama.input_ids[: self.reusable], tokens, strict=False):
+            if old != new:
+                break
+            common += 1
+        return min(common, len(tokens) - 1) // self.grid * self.grid
+
     def complete(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Generate for one ``complete`` message (see the module docstring)."""
-        tokens = self.tokenize(msg["prompt"], special=True)
+        tokens = self.prompt_tokens(msg["segments"])
         room = self.n_ctx - len(tokens)
         if room < 1:
             return {
@@ -129,7 +188,16 @@ class _Runtime:
                 f"context of {self.n_ctx} tokens",
             }
         max_new = min(int(msg["max_tokens"]), room)
-        grammar = self.grammar(msg["schema"]) if msg.get("schema") is not None else None
+        grammar = None
+        if msg.get("schema") is not None:
+            try:
+                grammar = self.grammar(msg["schema"], strict=bool(msg.get("strict")))
+            except ValueError as exc:
+                return {
+                    "ok": False,
+                    "kind": "schema_unsupported",
+                    "message": f"llama.cpp cannot make a grammar of the answer's schema: {exc}",
+                }
         self.llama.set_seed(int(msg["seed"]) & 0xFFFFFFFF)
         try:
             out, finish, evaluated, prompt_s, gen_s = self._generate(msg, tokens, max_new, grammar)
@@ -150,20 +218,25 @@ class _Runtime:
     def _generate(
         self, msg: dict[str, Any], tokens: list[int], max_new: int, grammar: Any
     ) -> tuple[list[int], str, int, float, float]:
-        """llama.cpp's own loop: (tokens out, finish, prompt tokens evaluated, prompt s, gen s)."""
+        """llama.cpp's own loop on the prompt's unkept tail (see :meth:`reused`): (tokens out,
+        finish, prompt tokens evaluated, prompt s, gen s)."""
         out: list[int] = []
         finish = "length"
         evaluated = 0
+        keep = self.reused(tokens)
+        self.reusable = 0  # until the prompt is evaluated, nothing past ``keep`` is known
+        self.llama.n_tokens = keep  # eval() drops the KV entries from here on
         self.evaluated = 0
         t0 = time.perf_counter()
         t_first = t0
         gen = self.llama.generate(
-            tokens,
+            tokens[keep:],
             temp=max(float(msg["temperature"]), 0.0),
             top_p=float(msg["top_p"]),
             top_k=int(msg["top_k"]),
             min_p=float(msg["min_p"]),
             repeat_penalty=float(msg["repeat_penalty"]),
+            reset=False,
             grammar=grammar,
         )
         first = True
@@ -173,6 +246,7 @@ class _Runtime:
                     first = False
                     t_first = time.perf_counter()
                     evaluated = self.evaluated
+                    self.reusable = len(tokens) // self.grid * self.grid
                 if token in self.eog:
                     finish = "stop"
                     break
@@ -189,8 +263,11 @@ class _Runtime:
             return self.complete(msg)
         if op == "tokenize":
             return {"ok": True, "tokens": self.tokenize(msg["text"], special=bool(msg["special"]))}
+        if op == "prompt_tokens":
+            return {"ok": True, "tokens": self.prompt_tokens(msg["segments"])}
         if op == "clear":
             self.llama.reset()
+            self.reusable = 0
             return {"ok": True}
         return {"ok": False, "kind": "other", "message": f"unknown operation {op!r}"}
 
@@ -216,7 +293,7 @@ def main() -> int:
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     try:
         runtime = _Runtime(config)
-    except (ValueError, RuntimeError, OSError) as exc:
+    except (ValueError, RuntimeError, OSError, KeyError, TypeError) as exc:
         message = f"llama.cpp could not load {config['model_path']}: {exc}"
         _send(channel, {"ok": False, "kind": "other", "message": message})
         return 1

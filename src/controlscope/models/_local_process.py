@@ -2,10 +2,12 @@
 
 :class:`ModelProcess` starts the child with ``python -m controlscope.models._local_child``,
 exchanges line-delimited JSON with it over its stdin and stdout, and bounds every wait: a child
-that dies (SIGSEGV in a native kernel, the kernel's OOM killer), exits, or does not answer in
-time becomes a :class:`~controlscope.core.ProviderError` of kind ``runtime_crash`` that
-names the signal or exit status and quotes the tail of the child's stderr (llama.cpp's log, kept
-in an anonymous temporary file). A process that failed is killed and must not be used again.
+that dies (SIGSEGV in a native kernel, the kernel's OOM killer) or exits becomes a
+:class:`~controlscope.core.ProviderError` of kind ``runtime_crash``, one that does not answer in
+time one of kind ``timeout`` (a request past its deadline) or ``runtime_crash`` (a hang while
+loading); the error names the signal, exit status or wait and quotes the tail of the child's
+stderr (llama.cpp's log, kept in an anonymous temporary file). A process that failed is killed
+and must not be used again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from controlscope.core import ProviderError, provider_error_kind
+from controlscope.core import ProviderError, ProviderErrorKind, provider_error_kind
 
 __all__ = ["ModelProcess", "escape_untrusted"]
 
@@ -81,6 +83,8 @@ class ModelProcess:
         config: the child's configuration (``model_path``, ``n_ctx``, ``n_threads``, ``seed``,
             ``verbose``); ``parent_pid`` is added.
         start_timeout_s: seconds the child may take to load the weights and say it is ready.
+        late: the error kind when it is not ready in time: ``runtime_crash`` (a hung runtime),
+            or ``timeout`` when ``start_timeout_s`` is what is left of a call's deadline.
         capture_stderr: keep the child's stderr in a temporary file (quoted in errors); when
             False it goes to this process's stderr.
 
@@ -100,6 +104,7 @@ class ModelProcess:
         *,
         start_timeout_s: float,
         capture_stderr: bool = True,
+        late: ProviderErrorKind = "runtime_crash",
     ) -> None:
         self.purpose = purpose
         self._buffer = b""
@@ -131,7 +136,10 @@ class ModelProcess:
         self.closed = False
         self.ready: dict[str, Any] = {}
         answer = self.exchange(
-            {**config, "parent_pid": os.getpid()}, start_timeout_s, doing="loading the weights"
+            {**config, "parent_pid": os.getpid()},
+            start_timeout_s,
+            doing="loading the weights",
+            late=late,
         )
         if not answer.get("ok"):
             self.close()
@@ -145,19 +153,31 @@ class ModelProcess:
         """The child's process id."""
         return self._proc.pid
 
-    def exchange(self, message: dict[str, Any], timeout_s: float, *, doing: str) -> dict[str, Any]:
+    def exchange(
+        self,
+        message: dict[str, Any],
+        timeout_s: float,
+        *,
+        doing: str,
+        late: ProviderErrorKind = "runtime_crash",
+        limit_s: float | None = None,
+    ) -> dict[str, Any]:
         """Send one message and return the child's answer (a dict with ``ok``).
 
         Args:
             message: the JSON-serialisable message.
             timeout_s: seconds allowed for sending and answering.
             doing: what the child is doing, for errors ("answering a request").
+            late: the kind of the error when the child does not answer in time: ``timeout``
+                for a request whose deadline passed, ``runtime_crash`` (a hung runtime) else.
+            limit_s: the whole call's limit, named in a ``timeout`` error (default
+                ``timeout_s``: the call may have spent some of its time before this exchange).
 
         Raises:
-            ProviderError: ``runtime_crash`` when the child died, exited or did not answer in
-                time; the child is then killed and this object closed. Any other exception
-                (e.g. KeyboardInterrupt) also kills the child before it propagates: the
-                exchange's state is unknown.
+            ProviderError: ``runtime_crash`` when the child died or exited, ``late`` when it
+                did not answer in time; the child is then killed and this object closed. Any
+                other exception (e.g. KeyboardInterrupt) also kills the child before it
+                propagates: the exchange's state is unknown.
         """
         if self.closed:
             raise ProviderError(f"the local model's {self.purpose} process is closed", kind="other")
@@ -168,8 +188,13 @@ class ModelProcess:
             return answer
         except _Timeout:
             self._terminate()
-            hung = f"did not answer within {timeout_s:g} s (hung) and was killed"
-            raise self._crash(hung, doing) from None
+            if late == "timeout":
+                limit = timeout_s if limit_s is None else limit_s
+                words = f"did not answer within the call's deadline of {limit:g} s"
+                words += " and was killed"
+            else:
+                words = f"did not answer within {timeout_s:g} s (hung) and was killed"
+            raise self._crash(words, doing, kind=late) from None
         except _Gone:
             code = self._reap()
             raise self._crash(describe_exit(code), doing) from None
@@ -221,13 +246,15 @@ class ModelProcess:
         except subprocess.TimeoutExpired:
             return self._terminate()
 
-    def _crash(self, what: str, doing: str) -> ProviderError:
+    def _crash(
+        self, what: str, doing: str, *, kind: ProviderErrorKind = "runtime_crash"
+    ) -> ProviderError:
         tail = self.stderr_tail()
         self.close()
         return ProviderError(
             f"the local model's {self.purpose} process (pid {self.pid}) {what} while {doing}; "
             f"llama.cpp's last output: {tail}",
-            kind="runtime_crash",
+            kind=kind,
         )
 
     def stderr_tail(self) -> str:

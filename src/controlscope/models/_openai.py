@@ -6,24 +6,37 @@ any body), which skips the SDK's per-field parameter transformation: that costs 
 message on this machine, i.e. tenths of a second per request late in a long trajectory, for no gain
 since the body is already in the wire shape (``benchmarks/request_cache.py``).
 
+Every call has one deadline that covers all of it: every attempt, every wait between attempts
+and the whole answer, however slowly it trickles in (``request_timeout_s``, replaced by a run's
+per-call limit and capped by its wall-clock ceiling, :func:`~controlscope.core.call_seconds`).
+The SDK's own timeout bounds each read only, so the call runs on the model's own event loop and
+is cancelled when its deadline passes (a ``timeout`` :class:`~controlscope.core.ProviderError`).
+
 The SDK's own retries are switched off; ``tenacity`` retries instead, so that this client counts
-attempts and applies one backoff rule: 429, 408, 409, 5xx, timeouts and connection errors are
-retried with exponential backoff (or after the server's ``Retry-After``); after the last attempt
-a typed :class:`~controlscope.core.ProviderError` is raised, so the agent can apply the paper's
-rules (section 4: a review-stage error becomes a recorded keep, a planner-stage error ends the
-trajectory). Every request has a timeout: an
-unreachable or silent endpoint never hangs the caller.
+attempts and applies one rule: a failure is retried only when another attempt can succeed
+(:mod:`controlscope.models._provider_errors` reads its meaning from the error body: a prompt over
+the context or a schema the server cannot enforce is never retried, a rate limit or a transient
+server fault is), with exponential backoff (or after the server's ``Retry-After``), and never
+past the deadline. After the last attempt a typed :class:`~controlscope.core.ProviderError` is
+raised, so the agent can apply the paper's rules (section 4: a review-stage error becomes a
+recorded keep, a planner-stage error ends the trajectory).
+
+Every answer to a ``json_schema`` request is validated against the schema
+(``ModelResponse.schema_error``): what an endpoint enforces cannot be seen from outside.
 
 The ``openai`` package is imported on first use, so importing this module stays cheap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from controlscope.core import (
@@ -33,12 +46,17 @@ from controlscope.core import (
     ProviderErrorKind,
     ToolCall,
     Usage,
+    answer_schema_error,
+    call_seconds,
 )
 from controlscope.models._chat_format import message_to_openai, parse_tool_call, tools_to_openai
+from controlscope.models._grammar import grammar_problem
+from controlscope.models._provider_errors import error_meaning
 
 if TYPE_CHECKING:
     import openai
     import tenacity
+    from anyio.from_thread import BlockingPortal
     from openai.types.chat import ChatCompletion
 
 __all__ = ["JsonFormat", "MaxTokensField", "OpenAIModel", "request_to_openai"]
@@ -49,7 +67,9 @@ JsonFormat = Literal["json_schema", "json_object"]
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 """Which body field carries the per-request token cap (see :func:`request_to_openai`)."""
 
-_RETRY_STATUSES = frozenset({408, 409, 429})
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
+"""Seconds one call may take by default, every attempt and wait included."""
+
 _PLACEHOLDER_KEY = "not-needed"
 """Sent when no key is configured: local OpenAI-compatible servers ignore the key."""
 
@@ -152,39 +172,44 @@ def _response_from_openai(
     )
 
 
-def _classify(
-    exc: Exception,
-) -> tuple[ProviderErrorKind, int | None, bool, float | None] | None:
-    """Return (kind, status, retryable, retry_after_s) for an SDK exception, None for others."""
+@dataclass(frozen=True)
+class _Verdict:
+    """A failed attempt: its kind, HTTP status, whether to retry, and the server's Retry-After."""
+
+    kind: ProviderErrorKind
+    status: int | None = None
+    retryable: bool = False
+    retry_after_s: float | None = None
+
+
+def _classify(exc: BaseException) -> _Verdict | None:
+    """The verdict on an attempt's exception (None for exceptions that are not the endpoint's).
+
+    An error answer is judged by its meaning (:func:`error_meaning`: the error body first, the
+    status where the body says nothing known).
+    """
     import openai
 
     if isinstance(exc, json.JSONDecodeError):  # a 2xx answer whose body is not JSON
-        return "other", None, False, None
+        return _Verdict("other")
     if not isinstance(exc, openai.OpenAIError):
         return None
     if isinstance(exc, openai.APITimeoutError):
-        return "timeout", None, True, None
+        return _Verdict("timeout", retryable=True)
     if isinstance(exc, openai.APIConnectionError):
-        return "connection", None, True, None
+        return _Verdict("connection", retryable=True)
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        retry_after = _retry_after_s(exc.response.headers)
-        if status == 429:
-            return "rate_limit", status, True, retry_after
-        if status >= 500:
-            return "server", status, True, retry_after
-        if status == 408:
-            return "timeout", status, True, retry_after
-        if status in _RETRY_STATUSES:
-            return "other", status, True, retry_after
-        return "bad_request", status, False, None
-    return "other", None, False, None  # e.g. a response that fails the SDK's validation
+        meaning = error_meaning(status, exc.body, exc.message)
+        after = _retry_after_s(exc.response.headers) if meaning.retryable else None
+        return _Verdict(meaning.kind, status, meaning.retryable, after)
+    return _Verdict("other")  # e.g. a response that fails the SDK's validation
 
 
 def _retryable(exc: BaseException) -> bool:
     """Whether a failed attempt is worth another (see :func:`_classify`)."""
-    verdict = _classify(exc) if isinstance(exc, Exception) else None
-    return verdict is not None and verdict[2]
+    verdict = _classify(exc)
+    return verdict is not None and verdict.retryable
 
 
 def _retry_after_s(headers: Mapping[str, str]) -> float | None:
@@ -211,18 +236,29 @@ class OpenAIModel:
     all a placeholder is sent (local servers ignore it; a provider answers 401, which becomes a
     ``bad_request`` :class:`ProviderError`).
 
+    Requests run on an event loop of the model's own (an ``anyio`` blocking portal, started on
+    first use), so that one deadline can cancel a call wherever it is: connecting, between
+    attempts, in the headers or in the middle of a body that trickles in.
+
     Args:
         model: the served model name.
         base_url: the API root, e.g. ``http://127.0.0.1:8000/v1``.
         api_key: the bearer key.
-        timeout_s: seconds one HTTP attempt may take (connect at most 10 s of it); > 0.
+        timeout_s: seconds one read (or connect, at most 10 s) of one attempt may wait; > 0.
+        request_timeout_s: seconds one :meth:`complete` call may take, all of it counted (every
+            attempt, the waits between them, the whole answer); > 0. A run's per-call limit
+            (``Condition.request_timeout_s``) replaces it, and the run's wall-clock ceiling caps
+            it (:func:`~controlscope.core.call_seconds`).
         max_retries: further attempts after the first on retryable failures; >= 0.
         backoff_s: delay before the first retry; doubles every retry, capped at
             ``max_backoff_s``, plus a jitter of up to a quarter of ``backoff_s``. A server's
             ``Retry-After`` is honoured up to that cap.
         max_backoff_s: the longest exponential wait between attempts.
         json_format: how ``json_schema`` requests are sent (see :func:`request_to_openai`);
-            ``json_object`` for ``llama_cpp.server``, which fails on the ``json_schema`` type.
+            ``json_object`` for ``llama_cpp.server``, which fails on the ``json_schema`` type. In
+            that format the server enforces the schema with llama.cpp's grammar, which silently
+            gives up on some schemas, so such a schema is refused before sending
+            (:func:`~controlscope.models._grammar.grammar_problem`).
         max_tokens_field: which body field carries the token cap (see :func:`request_to_openai`).
 
     Attributes:
@@ -242,6 +278,7 @@ class OpenAIModel:
         base_url: str | None = None,
         api_key: str | None = None,
         timeout_s: float = 120,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         max_retries: int = 4,
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
@@ -251,8 +288,11 @@ class OpenAIModel:
         name = model or os.environ.get("CONTROLSCOPE_MODEL")
         if not name:
             raise ValueError("no model name: pass one (openai:NAME) or set CONTROLSCOPE_MODEL")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if not (timeout_s > 0 and request_timeout_s > 0):
+            raise ValueError(
+                f"timeouts must be > 0, got timeout_s={timeout_s}, "
+                f"request_timeout_s={request_timeout_s}"
+            )
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if backoff_s < 0 or max_backoff_s < 0:
@@ -268,6 +308,7 @@ class OpenAIModel:
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY
         self.timeout_s = float(timeout_s)
+        self.request_timeout_s = float(request_timeout_s)
         self.max_retries = max_retries
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
@@ -276,7 +317,8 @@ class OpenAIModel:
         self.last_attempts = 0
         self.total_attempts = 0
         self.total_retries = 0
-        self._client: openai.OpenAI | None = None
+        self._client: openai.AsyncOpenAI | None = None
+        self._loop: _EventLoop | None = None
         self._lock = threading.Lock()
 
     @property
@@ -288,24 +330,27 @@ class OpenAIModel:
         """
         return f"openai:{self.model}"
 
-    def _get_client(self) -> openai.OpenAI:
+    def _started(self) -> tuple[BlockingPortal, openai.AsyncOpenAI]:
+        """The model's event loop and HTTP client, started on first use."""
         with self._lock:
-            if self._client is None:
+            if self._loop is None or self._client is None:
                 import openai
 
-                self._client = openai.OpenAI(
+                self._loop = _EventLoop(f"openai-client:{self.model}")
+                self._client = openai.AsyncOpenAI(
                     api_key=self._api_key,
                     base_url=self.base_url,
                     timeout=openai.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
                     max_retries=0,
                 )
-            return self._client
+            return self._loop.portal, self._client
 
-    def _retrying(self) -> tenacity.Retrying:
+    def _retrying(self, deadline: float) -> tenacity.AsyncRetrying:
         """The retry policy of one :meth:`complete` call.
 
-        Retryable failures (see :func:`_classify`) are retried up to ``max_retries`` times; the
-        wait is the server's ``Retry-After`` when it sent one (capped at ``max_backoff_s``), else
+        Retryable failures (see :func:`_classify`) are retried up to ``max_retries`` times, and
+        never when the wait would end past the call's ``deadline`` (``time.monotonic``); the wait
+        is the server's ``Retry-After`` when it sent one (capped at ``max_backoff_s``), else
         ``backoff_s`` doubling every retry up to ``max_backoff_s``, plus a random jitter of up to
         a quarter of ``backoff_s``. Every wait counts one retry in ``total_retries``.
         """
@@ -317,16 +362,22 @@ class OpenAIModel:
 
         def wait(state: tenacity.RetryCallState) -> float:
             failure = state.outcome.exception() if state.outcome is not None else None
-            verdict = _classify(failure) if isinstance(failure, Exception) else None
-            if verdict is not None and verdict[3] is not None:
-                return min(max(verdict[3], 0.0), self.max_backoff_s)
+            verdict = _classify(failure) if failure is not None else None
+            if verdict is not None and verdict.retry_after_s is not None:
+                return min(max(verdict.retry_after_s, 0.0), self.max_backoff_s)
             return backoff(state)
+
+        class _PastDeadline(tenacity.stop.stop_base):
+            """Stop when the next wait would end past the call's deadline."""
+
+            def __call__(self, state: tenacity.RetryCallState) -> bool:
+                return time.monotonic() + (state.upcoming_sleep or 0.0) >= deadline
 
         def count_retry(state: tenacity.RetryCallState) -> None:
             self.total_retries += 1
 
-        return tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+        return tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self.max_retries + 1) | _PastDeadline(),
             wait=wait,
             retry=tenacity.retry_if_exception(_retryable),
             before_sleep=count_retry,
@@ -334,55 +385,69 @@ class OpenAIModel:
         )
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        """Send one request, retrying transient failures (see :meth:`_retrying`).
+        """Send one request, retrying transient failures (see :meth:`_retrying`), all of it
+        within one deadline (``request_timeout_s``, see the class).
 
         Args:
             request: the request (see :func:`request_to_openai` for the mapping).
 
         Returns:
             The response; ``latency_s`` is the wall time of the whole call including retries;
-            malformed tool-call arguments come back as :class:`ToolCall` with ``parsed=None``.
+            malformed tool-call arguments come back as :class:`ToolCall` with ``parsed=None``;
+            for a ``json_schema`` request, ``schema_error`` says why the answer breaks the schema
+            (None when it satisfies it).
 
         Raises:
             ValueError: for a request that cannot be mapped (unknown named tool).
-            ProviderError: after the last attempt (``kind`` ``rate_limit``, ``server``,
-                ``timeout``, ``connection``) or at once for a non-retryable answer
-                (``bad_request`` for 4xx, ``other`` for a malformed response).
+            ProviderError: by meaning (see :mod:`controlscope.models._provider_errors`):
+                ``timeout`` when the call's deadline passed (whatever was under way),
+                ``rate_limit``, ``server``, ``connection`` after the last attempt;
+                ``context_length``, ``schema_unsupported`` (also before sending, for a schema
+                llama.cpp's grammar would not enforce in ``json_object`` format),
+                ``bad_request`` at once; ``other`` for a malformed response.
         """
-        from openai.types.chat import ChatCompletion
 
+        if self.json_format == "json_object" and request.json_schema is not None:
+            problem = grammar_problem(request.json_schema)
+            if problem is not None:
+                self.last_attempts = 0
+                raise ProviderError(
+                    f"schema_unsupported: llama.cpp's grammar would not enforce the answer's "
+                    f"schema ({problem}); the request was not sent",
+                    kind="schema_unsupported",
+                )
         body = {"model": self.model, **self._body(request)}
-        client = self._get_client()
-        start = time.monotonic()
-        attempts = 0
-
-        def attempt() -> ChatCompletion:
-            nonlocal attempts
-            attempts += 1
-            self.total_attempts += 1
-            return client.post("/chat/completions", cast_to=ChatCompletion, body=body)
-
-        try:
-            completion = self._retrying()(attempt)
-        except Exception as exc:
-            verdict = _classify(exc)
-            if verdict is None:
-                raise
-            kind, status, retryable, _ = verdict
-            tail = f" after {attempts} attempt(s)" if retryable else ""
+        limit = call_seconds(self.request_timeout_s)
+        if limit <= 0:
+            self.last_attempts = 0
             raise ProviderError(
-                f"{kind} error from {self.model} at {client.base_url}{tail}: {exc}",
-                status=status,
-                kind=kind,
-            ) from exc
-        finally:
-            self.last_attempts = attempts
+                "timeout: the run's wall-clock ceiling has passed; the request was not sent",
+                kind="timeout",
+            )
+        portal, client = self._started()
+        start = time.monotonic()
+        call = _Call(self, limit)
         try:
-            return _response_from_openai(completion, self.model, time.monotonic() - start)
+            outcome = portal.call(call.run, client, body)
+        finally:
+            self.last_attempts = call.attempts
+        if call.timed_out or isinstance(outcome, BaseException):
+            failure = call.error(outcome, str(client.base_url))
+            if failure is outcome:
+                raise failure
+            raise failure from call.failure
+        try:
+            response = _response_from_openai(outcome, self.model, time.monotonic() - start)
         except (AttributeError, TypeError, ValueError) as exc:
             raise ProviderError(
                 f"malformed response from {self.model}: {exc}", kind="other"
             ) from exc
+        if request.json_schema is None:
+            return response
+        problem = answer_schema_error(
+            response.text, request.json_schema, finish_reason=response.finish_reason
+        )
+        return response.model_copy(update={"schema_error": problem})
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         return request_to_openai(
@@ -390,8 +455,99 @@ class OpenAIModel:
         )
 
     def close(self) -> None:
-        """Close the HTTP client (idempotent)."""
+        """Close the HTTP client and stop the event loop (idempotent)."""
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            loop, client = self._loop, self._client
+            self._loop = self._client = None
+            if loop is not None:
+                if client is not None:
+                    with contextlib.suppress(Exception):
+                        loop.portal.call(client.close)
+                loop.close()
+
+
+class _EventLoop:
+    """An ``anyio`` event loop on a daemon thread of its own, and its blocking portal.
+
+    A daemon thread, unlike ``anyio.from_thread.start_blocking_portal``'s: a model nobody closed
+    must not keep the interpreter from exiting.
+    """
+
+    def __init__(self, name: str) -> None:
+        import anyio
+
+        ready: queue.Queue[BlockingPortal] = queue.Queue()
+        self._thread = threading.Thread(
+            target=anyio.run, args=(self._serve, ready), name=name, daemon=True
+        )
+        self._thread.start()
+        self.portal = ready.get()
+
+    @staticmethod
+    async def _serve(ready: queue.Queue[BlockingPortal]) -> None:
+        from anyio.from_thread import BlockingPortal
+
+        async with BlockingPortal() as portal:
+            ready.put(portal)
+            await portal.sleep_until_stopped()
+
+    def close(self) -> None:
+        """Stop the loop (cancelling what still runs on it) and join its thread."""
+        with contextlib.suppress(Exception):
+            self.portal.call(self.portal.stop, True)
+        self._thread.join(10)
+
+
+class _Call:
+    """One :meth:`OpenAIModel.complete` call on the model's event loop: its attempts under one
+    deadline of ``limit`` seconds."""
+
+    def __init__(self, model: OpenAIModel, limit: float) -> None:
+        self.model = model
+        self.limit = limit
+        self.attempts = 0
+        self.timed_out = False
+        self.failure: BaseException | None = None
+
+    async def run(self, client: openai.AsyncOpenAI, body: dict[str, Any]) -> Any:
+        """The completion, or the exception of the last attempt (``timed_out`` set when the
+        deadline cancelled the call)."""
+        import anyio
+        from openai.types.chat import ChatCompletion
+
+        async def attempt() -> ChatCompletion:
+            self.attempts += 1
+            self.model.total_attempts += 1
+            return await client.post("/chat/completions", cast_to=ChatCompletion, body=body)
+
+        deadline = time.monotonic() + self.limit
+        with anyio.move_on_after(self.limit) as scope:
+            try:
+                return await self.model._retrying(deadline)(attempt)
+            except Exception as exc:
+                self.failure = exc
+                return exc
+        self.timed_out = scope.cancelled_caught
+        return None
+
+    def error(self, outcome: object, url: str) -> BaseException:
+        """The :class:`ProviderError` for a call that timed out or whose last attempt failed
+        (an exception that is not the endpoint's is returned as it is)."""
+        name = self.model.model
+        tried = f"{self.attempts} attempt(s)"
+        if self.timed_out:
+            return ProviderError(
+                f"timeout error from {name} at {url}: no answer within the call's deadline of "
+                f"{self.limit:g} s ({tried})",
+                kind="timeout",
+            )
+        assert isinstance(outcome, BaseException)
+        verdict = _classify(outcome)
+        if verdict is None:
+            return outcome
+        tail = f" after {tried}" if verdict.retryable else ""
+        return ProviderError(
+            f"{verdict.kind} error from {name} at {url}{tail}: {outcome}",
+            status=verdict.status,
+            kind=verdict.kind,
+        )

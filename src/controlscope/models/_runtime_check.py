@@ -66,7 +66,7 @@ def check(model_name: str, timeout_s: float) -> tuple[int, str, str]:
             info = model.runtime_info
     except ProviderError as err:
         detail = escape_untrusted(str(err))
-        if err.kind == "runtime_crash":
+        if err.kind in ("runtime_crash", "timeout"):  # a crash, or a hang past the deadline
             match = re.search(r"killed by signal (\w+)|did not answer within [^;]*", str(err))
             what = match.group(0) if match else "crashed"
             return CRASHED, f"llama.cpp {what} at its first decode", detail

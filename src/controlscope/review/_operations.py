@@ -30,6 +30,7 @@ from controlscope.core import (
     ToolSpec,
     decode_json,
     find_json_object,
+    schema_problem,
     unfence,
 )
 
@@ -237,7 +238,9 @@ def raw_answer(response: ModelResponse) -> str:
     return "\n".join(parts)
 
 
-def parse_decision(response: ModelResponse, mode: DecisionMode) -> ParsedDecision:
+def parse_decision(
+    response: ModelResponse, mode: DecisionMode, *, schema: dict[str, Any] | None = None
+) -> ParsedDecision:
     """Read the reviewer's proposal from a response.
 
     - ``tools`` mode: the first tool call whose name is an operation kind is the proposal (later
@@ -245,7 +248,11 @@ def parse_decision(response: ModelResponse, mode: DecisionMode) -> ParsedDecisio
       decision object in the text is accepted too (models without native tool calling answer
       that way).
     - ``json`` mode: the text must hold a decision object (``{"reason", "operation", ...}``); a
-      Markdown fence around it and text before or after it are tolerated.
+      Markdown fence around it and text before or after it are tolerated. With ``schema`` (the
+      request's :func:`decision_schema`) a decision of an offered kind must satisfy it: a
+      violation is no proposal, with the violation as the problem (a ``malformed`` fallback);
+      a kind the schema does not offer is left to validation (an ``out_of_scope`` fallback);
+      with no object, the response's own ``schema_error`` is part of the problem.
 
     Shapes are checked with :func:`controlscope.scope.parse_operation`; scope and content are
     judged later by ``validate_operation``.
@@ -263,11 +270,27 @@ def parse_decision(response: ModelResponse, mode: DecisionMode) -> ParsedDecisio
         return ParsedDecision(None, None, "", f"no operation tool was called (got {names})", raw)
     decision = find_json_object(response.text or "", key="operation")
     if decision is None:
-        return ParsedDecision(None, None, "", "the answer holds no decision object", raw)
+        problem = "the answer holds no decision object"
+        if response.schema_error:
+            problem += f" ({response.schema_error})"
+        return ParsedDecision(None, None, "", problem, raw)
     kind = decision.get("operation")
     if not isinstance(kind, str):
         return ParsedDecision(None, None, "", "the decision's 'operation' is not a string", raw)
+    offered = schema is not None and kind.strip().lower() in _offered_kinds(schema)
+    violation = schema_problem(decision, schema) if schema is not None and offered else None
+    if violation is not None:
+        reason = decision.get("reason")
+        problem = f"the decision breaks its schema: {violation}"
+        return ParsedDecision(None, kind, reason if isinstance(reason, str) else "", problem, raw)
     return _from_payload(kind, decision, raw)
+
+
+def _offered_kinds(schema: dict[str, Any]) -> set[str]:
+    """The operation kinds a :func:`decision_schema` offers (one ``const`` per branch)."""
+    branches = schema.get("anyOf", [schema])
+    kinds = (b.get("properties", {}).get("operation", {}).get("const") for b in branches)
+    return {k for k in kinds if isinstance(k, str)}
 
 
 def _from_payload(kind: str, payload: dict[str, Any], raw: str) -> ParsedDecision:

@@ -8,7 +8,8 @@ returns the realized operation. Every way a review can fail to give an executabl
 typed, recorded Keep fallback (paper A.4: "a malformed review response or review-stage provider
 error produces a recorded Keep fallback, after which the existing program continues"):
 
-- ``malformed``: the answer holds no parseable operation;
+- ``malformed``: the answer holds no parseable operation, or (JSON decisions) one that breaks
+  the decision schema it was asked for;
 - ``out_of_scope``: it names an operation the granted scope does not allow;
 - ``invalid_arguments``: validation rejected it for any other reason (unknown argument, schema
   violation, code-valued parameter, structure change, syntax error, empty patch);
@@ -155,7 +156,7 @@ class ModelReviewer:
             return Proposal(
                 request=request, error=str(err), error_kind=err.kind, error_status=err.status
             )
-        parsed = parse_decision(response, condition.review_mode)
+        parsed = parse_decision(response, condition.review_mode, schema=request.json_schema)
         return Proposal(
             operation=parsed.operation,
             reason=parsed.reason,

@@ -116,6 +116,8 @@ class RunSpec(BaseModel):
             execution, waits); None: 10,800 (three hours). Recorded in ``run_start``.
         block_exec_s: execution seconds one block may run; None (the default): no per-block
             limit, the task's execution budget governs.
+        request_timeout_s: seconds one model call may take, every attempt, wait and the whole
+            answer counted; None: each model's own (600 s). Recorded in the condition.
         isolation: the worker isolation asked for.
         worker_memory_mb: the worker's whole memory in MiB (at least 128).
         cache: an SQLite exact-request cache file shared between runs; None for none.
@@ -157,6 +159,7 @@ class RunSpec(BaseModel):
     max_seconds: float | None = Field(default=None, gt=0.0)
     max_wall_seconds: float | None = Field(default=None, gt=0.0)
     block_exec_s: float | None = Field(default=None, gt=0.0)
+    request_timeout_s: float | None = Field(default=None, gt=0.0)
     isolation: IsolationRequest = "auto"
     worker_memory_mb: int = Field(default=2048, ge=128)
     cache: Path | None = None
@@ -168,7 +171,12 @@ class RunSpec(BaseModel):
         return schedule_name(value)
 
     @field_validator(
-        "temperature", "planner_temperature", "max_seconds", "max_wall_seconds", "block_exec_s"
+        "temperature",
+        "planner_temperature",
+        "max_seconds",
+        "max_wall_seconds",
+        "block_exec_s",
+        "request_timeout_s",
     )
     @classmethod
     def _finite(cls, value: float | None) -> float | None:
@@ -409,6 +417,7 @@ def _condition(
             replace_boundary=spec.replace_boundary,
             budgets=budgets,
             block_exec_s=spec.block_exec_s,
+            request_timeout_s=spec.request_timeout_s,
             isolation=spec.isolation,
             worker_memory_mb=spec.worker_memory_mb,
             **settings,

@@ -175,7 +175,7 @@ def run_trajectory(
 
 def _record(parts: _Parts, out_dir: Path, workspace_root: Path | None) -> RunResult:
     """Run and grade the task, record its end and its summary."""
-    with running_until(parts.deadline):
+    with running_until(parts.deadline, call_s=parts.condition.request_timeout_s):
         verdict, ending, hashes = _graded_run(parts, workspace_root)
     _report_clock_differences(parts)
     ending = _finish(parts, verdict, ending, hashes)
