@@ -43,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     models("--planner-format", choices=core.PLANNER_FORMATS, default=None, help=per_model)
     models("--review-mode", choices=core.DECISION_MODES, default=None, help=per_model)
     models("--reviewer-tool-choice", choices=("auto", "required"), default=None)
+    models(
+        "--reviewer-protocol",
+        choices=tuple(core.REVIEWER_PROTOCOLS),
+        default=None,
+        help="fast: required tool, 8192 tokens, an invalid review is a plan error; "
+        "reasoning: auto, 16384 tokens, Keep",
+    )
     models("--cache", type=Path, default=None, help="an SQLite exact-request cache file to use")
 
     sampling = parser.add_argument_group("sampling").add_argument
@@ -65,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budgets("--max-calls", type=int, default=None, help="primitive-call budget (default 100)")
     budgets("--max-turns", type=int, default=None, help="planning-turn budget (default 100)")
     budgets("--max-seconds", type=float, default=None, help="execution seconds (default 1800)")
+    budgets("--max-repairs", type=int, default=None, help="ordinary repairs (default: the task's)")
     budgets("--block-exec-s", type=float, default=None, help="per-block limit (default none)")
     budgets(
         "--max-wall-seconds", type=float, default=None, help="whole-run ceiling (default 10800)"

@@ -51,6 +51,31 @@ configurations) or ``required`` (its fast reviewers, section 4 and 5.1)."""
 Role = Literal["planner", "reviewer"]
 """A model's role in a run."""
 
+ReviewFallback = Literal["keep", "plan_error"]
+"""What a review that falls back does (paper section 4): the pending call is kept (``keep``,
+paper A.4; the MCP environments and ALFWorld's reasoning reviewers), or the plan ends with a
+plan error that ordinary recovery handles (``plan_error``, ALFWorld's fast reviewers)."""
+
+ReviewerProtocol = Literal["fast", "reasoning"]
+"""The paper's two ALFWorld reviewer protocols (sections 4 and 5.2, appendix C.3)."""
+
+REVIEWER_PROTOCOLS: dict[ReviewerProtocol, dict[str, Any]] = {
+    "fast": {
+        "reviewer_tool_choice": "required",
+        "reviewer_max_tokens": 8192,
+        "review_fallback": "plan_error",
+    },
+    "reasoning": {
+        "reviewer_tool_choice": "auto",
+        "reviewer_max_tokens": 16384,
+        "review_fallback": "keep",
+    },
+}
+"""What each reviewer protocol fixes: fast reviewers make a required tool call under an
+8,192-token cap, and a malformed review becomes a plan error handled by ordinary recovery;
+reasoning reviewers choose tools automatically under a 16,384-token cap and Keep after an
+invalid review (paper section 4)."""
+
 
 class ViewLimits(BaseModel):
     """Character bounds of a *bounded* review view (about 4 characters per token).
@@ -161,10 +186,15 @@ class Condition(BaseModel):
         operations: the granted operation set (``scope`` read in ``lattice``).
         worker_memory_mb: the worker's whole memory in MiB (address space, ``/tmp`` and
             ``/dev/shm``; see ``controlscope.worker.Limits``).
+        review_fallback: what a review that falls back does: ``keep`` (paper A.4) or
+            ``plan_error`` (the plan ends; ordinary recovery handles it).
+        reviewer_protocol: the reviewer protocol the settings follow (:data:`REVIEWER_PROTOCOLS`),
+            recorded; None when the settings were chosen one by one.
 
     Raises:
         pydantic.ValidationError: a value out of range (negative temperature, draw or budget, a
-            token cap below 1, a non-finite number) or a scope the lattice does not have.
+            token cap below 1, a non-finite number), a scope the lattice does not have, or a
+            reviewer protocol whose settings the condition does not have.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -191,6 +221,8 @@ class Condition(BaseModel):
     request_timeout_s: float | None = Field(default=None, gt=0.0)
     isolation: IsolationRequest = "auto"
     worker_memory_mb: int = Field(default=2048, ge=128)
+    review_fallback: ReviewFallback = "keep"
+    reviewer_protocol: ReviewerProtocol | None = None
 
     @field_validator("temperature", "planner_temperature", "block_exec_s", "request_timeout_s")
     @classmethod
@@ -202,6 +234,13 @@ class Condition(BaseModel):
     @model_validator(mode="after")
     def _scope_in_lattice(self) -> Condition:
         lattice_operations(self.scope, self.lattice)  # raises for Params outside v2
+        if self.reviewer_protocol is not None:
+            for name, value in REVIEWER_PROTOCOLS[self.reviewer_protocol].items():
+                if getattr(self, name) != value:
+                    raise ValueError(
+                        f"the {self.reviewer_protocol} reviewer protocol has {name}={value!r}, "
+                        f"not {getattr(self, name)!r}"
+                    )
         return self
 
     @property

@@ -43,7 +43,7 @@ from controlscope.core._operations import (
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -77,6 +77,11 @@ older ones (:func:`upgrade_event`).
     schema); a provider error can be ``schema_unsupported``; the condition records the
     per-call deadline (``request_timeout_s``). Older events read with no schema error and no
     per-call deadline.
+6   ordinary recovery (paper section 4, ALFWorld): the budgets gain ``repairs``, the
+    condition the reviewer protocol and what an invalid review does (``review_fallback``);
+    ``plan_end``, ``recovery`` and ``plan_error`` events; a run can end ``goal_reached`` or
+    ``budget:repairs``; a task carries ``metadata`` and a verdict ``goal_actions``. Older
+    logs read with no recovery (``repairs`` None) and Keep after an invalid review.
 ==  ========================================================================================
 """
 
@@ -97,9 +102,12 @@ EndReason = Literal[
     "interrupted",
     "prefix_end",
     "candidate_end",
+    "goal_reached",
+    "budget:repairs",
 ]
 """Why a run ended: the planner's final answer; a budget (paper section 4) or the run's
-wall-clock ceiling; a planner-stage
+wall-clock ceiling; under ordinary recovery, the goal seen reached after a plan, or the
+repairs spent (paper section 4, ALFWorld); a planner-stage
 provider error or an oversized planner context (the workspace is graded as it stands, paper A.4);
 the environment's server failed; another part failed unexpectedly (``error``, graded as it
 stands); a replay left its recording, or the run was interrupted (no verdict); a prefix replay
@@ -117,6 +125,7 @@ BudgetName = Literal[
     "tokens",
     "blocks",
     "requests_per_block",
+    "repairs",
 ]
 """A budget's name in ``budget`` events (paper section 4 and A.2)."""
 
@@ -489,6 +498,67 @@ class BranchPointEvent(_Event):
     clock_files: dict[str, str] = Field(default_factory=dict)
 
 
+PlanCause = Literal["completed", "error", "plan_error", "no_program"]
+"""How a plan ended under ordinary recovery: its blocks ran to their end; one of them raised
+or was stopped otherwise; a review fell back under the ``plan_error`` protocol (paper section 4,
+ALFWorld's fast reviewers); the planner answered without a program."""
+
+
+class PlanEndEvent(_Event):
+    """A plan (one planner reply) ended under ordinary recovery, and the verifier was asked
+    whether the goal is reached (paper sections 4 and 5.2: initial-plan successes are counted
+    apart from successes after recovery).
+
+    Attributes:
+        plan: the plan's index: 0 for the initial plan, then one per repair.
+        cause: how it ended.
+        goal_reached: whether the verifier sees the goal reached now.
+        calls: primitive calls made so far in the run.
+    """
+
+    type: Literal["plan_end"] = "plan_end"
+    plan: int
+    cause: PlanCause
+    goal_reached: bool
+    calls: int
+
+
+class RecoveryEvent(_Event):
+    """Ordinary recovery: a plan ended without the goal and the planner is asked for a new
+    one (the same procedure in every scope, paper sections 3.2 and 4).
+
+    Attributes:
+        repair: the repair's number (1-based; at most the ``repairs`` budget).
+        cause: how the failed plan ended.
+        detail: what the planner is told, in words.
+    """
+
+    type: Literal["recovery"] = "recovery"
+    repair: int
+    cause: PlanCause
+    detail: str = ""
+
+
+class PlanErrorEvent(_Event):
+    """A review fell back under the ``plan_error`` protocol: its realized Keep is not
+    executed; the pending call is not made and the plan ends (its block unwinds, queued blocks
+    get receipts), and ordinary recovery takes over (paper section 4: "malformed reviews
+    become plan errors handled by ordinary recovery").
+
+    Attributes:
+        call_index: the boundary's call index.
+        block_id: the block that was stopped.
+        fallback: the fallback kind of the review.
+        detail: why the review could not be used.
+    """
+
+    type: Literal["plan_error"] = "plan_error"
+    call_index: int
+    block_id: str
+    fallback: FallbackKind
+    detail: str = ""
+
+
 class RunEndEvent(_Event):
     """The run ended.
 
@@ -518,6 +588,9 @@ Event = Annotated[
     | FinalVerdictEvent
     | ClockDifferencesEvent
     | BranchPointEvent
+    | PlanEndEvent
+    | RecoveryEvent
+    | PlanErrorEvent
     | RunEndEvent,
     Field(discriminator="type"),
 ]

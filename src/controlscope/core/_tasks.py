@@ -22,6 +22,10 @@ class TaskBudgets(BaseModel):
         execution_seconds: execution seconds per task (positive and finite).
         wall_seconds: wall-clock seconds the whole run may take (positive and finite); nothing
             of the run outlives it.
+        repairs: ordinary repairs after a failed plan (paper section 4: ALFWorld allows five);
+            None: no recovery protocol, ordinary planning alone (the MCP environments). With a
+            number, each planner reply is a plan: when it ends and the verifier does not yet
+            see the goal, the planner writes a new plan, at most this many times.
 
     Raises:
         pydantic.ValidationError: a value out of range.
@@ -32,6 +36,7 @@ class TaskBudgets(BaseModel):
     planning_turns: int = Field(default=100, ge=1)
     execution_seconds: float = Field(default=1800.0, gt=0.0, allow_inf_nan=False)
     wall_seconds: float = Field(default=DEFAULT_WALL_SECONDS, gt=0.0, allow_inf_nan=False)
+    repairs: int | None = Field(default=None, ge=0)
 
 
 class Task(BaseModel):
@@ -46,6 +51,9 @@ class Task(BaseModel):
         template: the scenario template id (tasks from one template are grouped in analysis).
         budgets: default budgets.
         params: generator parameters (e.g. ``{"students": 75}``), part of the task's identity.
+        metadata: what the environment records about the task beyond its identity, as plain
+            JSON data (ALFWorld: cohort, task type, scene, game path, the excluded scenes in
+            force, receptacles that share a place); empty for most environments.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -57,6 +65,7 @@ class Task(BaseModel):
     template: str
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     params: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class Check(BaseModel):
@@ -73,11 +82,16 @@ class Verdict(BaseModel):
     Attributes:
         task_id: the task that was verified.
         checks: one check per requirement of the task, in the verifier's order.
+        goal_actions: the actions the environment itself counted until its goal was first
+            reached (ALFWorld: every action, invalid ones included, up to the game's win;
+            paper Figure 2's thresholds); None when it keeps no such count or the goal was
+            not reached.
         success: True when there is at least one check and every check passed.
     """
 
     task_id: str
     checks: list[Check]
+    goal_actions: int | None = None
 
     @property
     def success(self) -> bool:

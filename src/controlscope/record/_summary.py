@@ -61,6 +61,15 @@ class RunSummary(BaseModel):
             masked clock readings (listed in the log's ``clock_differences`` event).
         state_hash: the terminal workspace's hash (None when the run has no final verdict).
         file_hashes: SHA-256 of each terminal file by relative path.
+        plans: plans that ended under ordinary recovery (``plan_end`` events; 0 without
+            recovery).
+        repairs: ordinary repairs asked for (``recovery`` events; paper 5.2 counts them).
+        initial_plan_success: whether the goal was reached when the initial plan ended (paper
+            5.2: initial-plan successes apart from those after recovery); None without
+            recovery.
+        plan_errors: reviews that fell back under the ``plan_error`` protocol.
+        goal_actions: the actions the environment counted until its goal was first reached
+            (the verdict's ``goal_actions``; Figure 2's thresholds); None when unknown.
     """
 
     task: str
@@ -97,6 +106,11 @@ class RunSummary(BaseModel):
     clock_differences: int = 0
     state_hash: str | None = None
     file_hashes: dict[str, str] = Field(default_factory=dict)
+    plans: int = 0
+    repairs: int = 0
+    initial_plan_success: bool | None = None
+    plan_errors: int = 0
+    goal_actions: int | None = None
 
 
 class SummaryError(ValueError):
@@ -190,6 +204,15 @@ def _count(summary: RunSummary, event: Event) -> None:
         summary.end_reason = summary.end_reason or event.end_reason
         summary.state_hash = event.state_hash
         summary.file_hashes = dict(event.file_hashes)
+        summary.goal_actions = event.verdict.goal_actions
+    elif event.type == "plan_end":
+        if summary.plans == 0:
+            summary.initial_plan_success = event.goal_reached
+        summary.plans += 1
+    elif event.type == "recovery":
+        summary.repairs += 1
+    elif event.type == "plan_error":
+        summary.plan_errors += 1
     elif event.type == "clock_differences":
         summary.clock_differences += len(event.differences)
     elif event.type == "run_end":

@@ -20,11 +20,13 @@ from controlscope.core import (
     Condition,
     Deadline,
     Event,
+    FallbackKind,
     Keep,
     Message,
     ModelRequest,
     ModelResponse,
     Operation,
+    PlanErrorEvent,
     PlannerTurnEvent,
     PrimitiveCall,
     PrimitiveCallEvent,
@@ -32,6 +34,7 @@ from controlscope.core import (
     Task,
     ToolSchema,
     WallClockExceeded,
+    clip_text,
     model_call_event,
 )
 from controlscope.planner import EXECUTE_PYTHON_SPEC, PlannedBlock
@@ -40,6 +43,7 @@ from controlscope.review import DecisionRecord, PublicState, Reviewer, review_bo
 from controlscope.run._ceiling import CeilingReviewer, call_within
 from controlscope.run._hook import TrajectoryHook
 from controlscope.schedule import Schedule, ScheduleContext
+from controlscope.worker import EndPlan
 
 EventSink = Callable[[Event], object]
 """Where events go as they happen (the trajectory writer, plus live progress)."""
@@ -100,6 +104,8 @@ class Controller:
         self.decisions: list[DecisionRecord] = []
         self.calls_completed = 0
         self.review_seconds = 0.0
+        self.plan_error: str | None = None
+        """Why the running plan ended in a plan error, if it did (reset at each reply)."""
 
     # -- BoundaryHandler -------------------------------------------------------------------
 
@@ -190,6 +196,11 @@ class Controller:
         )
 
     def _review(self, reviewer: Reviewer, boundary: Boundary) -> Operation:
+        """Review the boundary; the realized operation.
+
+        Raises:
+            EndPlan: the review fell back under the ``plan_error`` protocol (recorded first).
+        """
         state = self.public_state(boundary)
         if self.deadline is not None:
             reviewer = CeilingReviewer(reviewer, self.deadline)
@@ -205,7 +216,31 @@ class Controller:
                 fallback=outcome.fallback,
             )
         )
+        if outcome.fallback is not None and self.condition.review_fallback == "plan_error":
+            self._plan_error(boundary, outcome.fallback, outcome.validation.detail)
         return outcome.realized
+
+    def _plan_error(self, boundary: Boundary, fallback: FallbackKind, detail: str) -> None:
+        """End the plan at ``boundary``: a review that fell back is a plan error (paper
+        section 4, ALFWorld's fast reviewers), recorded; ordinary recovery takes over.
+
+        Raises:
+            EndPlan: always.
+        """
+        reason = (
+            f"plan error: the review of call {boundary.call_index} ({boundary.tool}) could not "
+            f"be used ({fallback}); the plan was stopped before the call"
+        )
+        self.plan_error = reason
+        self.sink(
+            PlanErrorEvent(
+                call_index=boundary.call_index,
+                block_id=boundary.block_id,
+                fallback=fallback,
+                detail=clip_text(detail, 2000),
+            )
+        )
+        raise EndPlan(reason)
 
     # -- planning ----------------------------------------------------------------------------
 
@@ -254,4 +289,5 @@ class Controller:
         self.reply_blocks = tuple(code for _, code in named)
         self.block_index = {block_id: i for i, (block_id, _) in enumerate(named)}
         self.reply_messages = []
+        self.plan_error = None
         return named

@@ -1,8 +1,13 @@
-"""The planner loop of one trajectory: ordinary planning, running replies, receipts, budgets.
+"""The planner loop of one trajectory: ordinary planning, running replies, receipts, budgets,
+and ordinary recovery.
 
 Every condition keeps ordinary planning (paper section 3.2): after a block or reply ends, the
 planner sees each block's receipt and writes the next reply, until it answers without code, a
-budget is reached, or a planner-stage provider error ends the trajectory (paper A.4).
+budget is reached, or a planner-stage provider error ends the trajectory (paper A.4). Where the
+task's budgets allow repairs (ALFWorld: five, paper section 4) every condition also keeps the
+same ordinary recovery: each reply is a plan, the verifier is asked after it, and a plan that
+ends without the goal is followed by a new one until the goal is reached or the repairs are
+spent (``plan_end`` and ``recovery`` events record each step).
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from controlscope.core import (
     Deadline,
     EndReason,
     Message,
+    PlanCause,
+    PlanEndEvent,
     ProviderError,
+    RecoveryEvent,
     TaskBudgets,
     ToolServerError,
 )
@@ -53,11 +61,26 @@ class Ending:
     detail: str = ""
 
 
+Goal = Callable[[], bool]
+"""Whether the verifier sees the task's goal reached now (ordinary recovery asks after each
+plan)."""
+
+
 def run_loop(
-    controller: Controller, session: WorkerSession, planner: ChatModel, hint: ErrorHint
+    controller: Controller,
+    session: WorkerSession,
+    planner: ChatModel,
+    hint: ErrorHint,
+    goal: Goal | None = None,
 ) -> Ending:
-    """Plan and run replies until the trajectory ends; return why it ended."""
+    """Plan and run replies until the trajectory ends; return why it ended.
+
+    Under ordinary recovery (the budgets set ``repairs`` and ``goal`` is given; paper section
+    4, ALFWorld) each reply is a plan: after it ends the goal is checked, and a plan that ends
+    without it is followed by a repair (a new plan), at most ``repairs`` times.
+    """
     budgets = controller.condition.budgets
+    recovery = _Recovery(controller, goal) if budgets.repairs is not None and goal else None
     while True:
         if controller.deadline is not None and controller.deadline.passed:
             return wall_ending(controller)
@@ -79,22 +102,96 @@ def run_loop(
         controller.turn += 1
         parsed = parse_reply(response, fmt=controller.condition.planner_format)
         controller.add_reply(assistant_message(response, parsed))
-        if parsed.final:
+        if parsed.final and recovery is None:
             return Ending("final_answer")
         for call_id, why in parsed.malformed:
             controller.history.append(tool_message(call_id, why))
         if parsed.notice is not None:
             controller.history.append(Message(role="user", content=parsed.notice))
+        results: list[BlockResult] = []
         if parsed.blocks:
-            ending = _run_reply(controller, session, parsed, hint)
+            results, ending = _run_reply(controller, session, parsed, hint)
+            if ending is not None:
+                if recovery is not None:  # a budget ended the plan: its end is recorded too
+                    recovery.plan_ended(results)
+                return ending
+        if recovery is not None:
+            ending = recovery.after_plan(results)
             if ending is not None:
                 return ending
 
 
+class _Recovery:
+    """Ordinary recovery (paper sections 3.2 and 4): the same in every scope."""
+
+    def __init__(self, controller: Controller, goal: Goal) -> None:
+        self.controller = controller
+        self.goal = goal
+        self.plans = 0
+
+    def plan_ended(self, results: Sequence[BlockResult]) -> tuple[PlanCause, bool]:
+        """Record the end of a plan whose block results are ``results``: how it ended and
+        whether the goal is reached now."""
+        controller = self.controller
+        cause = _cause(controller, results)
+        reached = self.goal()
+        controller.sink(
+            PlanEndEvent(
+                plan=self.plans, cause=cause, goal_reached=reached, calls=controller.calls_completed
+            )
+        )
+        self.plans += 1
+        return cause, reached
+
+    def after_plan(self, results: Sequence[BlockResult]) -> Ending | None:
+        """Record the plan's end; the run's ending when the goal is reached or the repairs
+        are spent, else ask for a repair and return None."""
+        controller = self.controller
+        cause, reached = self.plan_ended(results)
+        if reached:
+            return Ending("goal_reached")
+        limit = controller.condition.budgets.repairs or 0
+        repair = self.plans
+        if repair > limit:
+            controller.sink(BudgetEvent(budget="repairs", limit=limit, value=repair - 1))
+            return Ending("budget:repairs", f"the plan failed after {limit} ordinary repairs")
+        detail = _recovery_message(cause, repair, limit, controller.plan_error)
+        controller.sink(RecoveryEvent(repair=repair, cause=cause, detail=detail))
+        controller.history.append(Message(role="user", content=detail))
+        return None
+
+
+def _cause(controller: Controller, results: Sequence[BlockResult]) -> PlanCause:
+    """How the plan whose block results are ``results`` ended."""
+    if controller.plan_error is not None:
+        return "plan_error"
+    if not results:
+        return "no_program"
+    # A block a replacement cancelled is judged by its replacement, which is among the results.
+    if all(r.status == "completed" for r in results if r.replaced_by is None):
+        return "completed"
+    return "error"
+
+
+def _recovery_message(cause: PlanCause, repair: int, limit: int, plan_error: str | None) -> str:
+    """What the planner is told when it is asked for a repair."""
+    why = {
+        "completed": "The plan ran to its end but the task is not done yet.",
+        "error": "The plan stopped with an error and the task is not done yet.",
+        "plan_error": f"The plan was stopped ({plan_error}) and the task is not done yet.",
+        "no_program": "The reply held no program and the task is not done yet.",
+    }[cause]
+    return (
+        f"[recovery {repair} of {limit}] {why} Look at the observations above and write a new "
+        "program that completes the task from the current state."
+    )
+
+
 def _run_reply(
     controller: Controller, session: WorkerSession, parsed: ParsedReply, hint: ErrorHint
-) -> Ending | None:
-    """Run one reply's blocks, hand their receipts to the planner; an Ending if the run ends."""
+) -> tuple[list[BlockResult], Ending | None]:
+    """Run one reply's blocks, hand their receipts to the planner; the block results, and an
+    Ending if the run ends."""
     named = controller.start_reply(parsed.blocks)
     try:
         results = session.run_reply(
@@ -103,7 +200,7 @@ def _run_reply(
     except ToolServerError as err:
         # The environment server died or broke the protocol: the block was reported killed;
         # the run ends and the workspace is graded as it stands.
-        return Ending("environment_error", str(err))
+        return [], Ending("environment_error", str(err))
     receipts = receipts_by_block(named, results, controller.replacement_code, hint)
     fenced: list[str] = []
     for (block_id, _), block in zip(named, parsed.blocks, strict=True):
@@ -113,7 +210,7 @@ def _run_reply(
             fenced.append(receipts[block_id])
     if fenced:
         controller.history.append(results_message(fenced))
-    return _budget_ending(controller, session, results)
+    return results, _budget_ending(controller, session, results)
 
 
 def _budget_ending(

@@ -30,6 +30,8 @@ REPLAYED_SETTINGS = (
     "draw",
     "source_program",
     "view_limits",
+    "review_fallback",
+    "reviewer_protocol",
 )
 """Run settings that shape model requests: a replay takes them from the recorded run unless the
 spec states them (and then they must match)."""
@@ -81,7 +83,7 @@ def check_replay(
     """Refuse a replay whose condition differs from the recorded run's.
 
     Compared: the task id and parameters, the seed, scope, lattice, schedule (canonical, as
-    placed), view, replacement boundary, the three budgets, and those of
+    placed), view, replacement boundary, the four budgets (repairs included), and those of
     :data:`REPLAYED_SETTINGS` that the spec states.
 
     Args:
@@ -110,6 +112,7 @@ def check_replay(
         "max_calls": budgets.primitive_calls,
         "max_turns": budgets.planning_turns,
         "max_seconds": budgets.execution_seconds,
+        "max_repairs": budgets.repairs,
         **spec.stated_settings(),
     }
     differ = [
@@ -142,6 +145,7 @@ def _recorded_options(start: RunStartEvent) -> dict[str, object]:
         "max_calls": start.budgets.primitive_calls,
         "max_turns": start.budgets.planning_turns,
         "max_seconds": start.budgets.execution_seconds,
+        "max_repairs": start.budgets.repairs,
         **settings,
     }
 

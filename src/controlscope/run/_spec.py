@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from controlscope.core import (
+    REVIEWER_PROTOCOLS,
     Condition,
     DecisionMode,
     IsolationRequest,
@@ -37,6 +38,7 @@ from controlscope.core import (
     PlannerFormat,
     ProviderError,
     ReplaceBoundary,
+    ReviewerProtocol,
     ReviewToolChoice,
     Scope,
     ScopeName,
@@ -97,6 +99,11 @@ class RunSpec(BaseModel):
             otherwise (a replay: the recording's).
         reviewer_tool_choice: ``auto`` or ``required`` for the reviewer's operation tools;
             None: ``auto`` (paper section 4's matched configurations).
+        reviewer_protocol: ``fast`` or ``reasoning`` (paper section 4, ALFWorld): fixes the
+            reviewer's tool choice, token cap and what an invalid review does
+            (:data:`~controlscope.core.REVIEWER_PROTOCOLS`); recorded in the condition. A
+            stated ``reviewer_tool_choice`` or ``reviewer_max_tokens`` must agree with it.
+            None: the settings one by one, an invalid review Keeps.
         temperature: sampling temperature of the reviewer, and of the planner unless
             ``planner_temperature`` is given; None: 0.7 (paper section 4).
         planner_temperature: the planner's temperature apart; None: ``temperature``.
@@ -112,6 +119,8 @@ class RunSpec(BaseModel):
         max_calls: the primitive-call budget; None: the task's (100).
         max_turns: the planning-turn budget; None: the task's (100).
         max_seconds: the execution-seconds budget; None: the task's (1,800).
+        max_repairs: ordinary repairs after a failed plan (paper section 4); None: the task's
+            (ALFWorld: 5; the filesystem tasks: no recovery protocol).
         max_wall_seconds: the run's wall-clock ceiling, everything counted (planning, reviews,
             execution, waits); None: 10,800 (three hours). Recorded in ``run_start``.
         block_exec_s: execution seconds one block may run; None (the default): no per-block
@@ -146,6 +155,7 @@ class RunSpec(BaseModel):
     planner_format: PlannerFormat | None = None
     review_mode: DecisionMode | None = None
     reviewer_tool_choice: ReviewToolChoice | None = None
+    reviewer_protocol: ReviewerProtocol | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     planner_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, ge=1)
@@ -157,6 +167,7 @@ class RunSpec(BaseModel):
     max_calls: int | None = Field(default=None, ge=1)
     max_turns: int | None = Field(default=None, ge=1)
     max_seconds: float | None = Field(default=None, gt=0.0)
+    max_repairs: int | None = Field(default=None, ge=0)
     max_wall_seconds: float | None = Field(default=None, gt=0.0)
     block_exec_s: float | None = Field(default=None, gt=0.0)
     request_timeout_s: float | None = Field(default=None, gt=0.0)
@@ -197,6 +208,15 @@ class RunSpec(BaseModel):
                 "source_run places a bare once or midpoint schedule; the schedule "
                 f"{self.schedule!r} has neither"
             )
+        if self.reviewer_protocol is not None:
+            fixed = REVIEWER_PROTOCOLS[self.reviewer_protocol]
+            for name in ("reviewer_tool_choice", "reviewer_max_tokens"):
+                value = getattr(self, name)
+                if value is not None and value != fixed[name]:
+                    raise ValueError(
+                        f"the {self.reviewer_protocol} reviewer protocol has {name} "
+                        f"{fixed[name]!r}, not {value!r}"
+                    )
         return self
 
     @field_validator("model", "reviewer_model", "base_url", "task", "env")
@@ -247,6 +267,9 @@ class RunSpec(BaseModel):
         if self.view_bounds is not None:
             bounded = self.view_bounds == "bounded"
             stated["view_limits"] = ViewLimits().model_dump() if bounded else "complete"
+        if self.reviewer_protocol is not None:
+            stated.update(REVIEWER_PROTOCOLS[self.reviewer_protocol])
+            stated["reviewer_protocol"] = self.reviewer_protocol
         return {k: v for k, v in stated.items() if v is not None}
 
 
@@ -381,6 +404,7 @@ def _budgets(spec: RunSpec, task: Task) -> TaskBudgets:
         "planning_turns": spec.max_turns,
         "execution_seconds": spec.max_seconds,
         "wall_seconds": spec.max_wall_seconds,
+        "repairs": spec.max_repairs,
     }
     base = task.budgets.model_dump()
     base.update({k: v for k, v in given.items() if v is not None})

@@ -294,7 +294,7 @@ def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, En
     try:
         answer_key: AnswerKey = parts.env.setup(parts.task, parts.seed, workspace)
         parts.task_data_hash = parts.env.state_hash(parts.task, workspace)
-        ending = _serve(parts, workspace)
+        ending = _serve(parts, workspace, answer_key)
         return _verify(parts, workspace, answer_key), ending, _hashes(parts, workspace)
     finally:
         remove_tree(workspace)
@@ -322,7 +322,7 @@ def _report_clock_differences(parts: _Parts) -> None:
         parts.sink(ClockDifferencesEvent(differences=differences))
 
 
-def _serve(parts: _Parts, workspace: Path) -> Ending:
+def _serve(parts: _Parts, workspace: Path, answer_key: AnswerKey) -> Ending:
     """Start the environment's server and run the session; why the run ended."""
     try:
         server = parts.env.start_server(workspace)
@@ -330,7 +330,7 @@ def _serve(parts: _Parts, workspace: Path) -> Ending:
         return Ending("environment_error", f"the tool server did not start: {err}")
     try:
         parts.server_info = dict(getattr(server, "server_info", {}) or {})
-        return _run_session(parts, server, workspace)
+        return _run_session(parts, server, workspace, answer_key)
     except (ReplayMismatch, KeyboardInterrupt):
         raise
     except StopRun as stop:
@@ -378,8 +378,11 @@ def _describe(err: BaseException) -> str:
     return clip_text(text, 4000)
 
 
-def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
-    """Start the worker, record ``run_start``, run the planner loop; return why it ended."""
+def _run_session(
+    parts: _Parts, server: ToolServer, workspace: Path, answer_key: AnswerKey
+) -> Ending:
+    """Start the worker, record ``run_start``, run the planner loop; return why it ended.
+    Ordinary recovery asks the verifier whether the goal is reached after each plan."""
     env, task, condition = parts.env, parts.task, parts.condition
     memory = condition.worker_memory_mb
     limits = Limits(
@@ -413,7 +416,13 @@ def _run_session(parts: _Parts, server: ToolServer, workspace: Path) -> Ending:
         if parts.hook is not None:
             parts.hook.attach(controller, workspace)
         session.start()
-        ending = run_loop(controller, session, parts.planner, env.error_hint)
+        ending = run_loop(
+            controller,
+            session,
+            parts.planner,
+            env.error_hint,
+            goal=lambda: _verify(parts, workspace, answer_key).success,
+        )
         if parts.actions is not None:
             parts.actions.finish()
         if parts.hook is not None:

@@ -24,13 +24,14 @@ from controlscope.worker._proxies import ProxySet, generate_proxies
 from controlscope.worker._runtime import BudgetExhausted, ToolError
 from controlscope.worker._sandbox import isolation_available, resolve_isolation
 from controlscope.worker._session import WorkerSession, replacement_id
-from controlscope.worker._types import BoundaryHandler, Limits
+from controlscope.worker._types import BoundaryHandler, EndPlan, Limits
 
 __all__ = [
     "CONTROLLER_SPIN_S",
     "WORKER_SPIN_S",
     "BoundaryHandler",
     "BudgetExhausted",
+    "EndPlan",
     "ExecutionClock",
     "Isolation",
     "Limits",

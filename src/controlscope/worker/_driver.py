@@ -42,7 +42,7 @@ from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolat
 from controlscope.worker._clock import BudgetKind, ExecutionClock
 from controlscope.worker._site import BlockSource, SiteMismatch, resolve_site
 from controlscope.worker._snapshot import WIRE_JSON
-from controlscope.worker._types import BoundaryHandler, Limits
+from controlscope.worker._types import BoundaryHandler, EndPlan, Limits
 
 
 class StaleMessage(Exception):
@@ -90,6 +90,9 @@ class BlockState:
         dropped: characters not kept (beyond ``Limits.output_chars``).
         budget_hit: a call was refused because the task's call budget is spent.
         replacement: the code replacing the rest of the block once it is being cancelled.
+        ended: why the plan ended at a boundary of this block (the handler raised
+            :class:`~controlscope.worker._types.EndPlan`); the block is then being cancelled
+            with nothing in its place.
     """
 
     block_id: str
@@ -105,14 +108,16 @@ class BlockState:
     dropped: int = 0
     budget_hit: bool = False
     replacement: str | None = None
+    ended: str | None = None
 
     def __post_init__(self) -> None:
         self.source = BlockSource.parse(self.block_id, self.original_tree, self.code)
 
     @property
     def cancelled(self) -> bool:
-        """Whether the block is being cancelled (its workflow was replaced)."""
-        return self.replacement is not None
+        """Whether the block is being cancelled (its workflow was replaced, or the plan
+        ended)."""
+        return self.replacement is not None or self.ended is not None
 
 
 def block_result(
@@ -334,10 +339,15 @@ class BlockDriver:
                 "the run's wall-clock ceiling was reached; the worker was killed",
             )
         if kind == "cancel":
+            after = (
+                "the next block runs in a fresh worker"
+                if self.blk.ended is not None
+                else "the replacement runs in a fresh worker"
+            )
             return KillWorker(
                 "cancelled",
-                f"the replaced block did not unwind within {lim.cancel_grace_s:g} s; the "
-                "worker was killed and the replacement runs in a fresh worker",
+                f"the cancelled block did not unwind within {lim.cancel_grace_s:g} s; the "
+                f"worker was killed and {after}",
             )
         what = (
             f"the block's wall-clock budget of {lim.block_exec_s:g} s"
@@ -376,7 +386,7 @@ class BlockDriver:
         self._add_output(msg.get("out", ""), msg.get("dropped", 0))
         blk = self.blk
         if blk.cancelled:
-            return block_result(blk, "cancelled", None, self.clock.block_s)
+            return block_result(blk, "cancelled", blk.ended, self.clock.block_s)
         if status == "cancelled":
             raise KillWorker("killed", "protocol violation: a block claimed cancellation unasked")
         if blk.budget_hit:
@@ -410,7 +420,13 @@ class BlockDriver:
             return
         params = self.signatures[tool]
         boundary = read_call(msg, blk, self.calls.made, blocks=self.blocks, params=params)
-        operation = handler.on_boundary(boundary)
+        try:
+            operation = handler.on_boundary(boundary)
+        except EndPlan as end:
+            blk.ended = end.reason
+            self.clock.start_cancel()
+            self._send({"t": "cancel"})
+            return
         applied = apply_operation(
             boundary, operation, original_tree=blk.original_tree, params=params
         )

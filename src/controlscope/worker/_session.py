@@ -284,7 +284,9 @@ class WorkerSession:
         replacement then runs in the same namespace as block ``f"{old_id}.r{n}"`` (see
         :func:`replacement_id`). With ``replace_boundary="reply"`` the blocks queued behind it
         get cancellation receipts and do not run; with ``"block"`` they run after the
-        replacement (paper section A.1).
+        replacement (paper section A.1). A handler that raises ``EndPlan`` at a boundary ends
+        the plan there: the block unwinds (status ``cancelled``, the reason as its error) and
+        every block queued behind it gets a receipt.
 
         Args:
             blocks: ``(block_id, code)`` pairs in reply order.
@@ -310,9 +312,14 @@ class WorkerSession:
         results: list[BlockResult] = []
         while queue:
             block_id, code, replaces = queue.popleft()
-            result, replacement = self._run_block(block_id, code, replaces, handler)
+            result, replacement, ended = self._run_block(block_id, code, replaces, handler)
             results.append(result)
             handler.on_block_end(result)
+            if ended:
+                receipts = _end_queued(queue, block_id)
+                for receipt in receipts:
+                    handler.on_block_end(receipt)
+                return results + receipts
             new_id = result.replaced_by
             if new_id is None or replacement is None:
                 continue
@@ -326,13 +333,14 @@ class WorkerSession:
 
     def _run_block(
         self, block_id: str, code: str, replaces: str | None, handler: BoundaryHandler
-    ) -> tuple[BlockResult, str | None]:
-        """Run one block; return its result and, when it was replaced, the replacement code."""
+    ) -> tuple[BlockResult, str | None, bool]:
+        """Run one block; return its result, the replacement code when it was replaced, and
+        whether the plan ended in it (:class:`~controlscope.worker._types.EndPlan`)."""
         handler.on_block_start(block_id, code, replaces)
         if self._clock.task_spent:
             budget = self._limits.task_exec_s
             error = f"not run: the task's execution budget of {budget:g} s is spent"
-            return BlockResult(block_id=block_id, status="timeout", error=error), None
+            return BlockResult(block_id=block_id, status="timeout", error=error), None, False
         tree = _parse(code)
         if self._process.exited():
             log.warning("the worker died between blocks: %s", self._process.death_reason())
@@ -351,7 +359,7 @@ class WorkerSession:
             raise
         if blk.replacement is not None:
             result = result.model_copy(update={"replaced_by": replacement_id(block_id)})
-        return result, blk.replacement
+        return result, blk.replacement, blk.ended is not None
 
     def _begin(self, blk: BlockState, fresh: bool) -> None:
         """(Re)start the block's accounts: its number, wall start and execution seconds."""
@@ -404,6 +412,16 @@ def _failure(exc: BaseException) -> str:
     if isinstance(exc, WorkerStartError):
         return str(exc)
     return f"controller failure: {type(exc).__name__}: {exc}"
+
+
+def _end_queued(queue: deque[_Queued], ended: str) -> list[BlockResult]:
+    """Empty ``queue``, one receipt per block in it: the plan ended in block ``ended``."""
+    receipts: list[BlockResult] = []
+    while queue:
+        q_id, _code, _ = queue.popleft()
+        error = f"not run: the plan ended in block {ended}"
+        receipts.append(BlockResult(block_id=q_id, status="cancelled", error=error))
+    return receipts
 
 
 def _cancel_queued(queue: deque[_Queued], replaced: str, new_id: str) -> list[BlockResult]:

@@ -86,6 +86,22 @@ class Limits(BaseModel):
         return self.memory_mb - self.tmp_mb - self.shm_mb
 
 
+class EndPlan(Exception):
+    """Raised by :meth:`BoundaryHandler.on_boundary` to end the plan at this boundary: the
+    pending call is not made, the block unwinds as a replaced block does (agent code cannot
+    swallow it) with nothing in its place, it ends ``cancelled`` with ``reason`` as its error,
+    and the blocks queued behind it get receipts (paper section 4: an ALFWorld fast review
+    that falls back is a plan error handled by ordinary recovery).
+
+    Args:
+        reason: why the plan ended (the block's error and the queued blocks' receipts).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class BoundaryHandler(Protocol):
     """The controller-side callbacks a worker session drives while blocks run.
 
@@ -100,7 +116,7 @@ class BoundaryHandler(Protocol):
 
     def on_boundary(self, boundary: Boundary) -> Operation:
         """Decide the pending call; the returned operation is executed as given (already
-        validated against the granted scope)."""
+        validated against the granted scope). Raise :class:`EndPlan` to end the plan here."""
         ...
 
     def on_call(self, call: PrimitiveCall) -> None:
