@@ -52,12 +52,23 @@ def render_signature(tool: ToolSchema) -> str:
     return f"def {python_signature(tool)} -> str:\n    {body}"
 
 
+FILES_NOTE = (
+    "The task's files are reachable ONLY through these functions: open(), os, pathlib and "
+    "subprocess cannot see them."
+)
+"""What the system prompt says about how the tools reach a filesystem environment (the
+default; an environment gives its own, ``Environment.planner_note``)."""
+
+FILES_PATHS = " Use absolute paths inside the allowed directory."
+
+
 def render_system_prompt(
     tools: Sequence[ToolSchema],
     *,
     fmt: PlannerFormat,
     python_allowed: bool = True,
     example: str = "",
+    note: str | None = None,
 ) -> str:
     """The planner's system prompt: the tools as Python functions and one worked example.
 
@@ -69,6 +80,8 @@ def render_system_prompt(
             for one tool call per block with no other computation (paper appendix B).
         example: the environment's worked example (``Environment.planner_example``), shown
             after the functions; empty for none.
+        note: how the tools reach the environment (``Environment.planner_note``); None: the
+            filesystem's (:data:`FILES_NOTE`, with absolute paths in the allowed directory).
     """
     functions = "\n\n".join(render_signature(t) for t in tools)
     how = (
@@ -89,11 +102,10 @@ def render_system_prompt(
     )
     return (
         "You solve tasks by writing Python code that calls the functions below. They already "
-        "exist in the Python session: call them directly, never define, import or mock them. "
-        "The task's files are reachable ONLY through these functions: open(), os, pathlib and "
-        "subprocess cannot see them. Each function returns the tool's text result and raises "
-        "ToolError when the tool fails. Variables persist between blocks. Use print() to see "
-        "values. Use absolute paths inside the allowed directory.\n"
+        f"exist in the Python session: call them directly, never define, import or mock them. "
+        f"{note if note is not None else FILES_NOTE} Each function returns the tool's text "
+        "result and raises ToolError when the tool fails. Variables persist between blocks. Use "
+        f"print() to see values.{FILES_PATHS if note is None else ''}\n"
         f"{how}\nWhen the task is complete, answer briefly without code.\n"
         f"{restriction}\nFunctions:\n\n{functions}\n{example}"
     )
@@ -198,8 +210,13 @@ def tool_message(tool_call_id: str, content: str) -> Message:
     return Message(role="tool", tool_call_id=tool_call_id, content=content)
 
 
-def first_user_message(instruction: str, roots: Sequence[str]) -> Message:
-    """The task message: the instruction and the directory the tools may use."""
+def first_user_message(
+    instruction: str, roots: Sequence[str], *, directories: bool = True
+) -> Message:
+    """The task message: the instruction and the directory the tools may use (with
+    ``directories`` False, for an environment without files, the instruction alone)."""
+    if not directories:
+        return Message(role="user", content=instruction)
     where = ", ".join(roots) if roots else "(see list_allowed_directories)"
     hint = ""
     if len(roots) == 1:

@@ -152,6 +152,16 @@ class Environment(Protocol):
         """
         ...
 
+    def planner_note(self) -> str | None:
+        """What the planner's system prompt says about how the tools reach the environment.
+
+        Returns:
+            The note, for an environment without files (the task message is then the
+            instruction alone); None for a filesystem environment (files only through the
+            tools, absolute paths in the allowed directory the task message names).
+        """
+        ...
+
     def error_hint(self, error: str) -> str | None:
         """A hint for the planner after a block failed, e.g. code that looked for the task's
         files with ``open()``.

@@ -12,6 +12,7 @@ __all__ = ["ENVIRONMENTS", "environment_names", "get_environment"]
 
 ENVIRONMENTS: dict[str, str] = {
     "filesystem": "controlscope.envs.filesystem.environment:FilesystemEnvironment",
+    "alfworld": "controlscope.envs.alfworld.environment:AlfworldEnvironment",
 }
 """Environment name -> ``module:factory`` (a zero-argument callable returning the environment)."""
 

@@ -433,17 +433,20 @@ def _run_session(
 def _opening(parts: _Parts, tools: list[ToolSchema], roots: tuple[str, ...]) -> list[Message]:
     """The planner's first messages: the system prompt and the task (paper A.1). Agent code
     names the workspace by the fixed root where the environment confines its server (the
-    same paths in every branch), else by its host path."""
+    same paths in every branch), else by its host path; an environment without files (its own
+    planner note) names none."""
     condition = parts.condition
+    note = parts.env.planner_note()
     system = render_system_prompt(
         tools,
         fmt=condition.planner_format,
         python_allowed=parts.task.python_allowed,
         example=parts.env.planner_example(condition.planner_format),
+        note=note,
     )
     return [
         Message(role="system", content=system),
-        first_user_message(parts.task.instruction, roots),
+        first_user_message(parts.task.instruction, roots, directories=note is None),
     ]
 
 

@@ -269,6 +269,10 @@ class FilesystemEnvironment:
         """A two-turn worked example with the filesystem tools, written for ``fmt``."""
         return _planning.planner_example(fmt)
 
+    def planner_note(self) -> str | None:
+        """None: the planner's prompt speaks of files and the allowed directory."""
+        return None
+
     def error_hint(self, error: str) -> str | None:
         """A reminder that the task's files are reachable only through the tools, when
         ``error`` shows code that looked for them locally; else None."""
