@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from _alfworld_support import alfworld_data, alfworld_env  # noqa: F401 (fixtures)
 from controlscope._proc import alive, cmdline, descendants
 
 _NO_WEIGHTS_HOME = pytest.StashKey[Path]()

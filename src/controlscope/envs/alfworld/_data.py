@@ -11,6 +11,7 @@ playable valid_seen games in 76 scenes and 134 valid_unseen games in 4 scenes (p
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -109,11 +110,17 @@ class GameRecord:
 
 
 def scan_cohort(root: Path, cohort: str) -> list[GameRecord]:
-    """The playable games of ``cohort`` under ``root``, sorted by task id.
+    """The playable games of ``cohort`` under ``root``, sorted by task id (read once per
+    process and data folder: game files do not change under a run).
 
     Raises:
         AlfworldDataError: a trial's files cannot be read.
     """
+    return list(_scan(Path(root).resolve(), cohort))
+
+
+@functools.cache
+def _scan(root: Path, cohort: str) -> tuple[GameRecord, ...]:
     games: list[GameRecord] = []
     base = root / COHORTS[cohort]
     for task_dir in sorted(p for p in base.iterdir() if p.is_dir()):
@@ -123,7 +130,7 @@ def scan_cohort(root: Path, cohort: str) -> list[GameRecord]:
             record = _record(cohort, task_dir.name, trial)
             if record is not None:
                 games.append(record)
-    return games
+    return tuple(games)
 
 
 def _record(cohort: str, task_folder: str, trial: Path) -> GameRecord | None:

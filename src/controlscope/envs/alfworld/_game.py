@@ -73,8 +73,18 @@ class GameFile:
 
     @cached_property
     def names(self) -> dict[str, str]:
-        """Each entity id of the initial facts -> its name in the game's text (``desk 1``)."""
-        from alfworld.agents.utils.misc import Demangler  # the engine's own numbering
+        """Each entity id of the initial facts -> its name in the game's text (``desk 1``).
+
+        Raises:
+            TaskError: the alfworld package is not installed.
+        """
+        try:
+            from alfworld.agents.utils.misc import Demangler  # the engine's own numbering
+        except ImportError as err:
+            raise TaskError(
+                f"the alfworld environment needs the alfworld package ({err}): "
+                "pip install 'controlscope[alfworld]'"
+            ) from err
 
         ids = sorted({arg for _, args in self.facts for arg in args})
         demangler = Demangler(game_infos={i: _Entity(i) for i in ids})
