@@ -25,6 +25,7 @@ from controlscope.cli import main as cli
 from controlscope.core import TaskError
 from controlscope.envs import get_environment
 from controlscope.envs.alfworld import (
+    ACTIONS,
     ENGINE_FAULT,
     AlfworldDataError,
     AlfworldEnvironment,
@@ -33,6 +34,8 @@ from controlscope.envs.alfworld import (
     expert_plan,
     plan_program,
 )
+from controlscope.envs.alfworld._actions import command_for
+from controlscope.envs.alfworld._engine import cache_grammar_parses
 from controlscope.models import ScriptedModel
 from controlscope.review import ModelReviewer
 
@@ -44,6 +47,9 @@ HEAT = (
 CLOSED = (
     "valid_unseen/pick_and_place_simple-PepperShaker-None-Drawer-10/trial_T20190906_184021_215264"
 )
+
+
+ACTIONS_BY_NAME = {a.name: a for a in ACTIONS}
 
 
 def fenced(code: str) -> str:
@@ -164,6 +170,25 @@ def test_the_opening_and_the_names_are_the_engines(alfworld_env: Path) -> None:
         assert {k: v for k, v in game.names.items() if "_bar_" in k} == {
             k: v for k, v in known.items() if "_bar_" in k
         }
+
+
+def test_cached_grammar_parses_change_no_observation(alfworld_env: Path) -> None:
+    """The engine with and without the parse cache plays a plan to the same text and state."""
+    env = AlfworldEnvironment()
+    path = env.record(HEAT).folder / "game.tw-pddl"
+    put = GameFile(path).put_template
+    commands = [command_for(ACTIONS_BY_NAME[t], a, put) for t, a in expert(HEAT)]
+    commands[2:2] = ["look", "inventory", "examine apple 1", "go to fridge 1", "open fridge 1"]
+    played = []
+    try:
+        for cached in (False, True):
+            assert cache_grammar_parses(cached) is cached
+            game = Game.load(path)
+            steps = [game.step(c) for c in commands]
+            played.append(([s.observation for s in steps], game.state_digest(), game.won))
+    finally:
+        cache_grammar_parses(True)
+    assert played[0] == played[1] and played[1][2] is True
 
 
 # --- plans as programs ----------------------------------------------------------------------

@@ -9,18 +9,60 @@ step's observation, so the engine's own faults never end a run (the TextWorld is
 the engine may have changed its state half-way before it raised, so the game is then restored
 to the state before the step (the engine is deterministic: reloaded, and the earlier commands
 played again), and the faulting action has no effect.
+
+Speed: each step derives the text of every action possible next from the game's grammar, and
+TextWorld parses the same few grammar strings again for each derivation (most of a step's
+time). :func:`cache_grammar_parses` keeps each string's parse (the parser's output tree, which
+the derivation only reads; a fresh symbol list is built from it every time), so the
+observations are the same text (``tests/test_alfworld_env.py`` compares them step by step).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENGINE_BROKEN", "ENGINE_FAULT", "Game", "StepResult"]
+__all__ = ["ENGINE_BROKEN", "ENGINE_FAULT", "Game", "StepResult", "cache_grammar_parses"]
+
+_ORIGINAL_PARSE: list[Callable[..., Any]] = []
+
+
+def cache_grammar_parses(enabled: bool = True) -> bool:
+    """Keep (or stop keeping) the parse of each grammar string TextWorld's PDDL text
+    generator derives from, in this process.
+
+    Args:
+        enabled: True to cache, False to restore TextWorld's own function.
+
+    Returns:
+        Whether the cache is in force (False when this TextWorld has no such function).
+    """
+    from textworld.envs.pddl import textgen
+
+    parse, convert = getattr(textgen, "_PARSER", None), getattr(textgen, "_Converter", None)
+    if parse is None or convert is None or not hasattr(textgen, "_parse_and_convert"):
+        return False
+    if not _ORIGINAL_PARSE:
+        _ORIGINAL_PARSE.append(textgen._parse_and_convert)
+    if not enabled:
+        textgen._parse_and_convert = _ORIGINAL_PARSE[0]
+        return False
+
+    @functools.lru_cache(maxsize=4096)
+    def tree(text: str, rule_name: str, trace: bool) -> Any:
+        return parse.parse(text, rule_name=rule_name, trace=trace)
+
+    def parse_and_convert(text: str, rule_name: str = "start", trace: bool = False) -> Any:
+        return convert().walk(tree(text, rule_name, trace))
+
+    textgen._parse_and_convert = parse_and_convert
+    return True
 
 ENGINE_FAULT = "The game engine failed on this action; it had no effect."
 """The start of the observation of a step the engine raised on (the error follows)."""
@@ -85,6 +127,8 @@ class Game:
 
     def _reset(self) -> str:
         """A fresh engine on the game file, reset; its opening observation."""
+        if not _ORIGINAL_PARSE:
+            cache_grammar_parses()
         import textworld
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
         from textworld.envs.pddl import PddlEnv
