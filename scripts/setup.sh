@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Set up a development checkout from nothing: bubblewrap, Chromium (the viewer's browser tests),
 # the Python venv with controlscope installed editable (with the embedded local model runtime,
-# and Ray for distributed panels: a 79 MB wheel that installs in about 12 s), the pinned MCP
-# filesystem server, and the embedded model's weights; then check that llama.cpp decodes on
-# this CPU. Idempotent: a second run reinstalls quickly from caches, re-checks the weights and
-# the runtime.
+# Ray for distributed panels: a 79 MB wheel that installs in about 12 s, and ALFWorld's text
+# engine, whose fast-downward dependency compiles from source: about 2 CPU-minutes, 280 MB with
+# spaCy), the pinned MCP filesystem server, and the embedded model's weights; then check that
+# llama.cpp decodes on this CPU. Idempotent: a second run reinstalls quickly from caches,
+# re-checks the weights and the runtime.
 #
 # llama.cpp is compiled for this CPU without its AMX kernels (scripts/llama_cmake_args.py says
 # why); CMAKE_ARGS in the environment overrides that for the first build. If the installed
@@ -41,8 +42,9 @@ fi
 
 SAFE_CMAKE_ARGS="$(python3 scripts/llama_cmake_args.py)"
 LLAMA_PIN="$(grep -o 'llama-cpp-python[^"]*==[0-9.]*' pyproject.toml | sed 's/\[[a-z,]*\]//')"
-echo "setup: installing controlscope and its dependencies (the first time builds llama.cpp: minutes)"
-CMAKE_ARGS="${CMAKE_ARGS:-$SAFE_CMAKE_ARGS}" .venv/bin/python -m pip install -q -e '.[local,dev,ray]'
+echo "setup: installing controlscope and its dependencies (the first time builds llama.cpp and"
+echo "setup: ALFWorld's planner library fast-downward: minutes)"
+CMAKE_ARGS="${CMAKE_ARGS:-$SAFE_CMAKE_ARGS}" .venv/bin/python -m pip install -q -e '.[local,dev,ray,alfworld]'
 
 echo "setup: installing the pinned MCP filesystem server"
 npm ci --no-audit --no-fund --silent
