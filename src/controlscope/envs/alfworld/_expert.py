@@ -48,6 +48,7 @@ class _Plan:
     held: str | None = None
     calls: list[Call] = field(default_factory=list)
     alias: dict[str, str] = field(default_factory=dict)
+    taken: set[str] = field(default_factory=set)
 
     def name(self, alfred_id: str) -> str:
         entity = mangle(alfred_id)
@@ -57,12 +58,17 @@ class _Plan:
 
     def reachable(self, alfred_id: str) -> str:
         """The object to take or use for ``alfred_id``: itself when it lies in a receptacle,
-        else the nearest object of its type that does (remembered for later steps)."""
+        else the nearest object of its type that does and that the plan has not taken yet
+        (remembered for later steps)."""
         entity = self.name(alfred_id)
         if entity in self.where:
             return entity
         kind = {o: t for o, t in self.game.holding("objectType")}.get(entity)
-        same = [o for o, t in self.game.holding("objectType") if t == kind and o in self.where]
+        same = [
+            o
+            for o, t in self.game.holding("objectType")
+            if t == kind and o in self.where and o not in self.taken
+        ]
         if not same:
             raise TaskError(f"{self.game.path}: the expert's {alfred_id!r} lies in no receptacle")
         here = _position(entity)
@@ -105,6 +111,7 @@ def _act(plan: _Plan, step: dict[str, Any]) -> None:
         plan.ensure_open(receptacle)
         plan.emit("take", object=obj, receptacle=receptacle)
         plan.held = obj
+        plan.taken.add(obj)
     elif action == "PutObject":
         obj, receptacle = plan.name(step["objectId"]), plan.name(step["receptacleObjectId"])
         plan.ensure_open(receptacle)

@@ -26,7 +26,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import controlscope
 from controlscope.core import (
     AnswerKey,
     Check,
@@ -211,7 +210,7 @@ class AlfworldEnvironment:
         Raises:
             ToolServerError: the server did not start (alfworld missing, a bad game file).
         """
-        package_root = Path(controlscope.__file__).resolve().parents[1]
+        package_root = Path(__file__).resolve().parents[3]  # the folder holding controlscope
         server = McpToolServer.stdio(
             sys.executable,
             ["-m", "controlscope.envs.alfworld.server", str(Path(workspace).resolve())],
