@@ -64,6 +64,7 @@ def cache_grammar_parses(enabled: bool = True) -> bool:
     textgen._parse_and_convert = parse_and_convert
     return True
 
+
 ENGINE_FAULT = "The game engine failed on this action; it had no effect."
 """The start of the observation of a step the engine raised on (the error follows)."""
 
