@@ -50,6 +50,7 @@ from controlscope.core import (
     Lattice,
     PlannerFormat,
     ReplaceBoundary,
+    ReviewerProtocol,
     ReviewToolChoice,
     Scope,
     View,
@@ -132,11 +133,15 @@ class ReviewerSettings(_Section):
         options: provider options passed with every review request (a reasoning mode).
         view: ``with_feedback`` or ``code_only`` (paper A.3).
         view_bounds: ``complete`` or ``bounded``; None: bounded for local models.
+        protocol: ``fast`` or ``reasoning`` (paper section 4, ALFWorld): fixes the tool
+            choice, the token cap and what an invalid review does
+            (:data:`controlscope.core.REVIEWER_PROTOCOLS`); None: the settings one by one.
     """
 
     model: str | None = None
     mode: DecisionMode | None = None
     tool_choice: ReviewToolChoice | None = None
+    protocol: ReviewerProtocol | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, ge=1)
     options: dict[str, Any] | None = None
@@ -148,11 +153,13 @@ class ReviewerSettings(_Section):
 
 class BudgetSettings(_Section):
     """Budgets of every run (paper section 4); None keeps the task's (100 calls, 100 turns,
-    1,800 execution seconds) and the 10,800 s wall-clock ceiling."""
+    1,800 execution seconds, ALFWorld's five ordinary repairs) and the 10,800 s wall-clock
+    ceiling."""
 
     max_calls: int | None = Field(default=None, ge=1)
     max_turns: int | None = Field(default=None, ge=1)
     max_seconds: float | None = Field(default=None, gt=0.0)
+    max_repairs: int | None = Field(default=None, ge=0)
     max_wall_seconds: float | None = Field(default=None, gt=0.0)
     block_exec_s: float | None = Field(default=None, gt=0.0)
     worker_memory_mb: int = Field(default=2048, ge=128)

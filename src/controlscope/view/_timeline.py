@@ -481,4 +481,14 @@ def _describe(event: Event) -> tuple[str, str]:
     if event.type == "clock_differences":
         lines = [f"{d.role} request {d.request} at {d.path}" for d in event.differences]
         return "clock readings masked in the replay", "\n".join(lines)
+    if event.type == "plan_end":
+        goal = "the goal is reached" if event.goal_reached else "the goal is not reached"
+        return f"plan {event.plan} ended ({event.cause})", f"{goal}; {event.calls} calls so far"
+    if event.type == "recovery":
+        return f"ordinary recovery: repair {event.repair}", event.detail
+    if event.type == "plan_error":
+        return (
+            f"plan error at call {event.call_index}",
+            f"the review fell back ({event.fallback}) in block {event.block_id}: {event.detail}",
+        )
     return event.type, event.model_dump_json(indent=2)
