@@ -17,10 +17,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import controlscope as cs
 from controlscope import replay
+from controlscope.analysis import effort
 from controlscope.cli import main as cli
 from controlscope.core import TaskError
 from controlscope.envs import get_environment
@@ -447,3 +449,17 @@ def test_keep_arg_and_full_branch_from_the_same_state(alfworld_env: Path, tmp_pa
     assert (full.initial_plan_success, full.replacements, full.repairs) == (True, 1, 0)
     assert arg.goal_actions == full.goal_actions == len(calls)
     assert keep.goal_actions == len(calls) + 1
+
+
+def test_the_effort_of_a_won_game_is_its_actions_to_the_win() -> None:
+    """Figure 2's thresholds count actions until the game was won, where the environment
+    counts them, else primitive calls; failed runs have no effort."""
+    runs = pd.DataFrame(
+        {
+            "success": [True, True, False],
+            "primitive_calls": [30, 7, 100],
+            "goal_actions": [12, None, None],
+        }
+    )
+    assert effort(runs).tolist() == [12.0, 7.0]
+    assert effort(runs.drop(columns="goal_actions")).tolist() == [30.0, 7.0]

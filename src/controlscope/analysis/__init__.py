@@ -12,7 +12,13 @@ figures (the paper's Figure 2) that ``controlscope report`` writes.
 """
 
 from controlscope.analysis._bootstrap import ClusterInterval, cluster_bootstrap
-from controlscope.analysis._figures import EFFORT_FILE, TOKENS_FILE, effort_figure, tokens_figure
+from controlscope.analysis._figures import (
+    EFFORT_FILE,
+    TOKENS_FILE,
+    effort,
+    effort_figure,
+    tokens_figure,
+)
 from controlscope.analysis._goals import GoalCompletion, goal_completion
 from controlscope.analysis._paired import (
     CLUSTER,
@@ -47,6 +53,7 @@ __all__ = [
     "ReportFormat",
     "check_outcomes",
     "cluster_bootstrap",
+    "effort",
     "effort_figure",
     "goal_completion",
     "outcomes",

@@ -41,9 +41,27 @@ def _conditions(runs: pd.DataFrame, draws: int) -> list[tuple[str, pd.DataFrame]
     ]
 
 
+def effort(runs: pd.DataFrame) -> np.ndarray[Any, np.dtype[np.floating[Any]]]:
+    """The effort of each successful run: the actions the environment counted until its goal
+    (``goal_actions``, ALFWorld; paper Figure 2), else its primitive calls.
+
+    Args:
+        runs: runs with ``success`` and ``primitive_calls`` (and ``goal_actions``) columns.
+
+    Returns:
+        One number per successful run, in the table's order.
+    """
+    done = runs.loc[runs["success"]]
+    calls = done["primitive_calls"].astype(float)
+    if "goal_actions" in done:
+        calls = pd.to_numeric(done["goal_actions"], errors="coerce").fillna(calls)
+    return calls.to_numpy(dtype=np.float64)
+
+
 def effort_figure(runs: pd.DataFrame, draws: int, budget: int, path: Path) -> Path:
     """Plot the share of units completed within each number of primitive calls, per
-    condition (a unit counts once its run succeeded in at most k calls).
+    condition (a unit counts once its run succeeded in at most k calls; ALFWorld counts the
+    actions until the game was won, ``goal_actions``).
 
     Args:
         runs: the eligible runs (:func:`read_panel`'s table).
@@ -57,7 +75,7 @@ def effort_figure(runs: pd.DataFrame, draws: int, budget: int, path: Path) -> Pa
     fig, ax = _figure()
     k = np.arange(0, budget + 1)
     for label, group in _conditions(runs, draws):
-        calls = group.loc[group["success"], "primitive_calls"].to_numpy()
+        calls = effort(group)
         share = (calls[None, :] <= k[:, None]).sum(axis=1) / max(len(group), 1) * 100.0
         style = "--" if label == KEEP else "-"
         ax.step(k, share, where="post", linestyle=style, label=label)

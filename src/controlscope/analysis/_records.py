@@ -39,8 +39,11 @@ COUNTS = (
     "block_data_patches",
     "replacements",
     "rejected_proposals",
+    "repairs",
+    "plan_errors",
 )
-"""The per-run counts the report sums (from ``summary.json``)."""
+"""The per-run counts the report sums (from ``summary.json``; ordinary repairs and plan errors
+are zero outside ALFWorld)."""
 
 TOKEN_COLUMNS = tuple(
     f"{role}_{kind}_{side}"
@@ -86,7 +89,9 @@ def read_panel(panel: str | Path) -> PanelRuns:
     ``missing``, ``corrupt``, ``no_verdict``); ``success`` (bool: False unless the verifier
     passed it); ``end_reason``; ``budget_exhausted``, ``provider_failure``, ``reused``
     (bools); :data:`COUNTS`; :data:`FALLBACK_COLUMNS`; :data:`TOKEN_COLUMNS`;
-    ``request_hash`` (a branch's first review request).
+    ``request_hash`` (a branch's first review request); under ordinary recovery
+    ``initial_plan_success`` (bool; paper 5.2) and ``goal_actions`` (the environment's actions
+    until its goal, Figure 2; None when unknown).
 
     Raises:
         PanelError: the folder has no readable manifest.
@@ -141,6 +146,8 @@ def _empty() -> dict[str, Any]:
         "provider_failure": False,
         "reused": False,
         "request_hash": None,
+        "initial_plan_success": False,
+        "goal_actions": None,
     }
     empty.update(dict.fromkeys((*COUNTS, *FALLBACK_COLUMNS, *TOKEN_COLUMNS), 0))
     return empty
@@ -155,6 +162,8 @@ def _from_summary(summary: RunSummary, record: RunRecord) -> dict[str, Any]:
         "provider_failure": end in PROVIDER_ENDS,
         "reused": summary.reused,
         "request_hash": record.request_hash,
+        "initial_plan_success": bool(summary.initial_plan_success),
+        "goal_actions": summary.goal_actions,
     }
     row.update({name: getattr(summary, name) for name in COUNTS})
     row.update({f"fallback_{k}": summary.fallbacks.get(k, 0) for k in FALLBACK_KINDS})
