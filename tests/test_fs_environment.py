@@ -56,7 +56,7 @@ def test_implements_environment(env: FilesystemEnvironment) -> None:
     assert isinstance(env, Environment)
     assert env.name == "filesystem"
     assert get_environment("filesystem").name == "filesystem"
-    assert environment_names() == ["filesystem"]
+    assert environment_names() == ["alfworld", "filesystem"]
 
 
 def test_task_list_shape(env: FilesystemEnvironment) -> None:
