@@ -10,6 +10,8 @@ Prints a few human-readable lines, then as its LAST line one JSON object:
 - ``action_median_ms`` / ``action_p95_ms``: one action timed in agent code in the isolated
   worker, through the controller and the MCP server to the engine and back (the sampled games'
   expert plans; target <= 20 ms);
+- ``engine_step_median_ms``: one action of the engine alone, in process (all expert plans): the
+  part of an action the engine itself takes;
 - ``expert_plans_won``: games whose expert plan (from ``traj_data.json``, run through the
   engine with the server's commands) wins, of ``games``; ``expert_plans_lost`` lists the
   others with the engine's last observation;
@@ -80,11 +82,15 @@ def play_expert(folder: Path) -> dict[str, Any]:
     game = Game.load(path)
     load_s = time.perf_counter() - started
     engine_names = {i.id: i.name for i in game._env._entity_infos.values() if "_bar_" in i.id}
-    last = ""
+    last, steps = "", []
     for tool, arguments in plan.calls:
-        last = game.step(command_for(BY_NAME[tool], arguments, game_file.put_template)).observation
+        command = command_for(BY_NAME[tool], arguments, game_file.put_template)
+        started = time.perf_counter()
+        last = game.step(command).observation
+        steps.append((time.perf_counter() - started) * 1000)
     return {
         "load_s": load_s,
+        "steps_ms": steps,
         "won": game.won,
         "last": last,
         "faults": len(game.faults),
@@ -174,6 +180,9 @@ def main() -> None:
         "game_load_s": round(statistics.median(loads), 3),
         "server_start_s": round(statistics.median(starts), 3),
         "action_median_ms": round(statistics.median(actions), 2),
+        "engine_step_median_ms": round(
+            statistics.median(ms for v in played.values() for ms in v["steps_ms"]), 2
+        ),
         "action_p95_ms": round(statistics.quantiles(actions, n=20)[-1], 2),
         "actions_timed": len(actions),
         "expert_plans_won": len(played) - len(lost),
