@@ -21,7 +21,10 @@ Prints a few human-readable lines, then as its LAST line one JSON object:
   from the game file without the engine, equal the engine's (what ``controlscope tasks``
   shows);
 - ``engine_faults``: engine exceptions caught while playing the expert plans;
-- ``parse_cache``: whether TextWorld's grammar parses were cached.
+- ``sped_up``: whether the engine's speed-up (``speed_up_engine``) was in force;
+- ``compared`` / ``observations_unchanged``: sampled games whose expert plan was played with
+  and without the speed-up, and those of them whose every observation, final state and outcome
+  were the same; ``unsped_step_median_ms``: the engine's step without the speed-up.
 
 The game files come from ``$ALFWORLD_DATA``, else the tarball in ``../shared/alfworld/`` beside
 the repository, unpacked into a temporary folder.
@@ -52,7 +55,7 @@ from controlscope.envs.alfworld import (
     expert_plan,
 )
 from controlscope.envs.alfworld._actions import command_for
-from controlscope.envs.alfworld._engine import _ORIGINAL_PARSE
+from controlscope.envs.alfworld._engine import speed_up_engine
 from controlscope.worker import Limits, WorkerSession
 
 SHARED_TARBALL = Path(__file__).resolve().parents[2] / "shared" / "alfworld"
@@ -98,6 +101,32 @@ def play_expert(folder: Path) -> dict[str, Any]:
         "names": {k: v for k, v in game_file.names.items() if "_bar_" in k} == engine_names,
         "substituted": bool(plan.substitutions),
     }
+
+
+def compare_engines(folder: Path) -> tuple[bool, list[float]]:
+    """Play a game's expert plan without and with the engine's speed-up: whether every
+    observation, the final state and the outcome are the same, and the unsped steps' ms."""
+    path = folder / "game.tw-pddl"
+    game_file = GameFile(path)
+    commands = [
+        command_for(BY_NAME[tool], arguments, game_file.put_template)
+        for tool, arguments in expert_plan(game_file, folder / "traj_data.json").calls
+    ]
+    played, unsped = [], []
+    try:
+        for fast in (False, True):
+            speed_up_engine(fast)
+            game = Game.load(path)
+            observations = []
+            for command in commands:
+                started = time.perf_counter()
+                observations.append(game.step(command).observation)
+                if not fast:
+                    unsped.append((time.perf_counter() - started) * 1000)
+            played.append((observations, game.state_digest(), game.won))
+    finally:
+        speed_up_engine(True)
+    return played[0] == played[1], unsped
 
 
 class Stamps:
@@ -155,6 +184,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=12, help="games run through the server")
     parser.add_argument("--limit", type=int, default=0, help="expert plans to play (0: all)")
+    parser.add_argument(
+        "--compare", type=int, default=12, help="games played with and without the speed-up"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="alfworld-bench-") as tmp:
         scratch = Path(tmp)
@@ -167,6 +199,8 @@ def main() -> None:
             played[task.id] = play_expert(env.record(task.id).folder)
             if n % 25 == 0:
                 print(f"{n}/{len(chosen)} expert plans played", flush=True)
+        step = max(1, len(tasks) // max(1, args.compare))
+        compared = [compare_engines(env.record(t.id).folder) for t in tasks[::step][: args.compare]]
         step = max(1, len(tasks) // max(1, args.sample))
         starts, actions = [], []
         for task in tasks[::step][: args.sample]:
@@ -191,7 +225,10 @@ def main() -> None:
         "openings_match": sum(v["opening"] for v in played.values()),
         "names_match": sum(v["names"] for v in played.values()),
         "engine_faults": sum(v["faults"] for v in played.values()),
-        "parse_cache": bool(_ORIGINAL_PARSE),
+        "sped_up": speed_up_engine(True),
+        "compared": len(compared),
+        "observations_unchanged": sum(same for same, _ in compared),
+        "unsped_step_median_ms": round(statistics.median(ms for _, u in compared for ms in u), 2),
     }
     print(f"{result['expert_plans_won']}/{len(played)} expert plans won; lost: {list(lost)}")
     print(f"load {result['game_load_s']} s, action {result['action_median_ms']} ms (median)")

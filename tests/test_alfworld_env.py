@@ -37,7 +37,7 @@ from controlscope.envs.alfworld import (
     plan_program,
 )
 from controlscope.envs.alfworld._actions import command_for
-from controlscope.envs.alfworld._engine import cache_grammar_parses
+from controlscope.envs.alfworld._engine import speed_up_engine
 from controlscope.models import ScriptedModel
 from controlscope.review import ModelReviewer
 
@@ -177,8 +177,8 @@ def test_the_opening_and_the_names_are_the_engines(alfworld_env: Path) -> None:
         }
 
 
-def test_cached_grammar_parses_change_no_observation(alfworld_env: Path) -> None:
-    """The engine with and without the parse cache plays a plan to the same text and state."""
+def test_the_sped_up_engine_changes_no_observation(alfworld_env: Path) -> None:
+    """The engine with and without its speed-up plays a plan to the same text and state."""
     env = AlfworldEnvironment()
     path = env.record(HEAT).folder / "game.tw-pddl"
     put = GameFile(path).put_template
@@ -186,13 +186,13 @@ def test_cached_grammar_parses_change_no_observation(alfworld_env: Path) -> None
     commands[2:2] = ["look", "inventory", "examine apple 1", "go to fridge 1", "open fridge 1"]
     played = []
     try:
-        for cached in (False, True):
-            assert cache_grammar_parses(cached) is cached
+        for fast in (False, True):
+            assert speed_up_engine(fast) is fast
             game = Game.load(path)
             steps = [game.step(c) for c in commands]
             played.append(([s.observation for s in steps], game.state_digest(), game.won))
     finally:
-        cache_grammar_parses(True)
+        speed_up_engine(True)
     assert played[0] == played[1] and played[1][2] is True
 
 

@@ -10,11 +10,11 @@ the engine may have changed its state half-way before it raised, so the game is 
 to the state before the step (the engine is deterministic: reloaded, and the earlier commands
 played again), and the faulting action has no effect.
 
-Speed: each step derives the text of every action possible next from the game's grammar, and
-TextWorld parses the same few grammar strings again for each derivation (most of a step's
-time). :func:`cache_grammar_parses` keeps each string's parse (the parser's output tree, which
-the derivation only reads; a fresh symbol list is built from it every time), so the
-observations are the same text (``tests/test_alfworld_env.py`` compares them step by step).
+Speed: each step derives the text of every action possible next from the game's grammar;
+TextWorld parses the same few strings again and deep-copies contexts for each derivation (most of
+a step's time). :func:`speed_up_engine` keeps each parse tree and copies contexts one level deep,
+and the observations are the same text (``tests/test_alfworld_env.py`` compares them step by
+step; ``benchmarks/alfworld_env.py`` on whole expert plans).
 """
 
 from __future__ import annotations
@@ -28,41 +28,73 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENGINE_BROKEN", "ENGINE_FAULT", "Game", "StepResult", "cache_grammar_parses"]
+__all__ = ["ENGINE_BROKEN", "ENGINE_FAULT", "Game", "StepResult", "speed_up_engine"]
 
-_ORIGINAL_PARSE: list[Callable[..., Any]] = []
+_ORIGINALS: dict[str, Callable[..., Any]] = {}
+"""TextWorld's own functions that :func:`speed_up_engine` replaced, by ``module.name``."""
 
 
-def cache_grammar_parses(enabled: bool = True) -> bool:
-    """Keep (or stop keeping) the parse of each grammar string TextWorld's PDDL text
-    generator derives from, in this process.
+def speed_up_engine(enabled: bool = True) -> bool:
+    """Make TextWorld's text generation cheaper in this process (or restore it), changing no
+    observation.
+
+    Each step derives the text of every action possible next from the game's grammar. TextWorld
+    then parses the same few grammar and logic strings again for each derivation, and deep-copies
+    each derivation's context, entity descriptions included, although a derivation only adds
+    entries to the copy's two dictionaries. Sped up: each parse tree is kept (the tree is only
+    read; the objects built from it are built afresh each time) and a context's two dictionaries
+    are copied one level deep.
 
     Args:
-        enabled: True to cache, False to restore TextWorld's own function.
+        enabled: True to speed up, False to restore TextWorld's own functions.
 
     Returns:
-        Whether the cache is in force (False when this TextWorld has no such function).
+        Whether the speed-up is in force (False when this TextWorld lacks the functions).
     """
+    import textworld.logic as logic
     from textworld.envs.pddl import textgen
 
-    parse, convert = getattr(textgen, "_PARSER", None), getattr(textgen, "_Converter", None)
-    if parse is None or convert is None or not hasattr(textgen, "_parse_and_convert"):
+    replaced = {
+        "textgen._parse_and_convert": (textgen, "_parse_and_convert", _cached_parse(textgen)),
+        "logic._parse_and_convert": (logic, "_parse_and_convert", _cached_parse(logic)),
+        "textgen.copy_context": (textgen, "copy_context", _copy_context),
+    }
+    if any(fast is None or not hasattr(module, name) for module, name, fast in replaced.values()):
         return False
-    if not _ORIGINAL_PARSE:
-        _ORIGINAL_PARSE.append(textgen._parse_and_convert)
-    if not enabled:
-        textgen._parse_and_convert = _ORIGINAL_PARSE[0]
-        return False
+    for key, (module, name, fast) in replaced.items():
+        _ORIGINALS.setdefault(key, getattr(module, name))
+        setattr(module, name, fast if enabled else _ORIGINALS[key])
+    return enabled
+
+
+def _cached_parse(module: Any) -> Callable[..., Any] | None:
+    """``module._parse_and_convert`` with the parser's trees kept: the module's parser and
+    converter, or None when the module has neither."""
+    parser, converter = getattr(module, "_PARSER", None), getattr(module, "_ModelConverter", None)
+    converter = converter or getattr(module, "_Converter", None)
+    if parser is None or converter is None:
+        return None
 
     @functools.lru_cache(maxsize=4096)
     def tree(text: str, rule_name: str, trace: bool) -> Any:
-        return parse.parse(text, rule_name=rule_name, trace=trace)
+        return parser.parse(text, rule_name=rule_name, trace=trace)
 
     def parse_and_convert(text: str, rule_name: str = "start", trace: bool = False) -> Any:
-        return convert().walk(tree(text, rule_name, trace))
+        return converter().walk(tree(text, rule_name, trace))
 
-    textgen._parse_and_convert = parse_and_convert
-    return True
+    return parse_and_convert
+
+
+def _copy_context(context: dict[str, Any]) -> dict[str, Any]:
+    """A derivation's context with its own ``variables`` and ``mapping`` dictionaries (what
+    TextWorld's ``copy_context`` deep-copies; their values are never changed)."""
+    return {
+        "state": context["state"],
+        "facts": context["facts"],
+        "variables": dict(context["variables"]),
+        "mapping": dict(context["mapping"]),
+        "entity_infos": context["entity_infos"],
+    }
 
 
 ENGINE_FAULT = "The game engine failed on this action; it had no effect."
@@ -128,8 +160,8 @@ class Game:
 
     def _reset(self) -> str:
         """A fresh engine on the game file, reset; its opening observation."""
-        if not _ORIGINAL_PARSE:
-            cache_grammar_parses()
+        if not _ORIGINALS:
+            speed_up_engine()
         import textworld
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
         from textworld.envs.pddl import PddlEnv
