@@ -12,6 +12,7 @@ belongs to another service.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,10 +21,12 @@ from pathlib import Path
 import pytest
 
 import controlscope as cs
+from controlscope import panel as cp
 from controlscope.core import RunStartEvent, TaskError
 from controlscope.envs import get_environment
 from controlscope.envs.external import CommandLimits, McpmarkEnvironment
 from controlscope.replay import Recording, ReplayError
+from test_replay import KEEP
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mcpmark"
 TASKS = FIXTURES / "tasks" / "filesystem" / "standard"
@@ -321,3 +324,55 @@ def test_a_task_error_names_the_unknown_task_and_parameter() -> None:
         env.task("standard/notes/shout", students=3)
     with pytest.raises(TaskError, match="named with a path"):
         get_environment("mcpmark")
+
+
+# --- panels ----------------------------------------------------------------------------------
+
+
+def _panel_config(tmp_path: Path, tasks: list[str], **params: dict[str, str]) -> Path:
+    """A panel of MCPMark tasks: the checkout named relative to the config's folder."""
+    planner = tmp_path / "planner.json"
+    planner.write_text(json.dumps({"by": "turn", "answers": [program(SOLVE), "Done."]}))
+    reviewer = tmp_path / "reviewer.json"
+    reviewer.write_text(json.dumps([KEEP] * 20))
+    folder = tmp_path / "configs"
+    folder.mkdir(exist_ok=True)
+    lines = [
+        f'env = "mcpmark:{os.path.relpath(FIXTURES, folder)}"',
+        f"tasks = {json.dumps(tasks)}",
+        'scopes = ["keep", "full"]',
+        'start = "whole"',
+        *(f'params."{k}" = {{ state = "{v["state"]}" }}' for k, v in params.items()),
+        "[planner]",
+        f'model = "scripted:{planner}"',
+        "[reviewer]",
+        f'model = "scripted:{reviewer}"',
+        "[execution]",
+        "workers = 1",
+    ]
+    path = folder / "panel.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_panel_names_mcpmark_tasks_and_runs_them(tmp_path: Path) -> None:
+    notes = os.path.relpath(NOTES, tmp_path / "configs")
+    tasks = ["notes", "standard/ledger/reconcile"]
+    config = cp.load_config(_panel_config(tmp_path, tasks, ledger={"state": notes}))
+    assert config.env == f"mcpmark:{FIXTURES.resolve()}"
+    plan = cp.plan_panel(config, check_models=False)
+    assert plan.cluster == "category"
+    assert sorted({r.task for r in plan.runs}) == [
+        "standard/ledger/reconcile",
+        "standard/notes/nosy",
+        "standard/notes/shout",
+        "standard/notes/stuck",
+        "standard/notes/tally",
+    ]
+    reconcile = next(r for r in plan.runs if r.task == "standard/ledger/reconcile")
+    assert reconcile.params == {"state": str(NOTES.resolve())}
+    bare = cp.load_config(_panel_config(tmp_path, ["standard/ledger/reconcile"]))
+    with pytest.raises(cp.ConfigError, match="needs the initial state 'ledger'"):
+        cp.plan_panel(bare, check_models=False)
+    result = cs.run_panel(_panel_config(tmp_path, ["standard/notes/shout"]), tmp_path / "panel")
+    assert result.complete and result.status.successes == {"keep": 1, "full": 1}
