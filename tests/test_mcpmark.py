@@ -22,8 +22,8 @@ import pytest
 
 import controlscope as cs
 from controlscope import panel as cp
-from controlscope.core import RunStartEvent, TaskError
-from controlscope.envs import get_environment
+from controlscope.core import FinalVerdictEvent, RunStartEvent, TaskError
+from controlscope.envs import Environment, get_environment
 from controlscope.envs.external import CommandLimits, McpmarkEnvironment
 from controlscope.replay import Recording, ReplayError
 from test_replay import KEEP
@@ -80,7 +80,8 @@ def copy_task(tmp_path: Path, name: str = "shout") -> Path:
 
 def test_every_task_folder_of_a_checkout_is_listed_with_its_state() -> None:
     env = get_environment(f"mcpmark:{FIXTURES}")
-    assert isinstance(env, McpmarkEnvironment) and env.name == f"mcpmark:{FIXTURES.resolve()}"
+    assert isinstance(env, McpmarkEnvironment) and isinstance(env, Environment)
+    assert env.name == f"mcpmark:{FIXTURES.resolve()}"
     tasks = {t.id: t for t in env.tasks()}
     assert sorted(tasks) == [
         "standard/ledger/reconcile",
@@ -376,3 +377,24 @@ def test_a_panel_names_mcpmark_tasks_and_runs_them(tmp_path: Path) -> None:
         cp.plan_panel(bare, check_models=False)
     result = cs.run_panel(_panel_config(tmp_path, ["standard/notes/shout"]), tmp_path / "panel")
     assert result.complete and result.status.successes == {"keep": 1, "full": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.needs_weights
+def test_the_local_model_runs_a_task_folder_to_a_recorded_verdict(tmp_path: Path) -> None:
+    run = tmp_path / "local"
+    options = ["--model", "local:0.5b", "--schedule", "never", "--max-turns", "2"]
+    options += ["--max-calls", "12", "--max-tokens", "400", "--quiet", "--out", str(run)]
+    out = subprocess.run(
+        [sys.executable, "-m", "controlscope.cli", "run", "--mcpmark", str(SHOUT), *options],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    summary = cs.read_summary(run)
+    assert summary.complete and summary.planning_turns >= 1
+    verdict = next(e for e in cs.read_events(run) if isinstance(e, FinalVerdictEvent))
+    assert verdict.verdict.checks[0].name == "verify.py"
+    assert ("PASS" if summary.success else "FAIL") in out.stdout

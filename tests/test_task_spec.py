@@ -20,7 +20,7 @@ import pytest
 
 import controlscope as cs
 from controlscope.core import ModelCallEvent, PrimitiveCallEvent, RunStartEvent, TaskError
-from controlscope.envs import get_environment
+from controlscope.envs import Environment, get_environment
 from controlscope.envs.external import SpecEnvironment, grant_network
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.envs.filesystem.server import find_server_script
@@ -300,6 +300,7 @@ def test_a_spec_that_fails_during_a_run_is_recorded_and_graded(tmp_path: Path) -
 
 
 def test_an_environment_named_with_a_path_needs_one() -> None:
+    assert isinstance(get_environment(f"taskspec:{NOTEBOOK}"), Environment)
     with pytest.raises(TaskError, match="taskspec:PATH"):
         get_environment("taskspec:")
     with pytest.raises(TaskError, match="no task spec file"):

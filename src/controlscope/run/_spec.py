@@ -142,6 +142,8 @@ class RunSpec(BaseModel):
         worker_memory_mb: the worker's whole memory in MiB (at least 128).
         cache: an SQLite exact-request cache file shared between runs; None for none.
         out: the run directory to write (must not hold a recorded run).
+        environment: the environment's name as the run resolves it (a property):
+            ``mcpmark:DIR`` or ``taskspec:FILE`` when they are given, else ``env``.
         reviews: whether the condition can review at all (not Keep, not ``never``).
 
     Raises:
