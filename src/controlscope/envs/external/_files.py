@@ -3,6 +3,7 @@ a final workspace for its verifier)."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import tempfile
@@ -14,7 +15,7 @@ from controlscope._tree import remove_tree
 from controlscope.core import TaskError
 from controlscope.envs.filesystem.workspace import file_hashes
 
-__all__ = ["COPY_TIMEOUT_S", "copy_tree", "file_hashes_of", "scratch_copy"]
+__all__ = ["COPY_TIMEOUT_S", "copy_tree", "file_digest", "file_hashes_of", "scratch_copy"]
 
 COPY_TIMEOUT_S = 600.0
 """Seconds a copy of a tree may take."""
@@ -33,6 +34,19 @@ def file_hashes_of(folder: Path) -> dict[str, str]:
     """
     hashes = file_hashes(folder)
     return {k: v for k, v in hashes.items() if not any(p in f"/{k}" for p in _IGNORED)}
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of one file's bytes (hex).
+
+    Raises:
+        TaskError: it cannot be read.
+    """
+    try:
+        with Path(path).open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as err:
+        raise TaskError(f"cannot read {path}: {err}") from None
 
 
 def copy_tree(source: Path, target: Path, *, timeout_s: float = COPY_TIMEOUT_S) -> None:

@@ -32,7 +32,7 @@ from controlscope.envs._confine import (
     which,
 )
 from controlscope.envs._mcp import McpToolServer
-from controlscope.envs.external._files import copy_tree, file_hashes_of
+from controlscope.envs.external._files import copy_tree, file_digest
 from controlscope.envs.external._spec import CommandSpec, StateSpec, TaskEntry, load_task_spec
 from controlscope.envs.external._verify import confined_verdict, outcome_check
 from controlscope.envs.external._workspace import WorkspaceTasks, empty_workspace
@@ -195,12 +195,7 @@ class SpecEnvironment(WorkspaceTasks):
                 named.add(path.resolve())
         if entry.instruction_file is not None:
             named.add(self._path(entry.instruction_file, "the instruction file"))
-        hashes: dict[str, str] = {}
-        for path in sorted(named):
-            digest = file_hashes_of(path.parent).get(path.name)
-            if digest is not None:
-                hashes[str(path)] = digest
-        return hashes
+        return {str(path): file_digest(path) for path in sorted(named)}
 
     # -- a run ---------------------------------------------------------------------------------
 
