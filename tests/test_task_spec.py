@@ -128,6 +128,9 @@ def test_our_own_server_runs_confined_from_its_spec_and_the_cli(tmp_path: Path) 
     assert out.returncode == 0, out.stderr
     assert "notebook/greet seed=0 scope=full schedule=continuous: PASS" in out.stdout
     assert "1 reviews" in out.stdout  # at read_notebook, after the first completed call
+    replayed = cli("replay", str(tmp_path / "greet"), "--out", str(tmp_path / "again"))
+    assert replayed.returncode == 0, replayed.stderr
+    assert "2 calls verified (2 planner, 1 reviewer requests; files match" in replayed.stdout
     assert "the notebook holds ['first line', 'hello notebook']" in out.stdout
     events = cs.read_events(tmp_path / "greet")
     first = next(e for e in events if isinstance(e, ModelCallEvent))
