@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mcpmark", default=None, metavar="ROOT", help="list the MCPMark task folders under ROOT"
     )
-    parser.add_argument("--task-spec", default=None, metavar="FILE", help="list a task spec's")
+    parser.add_argument("--task-spec", default=None, metavar="FILE", help="list its tasks")
     parser.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
 
 
