@@ -1,14 +1,15 @@
 """bubblewrap command lines and the probe of whether they work here.
 
-Two processes run confined: the worker (agent code; ``controlscope.worker``) and the MCP
-filesystem server (``controlscope.envs.filesystem.server``). Both get the same confinement
-(README, "Isolation"): every namespace unshared (no network), a new session, all capabilities
-dropped, ``--die-with-parent``, read-only ``/usr`` and system paths, a private ``/tmp``, bwrap's
-minimal ``/dev`` read-only with a small ``/dev/shm`` of its own (bwrap's ``/dev`` is otherwise a
-writable tmpfs as large as half the host's memory), and no ``/proc`` or ``/sys`` (a root
-process, even without capabilities, could write kernel settings through them, which are checked
-by file mode only). Each adds what it must see: the interpreter's prefix, or Node.js, the server
-package and the workspace.
+Several processes run confined: the worker (agent code; ``controlscope.worker``), the MCP
+filesystem server (``controlscope.envs.filesystem.server``) and the third-party servers, set-up
+and verifier commands of users' own tasks (``controlscope.envs._confine``). All get the same
+confinement (README, "Isolation"): every namespace unshared (no network), a new session, all
+capabilities dropped, ``--die-with-parent``, read-only ``/usr`` and system paths, a private
+``/tmp``, bwrap's minimal ``/dev`` read-only with a small ``/dev/shm`` of its own (bwrap's
+``/dev`` is otherwise a writable tmpfs as large as half the host's memory), and no ``/proc`` or
+``/sys`` (a root process, even without capabilities, could write kernel settings through them,
+which are checked by file mode only). Each adds what it must see: the interpreter's prefix, or
+Node.js, the server package and the workspace.
 
 This module imports nothing from controlscope: it sits below every layer that starts a process.
 """
@@ -22,7 +23,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["SHM_MB", "SYSTEM_DIRS", "bwrap_path", "options", "probe", "system_binds"]
+__all__ = [
+    "SHM_MB",
+    "SYSTEM_DIRS",
+    "base_interpreter",
+    "bwrap_path",
+    "options",
+    "probe",
+    "system_binds",
+]
 
 #: System paths shown read-only besides ``/usr`` (each as on the host: bound, or a symlink).
 SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -36,6 +45,21 @@ def bwrap_path() -> str | None:
     if not sys.platform.startswith("linux"):
         return None
     return shutil.which("bwrap")
+
+
+def base_interpreter() -> Path:
+    """The base interpreter a confined Python runs (never a virtual environment's wrapper, whose
+    ``pyvenv.cfg`` and site packages a sandbox does not show).
+
+    Returns:
+        ``<resolved sys.base_prefix>/bin/pythonX.Y`` when it exists, else the resolved
+        ``sys.executable``.
+    """
+    base = Path(os.path.realpath(sys.base_prefix))
+    candidate = base / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if candidate.exists():
+        return candidate
+    return Path(os.path.realpath(sys.executable))
 
 
 def system_binds(dirs: Sequence[str]) -> list[str]:
@@ -65,10 +89,12 @@ def options(
     system_dirs: Sequence[str] = SYSTEM_DIRS,
     ro_paths: Sequence[Path] = (),
     binds: Sequence[tuple[str, str]] = (),
+    ro_binds: Sequence[tuple[str, str]] = (),
     tmp_mb: int | None = None,
     shm_mb: int = SHM_MB,
     chdir: str = "/tmp",
     hostname: str | None = None,
+    network: bool = False,
 ) -> list[str]:
     """bwrap's options between the executable and the confined command (ending with ``--``).
 
@@ -77,15 +103,19 @@ def options(
         ro_paths: further directories bound read-only at the same path; one already visible
             (under ``/usr``, a system path or an earlier one of them) is skipped.
         binds: ``(host_path, path_inside)`` pairs bound read-write.
+        ro_binds: ``(host_path, path_inside)`` pairs bound read-only.
         tmp_mb: size limit of the private ``/tmp`` in MiB (None: bwrap's default).
         shm_mb: size limit of the private ``/dev/shm`` in MiB.
         chdir: the working directory inside.
         hostname: the host name inside (None: bwrap's default).
+        network: keep the host's network namespace (``--share-net``); every other namespace is
+            still unshared. Only for a tool server whose user granted it the network.
 
     Returns:
         The options, ready to put after the ``bwrap`` executable and before the command.
     """
-    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    args = ["--unshare-all", *(["--share-net"] if network else [])]
+    args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     args += ["--ro-bind", "/usr", "/usr", *system_binds(system_dirs)]
     # The private /tmp first: the binds below may lie under /tmp (a checkout there) and must
     # stay visible.
@@ -100,6 +130,8 @@ def options(
             shown.append(str(path))
     for host, inside in binds:
         args += ["--bind", host, inside]
+    for host, inside in ro_binds:
+        args += ["--ro-bind", host, inside]
     args += ["--chdir", chdir]
     if hostname is not None:
         args += ["--hostname", hostname]

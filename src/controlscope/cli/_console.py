@@ -19,6 +19,9 @@ def one_line(err: ValidationError) -> str:
     parts = []
     for e in err.errors():
         where = ".".join(str(p) for p in e["loc"])
+        if not where:  # a check of the options together: its message names them
+            parts.append(e["msg"].removeprefix("Value error, "))
+            continue
         parts.append(f"--{where.replace('_', '-')}: {e['msg']} (got {e.get('input')!r})")
     return "; ".join(parts)
 

@@ -15,8 +15,12 @@ from controlscope.run import RunSpec
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``run``'s options, grouped: task, condition, models, sampling, budgets, output."""
     task = parser.add_argument_group("task").add_argument
-    task("--task", required=True, help="task id, e.g. student_database/english_talent")
+    task("--task", default=None, help="task id, e.g. student_database/english_talent")
     task("--env", default="filesystem", help="environment (default: filesystem)")
+    task("--mcpmark", type=Path, default=None, help="an MCPMark task folder (or checkout)")
+    task("--state", type=Path, default=None, help="the MCPMark task's initial-state directory")
+    task("--task-spec", type=Path, default=None, help="a TOML task spec (any MCP server)")
+    task("--allow-network", action="store_true", help="a task spec's server may use the network")
     task("--seed", type=int, default=0, help="data seed (student tasks: the subset seed)")
     task("--students", type=int, default=None, help="number of students (student tasks)")
     task("--param", action="append", default=[], metavar="KEY=VALUE", help="a task parameter")

@@ -1,5 +1,7 @@
 """``controlscope tasks``: list an environment's tasks (id, category, python_allowed, params,
-and the short facts of their metadata: ALFWorld's cohort, task type and scene)."""
+and the short facts of their metadata: ALFWorld's cohort, task type and scene; an MCPMark
+task's difficulty, the state it needs and whether it was found), and the folders an
+environment could not read."""
 
 from __future__ import annotations
 
@@ -22,17 +24,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="filesystem",
         help=f"environment to list (default: filesystem; known: {', '.join(environment_names())})",
     )
+    parser.add_argument(
+        "--mcpmark", default=None, metavar="ROOT", help="list the MCPMark task folders under ROOT"
+    )
+    parser.add_argument("--task-spec", default=None, metavar="FILE", help="list its tasks")
     parser.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
 
 
 def main(args: argparse.Namespace) -> int:
-    """List the tasks of ``args.env``; return 0, or 2 for an unknown environment."""
+    """List the tasks of ``args.env`` (or of ``--mcpmark``, ``--task-spec``); return 0, or 2
+    for an unknown environment or one whose tasks cannot be read."""
+    name = args.env
+    if args.mcpmark is not None and args.task_spec is not None:
+        print("controlscope tasks: give --mcpmark or --task-spec, not both", file=sys.stderr)
+        return 2
+    if args.mcpmark is not None:
+        name = f"mcpmark:{args.mcpmark}"
+    elif args.task_spec is not None:
+        name = f"taskspec:{args.task_spec}"
     try:
-        env = get_environment(args.env)
+        env = get_environment(name)
         tasks = env.tasks()
     except TaskError as error:  # an unknown environment, or its data is missing
         print(f"controlscope tasks: {error}", file=sys.stderr)
         return 2
+    # Folders that look like tasks but cannot be read (an MCPMark folder without verify.py).
+    problems: list[str] = list(getattr(env, "problems", []))
+    for problem in problems:
+        Console(stderr=True, soft_wrap=True).print(f"[yellow]skipped: {escape(problem)}[/yellow]")
     if args.json:
         print(json.dumps([_row(t) for t in tasks], indent=2))
         return 0
@@ -49,8 +68,29 @@ def main(args: argparse.Namespace) -> int:
         cells += [str(t.metadata.get(k, "")) for k in facts]
         table.add_row(*(escape(c) for c in [*cells, params]))
     # Piped output is not cut to 80 columns.
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+    missing = _missing_states(tasks)
+    if missing:
+        console.print(escape(f"states missing: {missing}"))
     return 0
+
+
+def _missing_states(tasks: list[Task]) -> str:
+    """The initial states that tasks need and that were not found (MCPMark's ``state`` and
+    ``state_found``), with how many tasks need each; empty when none is missing."""
+    needed: dict[str, int] = {}
+    for t in tasks:
+        if t.metadata.get("state_found") is False:
+            name = str(t.metadata.get("state", "?"))
+            needed[name] = needed.get(name, 0) + 1
+    if not needed:
+        return ""
+    listed = ", ".join(f"{n} ({k} task{'s' * (k > 1)})" for n, k in sorted(needed.items()))
+    return (
+        f"{listed}; unpack MCPMark's state archives into test_environments/ of the checkout, "
+        "or give a state's directory with --state"
+    )
 
 
 def _short_facts(tasks: list[Task]) -> list[str]:

@@ -7,7 +7,7 @@ records defined here:
 
 - tools: :class:`ToolSchema`, :class:`ToolResult`, :class:`ToolServer`, :class:`ToolServerError`;
 - tasks: :class:`Task`, :class:`TaskBudgets`, :class:`Check`, :class:`Verdict`,
-  :data:`AnswerKey`, :class:`TaskError`;
+  :data:`AnswerKey`, :class:`TaskError`, :func:`changed_data`;
 - models: :class:`ModelRequest`, :class:`ModelResponse`, :class:`Message`, :class:`ToolCall`,
   :class:`ToolSpec`, :class:`Usage`, :class:`ProviderError`, :class:`ChatModel`;
 - operations: :class:`Scope`, :data:`Lattice`, :class:`OperationSet` (a scope's operations in
@@ -166,6 +166,7 @@ from controlscope.core._tasks import (
     TaskBudgets,
     TaskError,
     Verdict,
+    changed_data,
 )
 from controlscope.core._text import (
     DATA_LANGUAGES,
@@ -299,6 +300,7 @@ __all__ = [
     "annotation",
     "answer_schema_error",
     "call_seconds",
+    "changed_data",
     "clip_text",
     "data_problem",
     "decode_json",

@@ -53,7 +53,9 @@ class Task(BaseModel):
         params: generator parameters (e.g. ``{"students": 75}``), part of the task's identity.
         metadata: what the environment records about the task beyond its identity, as plain
             JSON data (ALFWorld: cohort, task type, scene, game path, the excluded scenes in
-            force, receptacles that share a place); empty for most environments.
+            force, receptacles that share a place; users' own tasks: ``data_hashes``, the
+            SHA-256 of each of the task's files, see :func:`changed_data`); empty for most
+            environments.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -97,6 +99,28 @@ class Verdict(BaseModel):
     def success(self) -> bool:
         """True when there is at least one check and every check passed."""
         return bool(self.checks) and all(c.passed for c in self.checks)
+
+
+def changed_data(recorded: Task, today: Task) -> list[str]:
+    """The task files whose hashes differ between a recorded task and the same task today.
+
+    Users' own tasks (MCPMark folders, task specs) record the SHA-256 of each of their files in
+    ``metadata["data_hashes"]`` (the instruction, the verifier, the spec), so a replay sees that
+    the task changed (paper A.4); the initial state is compared by ``task_data_hash``.
+
+    Args:
+        recorded: the task as its recording's ``run_start`` holds it.
+        today: the same task built again.
+
+    Returns:
+        The files added, removed or changed, sorted; empty when the recording has no hashes.
+    """
+    before = recorded.metadata.get("data_hashes")
+    after = today.metadata.get("data_hashes")
+    if not isinstance(before, dict):
+        return []
+    now = after if isinstance(after, dict) else {}
+    return sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
 
 
 AnswerKey = dict[str, Any]

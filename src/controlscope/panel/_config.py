@@ -6,7 +6,7 @@ scopes and draws, the condition every scope shares (lattice, schedule, view, rep
 boundary), where scope conditions start (``start``), the planner's and reviewer's settings,
 the budgets, and how the runs are executed::
 
-    env = "filesystem"
+    env = "filesystem"                            # or "mcpmark:DIR", "taskspec:FILE"
     tasks = ["student_database/english_talent"]   # task ids, categories, or "all"
     seeds = [0]
     source_programs = 1                           # P1, P2, ... sampled once, shared
@@ -56,6 +56,7 @@ from controlscope.core import (
     View,
     lattice_operations,
 )
+from controlscope.envs import ENVIRONMENT_KINDS
 from controlscope.replay import ReplayError, branch_schedule
 from controlscope.run import ViewBounds
 from controlscope.schedule import schedule_name
@@ -209,7 +210,7 @@ class PanelConfig(_Section):
         start: where reviewing scopes start (:data:`Start`).
         replace_boundary: what a replacement replaces (paper A.1).
         cluster: what the report's bootstrap resamples; None: ``category`` for the
-            filesystem, ``template`` otherwise.
+            filesystem and MCPMark's tasks, ``template`` otherwise.
         planner: the planner's settings.
         reviewer: the reviewer's settings.
         budgets: the runs' budgets.
@@ -317,7 +318,9 @@ def load_config(path: str | Path) -> PanelConfig:
 
     Raises:
         ConfigError: the file is missing or not TOML, or a value is wrong (see
-            :func:`parse_config`). Tasks, parameters and models are checked against the
+            :func:`parse_config`). Relative paths of an environment named with a path
+            (``mcpmark:DIR``, ``taskspec:FILE``) and of MCPMark ``state`` parameters are read
+            from the file's folder. Tasks, parameters and models are checked against the
             environment by :func:`controlscope.panel.plan_panel`.
     """
     file = Path(path)
@@ -327,7 +330,32 @@ def load_config(path: str | Path) -> PanelConfig:
         raise ConfigError(f"{file}: cannot read it: {err.strerror or err}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{file}: not TOML: {err}") from None
-    return parse_config(data, source=str(file))
+    return parse_config(_anchored(data, file.parent), source=str(file))
+
+
+def _anchored(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``data`` with the relative paths it names read from the configuration's ``folder``:
+    an environment named with a path (``env = "mcpmark:tasks"``, ``taskspec:FILE``) and the
+    MCPMark tasks' ``state`` parameters. A panel then runs, and resumes, from any directory."""
+    out = dict(data)
+    env = out.get("env")
+    kind, colon, path = env.partition(":") if isinstance(env, str) else ("", "", "")
+    if colon and kind in ENVIRONMENT_KINDS and path.strip():
+        out["env"] = f"{kind}:{_resolved(path.strip(), folder)}"
+    params = out.get("params")
+    if isinstance(params, dict):
+        out["params"] = dict(params)
+        for key, value in params.items():
+            state = value.get("state") if isinstance(value, dict) else None
+            if isinstance(state, str) and state.strip():
+                out["params"][key] = {**value, "state": _resolved(state.strip(), folder)}
+    return out
+
+
+def _resolved(path: str, folder: Path) -> str:
+    """``path`` made absolute against ``folder`` (``~`` expanded)."""
+    given = Path(path).expanduser()
+    return str(given if given.is_absolute() else (folder / given).resolve())
 
 
 def config_problem(err: ValidationError) -> str:

@@ -113,7 +113,8 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
             for source in range(config.source_programs):
                 runs.extend(_unit_runs(config, task, seed, source))
     keep_first = sorted(runs, key=lambda r: r.scope != KEEP)
-    cluster = config.cluster or ("category" if config.env == "filesystem" else "template")
+    by_category = config.env.partition(":")[0] in ("filesystem", "mcpmark")
+    cluster = config.cluster or ("category" if by_category else "template")
     return PanelPlan(runs=tuple(keep_first), cluster=cluster)
 
 

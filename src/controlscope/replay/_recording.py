@@ -42,6 +42,7 @@ from controlscope.core import (
     ScopeName,
     Task,
     TaskError,
+    changed_data,
 )
 from controlscope.envs import Environment, get_environment
 from controlscope.record import (
@@ -285,9 +286,16 @@ class Recording:
             was recorded: the check is then left to the replay's observations).
 
         Raises:
-            ReplayError: the task's data differ from the recording's (its generator changed),
-                or the task cannot be set up.
+            ReplayError: the task's data differ from the recording's (its generator changed,
+                or its files: :func:`~controlscope.core.changed_data`), or the task cannot be
+                set up.
         """
+        changed = changed_data(self.start.task, self.task)
+        if changed:
+            raise ReplayError(
+                f"the task {self.task.id}'s files changed since {self.run_dir} was recorded: "
+                f"{', '.join(changed)}"
+            )
         recorded = self.start.task_data_hash
         if recorded is None:
             return None

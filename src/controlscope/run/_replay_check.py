@@ -10,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controlscope.core import EVENTS_FILE, RunEndEvent, RunStartEvent, Task, TaskBudgets
+from controlscope.core import (
+    EVENTS_FILE,
+    RunEndEvent,
+    RunStartEvent,
+    Task,
+    TaskBudgets,
+    changed_data,
+)
 from controlscope.record import read_events
 from controlscope.schedule import schedule_name
 
@@ -82,9 +89,9 @@ def check_replay(
 ) -> None:
     """Refuse a replay whose condition differs from the recorded run's.
 
-    Compared: the task id and parameters, the seed, scope, lattice, schedule (canonical, as
-    placed), view, replacement boundary, the four budgets (repairs included), and those of
-    :data:`REPLAYED_SETTINGS` that the spec states.
+    Compared: the task id and parameters, its files' hashes (users' own tasks), the seed,
+    scope, lattice, schedule (canonical, as placed), view, replacement boundary, the four
+    budgets (repairs included), and those of :data:`REPLAYED_SETTINGS` that the spec states.
 
     Args:
         run_dir: the recorded run.
@@ -120,6 +127,9 @@ def check_replay(
         for name, value in given.items()
         if name in recorded and recorded[name] != value
     ]
+    changed = changed_data(start.task, task)
+    if changed:
+        differ.append(f"the task's files ({', '.join(changed)} changed since the recording)")
     if differ:
         raise ValueError(
             f"the replay's options differ from the recorded run in {run_dir}: "

@@ -51,6 +51,7 @@ from controlscope.core import (
     lattice_operations,
 )
 from controlscope.envs import Environment, get_environment
+from controlscope.envs.external import grant_network
 from controlscope.models import CacheError, WeightsError
 from controlscope.record import RecordedActions
 from controlscope.run._models import RunModels, build_models
@@ -72,8 +73,18 @@ class RunSpec(BaseModel):
     """Everything that defines one run, with the defaults ``controlscope run`` uses.
 
     Attributes:
-        task: the task id, e.g. ``student_database/english_talent``.
-        env: the environment's name.
+        task: the task id, e.g. ``student_database/english_talent``; None: the only task of
+            ``mcpmark`` or ``task_spec``.
+        env: the environment's name (``filesystem``, ``alfworld``, ``mcpmark:DIR``,
+            ``taskspec:FILE``); set by ``mcpmark`` or ``task_spec`` when they are given.
+        mcpmark: an MCPMark task folder, or a folder above task folders (an MCPMark checkout;
+            name the task with ``task``): the environment ``mcpmark:DIR``.
+        state: the directory of an MCPMark task's initial state (its ``state`` parameter);
+            None: the state it names, in ``test_environments/`` above its folder.
+        task_spec: a task spec file (TOML: any MCP server's tasks): the environment
+            ``taskspec:FILE``.
+        allow_network: grant the network to a task spec's server that asks for it (otherwise
+            such a spec is refused).
         params: the task's generator parameters (e.g. ``{"students": 25}``).
         seed: the task's data seed (0 to 2**63 - 1; for the student tasks the subset seed).
         scope: the granted scope (``keep``, ``arg``, ``params``, ``full``; paper section 3.1).
@@ -131,6 +142,8 @@ class RunSpec(BaseModel):
         worker_memory_mb: the worker's whole memory in MiB (at least 128).
         cache: an SQLite exact-request cache file shared between runs; None for none.
         out: the run directory to write (must not hold a recorded run).
+        environment: the environment's name as the run resolves it (a property):
+            ``mcpmark:DIR`` or ``taskspec:FILE`` when they are given, else ``env``.
         reviews: whether the condition can review at all (not Keep, not ``never``).
 
     Raises:
@@ -138,8 +151,12 @@ class RunSpec(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    task: str
+    task: str | None = None
     env: str = "filesystem"
+    mcpmark: Path | None = None
+    state: Path | None = None
+    task_spec: Path | None = None
+    allow_network: bool = False
     params: dict[str, int | str] = Field(default_factory=dict)
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     scope: ScopeName = Scope.FULL
@@ -194,6 +211,33 @@ class RunSpec(BaseModel):
         if value is not None and not math.isfinite(value):
             raise ValueError("must be a finite number")
         return value
+
+    @model_validator(mode="after")
+    def _one_task(self) -> RunSpec:
+        if self.mcpmark is not None and self.task_spec is not None:
+            raise ValueError("give mcpmark (--mcpmark) or task_spec (--task-spec), not both")
+        if (self.mcpmark is not None or self.task_spec is not None) and self.env != "filesystem":
+            raise ValueError("mcpmark and task_spec name the environment; leave env out")
+        if self.task is None and self.mcpmark is None and self.task_spec is None:
+            raise ValueError(
+                "name a task: task (--task), an MCPMark task folder (--mcpmark) or a task spec "
+                "(--task-spec)"
+            )
+        if self.state is not None and not self.environment.startswith("mcpmark:"):
+            raise ValueError("state (--state) is the initial state of an MCPMark task")
+        if self.state is not None and "state" in self.params:
+            raise ValueError("give the state once: state (--state) or the parameter state")
+        return self
+
+    @property
+    def environment(self) -> str:
+        """The environment's name: ``mcpmark:DIR`` or ``taskspec:FILE`` when they are given,
+        else ``env``."""
+        if self.mcpmark is not None:
+            return f"mcpmark:{self.mcpmark}"
+        if self.task_spec is not None:
+            return f"taskspec:{self.task_spec}"
+        return self.env
 
     @model_validator(mode="after")
     def _coherent(self) -> RunSpec:
@@ -307,14 +351,18 @@ def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
         The prepared run. Its output directory is created.
 
     Raises:
-        SpecError: an unknown environment or task, bad task parameters, an unusable ``out`` or
-            ``cache``, ``base_url`` with no ``openai`` model, a replay whose options differ
-            from its recording, or models that cannot be built (missing weights or files).
+        SpecError: an unknown environment or task (an MCPMark folder without
+            ``description.md`` or ``verify.py``, a missing state, a task spec naming a command
+            that does not exist), bad task parameters, an unusable ``out`` or ``cache``,
+            ``base_url`` with no ``openai`` model, a replay whose options differ from its
+            recording, or models that cannot be built (missing weights or files).
     """
     try:
         _check_paths(spec)
-        env = get_environment(spec.env)
-        task = env.task(spec.task, **spec.params)
+        env = get_environment(spec.environment)
+        if spec.allow_network:
+            env = grant_network(env)
+        task = _task(spec, env)
         budgets = _budgets(spec, task)
         schedule, source = _placed_schedule(spec, env, task)
         replay = _replay_dir(spec)
@@ -341,6 +389,28 @@ def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
     return PreparedRun(
         spec=spec, env=env, task=task, condition=condition, models=models, actions=actions
     )
+
+
+def _task(spec: RunSpec, env: Environment) -> Task:
+    """The spec's task with its parameters (``state`` among them); without a task id, the
+    environment's only task.
+
+    Raises:
+        TaskError: unknown task or bad parameters; no id and not exactly one task.
+    """
+    params: dict[str, Any] = dict(spec.params)
+    if spec.state is not None:
+        params["state"] = str(spec.state)
+    task_id = spec.task
+    if task_id is None:
+        ids = [t.id for t in env.tasks()]
+        if len(ids) != 1:
+            shown = ", ".join(ids[:8]) + (", ..." if len(ids) > 8 else "")
+            raise TaskError(
+                f"{env.name} holds {len(ids)} tasks ({shown}); name one with task (--task)"
+            )
+        task_id = ids[0]
+    return env.task(task_id, **params)
 
 
 def _replay_dir(spec: RunSpec) -> Path | None:

@@ -88,11 +88,7 @@ def interpreter() -> Path:
         ``<resolved sys.base_prefix>/bin/pythonX.Y`` when it exists, else the resolved
         ``sys.executable``.
     """
-    base = Path(os.path.realpath(sys.base_prefix))
-    candidate = base / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    if candidate.exists():
-        return candidate
-    return Path(os.path.realpath(sys.executable))
+    return _bwrap.base_interpreter()
 
 
 def python_command(rfd: int, wfd: int) -> list[str]:

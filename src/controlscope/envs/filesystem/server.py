@@ -19,6 +19,7 @@ from pathlib import Path
 
 from controlscope import _bwrap
 from controlscope.core import TaskError
+from controlscope.envs._confine import AGENT_ROOT, server_options
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem.workspace import HISTORICAL_MARGIN_S
 
@@ -33,11 +34,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-AGENT_ROOT = "/workspace"
-"""Where every branch's workspace appears to the server and so to agent code. Paths in requests,
-tool arguments and observations are then the same across branches (same-state branching and
-prefix replay, paper section 3.3), whatever host directory each branch gets."""
 
 NODE_MODULES_ENV = "CONTROLSCOPE_NODE_MODULES"
 """Environment variable naming a ``node_modules`` directory that holds the pinned server."""
@@ -214,21 +210,14 @@ def start_filesystem_server(
     return server
 
 
-_SYSTEM_DIRS = (*_bwrap.SYSTEM_DIRS, "/etc")
-
-
 def _bwrap_options(node: str, script: Path, root: Path) -> list[str]:
-    """bwrap's options for the server: the shared confinement (:func:`controlscope._bwrap.options`)
-    with ``/etc``, Node.js and the pinned package read-only, and the workspace bound read-write
-    at :data:`AGENT_ROOT`, its working directory."""
+    """bwrap's options for the server: a tool server's confinement
+    (:func:`controlscope.envs._confine.server_options`) with Node.js and the pinned package
+    read-only, and the workspace bound read-write at :data:`AGENT_ROOT`, its working
+    directory."""
     real_node = Path(os.path.realpath(node))
     ro_paths = [*sorted({real_node.parent.parent, script.parents[3]}), Path(node).parent]
-    return _bwrap.options(
-        system_dirs=_SYSTEM_DIRS,
-        ro_paths=ro_paths,
-        binds=[(str(root), AGENT_ROOT)],
-        chdir=AGENT_ROOT,
-    )
+    return server_options(ro_paths, root)
 
 
 @cache

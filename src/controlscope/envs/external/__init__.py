@@ -1,0 +1,50 @@
+"""Users' own tasks: MCPMark's filesystem task folders and any MCP server's tasks from a task
+spec file, graded by third-party verifiers run in the sandbox.
+
+Public API: :class:`McpmarkEnvironment` (``mcpmark:PATH``), :class:`SpecEnvironment`
+(``taskspec:FILE``) with :class:`TaskSpec` and :func:`load_task_spec`, :func:`grant_network`,
+and :data:`VERIFY_LIMITS`. Both environments are reached by name through
+:func:`controlscope.envs.get_environment`, so runs, replays, branches and panels name them as
+they name the built-in ones.
+"""
+
+from __future__ import annotations
+
+from controlscope.core import TaskError
+from controlscope.envs._base import Environment
+from controlscope.envs._confine import CommandLimits
+from controlscope.envs.external._mcpmark import McpmarkEnvironment
+from controlscope.envs.external._spec import TaskSpec, load_task_spec
+from controlscope.envs.external._spec_env import SpecEnvironment
+from controlscope.envs.external._verify import VERIFY_LIMITS
+
+__all__ = [
+    "VERIFY_LIMITS",
+    "CommandLimits",
+    "McpmarkEnvironment",
+    "SpecEnvironment",
+    "TaskSpec",
+    "grant_network",
+    "load_task_spec",
+]
+
+
+def grant_network(env: Environment) -> Environment:
+    """``env`` with the network granted to its tool server (``--allow-network``).
+
+    Args:
+        env: a task spec's environment whose server asks for the network.
+
+    Returns:
+        The environment with the grant.
+
+    Raises:
+        TaskError: ``env`` has no server that asks for the network (the grant would be
+            silently meaningless).
+    """
+    if isinstance(env, SpecEnvironment) and env.spec.server.network:
+        return env.with_network()
+    raise TaskError(
+        f"--allow-network grants the network to a task spec's server that asks for it "
+        f"(server.network = true); {env.name} has none"
+    )

@@ -1,0 +1,133 @@
+"""Third-party commands confined to a workspace (``controlscope.envs._confine``): real bubblewrap,
+real subprocesses, a real loopback listener. What a verifier or set-up command can reach and how
+long and large it may run."""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+from pathlib import Path
+
+import pytest
+
+from controlscope import _bwrap
+from controlscope._proc import cmdline, descendants
+from controlscope.envs._confine import (
+    AGENT_ROOT,
+    CommandLimits,
+    CommandOutcome,
+    confinement_problem,
+    executable_paths,
+    run_confined,
+)
+
+PYTHON = str(_bwrap.base_interpreter())
+LIMITS = CommandLimits(timeout_s=20)
+
+
+def python(
+    code: str,
+    workspace: Path,
+    *,
+    limits: CommandLimits = LIMITS,
+    writable: bool = False,
+    env: dict[str, str] | None = None,
+) -> CommandOutcome:
+    return run_confined(
+        [PYTHON, "-c", code],
+        workspace=workspace,
+        writable=writable,
+        limits=limits,
+        ro_paths=executable_paths(PYTHON),
+        env=env,
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("hello\n")
+    return root
+
+
+def test_bubblewrap_confines_commands_here() -> None:
+    assert confinement_problem() is None
+
+
+def test_a_verifier_sees_the_workspace_read_only_at_the_agent_root(workspace: Path) -> None:
+    code = (
+        "import os,sys\n"
+        f"print(open('{AGENT_ROOT}/notes.txt').read().strip(), os.environ['W'])\n"
+        f"open('{AGENT_ROOT}/new.txt', 'w')\n"
+    )
+    out = python(code, workspace, env={"W": "{workspace}"})
+    assert out.status == 1 and out.confined
+    assert out.output.startswith(f"hello {AGENT_ROOT}\n")
+    assert "Read-only file system" in out.output
+    assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt"]
+
+
+def test_a_set_up_command_may_write_the_workspace(workspace: Path) -> None:
+    out = python(f"open('{AGENT_ROOT}/new.txt', 'w').write('x')", workspace, writable=True)
+    assert out.ok and (workspace / "new.txt").read_text() == "x"
+
+
+def test_a_command_reaches_no_network_not_even_this_machines_loopback(workspace: Path) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    code = (
+        "import socket\n"
+        f"for host, port in (('127.0.0.1', {port}), ('1.1.1.1', 53)):\n"
+        "    try:\n"
+        "        socket.create_connection((host, port), timeout=3)\n"
+        "        print('reached', host)\n"
+        "    except OSError as err:\n"
+        "        print('no', host, err)\n"
+    )
+    out = python(code, workspace)
+    # A connection made would wait in the listener's backlog, accepted or not.
+    pending, _, _ = select.select([listener], [], [], 0)
+    listener.close()
+    assert out.ok, out.output
+    assert "reached" not in out.output and pending == []
+    assert "Network is unreachable" in out.output  # no interface but its own loopback
+
+
+def test_a_command_that_hangs_is_killed_with_everything_it_started(workspace: Path) -> None:
+    code = (
+        "import subprocess, time\n"
+        "subprocess.Popen(['sleep', '777'])\n"
+        "print('waiting', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    out = python(code, workspace, limits=CommandLimits(timeout_s=2))
+    assert out.timed_out and out.status is None and out.output == "waiting\n"
+    assert "did not finish within 2 s" in out.describe(CommandLimits(timeout_s=2))
+    left = [pid for pid in descendants(os.getpid()) if "sleep 777" in cmdline(pid)]
+    assert left == []
+
+
+def test_memory_output_and_environment_are_bounded(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limits = CommandLimits(timeout_s=20, memory_mb=256, output_mb=1)
+    big = python("x = bytearray(1024 ** 3)", workspace, limits=limits)
+    assert big.status == 1 and "MemoryError" in big.output
+    endless = "import sys\nwhile True: sys.stdout.write('y' * 65536)"
+    flood = python(endless, workspace, limits=limits)
+    assert not flood.ok and flood.output_full
+    assert len(flood.output) < 20_000 and "bytes cut" in flood.output
+    assert "1 MiB limit" in flood.describe(limits)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-of-the-controller")
+    env = python("import os; print(sorted(os.environ.items()))", workspace)
+    assert env.ok and "sk-secret" not in env.output and "'HOME', '/tmp'" in env.output
+
+
+def test_a_command_that_cannot_start_says_why(workspace: Path) -> None:
+    out = run_confined(
+        [str(workspace / "missing")], workspace=workspace, writable=False, limits=LIMITS
+    )
+    assert not out.ok and out.status not in (0, None)
+    assert "missing" in out.output  # bwrap's own words: it cannot exec the command

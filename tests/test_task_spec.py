@@ -1,0 +1,312 @@
+"""Any MCP server's tasks from a TOML task spec (``--task-spec``, ``taskspec:FILE``): the pinned
+npm filesystem server under a spec gives the built-in task's verdicts; our own stdio server
+(``fixtures/task_specs/notebook_server.py``) runs confined, with a set-up command, its own
+tools and verifier; a spec that cannot run is refused before a run, and one that fails during
+a run is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import select
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import controlscope as cs
+from controlscope.core import ModelCallEvent, PrimitiveCallEvent, RunStartEvent, TaskError
+from controlscope.envs import Environment, get_environment
+from controlscope.envs.external import SpecEnvironment, grant_network
+from controlscope.envs.filesystem.environment import FilesystemEnvironment
+from controlscope.envs.filesystem.server import find_server_script
+from test_api import BROKEN, SOLVE, TASK
+from test_replay import KEEP
+
+SPECS = Path(__file__).parent / "fixtures" / "task_specs"
+NOTEBOOK = SPECS / "notebook.toml"
+
+
+def script(tmp_path: Path, *answers: str) -> str:
+    path = tmp_path / f"script{len(list(tmp_path.glob('script*')))}.json"
+    path.write_text(json.dumps(list(answers)))
+    return f"scripted:{path}"
+
+
+def program(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+def split_spec(tmp_path: Path, **sections: str) -> Path:
+    """A spec of the built-in file-splitting task on the pinned npm server: its state made by
+    the built-in generator (seed 0), its verifier ``fixtures/task_specs/verify_split.py``.
+    ``sections`` replace whole sections' bodies (``verifier="..."``)."""
+    folder = tmp_path / "split"
+    (folder / "state").mkdir(parents=True)
+    env = FilesystemEnvironment()
+    task = env.task(TASK)
+    env.setup(task, 0, folder / "state")
+    shutil.copy(SPECS / "verify_split.py", folder)
+    script = find_server_script()
+    body = {
+        "server": f'command = "node"\nargs = ["{script}", "{{workspace}}"]\n'
+        f'paths = ["{script.parents[3]}"]',
+        "state": 'directory = "state"',
+        "tools": 'read = ["read_text_file", "list_directory"]\n'
+        'write = ["write_file", "create_directory"]',
+        "verifier": 'command = ["{python}", "{spec_dir}/verify_split.py", '
+        '"{spec_dir}/state/large_file.txt"]\ntimeout_s = 60',
+        **sections,
+    }
+    text = "".join(f"[{name}]\n{content}\n\n" for name, content in body.items())
+    text += f'[[tasks]]\nid = "{TASK}"\ncategory = "file_context"\n'
+    text += f"instruction = {json.dumps(task.instruction)}\n"
+    path = folder / "spec.toml"
+    path.write_text(text)
+    return path
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controlscope.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_pinned_server_under_a_spec_gives_the_built_in_tasks_verdicts(tmp_path: Path) -> None:
+    spec_file = split_spec(tmp_path)
+    for name, code, success in (("solve", SOLVE, True), ("broken", BROKEN, False)):
+        runs: dict[str, cs.RunResult] = {}
+        for kind, where in (("builtin", {"task": TASK}), ("spec", {"task_spec": spec_file})):
+            runs[kind] = cs.run_task(
+                cs.RunSpec(
+                    **where,
+                    model=script(tmp_path, program(code), "Done."),
+                    schedule="never",
+                    out=tmp_path / f"{name}-{kind}",
+                )
+            )
+        assert runs["builtin"].verdict.success is success, runs["builtin"].verdict
+        assert runs["spec"].verdict.success is success, runs["spec"].verdict
+        calls = {k: r.summary.primitive_calls for k, r in runs.items()}
+        assert calls["builtin"] == calls["spec"] == 7
+    start = cs.read_events(tmp_path / "solve-spec")[0]
+    built_in = cs.read_events(tmp_path / "solve-builtin")[0]
+    assert isinstance(start, RunStartEvent) and isinstance(built_in, RunStartEvent)
+    assert start.task.env == f"taskspec:{spec_file}" and start.isolation == "bwrap"
+    assert start.server == built_in.server  # the same pinned server, confined alike
+    assert start.task_data_hash == built_in.task_data_hash  # the same initial state
+    hashes = start.task.metadata["data_hashes"]
+    assert str(spec_file) in hashes and str(spec_file.parent / "verify_split.py") in hashes
+
+
+def test_our_own_server_runs_confined_from_its_spec_and_the_cli(tmp_path: Path) -> None:
+    listed = cli("tasks", "--task-spec", str(NOTEBOOK), "--json")
+    assert listed.returncode == 0 and [t["id"] for t in json.loads(listed.stdout)] == [
+        "notebook/greet"
+    ]
+    greet = program('add_line(text="hello notebook")\nprint(read_notebook())')
+    out = cli(
+        "run",
+        "--task-spec",
+        str(NOTEBOOK),
+        "--model",
+        script(tmp_path, greet, "Done."),
+        "--reviewer-model",
+        script(tmp_path, *[KEEP] * 3),
+        "--quiet",
+        "--out",
+        str(tmp_path / "greet"),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "notebook/greet seed=0 scope=full schedule=continuous: PASS" in out.stdout
+    assert "1 reviews" in out.stdout  # at read_notebook, after the first completed call
+    replayed = cli("replay", str(tmp_path / "greet"), "--out", str(tmp_path / "again"))
+    assert replayed.returncode == 0, replayed.stderr
+    assert "2 calls verified (2 planner, 1 reviewer requests; files match" in replayed.stdout
+    assert "the notebook holds ['first line', 'hello notebook']" in out.stdout
+    events = cs.read_events(tmp_path / "greet")
+    first = next(e for e in events if isinstance(e, ModelCallEvent))
+    assert "The notebook is reached only through the tools" in first.request.messages[0].content
+    calls = [e.call for e in events if isinstance(e, PrimitiveCallEvent)]
+    assert [c.tool for c in calls] == ["add_line", "read_notebook"]
+    assert "first line\nhello notebook" in calls[1].result.text
+    twice = program('add_line(text="hello notebook")\nadd_line(text="hello notebook")')
+    failed = cs.run_task(
+        cs.RunSpec(
+            task_spec=NOTEBOOK,
+            model=script(tmp_path, twice, "Done."),
+            schedule="never",
+            out=tmp_path / "twice",
+        )
+    )
+    assert not failed.verdict.success and "'hello notebook', 'hello notebook'" in (
+        failed.verdict.checks[0].reason
+    )
+
+
+def _spec(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(text)
+    shutil.copy(SPECS / "notebook_server.py", tmp_path)
+    shutil.copy(SPECS / "verify_notebook.py", tmp_path)
+    return path
+
+
+_GOOD = NOTEBOOK.read_text()
+
+
+_SERVER_END = "timeout_s = 30\n\n[state]"
+_STATE_END = "timeout_s = 30\n\n[tools]"
+_VERIFIER = 'command = ["{python}", "{spec_dir}/verify_notebook.py"]'
+#: (text replaced, its replacement, what the refusal says); an empty text appends.
+_BREAKAGES = [
+    ("", "\n[oops\n", "not TOML"),
+    ("[tools]", "[tools]\nsome = 1", "tools.some: unknown key"),
+    (_VERIFIER, "", "verifier.command: Field required"),
+    (
+        'command = "{python}"',
+        'command = "no-such-server-xyz"',
+        "server command 'no-such-server-xyz' is not an executable",
+    ),
+    (_VERIFIER, _VERIFIER.replace("{python}", "./missing.sh"), "verifier command './missing.sh'"),
+    ("[tools]", 'paths = ["nowhere"]\n[tools]', "a path of the set-up 'nowhere' does not exist"),
+    (_STATE_END, _STATE_END.replace("\n\n", '\ndirectory = "x"\n\n'), "directory or command"),
+    ("[[tasks]]", "[[tasks]]\ninstruction_file = 'x.md'", "give instruction or instruction_file"),
+    (_SERVER_END, _SERVER_END.replace("\n\n", "\nnetwork = true\n\n"), "--allow-network"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), _BREAKAGES)
+def test_a_spec_that_cannot_run_is_refused_before_a_run(
+    tmp_path: Path, old: str, new: str, expected: str
+) -> None:
+    assert not old or old in _GOOD
+    spec_file = _spec(tmp_path, _GOOD.replace(old, new) if old else _GOOD + new)
+    run = cs.RunSpec(task_spec=spec_file, model=script(tmp_path, "Done."), out=tmp_path / "r")
+    with pytest.raises(cs.SpecError, match=re.escape(expected)):
+        cs.prepare(run)
+    assert not (tmp_path / "r").exists()
+    out = cli("run", "--task-spec", str(spec_file), "--out", str(tmp_path / "r"))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_the_network_is_granted_only_when_the_spec_asks_and_the_user_allows(
+    tmp_path: Path,
+) -> None:
+    asks = _spec(
+        tmp_path,
+        _GOOD.replace(_SERVER_END, _SERVER_END.replace("\n\n", "\nnetwork = true\n\n")),
+    )
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    reach = {"host": "127.0.0.1", "port": port}
+    try:
+        for env, expected in (
+            (SpecEnvironment(NOTEBOOK), "unreachable"),  # the spec does not ask
+            (grant_network(SpecEnvironment(asks)), "reached"),
+        ):
+            workspace = tmp_path / f"ws-{expected}"
+            workspace.mkdir()
+            task = env.task("notebook/greet")
+            assert task.metadata["network"] is (expected == "reached")
+            env.setup(task, 0, workspace)
+            with env.start_server(workspace) as server:
+                answer = server.call("reach", reach, timeout_s=20).text
+            assert answer.startswith(expected), answer
+    finally:
+        pending, _, _ = select.select([listener], [], [], 0)
+        listener.close()
+    assert pending  # the granted server's connection
+    with pytest.raises(TaskError, match="--allow-network"):
+        SpecEnvironment(asks).task("notebook/greet")
+    with pytest.raises(TaskError, match="has none"):
+        grant_network(SpecEnvironment(NOTEBOOK))
+    granted = cs.prepare(
+        cs.RunSpec(
+            task_spec=asks,
+            allow_network=True,
+            model=script(tmp_path, "Done."),
+            out=tmp_path / "granted",
+        )
+    )
+    assert granted.task.metadata["network"] is True
+    with pytest.raises(cs.SpecError, match="has none"):
+        cs.prepare(cs.RunSpec(task=TASK, allow_network=True, model="local", out=tmp_path / "no"))
+
+
+def test_a_failing_set_up_command_stops_the_run_before_it_starts(tmp_path: Path) -> None:
+    spec_file = _spec(
+        tmp_path,
+        _GOOD.replace(
+            """"-c", "open(""",
+            """"-c", "import sys; print('no state for you'); sys.exit(3); open(""",
+        ),
+    )
+    env = SpecEnvironment(spec_file)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with pytest.raises(TaskError, match="set-up command of notebook/greet failed: exit 3"):
+        env.setup(env.task("notebook/greet"), 0, workspace)
+    out = cli(
+        "run",
+        "--task-spec",
+        str(spec_file),
+        "--model",
+        script(tmp_path, "Done."),
+        "--out",
+        str(tmp_path / "r"),
+    )
+    assert out.returncode == 2 and "no state for you" in out.stderr
+    assert not (tmp_path / "r" / "events.jsonl").exists()
+
+
+def test_a_spec_that_fails_during_a_run_is_recorded_and_graded(tmp_path: Path) -> None:
+    hangs = _spec(
+        tmp_path,
+        _GOOD.replace(
+            'command = ["{python}", "{spec_dir}/verify_notebook.py"]\ntimeout_s = 30',
+            'command = ["{python}", "-c", "import time; time.sleep(999)"]\ntimeout_s = 1',
+        ),
+    )
+    greet = program('add_line(text="hello notebook")')
+    result = cs.run_task(
+        cs.RunSpec(
+            task_spec=hangs,
+            model=script(tmp_path, greet, "Done."),
+            schedule="never",
+            out=tmp_path / "hangs",
+        )
+    )
+    assert result.end_reason == "final_answer" and not result.verdict.success
+    assert result.verdict.checks[0].reason == "did not finish within 1 s (killed); no output"
+    lacking = tmp_path / "lacking"
+    lacking.mkdir()
+    spec_file = _spec(lacking, _GOOD.replace('read = ["read_notebook"]', 'read = ["peek"]'))
+    result = cs.run_task(
+        cs.RunSpec(
+            task_spec=spec_file,
+            model=script(tmp_path, greet, "Done."),
+            out=tmp_path / "no-tool",
+        )
+    )
+    assert result.end_reason == "environment_error" and "['peek']" in result.detail
+    assert not result.verdict.success  # graded as the workspace stands: the state's one line
+    assert cs.read_summary(tmp_path / "no-tool").complete
+
+
+def test_an_environment_named_with_a_path_needs_one() -> None:
+    assert isinstance(get_environment(f"taskspec:{NOTEBOOK}"), Environment)
+    with pytest.raises(TaskError, match="taskspec:PATH"):
+        get_environment("taskspec:")
+    with pytest.raises(TaskError, match="no task spec file"):
+        get_environment("taskspec:/nonexistent/spec.toml")
+    with pytest.raises(TaskError, match="mcpmark:PATH, taskspec:PATH"):
+        get_environment("moon")
