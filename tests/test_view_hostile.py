@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import tracemalloc
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -252,14 +253,15 @@ def test_a_huge_log_is_cut_into_pages_bounded_in_events_and_bytes(
     run = long_run(tmp_path / "run", 500)  # 2,004 events, 4 a block
     monkeypatch.setattr(timeline, "PAGE_EVENTS", 202)
     pages = list(view.iter_run_pages(run))
-    assert len(pages) == 10 and all(p.events == 2004 for p in pages)
+    assert len(pages) == 10 and all(p.events == 2004 for p in pages)  # 202, then 204 each
     shown = [p.events - p.hidden for p in pages]
-    assert sum(shown) == 2004 and max(shown) <= 202 + 3
-    assert [len(p.boundaries) for p in pages][:-1] == [50] * 9
+    assert sum(shown) == 2004 and max(shown) <= 202 + 3  # full, then the block's rest
+    boundaries = [len(p.boundaries) for p in pages]
+    assert sum(boundaries) == 500 and set(boundaries[:-1]) <= {50, 51}
     assert all(p.summary is not None and p.summary.primitive_calls == 500 for p in pages)
     with view.ViewServer(run) as server:
         page.goto(server.url + "?page=3")
-        assert page.locator("details.boundary").count() == 50
+        assert page.locator("details.boundary").count() == 51
         assert "Page 3 of 10" in page.locator("#pager-top").inner_text()
         assert "500 primitive calls" in page.locator("#totals").inner_text()
         assert page.locator("#verdict").is_visible()
@@ -297,7 +299,7 @@ def test_concurrent_requests_build_at_most_a_few_pages_at_once(
     building = [0, 0]  # now, most at once
     release = threading.Event()
 
-    def slow_page(target: view.Target, links: Any) -> str:
+    def slow_page(target: view.Target, links: Any, number: int = 1) -> str:
         with lock:
             building[0] += 1
             building[1] = max(building)
@@ -309,7 +311,8 @@ def test_concurrent_requests_build_at_most_a_few_pages_at_once(
     monkeypatch.setattr(app, "render_target", slow_page)
     with view.ViewServer(FIXTURE) as server, ThreadPoolExecutor(8) as pool:
         answers = [pool.submit(get, server.url) for _ in range(8)]
-        while building[1] < app.MAX_RENDERS:
+        deadline = time.monotonic() + 60
+        while building[1] < app.MAX_RENDERS and time.monotonic() < deadline:
             threading.Event().wait(0.05)
         threading.Event().wait(0.5)  # room for more to start, were they allowed to
         monkeypatch.setattr(app, "RENDER_WAIT_S", 0.01)

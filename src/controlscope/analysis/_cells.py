@@ -57,7 +57,9 @@ def report_cells(built: Report) -> dict[str, list[dict[str, CellRuns]]]:
         ValueError: a table row this function does not make (the report and its cells
             disagree: a bug, never a panel's fault).
     """
-    scored, _ = eligible(built.runs)
+    used = ["id", UNIT, "scope", "draw", "success", "status", "budget_exhausted"]
+    used += ["provider_failure", "template", CLUSTER, "source_program", *COUNTS, *FALLBACK_COLUMNS]
+    scored, _ = eligible(built.runs[used])  # the columns a cell selects by, nothing copied more
     makers = {
         "successes": lambda: _successes(scored, built.draws),
         "table1": lambda: _table1(scored, list(built.scopes), built.draws),

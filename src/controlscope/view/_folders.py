@@ -119,12 +119,13 @@ def _panel(path: Path) -> Target | None:
     units: dict[str, list[str]] = {}
     runs: dict[str, Path] = {}
     outside: list[str] = []
+    root = path.resolve()
     for planned in plan.runs:
         units.setdefault(planned.unit, []).append(planned.id)
         directory = run_dir(path, planned.id)
         if not directory.is_dir():
             continue
-        if inside(path, directory) and inside(path, directory / EVENTS_FILE):
+        if inside(path, directory / EVENTS_FILE, resolved=root):  # its folder's links too
             runs[planned.id] = directory
         else:
             outside.append(shown_name(planned.id))
@@ -157,7 +158,8 @@ def find_target(path: Path) -> Target:
         raise ViewError(f"{path} does not exist")
     if not folder:
         raise ViewError(
-            f"{path} is not a folder: give a run directory, a branch set or a folder of runs"
+            f"{path} is not a folder: give a run directory, a branch set, a panel or a folder "
+            "of runs"
         )
     for detect in DETECTORS:
         found = detect(path)
