@@ -316,3 +316,35 @@ def test_a_long_log_is_shown_in_pages_that_hold_every_boundary_once(
     page.locator("#pager-bottom a", has_text="10").click()
     page.wait_for_selector("#verdict")
     assert page.locator(".boundary-head").first.inner_text().startswith("Boundary #450")
+
+
+# --- hostile manifests ---------------------------------------------------------------------------
+
+
+def test_a_manifest_naming_runs_outside_its_folder_reads_none_of_them(
+    page: Page, tmp_path: Path
+) -> None:
+    """Run ids are paths below ``runs/``: one that leads out of the panel (``..``) is not read,
+    not linked and named; unit names with markup are shown as text."""
+    root = tmp_path / "root"
+    runs = []
+    for unit in ("<b>bold</b>/s0", "../../escape"):
+        runs.append(SyntheticRun(unit=unit, category="c", scope="keep", success=True))
+        runs.append(SyntheticRun(unit=unit, category="c", scope="full", success=False))
+    write_synthetic_panel(root / "panel", runs)
+    outside = root / "escape"
+    assert (outside / "keep" / "summary.json").is_file()  # written there by the synthetic panel
+    (outside / "keep" / "events.jsonl").write_text('{"secret": 1}\n', "utf-8")
+    target = view.find_target(root / "panel")
+    assert target.kind == "panel" and set(target.units) == {"<b>bold</b>/s0", "../../escape"}
+    assert all(not run_id.startswith("../") for run_id in target.runs)
+    assert sorted(target.outside) == ["../../escape/full-d0", "../../escape/keep"]
+    with view.ViewServer(root / "panel") as server:
+        page.goto(server.url)
+        assert page.locator("b", has_text="bold").count() == 0
+        assert page.locator("#units a", has_text="<b>bold</b>/s0").count() == 1
+        assert "leading out of this panel" in page.locator(".problem").first.inner_text()
+        assert page.locator("#units a[href*='escape']").all_inner_texts() == ["../../escape"]
+        assert get(server.url + "run/%2E%2E/%2E%2E/escape/keep")[0] == 404
+        status, html = get(server.url + "unit/%2E%2E/%2E%2E/escape")  # the unit, not its runs
+        assert status == 200 and "no run has a log yet" in html and "secret" not in html
