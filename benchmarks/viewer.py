@@ -5,7 +5,11 @@ a reviewed boundary at every call with the reviewer's view rendered by
 :func:`controlscope.review.render_view` from a growing history, every fifth decision an argument
 patch and every 25th a replacement, observations and printed output), serves it with
 :class:`controlscope.view.ViewServer` and loads its page in the browser several times. Also
-writes 1,000 small run directories and loads the folder-of-runs page that lists them.
+writes 1,000 small run directories and loads the folder-of-runs page that lists them, and a
+synthetic panel of 1,000 runs (200 units of Keep, Arg and Full with two reviewer draws, written
+by :func:`controlscope.panel.testing.write_synthetic_panel`, each run given a small log) and
+loads its page: the report's tables built as ``controlscope report`` builds them (10,000
+bootstrap resamples), every cell linked to its runs, and the 200 units.
 
 Prints a few human-readable lines, then as its LAST line one JSON object:
 
@@ -15,7 +19,9 @@ Prints a few human-readable lines, then as its LAST line one JSON object:
   share alone);
 - ``run_page_bytes``: the page's size;
 - ``runs_index_1000_ms``: the same as ``run_page_ms`` for the page listing 1,000 runs;
-- ``panel_page_ms``: null: there is no panel page yet (``panel_note`` says so);
+- ``panel_page_ms``: the same for the panel of 1,000 runs (its report built on every load);
+- ``panel_page_first_byte_to_load_ms``, ``panel_page_bytes``: as for the run page;
+- ``panel_unit_page_ms``: the same for one unit's five runs side by side;
 - ``loads``: page loads measured per page.
 
 Targets (the viewer's issue): at most 500 ms for the run page, at most 1,500 ms for a panel of
@@ -39,6 +45,7 @@ from playwright.sync_api import Page, sync_playwright
 
 from controlscope import view
 from controlscope.core import (
+    EVENTS_FILE,
     BlockEndEvent,
     BlockResult,
     BlockStartEvent,
@@ -75,6 +82,8 @@ from controlscope.core import (
     ValidationEvent,
     Verdict,
 )
+from controlscope.panel import run_dir
+from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
 from controlscope.record import TrajectoryWriter, summarize, write_summary
 from controlscope.review import PublicState, render_view
 
@@ -216,6 +225,25 @@ def write_run(run_dir: Path, events: list[Event]) -> None:
     write_summary(run_dir, summarize(events))
 
 
+def write_panel(folder: Path, runs: int, log: bytes) -> str:
+    """A synthetic panel of ``runs`` runs (units of Keep, Arg and Full with two reviewer draws),
+    each run given ``log`` as its ``events.jsonl``; returns its first unit's id."""
+    planned = []
+    for u in range(max(1, runs // 5)):
+        unit = f"synthetic/task{u % 40}/s{u // 40}/p0"
+        common = {"unit": unit, "category": f"c{u % 6}", "template": f"task{u % 40}"}
+        planned.append(SyntheticRun(scope="keep", success=u % 3 == 0, calls=3, **common))
+        for draw in (0, 1):
+            for scope, success in (("arg", u % 4 == 0), ("full", (u + draw) % 2 == 0)):
+                planned.append(
+                    SyntheticRun(scope=scope, draw=draw, success=success, calls=3, **common)
+                )
+    manifest = write_synthetic_panel(folder, planned)
+    for run in manifest.plan.runs:
+        (run_dir(folder, run.id) / EVENTS_FILE).write_bytes(log)
+    return manifest.plan.runs[0].unit
+
+
 def load_ms(page: Page, url: str, loads: int) -> dict[str, Any]:
     """Median page-load timings over ``loads`` loads (one warm-up first)."""
     page.goto(url)
@@ -251,25 +279,35 @@ def main() -> None:
         write_run(run_dir, run_events(args.boundaries))
         small = run_events(3)
         for n in range(args.runs):
-            write_run(Path(tmp) / "panel" / f"run-{n:04d}", small)
+            write_run(Path(tmp) / "runs" / f"run-{n:04d}", small)
+        log = (Path(tmp) / "runs" / "run-0000" / EVENTS_FILE).read_bytes()
+        unit = write_panel(Path(tmp) / "panel", args.runs, log)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=executable)
             page = browser.new_page()
             with view.ViewServer(run_dir) as server:
                 run = load_ms(page, server.url, args.loads)
-            with view.ViewServer(Path(tmp) / "panel") as server:
+            with view.ViewServer(Path(tmp) / "runs") as server:
                 runs = load_ms(page, server.url, args.loads)
+            with view.ViewServer(Path(tmp) / "panel") as server:
+                panel = load_ms(page, server.url, args.loads)
+                units = page.locator("#units tr").count() - 1
+                side = load_ms(page, f"{server.url}unit/{unit}", args.loads)
             browser.close()
     print(f"run page ({args.boundaries} boundaries, {run['bytes'] / 1e6:.1f} MB): {run['ms']} ms")
     print(f"folder of {args.runs} runs: {runs['ms']} ms")
+    print(f"panel of {args.runs} runs ({units} units, {panel['bytes'] / 1e6:.2f} MB): "
+          f"{panel['ms']} ms; a unit side by side: {side['ms']} ms")  # fmt: skip
     result = {
         "run_page_ms": run["ms"],
         "run_page_first_byte_to_load_ms": run["browser_ms"],
         "run_page_bytes": run["bytes"],
         "runs_index_1000_ms": runs["ms"] if args.runs == 1000 else None,
-        "panel_page_ms": None,
-        "panel_note": "no panel page yet: panels are not merged; runs_index_1000_ms is the "
-        "folder-of-runs page listing 1,000 runs",
+        "panel_runs": args.runs,
+        "panel_page_ms": panel["ms"],
+        "panel_page_first_byte_to_load_ms": panel["browser_ms"],
+        "panel_page_bytes": panel["bytes"],
+        "panel_unit_page_ms": side["ms"],
         "loads": args.loads,
     }
     print(json.dumps(result))

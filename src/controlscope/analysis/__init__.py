@@ -8,10 +8,12 @@ resamples) and one boolean column per condition (terminal success).
 :func:`report` reads a panel folder (:func:`read_panel`: every planned run, the missing and
 corrupt ones counted as missing in the denominators) and builds the tables (successes per
 condition, the paper's Table 1, paired differences with intervals, resources, TGC/SGC) and
-figures (the paper's Figure 2) that ``controlscope report`` writes.
+figures (the paper's Figure 2) that ``controlscope report`` writes; :func:`report_cells` gives
+the runs behind each cell of those tables (what the viewer links a cell to).
 """
 
 from controlscope.analysis._bootstrap import ClusterInterval, cluster_bootstrap
+from controlscope.analysis._cells import CellRuns, report_cells
 from controlscope.analysis._figures import (
     EFFORT_FILE,
     TOKENS_FILE,
@@ -45,6 +47,7 @@ __all__ = [
     "TABLE_TITLES",
     "TOKENS_FILE",
     "UNIT",
+    "CellRuns",
     "ClusterInterval",
     "GoalCompletion",
     "PairedComparison",
@@ -60,6 +63,7 @@ __all__ = [
     "paired_comparison",
     "read_panel",
     "report",
+    "report_cells",
     "tokens_figure",
     "write_report",
 ]

@@ -66,6 +66,8 @@ class Report:
         ineligible_units: units left out (no boundary to branch at).
         figures: the figures written, by name.
         out: the folder the report was written to (None: not written).
+        scopes: the panel's scopes, in the lattice's order (the conditions compared).
+        draws: the panel's reviewer draws.
     """
 
     panel: Path
@@ -80,6 +82,8 @@ class Report:
     ineligible_units: list[str]
     figures: dict[str, Path] = field(default_factory=dict)
     out: Path | None = None
+    scopes: tuple[str, ...] = ()
+    draws: int = 1
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data (tables as lists of records, NaN as null)."""
@@ -177,6 +181,8 @@ def _build(found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: 
         runs=runs,
         problems=[*found.problems, *unshared_requests(scored)],
         ineligible_units=left_out,
+        scopes=tuple(scopes),
+        draws=draws,
     )
 
 

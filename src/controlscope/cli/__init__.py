@@ -36,7 +36,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "view": (
         "controlscope.cli._view",
-        "a run, a branch set or a folder of runs in the browser (or as static pages)",
+        "a run, a branch set, a panel or a folder of runs in the browser (or as static pages)",
     ),
     "tasks": ("controlscope.cli._tasks", "list the tasks of an environment"),
     "model": (

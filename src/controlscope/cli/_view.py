@@ -1,5 +1,5 @@
-"""``controlscope view``: a run, a branch set or a folder of runs in the browser, served on
-loopback until Ctrl-C (it prints the URL), or written as static files with ``--export DIR``.
+"""``controlscope view``: a run, a branch set, a panel or a folder of runs in the browser, served
+on loopback until Ctrl-C (it prints the URL), or written as static files with ``--export DIR``.
 
 Exit status: 0 (served until interrupted, or exported: it prints the page's path); 2 on bad
 input (one line: a path that is not a folder, a port that cannot be bound, an export folder that
@@ -32,7 +32,10 @@ def _port(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``view``'s options."""
     parser.add_argument(
-        "path", type=Path, metavar="PATH", help="a run directory, a branch set or a folder of runs"
+        "path",
+        type=Path,
+        metavar="PATH",
+        help="a run directory, a branch set, a panel or a folder of runs",
     )
     parser.add_argument("--port", type=_port, default=0, help="port (default: a free one)")
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address (default {DEFAULT_HOST})")

@@ -1,8 +1,10 @@
-"""The viewer's web application (Starlette): the folder's page, its runs' pages, the stamp a
-live page polls, and the refresh script. Every page is rendered inside a guard: whatever fails
+"""The viewer's web application (Starlette): the folder's page, its runs' pages (by page of a
+long log), a panel's units and the runs behind its report's cells, the stamp a live page polls,
+and the refresh script. Every page is rendered inside a guard: whatever fails
 becomes a page that says what is wrong, never a server traceback; and at most
 :data:`MAX_RENDERS` pages are built at once, so memory stays bounded however many requests
-come (each page is bounded by :data:`controlscope.view._timeline.MAX_PAGE_BYTES`)."""
+come (a run's page is bounded by :data:`controlscope.view._timeline.PAGE_EVENTS` and
+:data:`controlscope.view._timeline.PAGE_BYTES`)."""
 
 from __future__ import annotations
 
@@ -21,13 +23,16 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from controlscope.view._folders import ViewError, find_target, stamp, watched
+from controlscope.view._folders import Target, ViewError, find_target, stamp, watched
+from controlscope.view._panel import read_panel_page
 from controlscope.view._render import (
     SERVED_CSP,
     Links,
+    render_cell,
     render_error,
     render_run,
     render_target,
+    render_unit,
 )
 
 _HEADERS = {
@@ -63,6 +68,8 @@ def _guarded(render: Callable[[], str]) -> HTMLResponse:
         return _error("The viewer is busy", message, 503)
     try:
         return _html(render())
+    except ViewError as err:  # a page of the folder that does not exist (past a run's last)
+        return _error("No such page", str(err), 404)
     except Exception as err:  # the page must say what failed, whatever it was
         message = f"the viewer could not show this page: {type(err).__name__}: {err}"
         return _error("This page cannot be shown", message, 500)
@@ -82,25 +89,66 @@ class _Pages:
             found = find_target(self.root)
         except ViewError as err:
             return _error("Nothing to show here", str(err), 200)
-        return _guarded(lambda: render_target(found, _LINKS))
+        number = _page_number(request)
+        if number is None:
+            return _error("No such page", "a page number is a whole number from 1", 404)
+        return _guarded(lambda: render_target(found, _LINKS, number))
 
     def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        try:
-            found = find_target(self.root)
-        except ViewError as err:
-            return _error("Nothing to show here", str(err), 404)
+        found = self._found()
+        if isinstance(found, Response):
+            return found
         if run_id not in found.runs:  # only the folder's own runs are ever read
             return _error("No such run", f"{self.root} has no run {run_id!r}", 404)
-        return _guarded(lambda: render_run(found, run_id, _LINKS))
+        number = _page_number(request)
+        if number is None:
+            return _error("No such page", "a page number is a whole number from 1", 404)
+        return _guarded(lambda: render_run(found, run_id, _LINKS, number))
+
+    def unit(self, request: Request) -> Response:
+        unit = request.path_params["unit"]
+        found = self._found()
+        if isinstance(found, Response):
+            return found
+        if unit not in found.units:
+            return _error("No such unit", f"{self.root} has no paired unit {unit!r}", 404)
+        return _guarded(lambda: render_unit(found, unit, _LINKS))
+
+    def cell(self, request: Request) -> Response:
+        cell = request.path_params["cell"]
+        found = self._found()
+        if isinstance(found, Response):
+            return found
+        if found.kind != "panel":
+            return _error("No such page", f"{self.root} is not a panel", 404)
+
+        def page() -> str:
+            panel = read_panel_page(found)
+            if cell not in panel.cells:
+                raise ViewError(f"the panel's report has no cell {cell!r} (any more)")
+            return render_cell(panel, found, cell, _LINKS)
+
+        return _guarded(page)
+
+    def _found(self) -> Target | Response:
+        try:
+            return find_target(self.root)
+        except ViewError as err:
+            return _error("Nothing to show here", str(err), 404)
 
     def stamp(self, request: Request) -> Response:
         run_id = request.path_params.get("run_id")
+        unit = request.path_params.get("unit")
         try:
             found = find_target(self.root)
         except ViewError:
             return PlainTextResponse("-", headers=_HEADERS)
-        paths = watched(found, run_id if run_id in found.runs else None)
+        paths = watched(
+            found,
+            run_id if run_id in found.runs else None,
+            unit if unit in found.units else None,
+        )
         return PlainTextResponse(stamp(paths), headers=_HEADERS)
 
     def script(self, request: Request) -> Response:
@@ -109,6 +157,14 @@ class _Pages:
 
     def missing(self, request: Request, exc: Exception) -> Response:
         return _error("No such page", f"nothing at {request.url.path}", 404)
+
+
+def _page_number(request: Request) -> int | None:
+    """The ``page`` asked for (1 when none is); None when it is not a whole number from 1."""
+    text = request.query_params.get("page", "1")
+    if not text.isascii() or not text.isdigit() or len(text) > 9 or int(text) < 1:
+        return None
+    return int(text)
 
 
 def is_loopback(host: str) -> bool:
@@ -153,12 +209,14 @@ class _LoopbackOnly:
 
 
 def build_app(path: str | Path, loopback_only: bool = True) -> Starlette:
-    """The viewer's application for the folder ``path`` (a run, a branch set or a folder of
-    runs).
+    """The viewer's application for the folder ``path`` (a run, a branch set, a panel or a
+    folder of runs).
 
     Routes: ``/`` (the folder's page), ``/run/ID`` (a run of the folder, by its id; no other
-    path is ever read), ``/_stamp`` and ``/_stamp/run/ID`` (a text that changes when the page's
-    files change), ``/static/live.js`` (the live refresh).
+    path is ever read), both with ``?page=N`` for a long run's later pages; for a panel
+    ``/unit/UNIT`` (a unit's runs side by side) and ``/cell/TABLE/ROW/COLUMN`` (the runs behind
+    a cell of its report); ``/_stamp``, ``/_stamp/run/ID`` and ``/_stamp/unit/UNIT`` (a text
+    that changes when the page's files change), ``/static/live.js`` (the live refresh).
 
     Args:
         path: the folder to show.
@@ -174,8 +232,11 @@ def build_app(path: str | Path, loopback_only: bool = True) -> Starlette:
     routes = [
         Route("/", pages.home),
         Route("/run/{run_id:path}", pages.run),
+        Route("/unit/{unit:path}", pages.unit),
+        Route("/cell/{cell:path}", pages.cell),
         Route("/_stamp", pages.stamp),
         Route("/_stamp/run/{run_id:path}", pages.stamp),
+        Route("/_stamp/unit/{unit:path}", pages.stamp),
         Route("/static/live.js", pages.script),
     ]
     return Starlette(

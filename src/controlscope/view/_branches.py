@@ -1,10 +1,13 @@
-"""Branches of one recorded prefix side by side (paper 3.1: every scope starts from the same
-``(h, s)``; 5.1, A.4): the shared prefix once, the decision each branch made at the branch
-point, their call traces aligned by call index with the first point where they differ marked,
-and their terminal verdicts.
+"""Runs of one state side by side (paper 3.1: every scope starts from the same ``(h, s)``; 5.1,
+A.4): the shared prefix once, the decision each run made at the branch point, their call traces
+aligned by call index with the first point where they differ marked, and their terminal
+verdicts.
 
-A branch set is the folder ``controlscope branch`` writes (:data:`controlscope.replay.BRANCHES_FILE`
-and one run directory per scope and draw); each branch is read with :func:`read_run`.
+:func:`side_by_side` takes any runs: a branch set (the folder ``controlscope branch`` writes,
+:data:`controlscope.replay.BRANCHES_FILE` and one run directory per scope and draw, read by
+:func:`read_branches`) or a panel's unit (its Keep run and the runs that start from its state).
+Each run is read with :func:`read_run` (its first page: a page holds
+:data:`controlscope.view._timeline.PAGE_BOUNDARIES` boundaries) and its calls from its log.
 """
 
 from __future__ import annotations
@@ -12,11 +15,16 @@ from __future__ import annotations
 import json
 import os
 import stat
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controlscope.core import EVENTS_FILE, PrimitiveCall
+from pydantic import ValidationError
+
+from controlscope.core import EVENTS_FILE, PrimitiveCall, PrimitiveCallEvent
+from controlscope.record import LogError, TruncatedLogWarning, iter_events
 from controlscope.replay import BRANCHES_FILE
 from controlscope.view._paths import inside
 from controlscope.view._text import shown_name
@@ -25,29 +33,28 @@ from controlscope.view._timeline import BoundaryView, RunPage, read_run
 MAX_BRANCHES_BYTES = 4 * 1024 * 1024
 """The largest ``branches.json`` the viewer reads."""
 
+MAX_CALLS = 2_000
+"""The most calls of one run put side by side (the first ones; its own pages show all)."""
+
 
 @dataclass
 class BranchColumn:
-    """One branch.
+    """One run of the set.
 
     Attributes:
-        run_id: the branch's run directory's name in the set (its page's id).
-        page: the branch's run, read whole.
-        decision: the boundary where the branch starts (the first after its branch point);
-            None when it never reached one.
+        run_id: the run's id in what is shown (its page's id).
+        page: the run's first page.
+        decision: the boundary where the branch starts (the first at or after the branch
+            point); None when it never reached one.
         calls: its primitive calls by call index.
-        label: the branch's scope and draw as its folder names them (``full-d0``).
+        label: the run's scope and draw as its folder names them (``full-d0``).
     """
 
     run_id: str
     page: RunPage
     decision: BoundaryView | None
     calls: dict[int, PrimitiveCall]
-
-    @property
-    def label(self) -> str:
-        """The branch's scope and draw as its folder names them (``full-d0``)."""
-        return self.run_id
+    label: str = ""
 
 
 @dataclass
@@ -73,11 +80,16 @@ class BranchesPage:
     """A branch set as the viewer shows it.
 
     Attributes:
-        folder: the branch set's folder.
-        info: ``branches.json`` as written (empty when it is missing or unreadable).
-        columns: the branches, in the file's order.
-        call_index: the branch point's call index (K; None when unknown).
-        shared: the prefix's calls (call index below K), from the first branch.
+        folder: the branch set's folder (a panel's, for a unit).
+        info: ``branches.json`` as written (empty when it is missing or unreadable, and for a
+            unit).
+        columns: the runs, in order.
+        call_index: the branch point's call index (K): given, or the recorded branch point
+            of a run that starts from a prefix, or else the first call index where the traces
+            differ; None when there is no run.
+        replayed: whether the prefix before K was replayed from a recording and checked (a
+            branch point is recorded), rather than found the same.
+        shared: the prefix's calls (call index below K), from the first run.
         rows: the calls from K on, aligned by call index.
         first_divergence: the call index of the first row that differs; None when the call
             traces are the same.
@@ -88,6 +100,7 @@ class BranchesPage:
     info: dict[str, Any]
     columns: list[BranchColumn] = field(default_factory=list)
     call_index: int | None = None
+    replayed: bool = False
     shared: list[PrimitiveCall] = field(default_factory=list)
     rows: list[TraceRow] = field(default_factory=list)
     first_divergence: int | None = None
@@ -166,33 +179,112 @@ def read_branches(folder: Path) -> BranchesPage:
             f"{BRANCHES_FILE} names run directories that are not folders of this set (missing, "
             f"or leading out of it), not shown: {', '.join(left_out)}"
         )
-    for run_id, run_dir in found.items():
-        run = read_run(run_dir)
-        page.problems += [f"{run_id}: {p}" for p in run.problems]
-        page.columns.append(_column(run_id, run))
     k = info.get("call_index")
-    page.call_index = k if isinstance(k, int) else _branch_point(page.columns)
+    page.columns, page.call_index, page.replayed, more = _compare(
+        found, k if isinstance(k, int) else None
+    )
+    page.problems += more
     _align(page)
     return page
 
 
-def _column(run_id: str, run: RunPage) -> BranchColumn:
-    """One branch: its calls by index, and its first boundary at or after the branch point."""
-    calls = {b.call.call_index: b.call for b in run.boundaries if b.call is not None}
-    origin = run.start.branch if run.start is not None else None
-    k = origin.call_index if origin is not None else None
-    decision = next(
-        (b for b in run.boundaries if k is not None and b.boundary.call_index >= k), None
-    )
-    return BranchColumn(run_id=run_id, page=run, decision=decision, calls=calls)
+def side_by_side(
+    runs: Mapping[str, Path],
+    *,
+    folder: Path,
+    call_index: int | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> BranchesPage:
+    """Any runs of one state side by side: a panel's unit, or a branch set.
+
+    Args:
+        runs: run id to run directory, in the order of the columns.
+        folder: the folder they belong to (shown).
+        call_index: the branch point's call index, when known; None: a run's recorded
+            branch point, else the first call index where the traces differ.
+        labels: each run's column heading, by run id (default: the run id).
+
+    Returns:
+        The page; what cannot be read of a run is in ``problems``, prefixed by its id.
+    """
+    page = BranchesPage(folder=folder, info={})
+    page.columns, page.call_index, page.replayed, page.problems = _compare(runs, call_index)
+    for column in page.columns:
+        column.label = (labels or {}).get(column.run_id, column.run_id)
+    _align(page)
+    return page
 
 
-def _branch_point(columns: list[BranchColumn]) -> int | None:
-    for column in columns:
-        start = column.page.start
-        if start is not None and start.branch is not None:
-            return start.branch.call_index
+def _compare(
+    runs: Mapping[str, Path], call_index: int | None
+) -> tuple[list[BranchColumn], int | None, bool, list[str]]:
+    """Each run read, the branch point, whether it was replayed, and what could not be read."""
+    problems: list[str] = []
+    read: list[tuple[str, RunPage, dict[int, PrimitiveCall]]] = []
+    for run_id, run_dir in runs.items():
+        run = read_run(run_dir)
+        problems += [f"{run_id}: {p}" for p in run.problems]
+        calls, more = _calls(run_dir)
+        if more:
+            problems.append(
+                f"{run_id}: only its first {MAX_CALLS} calls are put side by side; its own "
+                f"pages show all {len(calls) + more}"
+            )
+        read.append((run_id, run, calls))
+    recorded = _branch_point([run for _, run, _ in read])
+    k = call_index if call_index is not None else recorded
+    if k is None and read:
+        k = _first_difference([calls for _, _, calls in read])
+    columns = [
+        BranchColumn(run_id, run, _decision(run, k), calls, label=run_id)
+        for run_id, run, calls in read
+    ]
+    return columns, k, recorded is not None, problems
+
+
+def _calls(run_dir: Path) -> tuple[dict[int, PrimitiveCall], int]:
+    """A run's first :data:`MAX_CALLS` primitive calls by call index, from its whole log
+    (every page), and how many more it holds; the calls a log holds past what can be read are
+    left out (its page says why)."""
+    calls: dict[int, PrimitiveCall] = {}
+    more = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncatedLogWarning)
+        try:
+            for event in iter_events(run_dir):
+                if not isinstance(event, PrimitiveCallEvent):
+                    continue
+                if len(calls) < MAX_CALLS:
+                    calls.setdefault(event.call.call_index, event.call)
+                else:
+                    more += 1
+        except (OSError, LogError, ValidationError, RecursionError):
+            pass
+    return calls, more
+
+
+def _decision(run: RunPage, k: int | None) -> BoundaryView | None:
+    """The run's first boundary at or after the branch point."""
+    if k is None:
+        return None
+    return next((b for b in run.boundaries if b.boundary.call_index >= k), None)
+
+
+def _branch_point(runs: list[RunPage]) -> int | None:
+    for run in runs:
+        if run.start is not None and run.start.branch is not None:
+            return run.start.branch.call_index
     return None
+
+
+def _first_difference(traces: list[dict[int, PrimitiveCall]]) -> int:
+    """The first call index where the traces differ (their length when they do not)."""
+    indices = sorted({i for calls in traces for i in calls})
+    for i in indices:
+        keys = {None if calls.get(i) is None else _trace_key(calls[i]) for calls in traces}
+        if len(keys) > 1:
+            return i
+    return indices[-1] + 1 if indices else 0
 
 
 def _align(page: BranchesPage) -> None:

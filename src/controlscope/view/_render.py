@@ -14,10 +14,11 @@ from pydantic import BaseModel
 
 from controlscope.core import SCHEMA_VERSION
 from controlscope.record import LogError, RunSummary, read_summary
-from controlscope.view._branches import read_branches
-from controlscope.view._folders import Target, stamp, watched
+from controlscope.view._branches import read_branches, side_by_side
+from controlscope.view._folders import Target, ViewError, stamp, watched
+from controlscope.view._panel import PanelPage, read_panel_page
 from controlscope.view._text import shown
-from controlscope.view._timeline import read_run
+from controlscope.view._timeline import RunPage, read_run
 
 FOLD_LINES = 24
 """Texts longer than this many lines are folded (shown whole once opened)."""
@@ -43,28 +44,56 @@ class Links:
     Attributes:
         exported: True for static files (relative links), False when served.
         up: the way from the page to the site's root ("" or ``../``) when exported.
-        slugs: each run page's file name when exported, by run id.
+        slugs: each run page's file name when exported, by run id (``runs/``).
+        units: each unit page's file name when exported, by unit id (``units/``).
+        cells: each table cell's page's file name when exported, by cell id (``cells/``).
     """
 
     exported: bool = False
     up: str = ""
     slugs: dict[str, str] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+    cells: dict[str, str] = field(default_factory=dict)
 
     @property
     def home(self) -> str:
         """The folder's own page."""
         return f"{self.up}index.html" if self.exported else "/"
 
-    def run(self, run_id: str) -> str:
-        """A run's page."""
+    def run(self, run_id: str | None, page: int = 1) -> str:
+        """A run's page (``page`` of it); ``run_id`` None: the folder's own run."""
         if self.exported:
-            return f"{self.up}runs/{quote(self.slugs[run_id])}"
-        return "/run/" + quote(run_id, safe="/")
+            name = "index.html" if run_id is None else f"runs/{self.slugs[run_id]}"
+            return self.up + quote(paged(name, page))
+        where = "/" if run_id is None else "/run/" + quote(run_id, safe="/")
+        return where if page == 1 else f"{where}?page={page}"
+
+    def has_run(self, run_id: str) -> bool:
+        """Whether the run has a page to link to."""
+        return run_id in self.slugs if self.exported else True
+
+    def unit(self, unit: str) -> str:
+        """A panel's unit's page: its runs side by side."""
+        if self.exported:
+            return f"{self.up}units/{quote(self.units[unit])}"
+        return "/unit/" + quote(unit, safe="/")
+
+    def cell(self, cell: str) -> str:
+        """The page of the runs behind a cell of a panel's report."""
+        if self.exported:
+            return f"{self.up}cells/{quote(self.cells[cell])}"
+        return "/cell/" + quote(cell, safe="/")
 
     @property
     def csp(self) -> str:
         """The page's content security policy."""
         return EXPORTED_CSP if self.exported else SERVED_CSP
+
+
+def paged(name: str, page: int) -> str:
+    """The file name of page ``page`` of a run whose first page is ``name`` (``x.html``,
+    ``x-p2.html``...)."""
+    return name if page == 1 else f"{name.removesuffix('.html')}-p{page}.html"
 
 
 def _lines(text: str) -> int:
@@ -122,37 +151,153 @@ class Live:
     stamp: str
 
 
-def live_of(target: Target, run_id: str | None, links: Links) -> Live | None:
+def live_of(
+    target: Target, run_id: str | None, links: Links, unit: str | None = None
+) -> Live | None:
     """The refresh of a served page (None when exported: static files do not refresh)."""
     if links.exported:
         return None
-    url = "/_stamp" if run_id is None else "/_stamp/run/" + quote(run_id, safe="/")
-    return Live(url, stamp(watched(target, run_id)))
+    if unit is not None:
+        url = "/_stamp/unit/" + quote(unit, safe="/")
+    else:
+        url = "/_stamp" if run_id is None else "/_stamp/run/" + quote(run_id, safe="/")
+    return Live(url, stamp(watched(target, run_id, unit)))
 
 
-def render_target(target: Target, links: Links) -> str:
-    """The page of the folder itself: a run, a branch set side by side, or a list of runs.
+def render_target(target: Target, links: Links, page: int = 1) -> str:
+    """The page of the folder itself: a run (page ``page`` of it), a branch set side by side,
+    a panel, or a list of runs.
 
     A served page refreshes itself while it can change: a run without ``run_end``, a branch set
-    with a branch still running, a folder of runs (runs may be added).
+    with a branch still running, a panel with runs not finished, a folder of runs (runs may be
+    added).
+
+    Raises:
+        ViewError: ``page`` is past the run's last page.
     """
     live = live_of(target, None, links)
     if target.kind == "run":
-        run = read_run(target.path)
-        return render("run.html", links, run=run, live=live if run.live else None, run_id=None)
+        return render_run_page(read_run(target.path, page), None, links, live)
     if target.kind == "branches":
-        page = read_branches(target.path)
-        done = bool(page.columns) and not any(c.page.live for c in page.columns)
-        return render("branches.html", links, page=page, live=None if done else live)
+        found = read_branches(target.path)
+        done = bool(found.columns) and not any(c.page.live for c in found.columns)
+        return render("branches.html", links, page=found, live=None if done else live)
+    if target.kind == "panel":
+        return render_panel(read_panel_page(target), target, links, live)
     rows = [(run_id, _summary(run_dir)) for run_id, run_dir in target.runs.items()]
     return render("runs.html", links, target=target, rows=rows, live=live)
 
 
-def render_run(target: Target, run_id: str, links: Links) -> str:
-    """The page of one run of a set (``run_id`` must be one of ``target.runs``)."""
-    run = read_run(target.runs[run_id])
+def render_panel(panel: PanelPage, target: Target, links: Links, live: Live | None) -> str:
+    """A panel's page from its page model (refreshing, when served, until it is complete)."""
+    rows = []
+    if panel.report is None:  # the runs found, to read them all the same
+        rows = [(run_id, _summary(run_dir)) for run_id, run_dir in target.runs.items()]
+    return render(
+        "panel.html",
+        links,
+        panel=panel,
+        target=target,
+        rows=rows,
+        live=None if panel.complete else live,
+    )
+
+
+def render_run(target: Target, run_id: str, links: Links, page: int = 1) -> str:
+    """Page ``page`` of one run of a set (``run_id`` must be one of ``target.runs``).
+
+    Raises:
+        ViewError: ``page`` is past the run's last page.
+    """
+    run = read_run(target.runs[run_id], page)
     live = live_of(target, run_id, links) if run.live else None
-    return render("run.html", links, run=run, live=live, run_id=run_id)
+    return render_run_page(run, run_id, links, live)
+
+
+def render_run_page(run: RunPage, run_id: str | None, links: Links, live: Live | None) -> str:
+    """A page of a run already read (``run_id`` None: the folder's own run).
+
+    Raises:
+        ViewError: the page is past the run's last page.
+    """
+    if run.number > run.pages:
+        raise ViewError(f"the run has {run.pages} pages; there is no page {run.number}")
+    return render(
+        "run.html", links, run=run, live=live if run.live else None, run_id=run_id, pager=pager(run)
+    )
+
+
+def render_unit(target: Target, unit: str, links: Links) -> str:
+    """A panel's unit: its runs side by side from their shared prefix (``unit`` must be one of
+    ``target.units``)."""
+    ids = target.units[unit]
+    runs = {i: target.runs[i] for i in ids if i in target.runs}
+    page = side_by_side(runs, folder=target.path, labels={i: i.rsplit("/", 1)[-1] for i in ids})
+    absent = [i for i in ids if i not in target.runs]
+    done = bool(page.columns) and not any(c.page.live for c in page.columns)
+    live = None if done else live_of(target, None, links, unit)
+    return render("unit.html", links, page=page, unit=unit, absent=absent, live=live)
+
+
+def render_cell(panel: PanelPage, target: Target, cell: str, links: Links) -> str:
+    """The runs behind one cell of a panel's report (``cell`` must be in ``panel.cells``)."""
+    found = panel.cells[cell]
+    assert panel.report is not None
+    runs = panel.report.runs.set_index("id")
+    rows = [(run_id, _run_row(dict(runs.loc[run_id].items()))) for run_id in found.runs]
+    return render("cell.html", links, cell=found, rows=rows, target=target, panel=panel, live=None)
+
+
+def _run_row(row: dict[Any, Any]) -> dict[str, Any]:
+    """A run's row of a panel's run table as the cell's page shows it."""
+
+    def plain(value: Any) -> Any:
+        value = value.item() if hasattr(value, "item") else value
+        return None if isinstance(value, float) and value != value else value  # NaN: none
+
+    fallbacks = sum(int(v) for k, v in row.items() if str(k).startswith("fallback_"))
+    shown = {k: plain(row.get(k)) for k in ("scope", "draw", "status", "success", "end_reason")}
+    counts = ("primitive_calls", "reviews", "replacements")
+    shown.update({k: int(row.get(k) or 0) for k in counts})
+    shown["patches"] = int(row.get("argument_patches") or 0) + int(
+        row.get("block_data_patches") or 0
+    )
+    shown["fallbacks"] = fallbacks
+    return shown
+
+
+@dataclass(frozen=True)
+class PageLink:
+    """One entry of a run's list of pages.
+
+    Attributes:
+        number: the page's number (None: a gap in the list).
+        call_index: the call index of its first boundary.
+        current: whether it is the page shown.
+    """
+
+    number: int | None
+    call_index: int | None = None
+    current: bool = False
+
+
+PAGER_WIDTH = 5
+"""How many pages either side of the current one the list of pages names (and the first and
+the last): a run of thousands of pages lists about a dozen."""
+
+
+def pager(run: RunPage) -> list[PageLink]:
+    """The list of a run's pages shown on each of them (empty for a run of one page)."""
+    if run.pages < 2:
+        return []
+    links: list[PageLink] = []
+    for span in run.spans:
+        n = span.number
+        if n in (1, run.pages) or abs(n - run.number) <= PAGER_WIDTH:
+            links.append(PageLink(n, span.call_index, n == run.number))
+        elif links and links[-1].number is not None:
+            links.append(PageLink(None))
+    return links
 
 
 def render_error(links: Links, title: str, message: str) -> str:

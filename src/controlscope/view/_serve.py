@@ -32,7 +32,7 @@ class ViewServer:
     the machine is reached by, and :attr:`loopback` is False.
 
     Args:
-        path: a run directory, a branch set or a folder of runs.
+        path: a run directory, a branch set, a panel or a folder of runs.
         host: the address to listen on (loopback by default).
         port: the port; 0 picks a free one.
 
@@ -113,7 +113,7 @@ def serve(
     """Serve the viewer of ``path`` until interrupted (what ``controlscope view`` does).
 
     Args:
-        path: a run directory, a branch set or a folder of runs.
+        path: a run directory, a branch set, a panel or a folder of runs.
         host: the address to listen on (loopback by default).
         port: the port; 0 picks a free one.
         on_ready: called with the URL once the server listens (prints it by default).

@@ -6,14 +6,20 @@ the public state ``h``, paper A.3), the proposal, the validation, the realized o
 primitive call and what the operation changed (``docs/architecture.md``, "The flow of one run").
 The log is read with :func:`controlscope.record.iter_events` (bounded lines, flat memory, newer
 schemas refused, older ones upgraded); what cannot be read is reported on the page, never raised.
-A page holds at most :data:`MAX_PAGE_EVENTS` events and :data:`MAX_PAGE_BYTES` of them (the
-first ones, and the run's end): the rest of a huge log is counted and said, not kept.
+
+A long log is shown in pages: a page is full at :data:`PAGE_BOUNDARIES` boundaries,
+:data:`PAGE_EVENTS` events or :data:`PAGE_BYTES` bytes of events, and the next one starts at the
+next planning turn, block or boundary (or, past twice those bounds, at the next event), so every
+event is on exactly one page, a page's size is bounded whatever the log, and where the pages
+start depends only on the events before (a live run's earlier pages do not move). Each page
+shows the run's start, totals, verdict and end; the budgets and tokens at a boundary count every
+event before it, on whichever page.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -30,6 +36,7 @@ from controlscope.core import (
     Event,
     FinalVerdictEvent,
     ModelCallEvent,
+    PlannerTurnEvent,
     PrimitiveCall,
     ProposalEvent,
     RealizedOperationEvent,
@@ -56,13 +63,17 @@ from controlscope.view._changes import (
     patched,
 )
 
-MAX_PAGE_EVENTS = 20_000
-"""The most events a run's page shows (the first ones; the rest are counted)."""
+PAGE_BOUNDARIES = 100
+"""A page of a run is full at this many boundaries."""
 
-MAX_PAGE_BYTES = 64 * 1024 * 1024
-"""The most bytes of events (as logged) a run's page shows; the first event is always shown."""
+PAGE_EVENTS = 2_000
+"""A page of a run is full at this many events."""
+
+PAGE_BYTES = 8 * 1024 * 1024
+"""A page of a run is full at this many bytes of events (as logged)."""
 
 _ALWAYS_SHOWN = (RunStartEvent, FinalVerdictEvent, RunEndEvent)
+_PAGE_STARTS = (PlannerTurnEvent, BlockStartEvent, BoundaryEvent)
 
 
 @dataclass
@@ -142,6 +153,7 @@ class BlockView:
         replaces: the block it replaces, for a replacement block.
         boundaries: its boundaries in order.
         end: how it ended (None while it runs, or when the run was killed in it).
+        continued: the block started on an earlier page.
         kind: ``block`` (tells the templates a block from a note).
     """
 
@@ -151,6 +163,7 @@ class BlockView:
     replaces: str | None = None
     boundaries: list[BoundaryView] = field(default_factory=list)
     end: BlockResult | None = None
+    continued: bool = False
     kind: Literal["block"] = "block"
 
 
@@ -197,11 +210,28 @@ class TurnView:
         number: the turn's number as recorded; None before the first turn.
         planner_calls: the planner's model calls of the turn.
         entries: its blocks and notes, in log order.
+        continued: the turn started on an earlier page.
     """
 
     number: int | None
     planner_calls: list[PlannerCall] = field(default_factory=list)
     entries: list[BlockView | NoteView] = field(default_factory=list)
+    continued: bool = False
+
+
+@dataclass(frozen=True)
+class PageSpan:
+    """Where one page of a run starts.
+
+    Attributes:
+        number: the page's number (1 is the first).
+        event: the position in the log of its first event (0 for the first page).
+        call_index: the call index of its first boundary (None: it has none).
+    """
+
+    number: int
+    event: int
+    call_index: int | None = None
 
 
 @dataclass
@@ -218,10 +248,12 @@ class RunPage:
         problems: what could not be read, each one sentence (a cut last line, a corrupt line,
             an event of a newer schema); the events before it are shown.
         events: how many events were read.
-        hidden: how many of them the page does not show (past :data:`MAX_PAGE_EVENTS` or
-            :data:`MAX_PAGE_BYTES`; the summary counts them).
+        hidden: how many of them are on other pages (the summary counts them all).
+        number: this page's number (1 is the first).
+        spans: where each page of the run starts (as many as the run has pages).
         live: True when the log has no ``run_end`` (being written, or killed).
-        boundaries: every boundary of the run, in order.
+        boundaries: every boundary of this page, in order.
+        pages: how many pages the run has.
     """
 
     run_dir: Path
@@ -233,6 +265,13 @@ class RunPage:
     problems: list[str] = field(default_factory=list)
     events: int = 0
     hidden: int = 0
+    number: int = 1
+    spans: list[PageSpan] = field(default_factory=list)
+
+    @property
+    def pages(self) -> int:
+        """How many pages the run has."""
+        return max(1, len(self.spans))
 
     @property
     def live(self) -> bool:
@@ -251,19 +290,76 @@ class RunPage:
         ]
 
 
-def read_run(run_dir: Path) -> RunPage:
-    """Read ``run_dir/events.jsonl`` into a :class:`RunPage` in one pass.
+def read_run(run_dir: Path, page: int = 1) -> RunPage:
+    """Read one page of ``run_dir/events.jsonl`` into a :class:`RunPage`, in one pass over the
+    whole log (the totals count every event).
 
     Args:
         run_dir: a run directory.
+        page: the page to read (1 is the first; see the module's docstring).
 
     Returns:
         The page; anything unreadable is in ``problems`` (the events before it are kept).
         A folder without a log, or a log whose first event is not ``run_start``, gives a page
-        with no ``start`` and the reason in ``problems``.
+        with no ``start`` and the reason in ``problems``. A ``page`` past the run's last one
+        gives a page with no turns whose ``number`` exceeds ``pages``.
     """
-    page = RunPage(run_dir=run_dir)
-    builder = _Builder(page)
+    shown = RunPage(run_dir=run_dir, number=page)
+    builder = _Builder(shown, page - 1)
+    _read(run_dir, shown, builder)
+    shown.hidden = _hidden(shown)
+    return shown
+
+
+def iter_run_pages(run_dir: Path) -> Iterator[RunPage]:
+    """Every page of a run, in order, in two passes over its log (one for the totals, one for
+    the pages), holding one page at a time: what an export writes.
+
+    Args:
+        run_dir: a run directory.
+
+    Yields:
+        Each page, as :func:`read_run` reads it (pages the log gained between the two passes,
+        if it is being written, are left out).
+    """
+    first = read_run(run_dir)
+    yield first
+    if first.pages < 2:
+        return
+    done: list[RunPage] = []
+    builder = _Builder(RunPage(run_dir=run_dir, number=2), 1, done.append)
+    scratch = RunPage(run_dir=run_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncatedLogWarning)
+        for event in _events(run_dir, scratch):
+            builder.feed(event)
+            while done:
+                page = done.pop(0)
+                if page.number <= first.pages:
+                    yield _with_totals(page, first)
+    if builder.page.number <= first.pages:
+        yield _with_totals(builder.page, first)
+
+
+def _with_totals(page: RunPage, first: RunPage) -> RunPage:
+    """A page of the second pass with what the first pass read of the whole run."""
+    page.start, page.final, page.end = first.start, first.final, first.end
+    page.summary, page.problems, page.events = first.summary, first.problems, first.events
+    page.spans = first.spans
+    page.hidden = _hidden(page)
+    return page
+
+
+def _hidden(page: RunPage) -> int:
+    """How many of the log's events are on other pages than ``page``."""
+    spans = page.spans
+    start = spans[page.number - 1].event if page.number <= len(spans) else page.events
+    end = spans[page.number].event if page.number < len(spans) else page.events
+    return page.events - max(0, end - start)
+
+
+def _read(run_dir: Path, page: RunPage, builder: _Builder) -> None:
+    """Fold the whole log into ``page`` through ``builder``; what cannot be read is said."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncatedLogWarning)
         try:
@@ -276,13 +372,6 @@ def read_run(run_dir: Path) -> RunPage:
                 "the log's last line is incomplete (the run is being written, or was killed "
                 "while writing it); it is not shown"
             )
-    if page.hidden:
-        page.problems.append(
-            f"the log holds {page.events} events: this page shows the first {builder.prefix} "
-            f"(at most {MAX_PAGE_EVENTS} events and {MAX_PAGE_BYTES // 2**20} MiB) and the "
-            f"run's end; the totals count every event"
-        )
-    return page
 
 
 def _events(run_dir: Path, page: RunPage) -> Iterator[Event]:
@@ -297,36 +386,116 @@ def _events(run_dir: Path, page: RunPage) -> Iterator[Event]:
         page.problems.append(f"the log cannot be read: {type(err).__name__}: {err}")
 
 
-class _Builder:
-    """Folds events, in log order, into a :class:`RunPage`."""
+class _Pager:
+    """Where the pages of a log start (see the module's docstring): told every event in
+    order, it says on which page (from 0) each one is."""
 
-    def __init__(self, page: RunPage) -> None:
+    def __init__(self) -> None:
+        self.current = 0
+        self.spans = [PageSpan(1, 0)]
+        self.events = 0
+        self.bytes = 0
+        self.boundaries = 0
+
+    def place(self, event: Event, position: int) -> int:
+        """The page of ``event``, the log's ``position``-th event (from 0)."""
+        size = len(type(event).__pydantic_serializer__.to_json(event))
+        full = (
+            self.boundaries >= PAGE_BOUNDARIES
+            or self.events >= PAGE_EVENTS
+            or self.bytes >= PAGE_BYTES
+        )
+        forced = self.events >= 2 * PAGE_EVENTS or self.bytes >= 2 * PAGE_BYTES
+        if self.events and ((full and isinstance(event, _PAGE_STARTS)) or forced):
+            self.current += 1
+            self.spans.append(PageSpan(self.current + 1, position))
+            self.events = self.bytes = self.boundaries = 0
+        if isinstance(event, BoundaryEvent):
+            if self.boundaries == 0:
+                span = self.spans[-1]
+                self.spans[-1] = PageSpan(span.number, span.event, event.boundary.call_index)
+            self.boundaries += 1
+        self.events += 1
+        self.bytes += size
+        return self.current
+
+
+class _Builder:
+    """Folds events, in log order, into a :class:`RunPage`: every event is accounted (budgets,
+    tokens, where the run is), the ones on the page wanted are shown.
+
+    With ``on_page``, the builder goes on past the page wanted: each page, once the next one
+    starts, is handed to ``on_page`` and the next one is built in a new :class:`RunPage`."""
+
+    def __init__(
+        self,
+        page: RunPage,
+        wanted: int,
+        on_page: Callable[[RunPage], None] | None = None,
+    ) -> None:
         self.page = page
+        self.wanted = wanted  # from 0
+        self.on_page = on_page
+        self.pager = _Pager()
         self.ledger = TokenLedger()
         self.blocks: dict[str, BlockView] = {}
         self.open: dict[int, BoundaryView] = {}  # call index -> the latest boundary there
         self.exec_s = 0.0
         self.review_s = 0.0
+        self.turn_number: int | None = None
+        self.turns = 0
+        self.running: set[str] = set()  # blocks started and not ended
         self.last_planner: ModelCallEvent | None = None
-        self.kept_bytes = 0
-        self.prefix = 0  # events shown before the page was full
+        self.events = 0
 
     @property
     def turn(self) -> TurnView:
         if not self.page.turns:
-            self.page.turns.append(TurnView(number=None))
+            continued = self.pager.current > 0
+            self.page.turns.append(TurnView(number=self.turn_number, continued=continued))
         return self.page.turns[-1]
 
     def feed(self, event: Event) -> Event:
-        """Fold ``event`` into the page, or count it when the page is full; return it (for
+        """Account ``event`` and show it when it is on the page wanted; return it (for
         :func:`summarize`)."""
-        self.page.events += 1
-        if not isinstance(event, _ALWAYS_SHOWN) and not self._room(event):
-            self.page.hidden += 1
-            return event
+        before = self.pager.current
+        here = self.pager.place(event, self.events)
+        self.events += 1
+        self.page.events = self.events
+        self.page.spans = self.pager.spans
+        if here != before and before == self.wanted and self.on_page is not None:
+            self.on_page(self.page)
+            self.page = RunPage(run_dir=self.page.run_dir, number=here + 1)
+            self.wanted = here
+            self.blocks, self.open, self.last_planner = {}, {}, None
+        if here == self.wanted or isinstance(event, _ALWAYS_SHOWN):
+            self._show(event)
+        self._account(event)
+        return event
+
+    def _account(self, event: Event) -> None:
+        """What every event changes, on whichever page: budgets, tokens, the turn, the blocks
+        running."""
+        if isinstance(event, ModelCallEvent):
+            if event.response is not None:
+                self.ledger.add(event.role, event.response)
+            else:
+                self.ledger.add_failure(event.role)
+        elif isinstance(event, PlannerTurnEvent):
+            self.turn_number = event.turn
+            self.turns += 1
+        elif isinstance(event, BlockStartEvent):
+            self.running.add(event.block_id)
+        elif isinstance(event, BlockEndEvent):
+            self.exec_s += event.result.exec_s
+            self.running.discard(event.result.block_id)
+        elif isinstance(event, RealizedOperationEvent):
+            self.review_s += event.latency_s
+
+    def _show(self, event: Event) -> None:
         if isinstance(event, RunStartEvent):
             self.page.start = event
-        elif event.type == "planner_turn":
+        elif isinstance(event, PlannerTurnEvent):
             self.page.turns.append(TurnView(number=event.turn))
         elif isinstance(event, ModelCallEvent):
             self._model_call(event)
@@ -336,10 +505,9 @@ class _Builder:
             self._block_end(event)
         elif isinstance(event, BoundaryEvent):
             self._boundary(event)
-        elif isinstance(event, ReviewRequestEvent | ProposalEvent | ValidationEvent):
-            self._review(event)
-        elif isinstance(event, RealizedOperationEvent):
-            self.review_s += event.latency_s
+        elif isinstance(
+            event, ReviewRequestEvent | ProposalEvent | ValidationEvent | RealizedOperationEvent
+        ):
             self._review(event)
         elif event.type == "primitive_call":
             self._call(event.call)
@@ -349,26 +517,8 @@ class _Builder:
             self.page.end = event
         else:
             self._note(event)
-        return event
-
-    def _room(self, event: Event) -> bool:
-        """Whether the page has room for ``event``; once full, it stays full (the page shows
-        a prefix of the log)."""
-        if self.page.hidden:
-            return False
-        size = len(type(event).__pydantic_serializer__.to_json(event))
-        shown = self.page.events - 1
-        if shown >= MAX_PAGE_EVENTS or (shown and self.kept_bytes + size > MAX_PAGE_BYTES):
-            self.prefix = shown
-            return False
-        self.kept_bytes += size
-        return True
 
     def _model_call(self, event: ModelCallEvent) -> None:
-        if event.response is not None:
-            self.ledger.add(event.role, event.response)
-        else:
-            self.ledger.add_failure(event.role)
         if event.role == "reviewer" and event.call_index in self.open:
             self.open[event.call_index].reviewer_calls.append(event)
         elif event.role == "planner":
@@ -399,19 +549,19 @@ class _Builder:
     def _block_end(self, event: BlockEndEvent) -> None:
         result = event.result
         block = self.blocks.get(result.block_id)
-        if block is None:  # a cancellation receipt of a queued block that never started
-            block = BlockView(event.seq, result.block_id)
+        if block is None:  # begun on an earlier page, or a receipt of a block never started
+            continued = result.block_id in self.running
+            block = BlockView(event.seq, result.block_id, continued=continued)
             self.blocks[result.block_id] = block
             self.turn.entries.append(block)
         block.end = result
-        self.exec_s += result.exec_s
 
     def _boundary(self, event: BoundaryEvent) -> None:
         b = event.boundary
         start = self.page.start
         used = BudgetUse(
             calls=b.call_index,
-            turns=sum(t.number is not None for t in self.page.turns),
+            turns=self.turns,
             exec_s=self.exec_s,
             review_s=self.review_s,
             wall_s=max(0.0, event.t - start.t) if start is not None else 0.0,
@@ -420,7 +570,8 @@ class _Builder:
         view.arguments = argument_changes(b.arguments, b.arguments)
         block = self.blocks.get(b.block_id)
         if block is None:
-            block = BlockView(event.seq, b.block_id, b.code)
+            continued = b.block_id in self.running
+            block = BlockView(event.seq, b.block_id, b.code, continued=continued)
             self.blocks[b.block_id] = block
             self.turn.entries.append(block)
         block.boundaries.append(view)
