@@ -371,9 +371,36 @@ def test_the_demo_is_a_panel_of_keep_arg_and_full_from_one_state() -> None:
     plan = cp.plan_panel(config, check_models=False)  # the weights are the slow tests' to load
     assert [r.scope for r in plan.runs] == ["keep", "arg", "full"]
     assert {r.task for r in plan.runs} == {"student_database/english_talent"}
-    assert config.start == "first_boundary" and config.planner.model == "local"
+    assert config.start == "whole" and config.schedule == "every_boundary"
+    assert config.planner.model == "local"
     demo = (root / "scripts" / "demo.sh").read_text()
     assert "controlscope panel scripts/demo.toml" in demo and "controlscope report" in demo
+
+
+@pytest.mark.slow
+@pytest.mark.needs_weights
+def test_the_demo_panel_runs_on_the_local_model_and_reports(tmp_path: Path) -> None:
+    """The main job's panel, as `scripts/demo.sh` runs it, on the embedded model: every run ends
+    recorded, Arg and Full start from Keep's source program and review every boundary, and the
+    report is written."""
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "demo"
+    assert cli(["panel", str(root / "scripts" / "demo.toml"), "--out", str(out), "--quiet"]) == 0
+    unit = "student_database/english_talent/s0/p0"
+    firsts = {}
+    for name in ("keep", "arg-d0", "full-d0"):
+        summary = cs.read_summary(cp.run_dir(out, f"{unit}/{name}"))
+        assert summary.complete and summary.end_reason is not None
+        assert summary.end_reason not in ("error", "environment_error", "interrupted")
+        log = cs.read_events(cp.run_dir(out, f"{unit}/{name}"))
+        calls = [e for e in log if isinstance(e, ModelCallEvent)]
+        firsts[name] = calls[0]
+        if name != "keep":
+            assert summary.reviews == summary.boundaries  # every boundary reviewed
+    assert firsts["arg-d0"].request == firsts["keep"].request == firsts["full-d0"].request
+    assert firsts["arg-d0"].response is not None and firsts["arg-d0"].response.cached
+    assert cli(["report", str(out)]) == 0
+    assert (out / "report" / "report.md").is_file()
 
 
 def test_the_live_line_shows_runs_and_successes_per_condition() -> None:
