@@ -13,6 +13,7 @@ __all__ = ["ENVIRONMENTS", "ENVIRONMENT_KINDS", "environment_names", "get_enviro
 ENVIRONMENTS: dict[str, str] = {
     "filesystem": "controlscope.envs.filesystem.environment:FilesystemEnvironment",
     "alfworld": "controlscope.envs.alfworld.environment:AlfworldEnvironment",
+    "apps": "controlscope.envs.apps.environment:AppsEnvironment",
 }
 """Environment name -> ``module:factory`` (a zero-argument callable returning the environment)."""
 

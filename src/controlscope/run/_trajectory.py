@@ -437,8 +437,11 @@ def _opening(parts: _Parts, tools: list[ToolSchema], roots: tuple[str, ...]) -> 
     planner note) names none."""
     condition = parts.condition
     note = parts.env.planner_note()
+    # An environment with more APIs than a prompt can hold lists some and documents the rest
+    # (the apps: the documentation APIs, paper A.2); every tool stays callable.
+    shown = getattr(parts.env, "prompt_tools", None)
     system = render_system_prompt(
-        tools,
+        shown(tools) if callable(shown) else tools,
         fmt=condition.planner_format,
         python_allowed=parts.task.python_allowed,
         example=parts.env.planner_example(condition.planner_format),
