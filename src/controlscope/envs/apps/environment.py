@@ -96,9 +96,9 @@ class Instance:
 
     @functools.cached_property
     def data_hash(self) -> str:
-        """SHA-256 of the initial state's tables (:func:`state_digest`)."""
+        """The initial state's hash, as :meth:`AppsEnvironment.state_hash` computes it."""
         with contextlib.closing(open_bytes(self.data)) as db:
-            return state_digest(db)
+            return combined(table_hashes(db))
 
 
 @functools.cache
@@ -116,9 +116,14 @@ def instance(template_id: str, n: int) -> Instance:
     return Instance(template, n, built, world.to_bytes())
 
 
-def state_digest(db: sqlite3.Connection) -> str:
-    """One hash of every table's rows (private tables left out)."""
-    text = "\n".join(f"{k} {v}" for k, v in sorted(table_digests(db).items()))
+def table_hashes(db: sqlite3.Connection) -> dict[str, str]:
+    """Each table's digest (private tables left out), as ``apps.db/{table}``."""
+    return {f"{DB_FILE}/{k}": v for k, v in table_digests(db).items()}
+
+
+def combined(hashes: dict[str, str]) -> str:
+    """One SHA-256 of named hashes."""
+    text = "\n".join(f"{k} {v}" for k, v in sorted(hashes.items()))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -264,10 +269,7 @@ class AppsEnvironment:
         Raises:
             TaskError: the workspace holds no readable database.
         """
-        hashes = self.file_hashes(task, workspace)
-        return hashlib.sha256(
-            "\n".join(f"{k} {v}" for k, v in sorted(hashes.items())).encode()
-        ).hexdigest()
+        return combined(self.file_hashes(task, workspace))
 
     def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
         """Each table's digest, as ``apps.db/{table}``.
@@ -280,7 +282,7 @@ class AppsEnvironment:
             raise TaskError(f"{workspace} holds no {DB_FILE}")
         try:
             with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-                return {f"{DB_FILE}/{k}": v for k, v in table_digests(db).items()}
+                return table_hashes(db)
         except sqlite3.Error as err:
             raise TaskError(f"{path} cannot be read: {err}") from err
 
