@@ -37,7 +37,7 @@ PAGED = "total_received_from/1"
 
 
 def fenced(code: str) -> str:
-    return f"```python\n{code}```"
+    return f"```python\n{code.rstrip()}\n```"
 
 
 def script(tmp_path: Path, *answers: str) -> str:
@@ -276,9 +276,8 @@ def test_the_one_page_program_misses_transfers_that_paging_finds() -> None:
     short = run_program(PAGED, built.variants["one_page"])
     assert short.error is None
     assert [c.name for c in short.verdict.checks if not c.passed] == ["answer"]
-    wide = built.variants["one_page"].replace(
-        "direction='received')", "direction='received', page_limit=20)"
-    )
+    wide = built.variants["one_page"].replace("page_limit=5", "page_limit=20")
+    assert wide != built.variants["one_page"]
     assert run_program(PAGED, wide).verdict.success
 
 

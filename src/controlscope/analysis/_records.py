@@ -41,9 +41,15 @@ COUNTS = (
     "rejected_proposals",
     "repairs",
     "plan_errors",
+    "api_attempts",
+    "quota_rejections",
+    "protected_failures",
+    "guard_refusals",
+    "allowance_renewals",
 )
 """The per-run counts the report sums (from ``summary.json``; ordinary repairs and plan errors
-are zero outside ALFWorld)."""
+are zero outside ALFWorld; API attempts, quota rejections, protected-criterion failures, guard
+refusals and renewed allowances are the app protocols' frozen aggregate, paper A.2)."""
 
 TOKEN_COLUMNS = tuple(
     f"{role}_{kind}_{side}"

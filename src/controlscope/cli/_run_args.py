@@ -25,20 +25,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     task("--students", type=int, default=None, help="number of students (student tasks)")
     task("--param", action="append", default=[], metavar="KEY=VALUE", help="a task parameter")
 
+    _condition_arguments(parser)
+    _model_arguments(parser)
+    _budget_arguments(parser)
+    out = parser.add_argument_group("output").add_argument
+    out("--out", required=True, type=Path, help="run directory to write")
+    out("--quiet", action="store_true", help="no live progress")
+
+
+def _condition_arguments(parser: argparse.ArgumentParser) -> None:
+    """The condition's options: scope, lattice, schedule, view, replacement, app protocol."""
     cond = parser.add_argument_group("condition").add_argument
     cond("--scope", choices=core.SCOPE_NAMES, default="full", help="params needs --lattice v2")
-    cond("--lattice", choices=core.LATTICES, default="default", help="default: Keep<Arg<Full")
+    cond(
+        "--lattice",
+        choices=core.LATTICES,
+        default=None,
+        help="default: Keep<Arg<Full (v2 under --app-protocol v2)",
+    )
     cond(
         "--schedule",
-        default="continuous",
+        default=None,
         help="never|continuous|every_boundary|per_block|once[:K]|once_online|midpoint[:N]|"
-        "protect:n|retain_first (join with +)",
+        "protect:n|retain_first (join with +); default continuous (per_block under "
+        "--app-protocol v1)",
     )
     cond("--source-run", type=Path, default=None, help="recorded run placing once / midpoint")
     cond("--view", choices=core.VIEWS, default="with_feedback")
     cond("--view-bounds", choices=("complete", "bounded"), default=None, help="default: per model")
-    cond("--replace-boundary", choices=core.REPLACE_BOUNDARIES, default="reply")
+    cond(
+        "--replace-boundary",
+        choices=core.REPLACE_BOUNDARIES,
+        default=None,
+        help="default reply (block under --app-protocol)",
+    )
+    cond(
+        "--app-protocol",
+        choices=tuple(core.APP_PROTOCOLS),
+        default=None,
+        help="v1: review per natural block, a Full replacement renews the block's allowance; "
+        "v2: shared allowance, Params, private-runtime guard (paper A.2)",
+    )
 
+
+def _model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The models' and sampling options."""
     models = parser.add_argument_group("models").add_argument
     models("--model", default="local", help="local|local:0.5b|PATH.gguf|openai:NAME|replay:DIR")
     models("--reviewer-model", default=None, help="reviewer model (default: --model)")
@@ -72,11 +103,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sampling("--draw", type=int, default=None, help="reviewer draw index (default 0)")
     sampling("--source-program", type=int, default=None, help="source program index (default 0)")
 
+
+def _budget_arguments(parser: argparse.ArgumentParser) -> None:
+    """The budgets' options."""
     budgets = parser.add_argument_group("budgets").add_argument
     budgets("--max-calls", type=int, default=None, help="primitive-call budget (default 100)")
     budgets("--max-turns", type=int, default=None, help="planning-turn budget (default 100)")
     budgets("--max-seconds", type=float, default=None, help="execution seconds (default 1800)")
     budgets("--max-repairs", type=int, default=None, help="ordinary repairs (default: the task's)")
+    budgets("--max-blocks", type=int, default=None, help="natural blocks per task (apps: 40)")
+    budgets(
+        "--max-block-requests", type=int, default=None, help="API requests per block (apps: 250)"
+    )
     budgets("--block-exec-s", type=float, default=None, help="per-block limit (default none)")
     budgets(
         "--max-wall-seconds", type=float, default=None, help="whole-run ceiling (default 10800)"
@@ -88,10 +126,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds one model call may take, retries included (default 600)",
     )
     budgets("--worker-memory-mb", type=int, default=None, help="worker memory, all (default 2048)")
-
-    out = parser.add_argument_group("output").add_argument
-    out("--out", required=True, type=Path, help="run directory to write")
-    out("--quiet", action="store_true", help="no live progress")
 
 
 def _pairs(option: str, items: list[str], *, json_values: bool) -> dict[str, Any]:

@@ -40,9 +40,14 @@ from controlscope.core._bounds import (
     refuse_json_constant,
 )
 from controlscope.core._condition import (
+    APP_BLOCK_REQUESTS,
+    APP_BLOCKS,
+    APP_PROTOCOLS,
     DECISION_MODES,
     PLANNER_FORMATS,
     REVIEWER_PROTOCOLS,
+    AppProtocol,
+    BlockAllowance,
     Condition,
     DecisionMode,
     IsolationRequest,
@@ -54,6 +59,8 @@ from controlscope.core._condition import (
     SourceBoundary,
     SourceRule,
     ViewLimits,
+    app_protocol_conflict,
+    app_protocol_defaults,
 )
 from controlscope.core._deadline import (
     Deadline,
@@ -105,6 +112,8 @@ from controlscope.core._execution import (
     Boundary,
     CallSite,
     PrimitiveCall,
+    Refusal,
+    RefusalKind,
     ReplaceBoundary,
     View,
 )
@@ -192,6 +201,9 @@ from controlscope.core._tools import (
 )
 
 __all__ = [
+    "APP_BLOCKS",
+    "APP_BLOCK_REQUESTS",
+    "APP_PROTOCOLS",
     "CUT_MARKER",
     "DATA_LANGUAGES",
     "DECISION_MODES",
@@ -214,6 +226,8 @@ __all__ = [
     "SCOPE_NAMES",
     "VIEWS",
     "AnswerKey",
+    "AppProtocol",
+    "BlockAllowance",
     "BlockEndEvent",
     "BlockResult",
     "BlockStartEvent",
@@ -264,6 +278,8 @@ __all__ = [
     "ProviderErrorKind",
     "RealizedOperationEvent",
     "RecoveryEvent",
+    "Refusal",
+    "RefusalKind",
     "RejectionReason",
     "ReplaceBoundary",
     "ReplaceWorkflow",
@@ -299,6 +315,8 @@ __all__ = [
     "WallClockExceeded",
     "annotation",
     "answer_schema_error",
+    "app_protocol_conflict",
+    "app_protocol_defaults",
     "call_seconds",
     "changed_data",
     "clip_text",

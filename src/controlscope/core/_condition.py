@@ -77,6 +77,73 @@ reasoning reviewers choose tools automatically under a 16,384-token cap and Keep
 invalid review (paper section 4)."""
 
 
+AppProtocol = Literal["v1", "v2"]
+"""The paper's two app-environment protocols (section 5.3, appendix A.2)."""
+
+BlockAllowance = Literal["renew", "shared"]
+"""What a replacement gets of its block's allowance of API requests: a new one (``renew``, the
+V1 protocol: "starts a new 250-request block allowance") or what is left (``shared``, V2)."""
+
+APP_BLOCKS = 40
+"""Natural blocks per task under the app protocols (paper section 4, A.2)."""
+
+APP_BLOCK_REQUESTS = 250
+"""API requests per natural block under the app protocols (paper section 4, A.2)."""
+
+APP_PROTOCOLS: dict[AppProtocol, dict[str, Any]] = {
+    "v1": {
+        "lattice": "default",
+        "schedule": "per_block",
+        "replace_boundary": "block",
+        "block_allowance": "renew",
+        "runtime_guard": False,
+    },
+    "v2": {
+        "lattice": "v2",
+        "replace_boundary": "block",
+        "block_allowance": "shared",
+        "runtime_guard": True,
+    },
+}
+"""What each app protocol fixes (paper A.2). V1: one review per natural block, Keep ⊂ Arg ⊂
+Full, a Full replacement edits the unfinished current block and starts a new allowance (its
+``schedule`` is the default a run spec takes; a branch or a one-time review places its own).
+V2: the
+replacement shares the block's remaining allowance, Params (coordinated data editing) is granted
+and Full includes it, and a private-runtime guard refuses code that reaches for the runtime's
+private state; its schedule is the panel's (the paper's V2 diagnostic is local). Both cap a task
+at :data:`APP_BLOCKS` natural blocks of :data:`APP_BLOCK_REQUESTS` requests (the budgets'
+``blocks`` and ``block_requests``)."""
+
+
+PROTOCOL_DEFAULTED = ("lattice", "schedule", "replace_boundary")
+"""The settings an app protocol gives a run spec or a panel that leaves them out."""
+
+
+def app_protocol_defaults(data: Any) -> Any:
+    """``data`` (a run spec's or panel's fields) with the settings its ``app_protocol`` fixes
+    filled in where it leaves them out (:data:`PROTOCOL_DEFAULTED`); other data unchanged.
+    A stated setting is kept (and checked against the protocol by the model's own checks)."""
+    if not isinstance(data, dict) or data.get("app_protocol") not in APP_PROTOCOLS:
+        return data
+    fixed = APP_PROTOCOLS[data["app_protocol"]]
+    filled = dict(data)
+    for name in PROTOCOL_DEFAULTED:
+        if name in fixed and filled.get(name) is None:
+            filled[name] = fixed[name]
+    return filled
+
+
+def app_protocol_conflict(protocol: AppProtocol, **settings: Any) -> str | None:
+    """The first of ``settings`` (lattice, replace_boundary...) that contradicts ``protocol``,
+    in words; None when none does (the schedule is only a default)."""
+    for name, value in settings.items():
+        fixed = APP_PROTOCOLS[protocol].get(name)
+        if name != "schedule" and fixed is not None and value != fixed:
+            return f"the {protocol} app protocol has {name} {fixed!r}, not {value!r}"
+    return None
+
+
 class ViewLimits(BaseModel):
     """Character bounds of a *bounded* review view (about 4 characters per token).
 
@@ -190,6 +257,12 @@ class Condition(BaseModel):
             ``plan_error`` (the plan ends; ordinary recovery handles it).
         reviewer_protocol: the reviewer protocol the settings follow (:data:`REVIEWER_PROTOCOLS`),
             recorded; None when the settings were chosen one by one.
+        block_allowance: what a replacement gets of its block's allowance of requests
+            (``budgets.block_requests``): ``renew`` or ``shared`` (paper A.2).
+        runtime_guard: whether the private-runtime guard refuses blocks that reach for the
+            runtime's private state (the V2 protocol, paper A.2).
+        app_protocol: the app protocol the settings follow (:data:`APP_PROTOCOLS`), recorded;
+            None when they were chosen one by one.
 
     Raises:
         pydantic.ValidationError: a value out of range (negative temperature, draw or budget, a
@@ -223,6 +296,9 @@ class Condition(BaseModel):
     worker_memory_mb: int = Field(default=2048, ge=128)
     review_fallback: ReviewFallback = "keep"
     reviewer_protocol: ReviewerProtocol | None = None
+    block_allowance: BlockAllowance = "shared"
+    runtime_guard: bool = False
+    app_protocol: AppProtocol | None = None
 
     @field_validator("temperature", "planner_temperature", "block_exec_s", "request_timeout_s")
     @classmethod
@@ -241,7 +317,22 @@ class Condition(BaseModel):
                         f"the {self.reviewer_protocol} reviewer protocol has {name}={value!r}, "
                         f"not {getattr(self, name)!r}"
                     )
+        if self.app_protocol is not None:
+            self._follows_app_protocol(self.app_protocol)
         return self
+
+    def _follows_app_protocol(self, protocol: AppProtocol) -> None:
+        """Raise ValueError when a setting contradicts the app protocol or its caps are unset."""
+        conflict = app_protocol_conflict(
+            protocol, **{name: getattr(self, name) for name in APP_PROTOCOLS[protocol]}
+        )
+        if conflict is not None:
+            raise ValueError(conflict)
+        if self.budgets.blocks is None or self.budgets.block_requests is None:
+            raise ValueError(
+                f"the {protocol} app protocol caps blocks per task and requests per block; "
+                "the budgets set neither"
+            )
 
     @property
     def operations(self) -> OperationSet:

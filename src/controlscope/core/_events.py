@@ -43,7 +43,7 @@ from controlscope.core._operations import (
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -82,6 +82,12 @@ older ones (:func:`upgrade_event`).
     ``plan_end``, ``recovery`` and ``plan_error`` events; a run can end ``goal_reached`` or
     ``budget:repairs``; a task carries ``metadata`` and a verdict ``goal_actions``. Older
     logs read with no recovery (``repairs`` None) and Keep after an invalid review.
+7   the app protocols (paper A.2): the budgets gain ``blocks`` (natural blocks per task) and
+    ``block_requests`` (requests per block); the condition records the app protocol, what a
+    replacement gets of its block's allowance (``block_allowance``) and the private-runtime
+    guard; a block result records its allowance, whether a replacement renewed it, and a
+    refusal (a quota rejection or the guard); a run can end ``budget:blocks``. Older logs
+    read with no block caps and no refusals.
 ==  ========================================================================================
 """
 
@@ -104,6 +110,7 @@ EndReason = Literal[
     "candidate_end",
     "goal_reached",
     "budget:repairs",
+    "budget:blocks",
 ]
 """Why a run ended: the planner's final answer; a budget (paper section 4) or the run's
 wall-clock ceiling; under ordinary recovery, the goal seen reached after a plan, or the

@@ -139,6 +139,29 @@ class PrimitiveCall(BaseModel):
 BlockStatus = Literal["completed", "error", "cancelled", "timeout", "killed", "budget_exhausted"]
 
 
+RefusalKind = Literal["quota", "private_runtime"]
+"""Why the controller refused what a block tried (paper A.2): a request over the block's
+allowance of API requests (a quota rejection), or code reaching for the runtime's private
+state (the private-runtime guard of the V2 protocol)."""
+
+
+class Refusal(BaseModel):
+    """What the controller refused a block, and why (paper A.2).
+
+    Attributes:
+        kind: ``quota`` (the block's allowance of requests was spent: the request was not
+            made and the block was stopped) or ``private_runtime`` (the block reached for the
+            runtime's private state and did not run).
+        detail: what was refused, in words.
+        tool: the refused request's tool (``quota``); None for the guard.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: RefusalKind
+    detail: str
+    tool: str | None = None
+
+
 class BlockResult(BaseModel):
     """How a block ended.
 
@@ -156,6 +179,13 @@ class BlockResult(BaseModel):
         exec_s: execution seconds the block ran (review time excluded; what budgets count).
         fresh_worker: the block ran in a fresh worker because the previous one was killed
             (timeout, protocol violation, death): variables of earlier blocks are gone.
+        allowance: the API requests the block could make when it started, where blocks have an
+            allowance (the app protocols, paper A.2); None otherwise.
+        allowance_renewed: the block is a replacement that started a new allowance (the V1
+            protocol: a Full replacement renews it, which favours Full) rather than sharing
+            what was left of its block's.
+        refusal: what the controller refused the block (a quota rejection, the private-runtime
+            guard), if anything.
     """
 
     block_id: str
@@ -167,6 +197,9 @@ class BlockResult(BaseModel):
     wall_s: float = 0.0
     exec_s: float = 0.0
     fresh_worker: bool = False
+    allowance: int | None = None
+    allowance_renewed: bool = False
+    refusal: Refusal | None = None
 
     def receipt(self) -> str:
         """The tool-message text the planner sees for this block."""

@@ -26,6 +26,11 @@ class TaskBudgets(BaseModel):
             None: no recovery protocol, ordinary planning alone (the MCP environments). With a
             number, each planner reply is a plan: when it ends and the verifier does not yet
             see the goal, the planner writes a new plan, at most this many times.
+        blocks: natural blocks (the planner's, not replacements) per task; None: no cap
+            (the app protocols cap a task at 40, paper section 4 and A.2).
+        block_requests: primitive calls (API requests) one natural block may make; a
+            request beyond it is refused as a quota rejection and stops the block; None: no
+            cap (the app protocols allow 250, paper A.2).
 
     Raises:
         pydantic.ValidationError: a value out of range.
@@ -37,6 +42,8 @@ class TaskBudgets(BaseModel):
     execution_seconds: float = Field(default=1800.0, gt=0.0, allow_inf_nan=False)
     wall_seconds: float = Field(default=DEFAULT_WALL_SECONDS, gt=0.0, allow_inf_nan=False)
     repairs: int | None = Field(default=None, ge=0)
+    blocks: int | None = Field(default=None, ge=1)
+    block_requests: int | None = Field(default=None, ge=1)
 
 
 class Task(BaseModel):

@@ -45,6 +45,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from controlscope.core import (
+    AppProtocol,
     DecisionMode,
     IsolationRequest,
     Lattice,
@@ -54,6 +55,7 @@ from controlscope.core import (
     ReviewToolChoice,
     Scope,
     View,
+    app_protocol_defaults,
     lattice_operations,
 )
 from controlscope.envs import ENVIRONMENT_KINDS
@@ -162,6 +164,8 @@ class BudgetSettings(_Section):
     max_seconds: float | None = Field(default=None, gt=0.0)
     max_repairs: int | None = Field(default=None, ge=0)
     max_wall_seconds: float | None = Field(default=None, gt=0.0)
+    max_blocks: int | None = Field(default=None, ge=1)
+    max_block_requests: int | None = Field(default=None, ge=1)
     block_exec_s: float | None = Field(default=None, gt=0.0)
     worker_memory_mb: int = Field(default=2048, ge=128)
 
@@ -209,6 +213,9 @@ class PanelConfig(_Section):
             placed on the unit's Keep run (its source run, paper appendix B and B.1).
         start: where reviewing scopes start (:data:`Start`).
         replace_boundary: what a replacement replaces (paper A.1).
+        app_protocol: ``v1`` or ``v2`` (paper A.2): the default lattice, replacement
+            boundary and (V1) schedule, the block allowance and the private-runtime guard of
+            every run (:data:`~controlscope.core.APP_PROTOCOLS`); None: none.
         cluster: what the report's bootstrap resamples; None: ``category`` for the
             filesystem and MCPMark's tasks, ``template`` otherwise.
         planner: the planner's settings.
@@ -231,11 +238,17 @@ class PanelConfig(_Section):
     schedule: str = "continuous"
     start: Start = "whole"
     replace_boundary: ReplaceBoundary = "reply"
+    app_protocol: AppProtocol | None = None
     cluster: ClusterBy | None = None
     planner: PlannerSettings = Field(default_factory=PlannerSettings)
     reviewer: ReviewerSettings = Field(default_factory=ReviewerSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_defaults(cls, data: Any) -> Any:
+        return app_protocol_defaults(data)
 
     @field_validator("tasks")
     @classmethod

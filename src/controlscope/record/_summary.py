@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from controlscope.core import FALLBACK_KINDS, Event, Scope
+from controlscope.core import FALLBACK_KINDS, BlockResult, Event, Scope
 from controlscope.record._accounting import RoleTotals, TokenLedger
 
 
@@ -70,6 +70,15 @@ class RunSummary(BaseModel):
         plan_errors: reviews that fell back under the ``plan_error`` protocol.
         goal_actions: the actions the environment counted until its goal was first reached
             (the verdict's ``goal_actions``; Figure 2's thresholds); None when unknown.
+        quota_rejections: requests refused because their block's allowance was spent (paper
+            A.2's frozen aggregate).
+        api_attempts: requests agent code attempted: those made (``primitive_calls``) and
+            those refused as quota rejections (A.2).
+        guard_refusals: blocks the private-runtime guard refused (the V2 protocol).
+        allowance_renewals: replacements that started a new block allowance (V1: recorded,
+            since the extra capacity favours Full).
+        protected_failures: 1 when the verdict failed the protected criteria (a check named
+            ``protected``: the app environments' whole-database diff), else 0.
     """
 
     task: str
@@ -111,6 +120,11 @@ class RunSummary(BaseModel):
     initial_plan_success: bool | None = None
     plan_errors: int = 0
     goal_actions: int | None = None
+    quota_rejections: int = 0
+    api_attempts: int = 0
+    guard_refusals: int = 0
+    allowance_renewals: int = 0
+    protected_failures: int = 0
 
 
 class SummaryError(ValueError):
@@ -172,6 +186,7 @@ def summarize(events: Iterable[Event]) -> RunSummary:
     summary.reused = totals.total.logical.requests > 0 and totals.total.uncached.requests == 0
     summary.wall_seconds = max(0.0, last_t - start.t)
     summary.model_seconds = sum(r.latency_s for r in summary.tokens.values())
+    summary.api_attempts = summary.primitive_calls + summary.quota_rejections
     return summary
 
 
@@ -183,6 +198,8 @@ def _count(summary: RunSummary, event: Event) -> None:
         summary.planning_turns += 1
     elif event.type == "block_start":
         summary.blocks += 1
+    elif event.type == "block_end":
+        _count_block(summary, event.result)
     elif event.type == "boundary":
         summary.boundaries += 1
     elif event.type == "review_request":
@@ -205,6 +222,8 @@ def _count(summary: RunSummary, event: Event) -> None:
         summary.state_hash = event.state_hash
         summary.file_hashes = dict(event.file_hashes)
         summary.goal_actions = event.verdict.goal_actions
+        protected = [c.passed for c in event.verdict.checks if c.name == "protected"]
+        summary.protected_failures = int(not all(protected))
     elif event.type == "plan_end":
         if summary.plans == 0:
             summary.initial_plan_success = event.goal_reached
@@ -218,3 +237,14 @@ def _count(summary: RunSummary, event: Event) -> None:
     elif event.type == "run_end":
         summary.end_reason = event.end_reason
         summary.complete = True
+
+
+def _count_block(summary: RunSummary, result: BlockResult) -> None:
+    """Fold one block's end into ``summary``: refusals and renewed allowances (paper A.2)."""
+    if result.allowance_renewed:
+        summary.allowance_renewals += 1
+    if result.refusal is not None:
+        if result.refusal.kind == "quota":
+            summary.quota_rejections += 1
+        else:
+            summary.guard_refusals += 1

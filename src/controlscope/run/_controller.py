@@ -103,6 +103,8 @@ class Controller:
         self.block_calls: list[PrimitiveCall] = []
         self.decisions: list[DecisionRecord] = []
         self.calls_completed = 0
+        self.natural_blocks = 0
+        """The planner's blocks run so far (replacements not counted; paper A.2's cap)."""
         self.review_seconds = 0.0
         self.plan_error: str | None = None
         """Why the running plan ended in a plan error, if it did (reset at each reply)."""

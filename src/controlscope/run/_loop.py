@@ -193,14 +193,18 @@ def _run_reply(
     """Run one reply's blocks, hand their receipts to the planner; the block results, and an
     Ending if the run ends."""
     named = controller.start_reply(parsed.blocks)
+    runnable, capped = _within_block_cap(controller, named)
     try:
         results = session.run_reply(
-            named, controller, replace_boundary=controller.condition.replace_boundary
+            runnable, controller, replace_boundary=controller.condition.replace_boundary
         )
     except ToolServerError as err:
         # The environment server died or broke the protocol: the block was reported killed;
         # the run ends and the workspace is graded as it stands.
         return [], Ending("environment_error", str(err))
+    for receipt in capped:
+        controller.on_block_end(receipt)
+    results += capped
     receipts = receipts_by_block(named, results, controller.replacement_code, hint)
     fenced: list[str] = []
     for (block_id, _), block in zip(named, parsed.blocks, strict=True):
@@ -210,7 +214,35 @@ def _run_reply(
             fenced.append(receipts[block_id])
     if fenced:
         controller.history.append(results_message(fenced))
+    if capped:
+        return results, _block_cap_ending(controller)
     return results, _budget_ending(controller, session, results)
+
+
+def _within_block_cap(
+    controller: Controller, named: list[tuple[str, str]]
+) -> tuple[list[tuple[str, str]], list[BlockResult]]:
+    """The reply's blocks that fit in the task's cap of natural blocks (paper A.2: 40), and a
+    receipt for each one beyond it."""
+    cap = controller.condition.budgets.blocks
+    room = len(named) if cap is None else max(0, cap - controller.natural_blocks)
+    controller.natural_blocks += min(room, len(named))
+    receipts = [
+        BlockResult(
+            block_id=block_id,
+            status="cancelled",
+            error=f"not run: the task's cap of {cap} blocks is reached",
+        )
+        for block_id, _ in named[room:]
+    ]
+    return named[:room], receipts
+
+
+def _block_cap_ending(controller: Controller) -> Ending:
+    """The run ends: the planner asked for a block beyond the task's cap (recorded)."""
+    cap = controller.condition.budgets.blocks or 0
+    controller.sink(BudgetEvent(budget="blocks", limit=cap, value=controller.natural_blocks))
+    return Ending("budget:blocks", f"the task's cap of {cap} blocks is reached")
 
 
 def _budget_ending(

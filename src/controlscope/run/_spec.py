@@ -30,7 +30,11 @@ from pydantic import (
 )
 
 from controlscope.core import (
+    APP_BLOCK_REQUESTS,
+    APP_BLOCKS,
+    APP_PROTOCOLS,
     REVIEWER_PROTOCOLS,
+    AppProtocol,
     Condition,
     DecisionMode,
     IsolationRequest,
@@ -48,6 +52,8 @@ from controlscope.core import (
     TaskError,
     View,
     ViewLimits,
+    app_protocol_conflict,
+    app_protocol_defaults,
     lattice_operations,
 )
 from controlscope.envs import Environment, get_environment
@@ -134,6 +140,16 @@ class RunSpec(BaseModel):
             (ALFWorld: 5; the filesystem tasks: no recovery protocol).
         max_wall_seconds: the run's wall-clock ceiling, everything counted (planning, reviews,
             execution, waits); None: 10,800 (three hours). Recorded in ``run_start``.
+        max_blocks: natural blocks per task; None: the task's, else the app protocol's (40),
+            else no cap.
+        max_block_requests: API requests per natural block; None: the task's, else the app
+            protocol's (250), else no cap.
+        app_protocol: ``v1`` or ``v2`` (paper section 5.3, appendix A.2;
+            :data:`~controlscope.core.APP_PROTOCOLS`): its lattice, replacement boundary and,
+            for V1, per-block schedule are the defaults of those options (a stated one must
+            agree, the schedule aside); it fixes what a replacement gets of its block's
+            allowance and the private-runtime guard, and caps blocks and requests per block.
+            Recorded in the condition. None: the settings one by one.
         block_exec_s: execution seconds one block may run; None (the default): no per-block
             limit, the task's execution budget governs.
         request_timeout_s: seconds one model call may take, every attempt, wait and the whole
@@ -186,12 +202,20 @@ class RunSpec(BaseModel):
     max_seconds: float | None = Field(default=None, gt=0.0)
     max_repairs: int | None = Field(default=None, ge=0)
     max_wall_seconds: float | None = Field(default=None, gt=0.0)
+    max_blocks: int | None = Field(default=None, ge=1)
+    max_block_requests: int | None = Field(default=None, ge=1)
+    app_protocol: AppProtocol | None = None
     block_exec_s: float | None = Field(default=None, gt=0.0)
     request_timeout_s: float | None = Field(default=None, gt=0.0)
     isolation: IsolationRequest = "auto"
     worker_memory_mb: int = Field(default=2048, ge=128)
     cache: Path | None = None
     out: Path
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_defaults(cls, data: Any) -> Any:
+        return app_protocol_defaults(data)
 
     @field_validator("schedule")
     @classmethod
@@ -242,6 +266,12 @@ class RunSpec(BaseModel):
     @model_validator(mode="after")
     def _coherent(self) -> RunSpec:
         lattice_operations(self.scope, self.lattice)  # Params only under v2
+        if self.app_protocol is not None:
+            conflict = app_protocol_conflict(
+                self.app_protocol, lattice=self.lattice, replace_boundary=self.replace_boundary
+            )
+            if conflict is not None:
+                raise ValueError(conflict)
         if needs_source(self.schedule) and self.source_run is None:
             raise ValueError(
                 f"schedule {self.schedule!r} takes its boundary from a recorded source run: "
@@ -475,9 +505,14 @@ def _budgets(spec: RunSpec, task: Task) -> TaskBudgets:
         "execution_seconds": spec.max_seconds,
         "wall_seconds": spec.max_wall_seconds,
         "repairs": spec.max_repairs,
+        "blocks": spec.max_blocks,
+        "block_requests": spec.max_block_requests,
     }
     base = task.budgets.model_dump()
     base.update({k: v for k, v in given.items() if v is not None})
+    if spec.app_protocol is not None:  # the protocol's caps where neither spec nor task has one
+        base["blocks"] = base.get("blocks") or APP_BLOCKS
+        base["block_requests"] = base.get("block_requests") or APP_BLOCK_REQUESTS
     return TaskBudgets(**base)
 
 
@@ -501,6 +536,13 @@ def _condition(
     settings.update(spec.stated_settings())
     if settings.get("view_limits") == "complete":
         settings["view_limits"] = None
+    if spec.app_protocol is not None:
+        fixed = APP_PROTOCOLS[spec.app_protocol]
+        settings.update(
+            app_protocol=spec.app_protocol,
+            block_allowance=fixed["block_allowance"],
+            runtime_guard=fixed["runtime_guard"],
+        )
     try:
         return Condition(
             scope=spec.scope,

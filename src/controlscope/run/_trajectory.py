@@ -392,6 +392,9 @@ def _run_session(
         primitive_calls=condition.budgets.primitive_calls,
         memory_mb=memory,
         tmp_mb=max(16, memory // 8),  # /tmp is part of the worker's memory
+        block_requests=condition.budgets.block_requests,
+        renew_allowance=condition.block_allowance == "renew",
+        runtime_guard=condition.runtime_guard,
     )
     with WorkerSession(
         server, limits, isolation=condition.isolation, deadline=parts.deadline, seed=parts.seed

@@ -29,6 +29,7 @@ from controlscope.core import (
     BlockStatus,
     Boundary,
     PrimitiveCall,
+    Refusal,
     ToolCallTimeout,
     ToolParam,
     ToolResult,
@@ -73,6 +74,30 @@ class CallCount:
 
 
 @dataclass
+class Allowance:
+    """The API requests a natural block may still make (paper A.2), shared by the block and
+    its replacements unless a replacement renews it.
+
+    Attributes:
+        limit: requests per block; None: no allowance.
+        used: requests made against it.
+    """
+
+    limit: int | None
+    used: int = 0
+
+    @property
+    def spent(self) -> bool:
+        """Whether no further request may be made."""
+        return self.limit is not None and self.used >= self.limit
+
+    @property
+    def left(self) -> int | None:
+        """Requests left (None: no allowance)."""
+        return None if self.limit is None else max(0, self.limit - self.used)
+
+
+@dataclass
 class BlockState:
     """What the controller knows of the running block.
 
@@ -93,6 +118,11 @@ class BlockState:
         ended: why the plan ended at a boundary of this block (the handler raised
             :class:`~controlscope.worker._types.EndPlan`); the block is then being cancelled
             with nothing in its place.
+        stopped: why the block alone was stopped (a quota rejection): it is being cancelled,
+            and the blocks queued behind it still run.
+        allowance: the requests the block could make when it started (None: no allowance).
+        renewed: the block is a replacement that started a new allowance.
+        refusal: what the controller refused the block, if anything.
     """
 
     block_id: str
@@ -109,6 +139,10 @@ class BlockState:
     budget_hit: bool = False
     replacement: str | None = None
     ended: str | None = None
+    stopped: str | None = None
+    allowance: int | None = None
+    renewed: bool = False
+    refusal: Refusal | None = None
 
     def __post_init__(self) -> None:
         self.source = BlockSource.parse(self.block_id, self.original_tree, self.code)
@@ -117,7 +151,7 @@ class BlockState:
     def cancelled(self) -> bool:
         """Whether the block is being cancelled (its workflow was replaced, or the plan
         ended)."""
-        return self.replacement is not None or self.ended is not None
+        return self.replacement is not None or self.ended is not None or self.stopped is not None
 
 
 def block_result(
@@ -152,6 +186,9 @@ def block_result(
         wall_s=time.time() - blk.started,
         exec_s=exec_s,
         fresh_worker=blk.fresh_worker,
+        allowance=blk.allowance,
+        allowance_renewed=blk.renewed,
+        refusal=blk.refusal,
     )
 
 
@@ -249,6 +286,7 @@ class BlockDriver:
         limits: the session's budgets (output bound, call budget, the time budgets' values
             for messages).
         death_reason: says why the worker is gone, once its channel closed.
+        allowance: the requests the running natural block may still make (paper A.2).
     """
 
     blk: BlockState
@@ -260,6 +298,7 @@ class BlockDriver:
     blocks: Mapping[str, BlockSource]
     limits: Limits
     death_reason: Callable[[], str]
+    allowance: Allowance = field(default_factory=lambda: Allowance(None))
 
     def run(self, handler: BoundaryHandler) -> BlockResult:
         """Run the block, driving ``handler`` at every boundary.
@@ -341,7 +380,7 @@ class BlockDriver:
         if kind == "cancel":
             after = (
                 "the next block runs in a fresh worker"
-                if self.blk.ended is not None
+                if self.blk.ended is not None or self.blk.stopped is not None
                 else "the replacement runs in a fresh worker"
             )
             return KillWorker(
@@ -386,7 +425,7 @@ class BlockDriver:
         self._add_output(msg.get("out", ""), msg.get("dropped", 0))
         blk = self.blk
         if blk.cancelled:
-            return block_result(blk, "cancelled", blk.ended, self.clock.block_s)
+            return block_result(blk, "cancelled", blk.ended or blk.stopped, self.clock.block_s)
         if status == "cancelled":
             raise KillWorker("killed", "protocol violation: a block claimed cancellation unasked")
         if blk.budget_hit:
@@ -414,6 +453,9 @@ class BlockDriver:
             )
             self._send({"t": "budget", "msg": note})
             return
+        if self.allowance.spent:
+            self._quota_rejection(tool)
+            return
         refused = self._refused_arguments(tool, msg.get("args"))
         if refused is not None:  # a tool error the agent sees; nothing reaches the boundary
             self._send({"t": "err", "msg": refused})
@@ -439,6 +481,21 @@ class BlockDriver:
             blk.source.patch(applied.code)
         blk.code = applied.code
         self._make_call(tool, applied, handler)
+
+    def _quota_rejection(self, tool: str) -> None:
+        """Refuse a request over the block's allowance (paper A.2): it is not made and never
+        reaches a boundary; the block is stopped (it unwinds like a replaced block, with
+        nothing in its place) and the refusal is recorded in its result."""
+        blk = self.blk
+        limit = self.allowance.limit
+        detail = (
+            f"quota rejection: this block's allowance of {limit} API requests is spent; the "
+            f"request to {tool} was refused and the block was stopped"
+        )
+        blk.refusal = Refusal(kind="quota", detail=detail, tool=tool)
+        blk.stopped = detail
+        self.clock.start_cancel()
+        self._send({"t": "cancel"})
 
     def _refused_arguments(self, tool: str, arguments: Any) -> str | None:
         """Why a call's arguments are refused before its boundary (None: they are not): data
@@ -493,6 +550,7 @@ class BlockDriver:
             notice=applied.notice,
         )
         self.calls.made += 1
+        self.allowance.used += 1
         self.blk.calls += 1
         try:
             if over_budget:

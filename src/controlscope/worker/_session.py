@@ -32,6 +32,7 @@ from controlscope.core import (
     BlockResult,
     Deadline,
     Isolation,
+    Refusal,
     ReplaceBoundary,
     ToolParam,
     ToolSchema,
@@ -42,6 +43,7 @@ from controlscope.core import (
 from controlscope.worker import _sandbox
 from controlscope.worker._clock import ExecutionClock
 from controlscope.worker._driver import (
+    Allowance,
     BlockDriver,
     BlockState,
     CallCount,
@@ -49,6 +51,7 @@ from controlscope.worker._driver import (
     StaleMessage,
     block_result,
 )
+from controlscope.worker._guard import private_runtime_problem
 from controlscope.worker._process import (
     CONTROLLER_SPIN_S,
     WORKER_SPIN_S,
@@ -167,6 +170,7 @@ class WorkerSession:
             log.warning(msg)
         self._clock = ExecutionClock.from_limits(self._limits, deadline)
         self._calls = CallCount(budget=self._limits.primitive_calls)
+        self._allowance = Allowance(self._limits.block_requests)
         self._schemas: list[ToolSchema] | None = None
         self._proxies: ProxySet | None = None
         self._signatures: dict[str, list[ToolParam]] = {}
@@ -341,12 +345,17 @@ class WorkerSession:
             budget = self._limits.task_exec_s
             error = f"not run: the task's execution budget of {budget:g} s is spent"
             return BlockResult(block_id=block_id, status="timeout", error=error), None, False
+        renewed = self._start_allowance(replaces)
+        guarded = self._guard(block_id, code, renewed)
+        if guarded is not None:
+            return guarded, None, False
         tree = _parse(code)
         if self._process.exited():
             log.warning("the worker died between blocks: %s", self._process.death_reason())
             self._kill()  # e.g. a timer signal set by an earlier block ended the process
         fresh = not self._process.running and self._namespace_lost
         blk = BlockState(block_id=block_id, code=code, original_tree=tree, seq=0)
+        blk.allowance, blk.renewed = self._allowance.left, renewed
         self._begin(blk, fresh)
         try:
             result = self._drive(blk, handler)
@@ -360,6 +369,36 @@ class WorkerSession:
         if blk.replacement is not None:
             result = result.model_copy(update={"replaced_by": replacement_id(block_id)})
         return result, blk.replacement, blk.ended is not None
+
+    def _start_allowance(self, replaces: str | None) -> bool:
+        """Start a natural block's allowance of requests, or a replacement's (paper A.2: a
+        new one when replacements renew it, else what is left of its block's); whether a
+        replacement renewed it."""
+        if replaces is None or self._limits.renew_allowance:
+            self._allowance.used = 0
+            return replaces is not None and self._limits.block_requests is not None
+        return False
+
+    def _guard(self, block_id: str, code: str, renewed: bool) -> BlockResult | None:
+        """The result of a block the private-runtime guard refuses (it does not run), or
+        None when there is no guard or the block passes it (paper A.2)."""
+        if not self._limits.runtime_guard:
+            return None
+        problem = private_runtime_problem(code)
+        if problem is None:
+            return None
+        detail = (
+            f"refused by the private-runtime guard: {problem}; reach the environment only "
+            "through its tool functions"
+        )
+        return BlockResult(
+            block_id=block_id,
+            status="error",
+            error=detail,
+            allowance=self._allowance.left,
+            allowance_renewed=renewed,
+            refusal=Refusal(kind="private_runtime", detail=problem),
+        )
 
     def _begin(self, blk: BlockState, fresh: bool) -> None:
         """(Re)start the block's accounts: its number, wall start and execution seconds."""
@@ -402,6 +441,7 @@ class WorkerSession:
             blocks=self._sources,
             limits=self._limits,
             death_reason=self._process.death_reason,
+            allowance=self._allowance,
         )
 
 

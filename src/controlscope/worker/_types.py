@@ -46,6 +46,13 @@ class Limits(BaseModel):
         argument_bytes: the largest JSON encoding of one call's arguments; a larger call is a
             tool error in agent code and never reaches its boundary (the default is what the
             MCP filesystem server's stdio transport accepts).
+        block_requests: primitive calls one natural block may make (paper A.2: 250); a call
+            beyond it is refused before its boundary (a quota rejection) and the block is
+            stopped (it unwinds; blocks queued behind it still run); None: no allowance.
+        renew_allowance: a replacement starts a new allowance (the V1 protocol) instead of
+            sharing what is left of its block's (V2).
+        runtime_guard: refuse, before it runs, a block that reaches for the runtime's private
+            state (the V2 protocol's private-runtime guard, :mod:`._guard`).
         address_space_mb: the worker's address-space rlimit, ``memory_mb`` less ``tmp_mb``
             and ``shm_mb`` (read-only).
 
@@ -69,6 +76,9 @@ class Limits(BaseModel):
     shm_mb: int = 8
     open_files: int = 256
     argument_bytes: int = 8 * 1024 * 1024
+    block_requests: int | None = None
+    renew_allowance: bool = False
+    runtime_guard: bool = False
 
     @model_validator(mode="after")
     def _room_for_the_interpreter(self) -> Limits:

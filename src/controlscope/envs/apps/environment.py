@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from controlscope.core import (
+    APP_BLOCK_REQUESTS,
+    APP_BLOCKS,
     AnswerKey,
     Check,
     PlannerFormat,
@@ -59,9 +61,14 @@ __all__ = [
 INSTANCES = 3
 """Instances per template (AppWorld has three)."""
 
-APP_BUDGETS = TaskBudgets(primitive_calls=10_000)
-"""An app task's budgets: the requests of 40 blocks of 250 (paper section 4, A.2); planning
-turns, execution seconds and the wall-clock ceiling as everywhere."""
+APP_BUDGETS = TaskBudgets(
+    primitive_calls=APP_BLOCKS * APP_BLOCK_REQUESTS,
+    blocks=APP_BLOCKS,
+    block_requests=APP_BLOCK_REQUESTS,
+)
+"""An app task's budgets (paper section 4, A.2): 40 natural blocks, 250 API requests per block,
+and as many requests per task as 40 full blocks make; planning turns, execution seconds and
+the wall-clock ceiling as everywhere."""
 
 SERVER_TIMEOUT_S = 60.0
 """Seconds the server may take to start and answer the handshake, and the default wait for one

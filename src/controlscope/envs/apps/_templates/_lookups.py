@@ -282,7 +282,7 @@ class TotalReceivedFrom(Template):
         ]
         ask = (
             f"json.loads(payments__show_transactions(access_token=payments_token, "
-            f"user_email={c['email']!r}, direction='received'))"
+            f"user_email={c['email']!r}, direction='received', page_index=0, page_limit=5))"
         )
         code = (
             PRELUDE
