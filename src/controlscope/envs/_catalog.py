@@ -14,6 +14,7 @@ ENVIRONMENTS: dict[str, str] = {
     "filesystem": "controlscope.envs.filesystem.environment:FilesystemEnvironment",
     "alfworld": "controlscope.envs.alfworld.environment:AlfworldEnvironment",
     "apps": "controlscope.envs.apps.environment:AppsEnvironment",
+    "appworld": "controlscope.envs.apps.appworld_env:AppWorldEnvironment",
 }
 """Environment name -> ``module:factory`` (a zero-argument callable returning the environment)."""
 

@@ -46,8 +46,11 @@ PAGE_LIMIT_DEFAULT = 5
 PAGE_LIMIT_MAX = 20
 """The largest ``page_limit`` a listing API accepts."""
 
-ParamType = Literal["string", "integer", "number", "boolean", "string_list", "integer_list", "any"]
-"""A parameter's type: JSON scalars, lists of strings or integers, or any JSON scalar."""
+ParamType = Literal[
+    "string", "integer", "number", "boolean", "string_list", "integer_list", "any", "json"
+]
+"""A parameter's type: JSON scalars, lists of strings or integers, any JSON scalar, or any JSON
+value (``json``: what an adapted API's documentation does not narrow)."""
 
 
 class AppError(Exception):

@@ -30,7 +30,7 @@ from controlscope.envs.apps._api import Api, AppError, Param, Session, token_own
 from controlscope.envs.apps._apps import APIS
 from controlscope.envs.apps._schema import connect
 
-__all__ = ["DB_FILE", "SERVER_NAME", "build_server", "main"]
+__all__ = ["DB_FILE", "SERVER_NAME", "build_server", "call_api", "main", "signature"]
 
 DB_FILE = "apps.db"
 """The world's database file in a workspace."""
@@ -46,6 +46,7 @@ _TYPES: dict[str, Any] = {
     "string_list": list[str],
     "integer_list": list[int],
     "any": str | int | float | bool | None,
+    "json": Any,
 }
 
 
@@ -59,7 +60,9 @@ def _annotation(param: Param) -> Any:
     return Annotated[base, field]
 
 
-def _signature(spec: Api) -> inspect.Signature:
+def signature(spec: Api) -> inspect.Signature:
+    """The tool function's signature of ``spec``: keyword-only typed parameters (the tool's
+    JSON schema is made from it)."""
     described = [
         inspect.Parameter(
             p.name,
@@ -106,7 +109,7 @@ def _tool(spec: Api, db: sqlite3.Connection) -> Callable[..., Any]:
         except AppError as err:
             raise ToolError(str(err)) from None
 
-    tool.__signature__ = _signature(spec)  # type: ignore[attr-defined]
+    tool.__signature__ = signature(spec)  # type: ignore[attr-defined]
     tool.__name__ = spec.tool
     tool.__doc__ = spec.description
     return tool
