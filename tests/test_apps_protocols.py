@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 import controlscope as cs
+from controlscope import replay
 from controlscope.core import APP_PROTOCOLS, Condition, ModelResponse, TaskBudgets
 from controlscope.envs.apps import instance
 from controlscope.models import ScriptedModel
+from controlscope.review import ModelReviewer
 from controlscope.worker._guard import private_runtime_problem
 
 TASK = "total_received_from/1"
@@ -296,3 +298,44 @@ def test_the_one_page_program_is_repaired_by_arg_params_and_full(tmp_path: Path)
         if e["type"] == "primitive_call" and e["call"]["block_id"].endswith(".r1")
     ]
     assert paged and paged[0]["page_limit"] == 20 and paged[0]["page_index"] == 0
+
+
+def test_v2_branches_of_the_pagination_case_share_one_state(tmp_path: Path) -> None:
+    """The fixed-candidate diagnostic (paper A.2): one recorded Keep run of the one-page
+    program, branched at the listing call under Keep, Arg, Params and Full; the same (h, s),
+    and every candidate but Keep repairs it."""
+    built = instance("total_received_from", 1).built
+    one_page = built.variants["one_page"]
+    source = _pagination(tmp_path, "source", "keep", None)
+    assert not source.verdict.success
+    decisions = [
+        {"reason": "a page of 20", "operation": "patch_arguments", "arguments": {"page_limit": 20}},
+        {
+            "reason": "a bigger page",
+            "operation": "patch_block_data",
+            "code": one_page.replace("page_limit=5", "page_limit=20"),
+        },
+        {
+            "reason": "page through",
+            "operation": "replace_workflow",
+            "code": "sent = every_page" + built.solution.split("sent = every_page")[1],
+        },
+    ]
+    found = replay.branch(
+        source.run_dir,
+        at=3,
+        scopes=["keep", "arg", "params", "full"],
+        out=tmp_path / "branches",
+        planner=ScriptedModel(["Done."] * 4),
+        reviewer=ModelReviewer(ScriptedModel([json.dumps(d) for d in decisions])),
+    )
+    assert found.ok, found.divergence
+    outcome = {b.scope: b.summary for b in found.branches}
+    assert {k: bool(v and v.success) for k, v in outcome.items()} == {
+        "keep": False,
+        "arg": True,
+        "params": True,
+        "full": True,
+    }
+    start = events(tmp_path / "branches" / "params-d0")[0]
+    assert start["config"]["app_protocol"] == "v2" and start["lattice"] == "v2"
