@@ -14,7 +14,7 @@ import pytest
 import controlscope as cs
 from controlscope import replay
 from controlscope.core import APP_PROTOCOLS, Condition, ModelResponse, TaskBudgets
-from controlscope.envs.apps import instance
+from controlscope.envs.apps import TEMPLATES, instance
 from controlscope.models import ScriptedModel
 from controlscope.review import ModelReviewer
 from controlscope.worker._guard import private_runtime_problem
@@ -188,8 +188,10 @@ def test_the_guard_names_what_reaches_for_private_state(code: str, problem: str)
 
 
 def test_the_guard_lets_computation_through() -> None:
-    for t in ("total_received_from", "thank_recent_senders", "pay_back_from_email"):
-        assert private_runtime_problem(instance(t, 1).built.solution) is None
+    for t in TEMPLATES:  # every reference solution can be a V2 program
+        built = instance(t, 1).built
+        for code in (built.solution, *built.variants.values()):
+            assert private_runtime_problem(code) is None, t
     assert private_runtime_problem("import json, re, datetime\nfor _ in range(3): pass") is None
 
 

@@ -56,7 +56,7 @@ def test_implements_environment(env: FilesystemEnvironment) -> None:
     assert isinstance(env, Environment)
     assert env.name == "filesystem"
     assert get_environment("filesystem").name == "filesystem"
-    assert environment_names() == ["alfworld", "filesystem"]
+    assert environment_names() == ["alfworld", "apps", "appworld", "filesystem"]
 
 
 def test_task_list_shape(env: FilesystemEnvironment) -> None:
