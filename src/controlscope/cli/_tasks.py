@@ -1,7 +1,7 @@
 """``controlscope tasks``: list an environment's tasks (id, category, python_allowed, params,
 and the short facts of their metadata: ALFWorld's cohort, task type and scene; an MCPMark
-task's difficulty, the state it needs and whether it was found), and the folders an
-environment could not read."""
+task's difficulty, the state it needs and whether it was found; an app task's split,
+difficulty, instance and answer kind), and the folders an environment could not read."""
 
 from __future__ import annotations
 
