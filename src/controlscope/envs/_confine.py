@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO
 
 from controlscope import _bwrap
+from controlscope._proc import descendants, gone
 from controlscope.core import CUT_MARKER
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs._stdio import kill_group
@@ -273,16 +274,25 @@ def run_confined(
 
 
 def _wait(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
-    """Wait for ``process`` at most ``timeout_s``; kill its whole group either way (what it
-    left running dies with it). Returns whether it timed out."""
+    """Wait for ``process`` at most ``timeout_s``; kill its whole group either way and wait
+    (at most :data:`_KILL_WAIT_S`) until every process it started is gone, so nothing it left
+    running outlives the call. Returns whether it timed out."""
     try:
         process.wait(timeout=timeout_s)
         timed_out = False
     except subprocess.TimeoutExpired:
         timed_out = True
+    started = descendants(process.pid)
     kill_group(process.pid)
     process.wait()
+    deadline = time.monotonic() + _KILL_WAIT_S
+    for pid in started:
+        gone(pid, max(0.0, deadline - time.monotonic()))
     return timed_out
+
+
+_KILL_WAIT_S = 5.0
+"""How long a killed command's processes may take to die before the call returns anyway."""
 
 
 def _rlimits(limits: CommandLimits) -> Callable[[], None]:
