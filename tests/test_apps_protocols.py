@@ -180,6 +180,20 @@ def test_the_task_stops_at_its_cap_of_natural_blocks(tmp_path: Path) -> None:
         ("print(_cs_call('music__login', {}))", "use of _cs_call"),
         ("print(getattr(music__login, 'x'))", "use of getattr"),
         ("__import__('subprocess')", "use of __import__"),
+        # detours: a module an allowed module imported, attributes by a string, frames
+        ("import typing\ntyping.sys.modules['os'].system('id')", "access to the attribute sys"),
+        ("from typing import sys", "import of typing.sys"),
+        ("import dataclasses as d\nd.builtins.open('apps.db')", "access to the attribute builtins"),
+        ("import operator\noperator.attrgetter('__globals__')(f)", "access to the attribute attrg"),
+        ("from operator import methodcaller", "import of operator.methodcaller"),
+        ("import string\nstring.Formatter().get_field('0.__globals__', (f,), {})", "access to"),
+        ("print('{0.__globals__}'.format(music__login))", "a format field reaching __globals__"),
+        ("print('{0:{1.__class__}}'.format(1, 2))", "a format field reaching __class__"),
+        ("t = '{0.' + 'x}'\nprint(t.format(f))", "str.format on a string built at run time"),
+        ("match f:\n    case object(__globals__=g): pass", "access to the attribute __g"),
+        ("def g():\n    yield 1\nprint(g().gi_frame)", "access to the attribute gi_frame"),
+        ("print(type(1).mro())", "access to the attribute mro"),
+        ("import typing\ndef h(x: 'int'): pass\ntyping.get_type_hints(h)", "access to the at"),
     ],
 )
 def test_the_guard_names_what_reaches_for_private_state(code: str, problem: str) -> None:
@@ -193,6 +207,9 @@ def test_the_guard_lets_computation_through() -> None:
         for code in (built.solution, *built.variants.values()):
             assert private_runtime_problem(code) is None, t
     assert private_runtime_problem("import json, re, datetime\nfor _ in range(3): pass") is None
+    fine = "import collections.abc, json\nprint('{0:>{1}} {x[a]}'.format('a', 3, x={'a': 1}))\n"
+    fine += "print(json.decoder.JSONDecodeError, collections.abc.Mapping, f'{1:.2f}')"
+    assert private_runtime_problem(fine) is None
 
 
 def test_v2_refuses_and_records_private_runtime_access(tmp_path: Path) -> None:
