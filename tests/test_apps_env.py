@@ -156,6 +156,13 @@ def test_every_app_needs_its_own_token_and_answers_with_its_own_errors(tmp_path:
         args = {"access_token": pay, "amount": 1e9, "receiver_email": other}
         broke = server.call("payments__send_money", args)
         assert broke.is_error and "409: insufficient balance" in broke.text
+        # careless arguments get the app's own error, never a crash of the tool
+        for tool, args in [
+            ("music__show_song", {"access_token": music, "song_id": 10**30}),
+            ("music__search_songs", {"access_token": music, "query": "a", "page_index": 2**62}),
+        ]:
+            careless = server.call(tool, args)
+            assert careless.is_error and "422" in careless.text, careless.text
 
 
 def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:

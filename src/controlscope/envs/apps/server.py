@@ -83,7 +83,8 @@ def call_api(db: sqlite3.Connection, spec: Api, arguments: dict[str, Any]) -> An
         The API's result (JSON data).
 
     Raises:
-        AppError: the app's own error.
+        AppError: the app's own error (a database error is a 500, an integer too large for
+            the database a 422).
     """
     given = dict(arguments)
     try:
@@ -98,6 +99,9 @@ def call_api(db: sqlite3.Connection, spec: Api, arguments: dict[str, Any]) -> An
     except sqlite3.Error as err:
         db.rollback()
         raise AppError(500, f"the app failed: {err}") from err
+    except OverflowError as err:  # an integer past SQLite's 64 bits
+        db.rollback()
+        raise AppError(422, "a number is too large") from err
 
 
 def _tool(spec: Api, db: sqlite3.Connection) -> Callable[..., Any]:
