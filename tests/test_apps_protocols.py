@@ -193,6 +193,7 @@ def test_the_task_stops_at_its_cap_of_natural_blocks(tmp_path: Path) -> None:
         ("match f:\n    case object(__globals__=g): pass", "access to the attribute __g"),
         ("def g():\n    yield 1\nprint(g().gi_frame)", "access to the attribute gi_frame"),
         ("print(type(1).mro())", "access to the attribute mro"),
+        ("x = " + "not " * 3000 + "__import__('os')", "code nested too deeply to check"),
         ("import typing\ndef h(x: 'int'): pass\ntyping.get_type_hints(h)", "access to the at"),
     ],
 )

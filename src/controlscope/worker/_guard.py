@@ -84,12 +84,15 @@ def private_runtime_problem(code: str) -> str | None:
     Returns:
         The first problem with its line (``import of os (line 2)``); None for code that keeps
         to the proxies and standard-library computation, or that does not parse (the worker
-        reports the syntax error as usual).
+        reports the syntax error as usual). Code nested too deeply to check is refused: the
+        worker, with a shallower stack, might still compile it.
     """
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError):
         return None
+    except (RecursionError, MemoryError):
+        return "code nested too deeply to check"
     for node in ast.walk(tree):
         problem = _problem(node)
         if problem is not None:
