@@ -163,6 +163,10 @@ def test_every_app_needs_its_own_token_and_answers_with_its_own_errors(tmp_path:
         ]:
             careless = server.call(tool, args)
             assert careless.is_error and "422" in careless.text, careless.text
+        # a search is for a substring: LIKE's wildcards match themselves, any length is fine
+        for query in ["%", "_", "a" * 100_000]:
+            found = call(server, "music__search_songs", access_token=music, query=query)
+            assert found == [], (query, found)
 
 
 def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:

@@ -25,11 +25,12 @@ _SUMMARY = (
 def _listing(s: Session, box: str, query: str, unread_only: bool, index: int, limit: int) -> Any:
     size, offset = paging(index, limit)
     mine = "m.recipient_email" if box == "inbox" else "m.sender_email"
-    like = f"%{query.lower()}%"
+    like = query.lower()  # a substring, never a pattern
     return s.rows(
         f"SELECT {_SUMMARY} FROM mail_messages m WHERE {mine} = ? AND "
-        "(lower(m.subject) LIKE ? OR lower(m.body) LIKE ? OR lower(m.sender_email) LIKE ? OR "
-        "lower(m.recipient_email) LIKE ?) AND (? = 0 OR m.read = 0) "
+        "(instr(lower(m.subject), ?) OR instr(lower(m.body), ?) OR "
+        "instr(lower(m.sender_email), ?) OR instr(lower(m.recipient_email), ?)) AND "
+        "(? = 0 OR m.read = 0) "
         "ORDER BY m.sent_at DESC, m.message_id DESC LIMIT ? OFFSET ?",
         (s.user, like, like, like, like, int(unread_only), size, offset),
     )

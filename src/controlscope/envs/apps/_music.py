@@ -50,10 +50,10 @@ def _search_songs(
     page_limit: int = 5,
 ) -> Any:
     size, offset = paging(page_index, page_limit)
-    like = f"%{query.lower()}%"
+    like = query.lower()  # a substring, not a LIKE pattern
     return s.rows(
-        f"SELECT {_SONG} FROM music_songs s WHERE (lower(s.title) LIKE ? OR lower(s.artist) "
-        "LIKE ? OR lower(s.album) LIKE ?) AND (? IS NULL OR s.genre = ?) AND "
+        f"SELECT {_SONG} FROM music_songs s WHERE (instr(lower(s.title), ?) OR "
+        "instr(lower(s.artist), ?) OR instr(lower(s.album), ?)) AND (? IS NULL OR s.genre = ?) AND "
         "(? IS NULL OR s.artist = ?) ORDER BY s.song_id LIMIT ? OFFSET ?",
         (like, like, like, genre, genre, artist, artist, size, offset),
     )

@@ -132,10 +132,10 @@ def _show_contacts(
     page_limit: int = 5,
 ) -> list[dict[str, Any]]:
     limit, offset = paging(page_index, page_limit)
-    like = f"%{query.lower()}%"
+    like = query.lower()  # a substring, not a LIKE pattern
     return s.rows(
         f"SELECT {_CONTACT_FIELDS} FROM contacts_contacts WHERE owner_email = ? AND "
-        "(lower(first_name || ' ' || last_name) LIKE ? OR lower(email) LIKE ?) AND "
+        "(instr(lower(first_name || ' ' || last_name), ?) OR instr(lower(email), ?)) AND "
         "(? IS NULL OR relationship = ?) ORDER BY last_name, first_name, contact_id "
         "LIMIT ? OFFSET ?",
         (s.user, like, like, relationship, relationship, limit, offset),

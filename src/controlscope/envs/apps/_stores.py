@@ -190,10 +190,10 @@ def _search_notes(
     page_limit: int = 5,
 ) -> Any:
     size, offset = paging(page_index, page_limit)
-    like = f"%{query.lower()}%"
+    like = query.lower()  # a substring, not a LIKE pattern
     rows = s.rows(
-        "SELECT * FROM notes_notes WHERE owner_email = ? AND (lower(title) LIKE ? OR "
-        "lower(content) LIKE ?) AND (? IS NULL OR EXISTS (SELECT 1 FROM json_each(tags) "
+        "SELECT * FROM notes_notes WHERE owner_email = ? AND (instr(lower(title), ?) OR "
+        "instr(lower(content), ?)) AND (? IS NULL OR EXISTS (SELECT 1 FROM json_each(tags) "
         "WHERE value = ?)) AND (? IS NULL OR pinned = ?) "
         "ORDER BY updated_at DESC, note_id DESC LIMIT ? OFFSET ?",
         (s.user, like, like, tag, tag, pinned, pinned, size, offset),
@@ -377,7 +377,7 @@ def _show_tasks(
         "SELECT t.* FROM todo_tasks t JOIN todo_projects p ON p.project_id = t.project_id "
         "WHERE p.owner_email = ? AND (? IS NULL OR t.project_id = ?) AND "
         "(? IS NULL OR t.completed = ?) AND (? IS NULL OR t.due_date < ?) AND "
-        "lower(t.title) LIKE ? ORDER BY t.due_date, t.task_id LIMIT ? OFFSET ?",
+        "instr(lower(t.title), ?) ORDER BY t.due_date, t.task_id LIMIT ? OFFSET ?",
         (
             s.user,
             project_id,
@@ -386,7 +386,7 @@ def _show_tasks(
             completed,
             due_before,
             due_before,
-            f"%{query.lower()}%",
+            query.lower(),
             size,
             offset,
         ),
