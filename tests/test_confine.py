@@ -69,6 +69,37 @@ def test_a_verifier_sees_the_workspace_read_only_at_the_agent_root(workspace: Pa
     assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt"]
 
 
+def test_nothing_outside_tmp_and_the_workspace_is_writable(workspace: Path) -> None:
+    """bwrap's root is a tmpfs as large as half the host's memory: read-only, so a command
+    cannot hoard memory in files beside its bounded ``/tmp`` (nor in the folders bwrap made
+    for its mounts)."""
+    made = Path(executable_paths(PYTHON)[0]).parent  # a folder bwrap made to mount below
+    code = (
+        "import sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        print('wrote', path)\n"
+        "    except OSError as err:\n"
+        "        print(err.errno, path)\n"
+    )
+    paths = ["/hoard", f"{made}/hoard", "/tmp/ok", f"{AGENT_ROOT}/ok"]
+    for writable in (False, True):
+        out = run_confined(
+            [PYTHON, "-c", code, *paths],
+            workspace=workspace,
+            writable=writable,
+            limits=LIMITS,
+            ro_paths=executable_paths(PYTHON),
+        )
+        assert out.output.splitlines() == [
+            "30 /hoard",
+            f"30 {made}/hoard",
+            "wrote /tmp/ok",
+            f"wrote {AGENT_ROOT}/ok" if writable else f"30 {AGENT_ROOT}/ok",
+        ]
+
+
 def test_a_set_up_command_may_write_the_workspace(workspace: Path) -> None:
     out = python(f"open('{AGENT_ROOT}/new.txt', 'w').write('x')", workspace, writable=True)
     assert out.ok and (workspace / "new.txt").read_text() == "x"

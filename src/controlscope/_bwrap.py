@@ -5,8 +5,9 @@ filesystem server (``controlscope.envs.filesystem.server``) and the third-party 
 and verifier commands of users' own tasks (``controlscope.envs._confine``). All get the same
 confinement (README, "Isolation"): every namespace unshared (no network), a new session, all
 capabilities dropped, ``--die-with-parent``, read-only ``/usr`` and system paths, a private
-``/tmp``, bwrap's minimal ``/dev`` read-only with a small ``/dev/shm`` of its own (bwrap's
-``/dev`` is otherwise a writable tmpfs as large as half the host's memory), and no ``/proc`` or
+``/tmp``, bwrap's minimal ``/dev`` read-only with a small ``/dev/shm`` of its own, the root
+read-only (bwrap's ``/`` and ``/dev`` are otherwise writable tmpfs as large as half the host's
+memory, which files written there would hoard), and no ``/proc`` or
 ``/sys`` (a root process, even without capabilities, could write kernel settings through them,
 which are checked by file mode only). Each adds what it must see: the interpreter's prefix, or
 Node.js, the server package and the workspace.
@@ -135,7 +136,8 @@ def options(
     args += ["--chdir", chdir]
     if hostname is not None:
         args += ["--hostname", hostname]
-    return [*args, "--"]
+    # Last: the root (bwrap's tmpfs, with the folders made for the mounts above) read-only.
+    return [*args, "--remount-ro", "/", "--"]
 
 
 def probe(
