@@ -15,6 +15,7 @@ from controlscope import _bwrap
 from controlscope._proc import cmdline, descendants
 from controlscope.envs._confine import (
     AGENT_ROOT,
+    ETC_FILES,
     CommandLimits,
     CommandOutcome,
     confinement_problem,
@@ -98,6 +99,34 @@ def test_nothing_outside_tmp_and_the_workspace_is_writable(workspace: Path) -> N
             "wrote /tmp/ok",
             f"wrote {AGENT_ROOT}/ok" if writable else f"30 {AGENT_ROOT}/ok",
         ]
+
+
+def test_a_command_sees_only_the_system_files_it_needs_not_the_hosts_secrets(
+    workspace: Path,
+) -> None:
+    """``/etc`` holds password hashes, host keys and private keys; a confined command sees only
+    the files processes need (the loader's, name service, time zone, certificates)."""
+    assert Path("/etc/shadow").is_file() and Path("/etc/passwd").is_file()  # on the host
+    code = (
+        "import os\n"
+        "for path in ('/etc/shadow', '/etc/gshadow', '/etc/ssl/private', '/etc/ssh'):\n"
+        "    print(path, os.path.exists(path))\n"
+        "print('passwd', open('/etc/passwd').read().startswith('root:'))\n"
+        "print('visible', sorted(os.listdir('/etc')))\n"
+    )
+    for writable in (False, True):
+        out = python(code, workspace, writable=writable)
+        assert out.ok, out.output
+        lines = out.output.splitlines()
+        assert lines[:5] == [
+            "/etc/shadow False",
+            "/etc/gshadow False",
+            "/etc/ssl/private False",
+            "/etc/ssh False",
+            "passwd True",
+        ]
+        visible = set(lines[5].removeprefix("visible ").strip("[]").replace("'", "").split(", "))
+        assert "passwd" in visible and visible <= {*ETC_FILES, "ssl", "pki"}
 
 
 def test_a_set_up_command_may_write_the_workspace(workspace: Path) -> None:

@@ -2,8 +2,9 @@
 commands.
 
 Every such process gets the shared bubblewrap confinement (:func:`controlscope._bwrap.options`:
-every namespace unshared, so no network; read-only system paths and ``/etc``; a private
-``/tmp``; no capabilities; ``--die-with-parent``), the paths it must read shown read-only, and
+every namespace unshared, so no network; read-only system paths and the few files of ``/etc``
+processes need, :data:`ETC_FILES`; a private ``/tmp``; no capabilities;
+``--die-with-parent``), the paths it must read shown read-only, and
 the workspace at :data:`AGENT_ROOT`, whatever its host path, so that paths are the same in every
 branch (paper 3.3, A.1). A tool server sees the workspace read-write; a verifier sees a copy of
 it read-only (:func:`run_confined`). A command also gets resource limits (address space, CPU
@@ -40,6 +41,7 @@ from controlscope.envs._stdio import kill_group
 __all__ = [
     "AGENT_ROOT",
     "COMMAND_ENV",
+    "ETC_FILES",
     "CommandLimits",
     "CommandOutcome",
     "confinement_problem",
@@ -57,9 +59,42 @@ AGENT_ROOT = "/workspace"
 requests, tool arguments and observations are then the same across branches (same-state
 branching and prefix replay, paper section 3.3), whatever host directory each branch gets."""
 
-SYSTEM_DIRS = (*_bwrap.SYSTEM_DIRS, "/etc")
-"""System paths a confined third-party process sees read-only (``/usr`` besides): ``/etc`` too,
-for the time zone, name service and certificate files servers read."""
+ETC_FILES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "localtime",
+    "timezone",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "host.conf",
+    "resolv.conf",
+    "gai.conf",
+    "services",
+    "protocols",
+    "mime.types",
+    "os-release",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki/tls/certs",
+    "pki/ca-trust",
+)
+"""The entries of ``/etc`` a confined third-party process sees read-only (those that exist): the
+dynamic loader's cache, Debian's command alternatives, the time zone, user and host names, name
+service, MIME types and trusted certificates. Never the rest of ``/etc``: password hashes
+(``shadow``), host and private keys (``ssh/``, ``ssl/private/``), credentials of services. A task
+spec names anything else its commands read (``paths``)."""
+
+
+def _etc_paths() -> list[Path]:
+    """The paths of :data:`ETC_FILES` that exist here (a dangling symlink would stop bwrap)."""
+    return [Path("/etc", name) for name in ETC_FILES if Path("/etc", name).exists()]
+
 
 COMMAND_ENV: dict[str, str] = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -172,12 +207,11 @@ def executable_paths(command: str) -> list[Path]:
 def server_options(
     ro_paths: Sequence[Path], workspace: Path, *, network: bool = False
 ) -> list[str]:
-    """bwrap's options for a tool server: the shared confinement with :data:`SYSTEM_DIRS`, the
+    """bwrap's options for a tool server: the shared confinement with :data:`ETC_FILES`, the
     ``ro_paths`` read-only and ``workspace`` read-write at :data:`AGENT_ROOT`, its working
     directory (``network``: keep the host's network)."""
     return _bwrap.options(
-        system_dirs=SYSTEM_DIRS,
-        ro_paths=list(ro_paths),
+        ro_paths=[*_etc_paths(), *ro_paths],
         binds=[(str(workspace), AGENT_ROOT)],
         chdir=AGENT_ROOT,
         network=network,
@@ -191,8 +225,7 @@ def _command_options(
     read-only unless ``writable``, a private ``/tmp`` of ``tmp_mb`` MiB as working directory."""
     bind = [(str(workspace), AGENT_ROOT)]
     return _bwrap.options(
-        system_dirs=SYSTEM_DIRS,
-        ro_paths=list(ro_paths),
+        ro_paths=[*_etc_paths(), *ro_paths],
         binds=bind if writable else [],
         ro_binds=[] if writable else bind,
         tmp_mb=tmp_mb,
