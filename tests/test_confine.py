@@ -13,6 +13,7 @@ import pytest
 
 from controlscope import _bwrap
 from controlscope._proc import cmdline, descendants
+from controlscope.core import ToolServerError
 from controlscope.envs._confine import (
     AGENT_ROOT,
     ETC_FILES,
@@ -21,6 +22,7 @@ from controlscope.envs._confine import (
     confinement_problem,
     executable_paths,
     run_confined,
+    start_confined_server,
 )
 
 PYTHON = str(_bwrap.base_interpreter())
@@ -183,6 +185,30 @@ def test_memory_output_and_environment_are_bounded(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-of-the-controller")
     env = python("import os; print(sorted(os.environ.items()))", workspace)
     assert env.ok and "sk-secret" not in env.output and "'HOME', '/tmp'" in env.output
+
+
+def test_the_variables_a_command_is_given_reach_it_inside_the_sandbox_only(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A variable given to a command (a task spec's ``env``) never reaches bwrap, which runs on
+    the host unconfined: a ``LD_PRELOAD`` there would load host code outside the sandbox. The
+    library here is no ELF file: bwrap's loader would say so (``invalid ELF header``); the
+    confined command's loader does not see the host's ``/tmp`` at all."""
+    library = tmp_path / "preload.so"
+    library.write_bytes(b"not a library\n" * 100)
+    env = {"LD_PRELOAD": str(library), "GREETING": "hi {workspace}"}
+    out = python("import os; print(os.environ['GREETING'])", workspace, env=env)
+    assert out.ok and f"hi {AGENT_ROOT}" in out.output
+    assert "cannot open shared object file" in out.output  # the command's own loader
+    assert "invalid ELF header" not in out.output  # bwrap's loader: never given it
+    server = "import os, sys; sys.stderr.write('env ' + os.environ['GREETING'] + chr(10))"
+    with pytest.raises(ToolServerError) as failed:
+        start_confined_server(
+            PYTHON, ["-c", server], workspace, ro_paths=executable_paths(PYTHON), env=env
+        )
+    assert f"env hi {AGENT_ROOT}" in str(failed.value)
+    assert "cannot open shared object file" in str(failed.value)
+    assert "invalid ELF header" not in str(failed.value)
 
 
 def test_a_command_that_cannot_start_says_why(workspace: Path) -> None:

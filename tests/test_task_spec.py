@@ -181,6 +181,7 @@ _BREAKAGES = [
     (_STATE_END, _STATE_END.replace("\n\n", '\ndirectory = "x"\n\n'), "directory or command"),
     ("[[tasks]]", "[[tasks]]\ninstruction_file = 'x.md'", "give instruction or instruction_file"),
     (_SERVER_END, _SERVER_END.replace("\n\n", "\nnetwork = true\n\n"), "--allow-network"),
+    (_SERVER_END, _SERVER_END.replace("\n\n", '\nenv = {"A=B" = "1"}\n\n'), "not a variable"),
 ]
 
 

@@ -96,6 +96,7 @@ def options(
     chdir: str = "/tmp",
     hostname: str | None = None,
     network: bool = False,
+    setenv: Mapping[str, str] | None = None,
 ) -> list[str]:
     """bwrap's options between the executable and the confined command (ending with ``--``).
 
@@ -111,6 +112,9 @@ def options(
         hostname: the host name inside (None: bwrap's default).
         network: keep the host's network namespace (``--share-net``); every other namespace is
             still unshared. Only for a tool server whose user granted it the network.
+        setenv: variables set for the confined command alone (``--setenv``). Variables of
+            third-party origin go here, never into bwrap's own environment: bwrap runs on the
+            host unconfined, where a ``LD_PRELOAD`` would load code outside the sandbox.
 
     Returns:
         The options, ready to put after the ``bwrap`` executable and before the command.
@@ -136,6 +140,8 @@ def options(
     args += ["--chdir", chdir]
     if hostname is not None:
         args += ["--hostname", hostname]
+    for name, value in (setenv or {}).items():
+        args += ["--setenv", name, value]
     # Last: the root (bwrap's tmpfs, with the folders made for the mounts above) read-only.
     return [*args, "--remount-ro", "/", "--"]
 

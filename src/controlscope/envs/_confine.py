@@ -205,24 +205,35 @@ def executable_paths(command: str) -> list[Path]:
 
 
 def server_options(
-    ro_paths: Sequence[Path], workspace: Path, *, network: bool = False
+    ro_paths: Sequence[Path],
+    workspace: Path,
+    *,
+    network: bool = False,
+    setenv: Mapping[str, str] | None = None,
 ) -> list[str]:
     """bwrap's options for a tool server: the shared confinement with :data:`ETC_FILES`, the
     ``ro_paths`` read-only and ``workspace`` read-write at :data:`AGENT_ROOT`, its working
-    directory (``network``: keep the host's network)."""
+    directory (``network``: keep the host's network; ``setenv``: its own variables)."""
     return _bwrap.options(
         ro_paths=[*_etc_paths(), *ro_paths],
         binds=[(str(workspace), AGENT_ROOT)],
         chdir=AGENT_ROOT,
         network=network,
+        setenv=setenv,
     )
 
 
 def _command_options(
-    ro_paths: Sequence[Path], workspace: Path, *, writable: bool, tmp_mb: int
+    ro_paths: Sequence[Path],
+    workspace: Path,
+    *,
+    writable: bool,
+    tmp_mb: int,
+    setenv: Mapping[str, str] | None = None,
 ) -> list[str]:
     """bwrap's options for a set-up or verifier command: as a server's, with the workspace
-    read-only unless ``writable``, a private ``/tmp`` of ``tmp_mb`` MiB as working directory."""
+    read-only unless ``writable``, a private ``/tmp`` of ``tmp_mb`` MiB as working directory,
+    ``setenv`` its own variables."""
     bind = [(str(workspace), AGENT_ROOT)]
     return _bwrap.options(
         ro_paths=[*_etc_paths(), *ro_paths],
@@ -231,6 +242,7 @@ def _command_options(
         tmp_mb=tmp_mb,
         chdir="/tmp",
         hostname="sandbox",
+        setenv=setenv,
     )
 
 
@@ -267,7 +279,8 @@ def run_confined(
         writable: whether it may write there (a set-up command) or not (a verifier).
         limits: its time, memory, output and ``/tmp`` limits.
         ro_paths: further directories it sees read-only (its interpreter's prefix, its files).
-        env: variables added to :data:`COMMAND_ENV`.
+        env: variables added to :data:`COMMAND_ENV`, set inside the sandbox alone (never in
+            bwrap's own environment on the host, where ``LD_PRELOAD`` would act unconfined).
 
     Returns:
         How it ended, with its bounded output.
@@ -280,8 +293,11 @@ def run_confined(
     if confined:
         bwrap = _bwrap.bwrap_path()
         assert bwrap is not None
-        options = _command_options(ro_paths, workspace, writable=writable, tmp_mb=limits.tmp_mb)
+        options = _command_options(
+            ro_paths, workspace, writable=writable, tmp_mb=limits.tmp_mb, setenv=added
+        )
         argv = [bwrap, *options, *argv]
+        variables = dict(COMMAND_ENV)  # bwrap's own: the added ones are set inside alone
     with tempfile.TemporaryFile() as sink:
         started = time.monotonic()
         try:
@@ -401,7 +417,8 @@ def start_confined_server(
         args: its arguments.
         workspace: the task workspace.
         ro_paths: directories it must read (its interpreter's prefix, its code).
-        env: variables added to the MCP SDK's default environment (``TZ=UTC`` is set).
+        env: variables of the server (``TZ=UTC`` is set), set inside the sandbox alone (bwrap
+            itself gets the MCP SDK's default environment).
         network: keep the host's network (a user's grant).
         timeout_s: seconds allowed for start-up and each call.
 
@@ -422,9 +439,10 @@ def start_confined_server(
     if confined:
         bwrap = _bwrap.bwrap_path()
         assert bwrap is not None
-        options = server_options(ro_paths, root, network=network)
+        # The spec's variables are set inside alone: bwrap itself runs on the host.
+        options = server_options(ro_paths, root, network=network, setenv=variables)
         server = McpToolServer.stdio(
-            bwrap, [*options, command, *argv], env=variables, timeout_s=timeout_s
+            bwrap, [*options, command, *argv], env={"TZ": "UTC"}, timeout_s=timeout_s
         )
     else:
         log.warning("bubblewrap is unavailable: the server %s runs unconfined in %s", command, root)

@@ -41,6 +41,7 @@ standard library).
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from pathlib import Path
 
@@ -70,6 +71,18 @@ def _finite(value: float) -> float:
     return value
 
 
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _variables(env: dict[str, str]) -> dict[str, str]:
+    for name, value in env.items():
+        if not _VARIABLE.fullmatch(name):
+            raise ValueError(f"{name!r} is not a variable name (letters, digits, _)")
+        if "\0" in value:
+            raise ValueError(f"the value of {name} holds a NUL character")
+    return env
+
+
 class ServerSpec(_Section):
     """The MCP server (stdio): command, arguments, environment, what it reads, network, and
     the seconds allowed for start-up and each call."""
@@ -82,6 +95,7 @@ class ServerSpec(_Section):
     timeout_s: float = Field(default=60.0, gt=0.0)
 
     _check = field_validator("timeout_s")(_finite)
+    _env = field_validator("env")(_variables)
 
 
 class CommandSpec(_Section):
@@ -96,6 +110,7 @@ class CommandSpec(_Section):
     output_mb: int = Field(default=8, ge=1)
 
     _check = field_validator("timeout_s")(_finite)
+    _env = field_validator("env")(_variables)
 
 
 class StateSpec(_Section):
@@ -110,6 +125,7 @@ class StateSpec(_Section):
     memory_mb: int = Field(default=1024, ge=64)
 
     _check = field_validator("timeout_s")(_finite)
+    _env = field_validator("env")(_variables)
 
     @model_validator(mode="after")
     def _one_way(self) -> StateSpec:
