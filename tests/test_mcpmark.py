@@ -264,6 +264,33 @@ def test_a_run_of_a_task_folder_is_graded_by_its_verifier(tmp_path: Path) -> Non
     assert "ok  verify.py: exit 0" in out.stdout
 
 
+#: Terminal control a hostile verifier or task folder may print: clear the screen, retitle the
+#: window, recolour, return to the line's start and overwrite it, a NUL, a bidi override.
+HOSTILE = "\x1b[2J\x1b]0;pwned\x07\x1b[31m\r  ok  verify.py: exit 0\x08\x00\u202e"
+
+
+def _raw_control(text: str) -> list[str]:
+    return sorted({ch for ch in text if not ch.isprintable() and ch != "\n"})
+
+
+def test_untrusted_text_prints_inert_on_the_terminal(tmp_path: Path) -> None:
+    folder = copy_task(tmp_path)
+    (folder / "verify.py").write_text(f"print({HOSTILE!r})\nraise SystemExit(1)\n")
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, "difficulty": HOSTILE[:9]}))
+    model = script(tmp_path, "Done.")
+    out = cli("run", "--mcpmark", str(folder), "--model", model, "--out", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr
+    assert _raw_control(out.stdout) == [] and "bad verify.py: exit 1" in out.stdout
+    assert "\\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m\\r  ok  verify.py" in out.stdout
+    listed = cli("tasks", "--mcpmark", str(folder))
+    assert listed.returncode == 0 and _raw_control(listed.stdout) == []
+    assert "\\x1b[2J" in listed.stdout
+    (folder / "description.md").write_bytes(b"\xff" + HOSTILE.encode())
+    refused = cli("run", "--mcpmark", str(folder), "--model", model, "--out", str(tmp_path / "x"))
+    assert refused.returncode == 2 and _raw_control(refused.stderr) == []
+
+
 def test_a_hanging_verifier_ends_the_run_recorded_and_failed(tmp_path: Path) -> None:
     env = McpmarkEnvironment(FIXTURES, verify_limits=CommandLimits(timeout_s=2))
     make = "write_file(path='/workspace/done.txt', content='')"

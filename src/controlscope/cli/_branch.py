@@ -12,9 +12,8 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
-from controlscope.cli._console import fail
+from controlscope.cli._console import fail, inert
 from controlscope.cli._live_models import add_model_arguments, build_live
 from controlscope.replay import (
     BRANCHES_FILE,
@@ -76,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
 def _print(found: BranchSet, out_dir: Path) -> None:
     out = Console(soft_wrap=True)
     out.print(
-        escape(
+        inert(
             f"{len(found.branches)} branch(es) of {found.source_run} at boundary "
             f"{found.call_index} (schedule {found.schedule}); mechanism: {MECHANISM_NOTE}"
         )
@@ -87,7 +86,7 @@ def _print(found: BranchSet, out_dir: Path) -> None:
             "no verdict" if s is None or s.success is None else ("PASS" if s.success else "FAIL")
         )
         detail = "" if s is None else f" ({s.end_reason}; {s.primitive_calls} calls)"
-        out.print(escape(f"  {b.scope}-d{b.draw}: {verdict}{detail}"))
+        out.print(inert(f"  {b.scope}-d{b.draw}: {verdict}{detail}"))
     if found.request_hash is not None:
-        out.print(escape(f"first review request (operation set left out): {found.request_hash}"))
-    out.print(escape(f"branches: {out_dir / BRANCHES_FILE}"))
+        out.print(inert(f"first review request (operation set left out): {found.request_hash}"))
+    out.print(inert(f"branches: {out_dir / BRANCHES_FILE}"))

@@ -12,9 +12,8 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
-from controlscope.cli._console import fail
+from controlscope.cli._console import fail, inert
 from controlscope.cli._live_models import add_model_arguments, build_live
 from controlscope.replay import (
     OperationReplay,
@@ -58,7 +57,7 @@ def main(args: argparse.Namespace) -> int:
     if found.divergence is not None:
         return fail(console, "replay", f"diverged: {found.divergence.message}", 1)
     out = Console(soft_wrap=True)
-    out.print(escape(_report(found)))
+    out.print(inert(_report(found), lines=True))
     return 0
 
 

@@ -15,10 +15,9 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from controlscope.analysis import Report, report
-from controlscope.cli._console import fail
+from controlscope.cli._console import fail, inert
 from controlscope.panel import PanelError
 
 
@@ -66,9 +65,9 @@ def _print(built: Report) -> None:
     for name in ("successes", "table1", "paired"):
         table = built.tables.get(name)
         if table is not None and not table.empty:
-            out.print(escape(table.to_markdown(index=False)))
+            out.print(inert(table.to_markdown(index=False), lines=True))
             out.print()
     for problem in built.problems[:20]:
-        out.print(escape(f"  {problem}"))
+        out.print(inert(f"  {problem}"))
     folder = built.out or built.panel
-    out.print(escape(f"report: {folder} (report.md, a CSV per table, figures, report.json)"))
+    out.print(inert(f"report: {folder} (report.md, a CSV per table, figures, report.json)"))

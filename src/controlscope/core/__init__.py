@@ -19,7 +19,7 @@ records defined here:
   run that starts from a recorded prefix comes from (:class:`BranchOrigin`);
 - reading model text: :func:`fences` (CommonMark's fenced code blocks), :func:`program_fence`
   (the program of a reply), :func:`unfence`, :func:`fence`, :func:`find_json_object`,
-  :func:`decode_json`;
+  :func:`decode_json`; untrusted text as one inert line, :func:`escape_untrusted`;
 - the run's wall-clock ceiling: :class:`Deadline`, :func:`remaining_seconds`, and each model
   call's deadline, :func:`call_seconds`;
 - bounds on data from outside (agent code, models, servers): :func:`data_problem`,
@@ -182,6 +182,7 @@ from controlscope.core._text import (
     PYTHON_LANGUAGES,
     Fence,
     decode_json,
+    escape_untrusted,
     fence,
     fences,
     find_json_object,
@@ -322,6 +323,7 @@ __all__ = [
     "clip_text",
     "data_problem",
     "decode_json",
+    "escape_untrusted",
     "fence",
     "fences",
     "find_json_object",
