@@ -142,6 +142,28 @@ def test_an_incomplete_folder_is_refused_before_a_run(
     assert len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("meta", "expected"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "cannot be read as JSON"),  # the parser's recursion
+        (json.dumps({"task_id": "x", "pad": "a" * (2 << 20)}), "longer than 1048576 bytes"),
+        ('{"task_id": NaN}', "cannot be read as JSON"),
+    ],
+)
+def test_a_hostile_meta_json_is_refused_in_one_line(
+    tmp_path: Path, meta: str, expected: str
+) -> None:
+    folder = copy_task(tmp_path)
+    (folder / "meta.json").write_text(meta)
+    with pytest.raises(TaskError, match=expected):
+        McpmarkEnvironment(folder)
+    out = cli("tasks", "--mcpmark", str(folder))
+    assert out.returncode == 2 and expected in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    listed = cli("tasks", "--mcpmark", str(folder.parent.parent))  # the checkout: one skipped
+    assert listed.returncode == 0 and "skipped" in listed.stderr and expected in listed.stderr
+
+
 def test_a_missing_state_is_refused_before_a_run(tmp_path: Path) -> None:
     model = script(tmp_path, "Done.")
     reconcile = TASKS / "ledger" / "reconcile"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from controlscope.core import TaskError
+from controlscope.core import TaskError, decode_json
 from controlscope.envs.external._files import file_hashes_of
 
 __all__ = [
@@ -41,8 +41,8 @@ _SKIPPED = {STATES_DIR, "node_modules", "__pycache__", "site-packages"}
 #: How deep below the root task folders are looked for, and how many folders at most.
 _MAX_DEPTH = 8
 _MAX_FOLDERS = 20_000
-#: The largest instruction read.
-_MAX_INSTRUCTION_BYTES = 1024 * 1024
+#: The largest ``description.md`` or ``meta.json`` read.
+_MAX_FILE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,8 @@ def _meta(folder: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        meta = decode_json(_small_text(path))
+    except json.JSONDecodeError as err:  # nesting too deep, NaN included
         raise TaskError(f"{path} cannot be read as JSON: {err}") from None
     if not isinstance(meta, dict):
         raise TaskError(f"{path} is not a JSON object")
@@ -129,16 +129,26 @@ def _text_field(meta: dict[str, Any], key: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _instruction(folder: Path) -> str:
-    path = folder / "description.md"
+def _small_text(path: Path) -> str:
+    """A task file's text, at most :data:`_MAX_FILE_BYTES`.
+
+    Raises:
+        TaskError: it cannot be read, is not UTF-8 or is longer.
+    """
     try:
         with path.open("rb") as f:
-            data = f.read(_MAX_INSTRUCTION_BYTES + 1)
+            data = f.read(_MAX_FILE_BYTES + 1)
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise TaskError(f"{path} cannot be read as UTF-8 text: {err}") from None
-    if len(data) > _MAX_INSTRUCTION_BYTES:
-        raise TaskError(f"{path} is longer than {_MAX_INSTRUCTION_BYTES} bytes")
+    if len(data) > _MAX_FILE_BYTES:
+        raise TaskError(f"{path} is longer than {_MAX_FILE_BYTES} bytes")
+    return text
+
+
+def _instruction(folder: Path) -> str:
+    path = folder / "description.md"
+    text = _small_text(path)
     if not text.strip():
         raise TaskError(f"{path} is empty")
     return text.strip()
