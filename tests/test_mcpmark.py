@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -162,6 +163,35 @@ def test_a_hostile_meta_json_is_refused_in_one_line(
     assert len(out.stderr.strip().splitlines()) == 1
     listed = cli("tasks", "--mcpmark", str(folder.parent.parent))  # the checkout: one skipped
     assert listed.returncode == 0 and "skipped" in listed.stderr and expected in listed.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("task_id", "../../../escaped", "'..' is no name"),
+        ("category_id", "..", "'..' is no name"),
+        ("task_id", "two\nlines", "holds '\\n'"),
+        ("meta_data", {"stateUrl": "https://example.invalid/x/.."}, "state '..' is no name"),
+    ],
+)
+def test_names_from_meta_json_that_would_leave_a_folder_are_refused(
+    tmp_path: Path, field: str, value: object, expected: str
+) -> None:
+    """A task's id names its folders in a panel, its state a folder of the checkout."""
+    folder = copy_task(tmp_path)
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, field: value}))
+    with pytest.raises(TaskError, match=re.escape(expected)):
+        McpmarkEnvironment(folder)
+    listed = cli("tasks", "--mcpmark", str(folder.parent.parent))
+    assert listed.returncode == 0 and "skipped" in listed.stderr
+
+
+def test_a_checkout_folder_whose_name_cannot_be_an_id_is_skipped(tmp_path: Path) -> None:
+    folder = copy_task(tmp_path)
+    folder.rename(folder.parent / "bad\x1bname")
+    env = McpmarkEnvironment(tmp_path / "mcpmark")
+    assert env.tasks() == [] and len(env.problems) == 1 and "holds '\\x1b'" in env.problems[0]
 
 
 def test_a_missing_state_is_refused_before_a_run(tmp_path: Path) -> None:

@@ -182,6 +182,10 @@ _BREAKAGES = [
     ("[[tasks]]", "[[tasks]]\ninstruction_file = 'x.md'", "give instruction or instruction_file"),
     (_SERVER_END, _SERVER_END.replace("\n\n", "\nnetwork = true\n\n"), "--allow-network"),
     (_SERVER_END, _SERVER_END.replace("\n\n", '\nenv = {"A=B" = "1"}\n\n'), "not a variable"),
+    # A task id names its folders in a panel: never out of it, never a control character.
+    ('id = "notebook/greet"', 'id = "../../escaped/greet"', "tasks.0.id: '..' is no name"),
+    ('id = "notebook/greet"', 'id = "notebook//greet"', "tasks.0.id: an empty name"),
+    ('id = "notebook/greet"', 'id = "note\\nbook"', "tasks.0.id: holds '\\n'"),
 ]
 
 

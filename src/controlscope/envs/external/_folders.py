@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from controlscope.core import TaskError, decode_json
+from controlscope.core import TaskError, decode_json, name_problem
 from controlscope.envs.external._files import file_hashes_of
 
 __all__ = [
@@ -95,17 +95,22 @@ def read_folder(path: Path) -> McpmarkFolder:
         if not (folder / name).is_file():
             raise TaskError(f"{folder} is not an MCPMark task folder: it has no {name}")
     meta = _meta(folder)
+    path = folder / "meta.json"
     services = meta.get("mcp")
     if isinstance(services, list) and services and "filesystem" not in services:
         raise OtherService(f"{folder} is an MCPMark task of {services}, not of the filesystem")
-    category = _text_field(meta, "category_id") or folder.parent.name
+    category = _name(meta, "category_id", folder.parent.name, path)
+    task_id = _name(meta, "task_id", folder.name, path)
+    state = _state_name(meta, category)
+    if name_problem(state) is not None or "/" in state:
+        raise TaskError(f"{path}: the state {state!r} is no name of a folder")
     return McpmarkFolder(
         path=folder,
-        task_id=_text_field(meta, "task_id") or folder.name,
+        task_id=task_id,
         category=category,
         instruction=_instruction(folder),
         difficulty=_text_field(meta, "difficulty"),
-        state=_state_name(meta, category),
+        state=state,
         data_hashes=file_hashes_of(folder),
         meta=meta,
     )
@@ -127,6 +132,20 @@ def _meta(folder: Path) -> dict[str, Any]:
 def _text_field(meta: dict[str, Any], key: str) -> str:
     value = meta.get(key)
     return value.strip() if isinstance(value, str) else ""
+
+
+def _name(meta: dict[str, Any], key: str, default: str, path: Path) -> str:
+    """``meta[key]`` (else ``default``) when it is one name: it becomes a segment of the
+    task's id, which panels use as a folder.
+
+    Raises:
+        TaskError: it is ``..``, holds a ``/`` or a character that is not printable...
+    """
+    value = _text_field(meta, key) or default
+    problem = name_problem(value) or ("it holds a /" if "/" in value else None)
+    if problem is not None:
+        raise TaskError(f"{path}: {key} {value!r} cannot name a task: {problem}")
+    return value
 
 
 def _small_text(path: Path) -> str:
@@ -204,8 +223,12 @@ def find_folders(root: Path) -> tuple[dict[str, McpmarkFolder], list[str]]:
             break
         if here != root and is_task_folder(here):
             dirs[:] = []
+            task_id = _folder_id(here.relative_to(root))
             try:
-                found[_folder_id(here.relative_to(root))] = read_folder(here)
+                problem = name_problem(task_id)
+                if problem is not None:
+                    raise TaskError(f"{here} cannot name a task: {problem}")
+                found[task_id] = read_folder(here)
             except OtherService:
                 pass
             except TaskError as err:

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from controlscope.core import TaskError
+from controlscope.core import TaskError, name_problem
 
 __all__ = [
     "CommandSpec",
@@ -150,8 +150,9 @@ class PlannerSpec(_Section):
 
 
 class TaskEntry(_Section):
-    """One task: its id, category, instruction (or the file holding it), whether its
-    instruction lets Python compute, and its own state or verifier."""
+    """One task: its id (a path of names, :func:`~controlscope.core.name_problem`: panels keep
+    its runs in folders named by it), category, instruction (or the file holding it), whether
+    its instruction lets Python compute, and its own state or verifier."""
 
     id: str = Field(min_length=1)
     category: str = "spec"
@@ -160,6 +161,14 @@ class TaskEntry(_Section):
     python_allowed: bool = True
     state: StateSpec | None = None
     verifier: CommandSpec | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _a_name(cls, value: str) -> str:
+        problem = name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _one_instruction(self) -> TaskEntry:
