@@ -187,6 +187,24 @@ def test_names_from_meta_json_that_would_leave_a_folder_are_refused(
     assert listed.returncode == 0 and "skipped" in listed.stderr
 
 
+@pytest.mark.parametrize("name", ["description.md", "meta.json", "verify.py"])
+def test_a_task_file_that_links_out_of_its_folder_is_refused(tmp_path: Path, name: str) -> None:
+    """A downloaded folder whose ``description.md`` links to a host file (a key) would put
+    that file into the planner's prompt, sent to a model provider and recorded."""
+    folder = copy_task(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text(json.dumps({"key": "sk-secret-of-this-machine"}))
+    (folder / name).unlink()
+    (folder / name).symlink_to(secret)
+    with pytest.raises(TaskError, match=f"{name} links out of the task folder"):
+        McpmarkEnvironment(folder)
+    (folder / name).unlink()
+    (folder / "real").mkdir()
+    shutil.copy(SHOUT / name, folder / "real" / name)
+    (folder / name).symlink_to(Path("real") / name)  # inside the folder: fine
+    assert McpmarkEnvironment(folder).task("notes/shout").instruction.startswith("Make loud")
+
+
 def test_a_checkout_folder_whose_name_cannot_be_an_id_is_skipped(tmp_path: Path) -> None:
     folder = copy_task(tmp_path)
     folder.rename(folder.parent / "bad\x1bname")

@@ -84,8 +84,9 @@ def read_folder(path: Path) -> McpmarkFolder:
     """Read a task folder.
 
     Raises:
-        TaskError: no such folder, ``description.md`` or ``verify.py`` missing, an empty or
-            unreadable instruction, a ``meta.json`` that is not a JSON object.
+        TaskError: no such folder, ``description.md`` or ``verify.py`` missing or a symlink out
+            of the folder, an empty or unreadable instruction, a ``meta.json`` that is not a
+            JSON object, a name that cannot be part of a task id.
     """
     folder = Path(path).expanduser()
     if not folder.is_dir():
@@ -94,6 +95,10 @@ def read_folder(path: Path) -> McpmarkFolder:
     for name in ("description.md", "verify.py"):
         if not (folder / name).is_file():
             raise TaskError(f"{folder} is not an MCPMark task folder: it has no {name}")
+    for name in MARKERS:  # read here, or run: a link out would show any file of this machine
+        target = (folder / name).resolve()
+        if (folder / name).is_symlink() and not target.is_relative_to(folder):
+            raise TaskError(f"{folder / name} links out of the task folder (to {target})")
     meta = _meta(folder)
     path = folder / "meta.json"
     services = meta.get("mcp")
