@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 
 import controlscope as cs
-from controlscope.core import ModelCallEvent, PrimitiveCallEvent, RunStartEvent, TaskError
+from controlscope import _bwrap
+from controlscope.core import (
+    ModelCallEvent,
+    PrimitiveCallEvent,
+    RunStartEvent,
+    TaskError,
+    changed_data,
+)
 from controlscope.envs import Environment, get_environment
 from controlscope.envs.external import SpecEnvironment, grant_network
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
@@ -201,6 +208,32 @@ def test_a_spec_that_cannot_run_is_refused_before_a_run(
     assert not (tmp_path / "r").exists()
     out = cli("run", "--task-spec", str(spec_file), "--out", str(tmp_path / "r"))
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_replay_sees_a_changed_script_the_spec_runs_as_its_command(tmp_path: Path) -> None:
+    """Scripts a spec runs directly (``./verify.sh``), not only those it passes as arguments,
+    are the task's files: a replay after editing one refuses the changed task (paper A.4)."""
+    verifier = tmp_path / "verify.sh"
+    verifier.write_text("#!/bin/sh\ngrep -q 'hello notebook' /workspace/notebook.txt\n")
+    verifier.chmod(0o755)
+    server = tmp_path / "server.sh"
+    server.write_text(f'#!/bin/sh\nexec "$1" "{tmp_path}/notebook_server.py"\n')
+    server.chmod(0o755)
+    spec_file = _spec(
+        tmp_path,
+        _GOOD.replace(_VERIFIER, 'command = ["./verify.sh"]')
+        .replace('command = "{python}"', 'command = "./server.sh"')
+        .replace('args = ["{spec_dir}/notebook_server.py"]', 'args = ["{python}"]'),
+    )
+    recorded = SpecEnvironment(spec_file).task("notebook/greet")
+    assert {str(verifier), str(server)} <= set(recorded.metadata["data_hashes"])
+    for script_file in (verifier, server):
+        script_file.write_text(script_file.read_text() + "# changed\n")
+        today = SpecEnvironment(spec_file).task("notebook/greet")
+        assert changed_data(recorded, today) == [str(script_file)]
+        recorded = today
+    assert "{python}" not in str(recorded.metadata["data_hashes"])
+    assert str(_bwrap.base_interpreter()) not in recorded.metadata["data_hashes"]
 
 
 def test_the_network_is_granted_only_when_the_spec_asks_and_the_user_allows(

@@ -184,15 +184,21 @@ class SpecEnvironment(WorkspaceTasks):
         return text
 
     def _data_hashes(self, entry: TaskEntry) -> dict[str, str]:
-        """SHA-256 of the spec file and of every file its commands' arguments name (absolute
-        paths of files), by path: a replay sees that the task changed (paper A.4)."""
-        arguments = [*self.spec.server.args, *self._verifier(entry).command[1:]]
-        arguments += (self._state(entry).command or [])[1:]
+        """SHA-256 of the spec file, of every command it names as a path (``./verify.sh``; not
+        one found on ``PATH``, nor ``{python}``) and of every file its commands' arguments
+        name (absolute paths of files, ``{python}`` left out), by path: a replay sees that the task changed (paper
+        A.4)."""
+        commands = [[self.spec.server.command, *self.spec.server.args]]
+        commands += [self._verifier(entry).command, self._state(entry).command or []]
         named = {self.path}
-        for arg in arguments:
-            path = Path(self._expand(arg))
-            if path.is_absolute() and path.is_file():
-                named.add(path.resolve())
+        for command in filter(None, commands):
+            if os.sep in command[0] and command[0] != "{python}":
+                found = which(self._expand(command[0]), base=self.path.parent)
+                named.update([Path(found).resolve()] if found is not None else [])
+            for arg in (a for a in command[1:] if a != "{python}"):
+                path = Path(self._expand(arg))
+                if path.is_absolute() and path.is_file():
+                    named.add(path.resolve())
         if entry.instruction_file is not None:
             named.add(self._path(entry.instruction_file, "the instruction file"))
         return {str(path): file_digest(path) for path in sorted(named)}
