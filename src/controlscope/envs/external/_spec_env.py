@@ -186,8 +186,8 @@ class SpecEnvironment(WorkspaceTasks):
     def _data_hashes(self, entry: TaskEntry) -> dict[str, str]:
         """SHA-256 of the spec file, of every command it names as a path (``./verify.sh``; not
         one found on ``PATH``, nor ``{python}``) and of every file its commands' arguments
-        name (absolute paths of files, ``{python}`` left out), by path: a replay sees that the task changed (paper
-        A.4)."""
+        name (absolute paths of files, ``{python}`` left out), by path: a replay sees that the
+        task changed (paper A.4)."""
         commands = [[self.spec.server.command, *self.spec.server.args]]
         commands += [self._verifier(entry).command, self._state(entry).command or []]
         named = {self.path}
