@@ -231,6 +231,23 @@ def test_a_missing_state_is_refused_before_a_run(tmp_path: Path) -> None:
     assert out.returncode == 2 and "--mcpmark" in out.stderr
 
 
+@pytest.mark.parametrize("option", ["--mcpmark", "--state", "--task-spec", "--out"])
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(
+    tmp_path: Path, option: str
+) -> None:
+    """``--state "$UNSET"`` named the current folder: its whole tree became the workspace."""
+    given = {"--mcpmark": str(SHOUT), "--state": str(NOTES), "--out": str(tmp_path / "r")}
+    given[option] = ""
+    args = [a for k, v in given.items() for a in (k, v)]
+    out = cli("run", *args, "--model", script(tmp_path, "Done."))
+    assert out.returncode == 2 and f"{option}: an empty path" in out.stderr
+    assert not (tmp_path / "r").exists()
+    field = option.removeprefix("--").replace("-", "_")
+    spec = {"mcpmark": SHOUT, "out": tmp_path / "r", "model": "local", field: ""}
+    with pytest.raises(ValueError, match=f"{field}\n.*an empty path"):
+        cs.RunSpec(**spec)
+
+
 # --- verifiers in the sandbox ------------------------------------------------------------------
 
 

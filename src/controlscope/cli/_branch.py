@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from controlscope.cli._console import fail, inert
+from controlscope.cli._console import fail, inert, path_option
 from controlscope.cli._live_models import add_model_arguments, build_live
 from controlscope.replay import (
     BRANCHES_FILE,
@@ -29,7 +29,7 @@ from controlscope.replay import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``branch``'s options."""
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the recorded run")
+    parser.add_argument("run_dir", type=path_option, metavar="RUN_DIR", help="the recorded run")
     parser.add_argument(
         "--at", required=True, help="the boundary: a call index K, midpoint or local-rule"
     )
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="once",
         help="after the boundary: once (then Keep), continuous, protect:n, retain_first",
     )
-    parser.add_argument("--out", type=Path, required=True, help="directory of the branches")
+    parser.add_argument("--out", type=path_option, required=True, help="directory of the branches")
     add_model_arguments(parser, reviewer=True)
 
 

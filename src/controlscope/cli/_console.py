@@ -1,7 +1,10 @@
-"""How the command line prints untrusted text (inert: no markup, no terminal control) and
-reports a problem (one such line on stderr, and an exit status)."""
+"""How the command line prints untrusted text (inert: no markup, no terminal control), reports a
+problem (one such line on stderr, and an exit status), and reads a path option."""
 
 from __future__ import annotations
+
+import argparse
+from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -63,3 +66,15 @@ def fail(console: Console, verb: str, message: str, code: int) -> int:
     """
     console.print(f"[red]controlscope {verb}: {inert(message, lines=True)}[/red]")
     return code
+
+
+def path_option(text: str) -> Path:
+    """An option's path (argparse's ``type``): a blank one is refused, since ``Path("")`` is
+    the current folder (``--state "$UNSET"`` would copy it whole into a workspace).
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is blank.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a file or folder")
+    return Path(text)

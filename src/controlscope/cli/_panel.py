@@ -12,11 +12,10 @@ configuration or panel folder (one line, before any run starts); 130 when interr
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
 
-from controlscope.cli._console import fail, inert
+from controlscope.cli._console import fail, inert, path_option
 from controlscope.panel import (
     ConfigError,
     PanelError,
@@ -29,8 +28,8 @@ from controlscope.panel import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``panel``'s options."""
-    parser.add_argument("config", type=Path, metavar="CONFIG.toml", help="the panel's file")
-    parser.add_argument("--out", type=Path, required=True, help="the panel folder")
+    parser.add_argument("config", type=path_option, metavar="CONFIG.toml", help="the panel's file")
+    parser.add_argument("--out", type=path_option, required=True, help="the panel folder")
     parser.add_argument(
         "--workers", type=int, default=None, help="runs at a time (default: sized to the machine)"
     )

@@ -9,11 +9,10 @@ anything runs).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
 
-from controlscope.cli._console import fail, inert
+from controlscope.cli._console import fail, inert, path_option
 from controlscope.cli._live_models import add_model_arguments, build_live
 from controlscope.replay import (
     OperationReplay,
@@ -27,7 +26,7 @@ from controlscope.replay import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``replay``'s options."""
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the recorded run")
+    parser.add_argument("run_dir", type=path_option, metavar="RUN_DIR", help="the recorded run")
     parser.add_argument("--until", type=int, default=None, help="stop at boundary K (call index)")
     parser.add_argument("--operation", type=int, default=None, help="recorded operation N")
     parser.add_argument(
@@ -36,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="with --operation: the frozen replay",
     )
-    parser.add_argument("--out", type=Path, required=True, help="run directory to write")
+    parser.add_argument("--out", type=path_option, required=True, help="run directory to write")
     add_model_arguments(parser, reviewer=False)
 
 

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from rich.console import Console
 
 from controlscope.analysis import Report, report
-from controlscope.cli._console import fail, inert
+from controlscope.cli._console import fail, inert, path_option
 from controlscope.panel import PanelError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``report``'s options."""
-    parser.add_argument("panel", type=Path, metavar="PANEL_DIR", help="the panel folder")
-    parser.add_argument("--out", type=Path, default=None, help="default: PANEL_DIR/report")
+    parser.add_argument("panel", type=path_option, metavar="PANEL_DIR", help="the panel folder")
+    parser.add_argument("--out", type=path_option, default=None, help="default: PANEL_DIR/report")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     parser.add_argument("--level", type=float, default=0.95, help="intervals' coverage")
