@@ -25,7 +25,12 @@ import controlscope as cs
 from controlscope import panel as cp
 from controlscope.core import FinalVerdictEvent, RunStartEvent, TaskError
 from controlscope.envs import Environment, get_environment
-from controlscope.envs.external import CommandLimits, McpmarkEnvironment
+from controlscope.envs.external import (
+    MAX_FOLDER_BYTES,
+    MAX_STATE_BYTES,
+    CommandLimits,
+    McpmarkEnvironment,
+)
 from controlscope.replay import Recording, ReplayError
 from test_replay import KEEP
 
@@ -429,6 +434,31 @@ def test_a_replay_sees_that_the_task_folder_changed(tmp_path: Path) -> None:
     (folder / "verify.py").write_text((SHOUT / "verify.py").read_text())
     with pytest.raises(ReplayError, match="task-data hash"):
         Recording.load(tmp_path / "recorded").check_task()
+
+
+def test_a_state_or_task_folder_no_task_would_have_is_refused_before_a_run(
+    tmp_path: Path,
+) -> None:
+    """A FIFO in a state hangs every read of it; a device node copied by root is the host's
+    disk in a workspace; ``--state ~`` (or ``/``) would copy a whole tree; a task folder of
+    gigabytes would be hashed whole at every listing and replay."""
+    folder = copy_task(tmp_path)
+    model = script(tmp_path, "Done.")
+    state = tmp_path / "state"
+    shutil.copytree(NOTES, state)
+    os.mkfifo(state / "archive" / "pipe")
+    with pytest.raises(cs.SpecError, match="archive/pipe', a FIFO, socket or device"):
+        cs.prepare(cs.RunSpec(mcpmark=folder, state=state, model=model, out=tmp_path / "a"))
+    (state / "archive" / "pipe").unlink()
+    with (state / "huge.bin").open("wb") as f:
+        f.truncate(MAX_STATE_BYTES + 1)  # sparse: nothing written
+    out = cli("run", "--mcpmark", str(folder), "--state", str(state), "--out", str(tmp_path / "b"))
+    assert out.returncode == 2 and f"or {MAX_STATE_BYTES >> 20} MiB" in out.stderr
+    assert not (tmp_path / "b").exists()
+    with (folder / "data.bin").open("wb") as f:
+        f.truncate(MAX_FOLDER_BYTES + 1)
+    with pytest.raises(TaskError, match=f"the task folder .* or {MAX_FOLDER_BYTES >> 20} MiB"):
+        McpmarkEnvironment(folder)
 
 
 def test_a_task_error_names_the_unknown_task_and_parameter() -> None:

@@ -1,5 +1,5 @@
-"""Files of users' own tasks: their hashes, and trees copied (an initial state into a workspace,
-a final workspace for its verifier)."""
+"""Files of users' own tasks: their hashes, trees checked (no special files, a bounded size)
+and copied (an initial state into a workspace, a final workspace for its verifier)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,35 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from controlscope._tree import remove_tree
+from controlscope._tree import remove_tree, walk_tree
 from controlscope.core import TaskError
 from controlscope.envs.filesystem.workspace import file_hashes
 
-__all__ = ["COPY_TIMEOUT_S", "copy_tree", "file_digest", "file_hashes_of", "scratch_copy"]
+__all__ = [
+    "COPY_TIMEOUT_S",
+    "MAX_FOLDER_BYTES",
+    "MAX_FOLDER_ENTRIES",
+    "MAX_STATE_BYTES",
+    "MAX_STATE_ENTRIES",
+    "check_tree",
+    "copy_tree",
+    "file_digest",
+    "file_hashes_of",
+    "scratch_copy",
+]
 
 COPY_TIMEOUT_S = 600.0
 """Seconds a copy of a tree may take."""
+
+MAX_STATE_ENTRIES = 100_000
+MAX_STATE_BYTES = 4 << 30
+"""The most entries (files, folders, links) and bytes an initial state may hold: far more than
+any MCPMark state, far less than a home folder or ``/`` named by mistake (copied whole)."""
+
+MAX_FOLDER_ENTRIES = 1_000
+MAX_FOLDER_BYTES = 64 << 20
+"""The most entries and bytes a task folder may hold (MCPMark's hold three small files; all of
+them are hashed at every listing and replay)."""
 
 #: Files a task's data hashes leave out: what running its verifier by hand leaves behind.
 _IGNORED = ("__pycache__/", ".pytest_cache/")
@@ -34,6 +55,40 @@ def file_hashes_of(folder: Path) -> dict[str, str]:
     """
     hashes = file_hashes(folder)
     return {k: v for k, v in hashes.items() if not any(p in f"/{k}" for p in _IGNORED)}
+
+
+def check_tree(root: Path, what: str, *, max_entries: int, max_bytes: int) -> None:
+    """Refuse a tree no task has: one holding a FIFO, socket or device (a read of a FIFO hangs;
+    a device node copied by root is a host device in a workspace), or more than
+    ``max_entries`` entries or ``max_bytes`` bytes of files (stops at the first excess, so
+    ``/`` named by mistake is refused at once). Links are not followed.
+
+    Args:
+        root: the directory.
+        what: what it is, for the message (``the initial state``).
+        max_entries: the most files, folders and links.
+        max_bytes: the most bytes of its files (their sizes).
+
+    Raises:
+        TaskError: it holds a special file, is too large, or cannot be read.
+    """
+    entries = size = 0
+    try:
+        for entry in walk_tree(root):
+            entries += 1
+            size += entry.stat.st_size if entry.kind == "F" else 0
+            if entry.kind == "O":
+                raise TaskError(
+                    f"{what} {root} holds {entry.rel!r}, a FIFO, socket or device: a task's "
+                    "files are files, folders and links"
+                )
+            if entries > max_entries or size > max_bytes:
+                raise TaskError(
+                    f"{what} {root} holds more than {max_entries} entries or "
+                    f"{max_bytes >> 20} MiB: is it the right folder?"
+                )
+    except OSError as err:
+        raise TaskError(f"{what} {root} cannot be read: {err}") from None
 
 
 def file_digest(path: Path) -> str:

@@ -17,7 +17,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from controlscope.core import TaskError, decode_json, name_problem
-from controlscope.envs.external._files import file_hashes_of
+from controlscope.envs.external._files import (
+    MAX_FOLDER_BYTES,
+    MAX_FOLDER_ENTRIES,
+    check_tree,
+    file_hashes_of,
+)
 
 __all__ = [
     "MARKERS",
@@ -116,9 +121,16 @@ def read_folder(path: Path) -> McpmarkFolder:
         instruction=_instruction(folder),
         difficulty=_text_field(meta, "difficulty"),
         state=state,
-        data_hashes=file_hashes_of(folder),
+        data_hashes=_hashes(folder),
         meta=meta,
     )
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    check_tree(
+        folder, "the task folder", max_entries=MAX_FOLDER_ENTRIES, max_bytes=MAX_FOLDER_BYTES
+    )
+    return file_hashes_of(folder)
 
 
 def _meta(folder: Path) -> dict[str, Any]:

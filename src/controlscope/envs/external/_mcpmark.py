@@ -17,7 +17,12 @@ from controlscope._bwrap import base_interpreter
 from controlscope.core import AnswerKey, Check, PlannerFormat, Task, TaskError, Verdict
 from controlscope.envs._confine import CommandLimits, executable_paths
 from controlscope.envs._mcp import McpToolServer
-from controlscope.envs.external._files import copy_tree
+from controlscope.envs.external._files import (
+    MAX_STATE_BYTES,
+    MAX_STATE_ENTRIES,
+    check_tree,
+    copy_tree,
+)
 from controlscope.envs.external._folders import (
     STATES_DIR,
     McpmarkFolder,
@@ -139,18 +144,23 @@ class McpmarkEnvironment(WorkspaceTasks):
         """The directory of ``task``'s initial state.
 
         Raises:
-            TaskError: it is missing.
+            TaskError: it is missing, holds a special file or is too large
+                (:func:`~controlscope.envs.external._files.check_tree`).
         """
         folder = self.folder(task.id)
         if "state" in task.params:
-            return _directory(task.params["state"])
-        found = default_state(folder.path, folder.state)
+            found: Path | None = _directory(task.params["state"])
+        else:
+            found = default_state(folder.path, folder.state)
         if found is None:
             raise TaskError(
                 f"task {task.id} needs the initial state {folder.state!r}, which is not in "
                 f"{STATES_DIR}/ above {folder.path}: unpack MCPMark's {folder.state}.zip there, "
                 "or give its directory (--state DIR, or the task parameter state)"
             )
+        check_tree(
+            found, "the initial state", max_entries=MAX_STATE_ENTRIES, max_bytes=MAX_STATE_BYTES
+        )
         return found
 
     def setup(self, task: Task, seed: int, workspace: Path) -> AnswerKey:

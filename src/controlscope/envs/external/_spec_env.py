@@ -32,7 +32,13 @@ from controlscope.envs._confine import (
     which,
 )
 from controlscope.envs._mcp import McpToolServer
-from controlscope.envs.external._files import copy_tree, file_digest
+from controlscope.envs.external._files import (
+    MAX_STATE_BYTES,
+    MAX_STATE_ENTRIES,
+    check_tree,
+    copy_tree,
+    file_digest,
+)
 from controlscope.envs.external._spec import CommandSpec, StateSpec, TaskEntry, load_task_spec
 from controlscope.envs.external._verify import confined_verdict, outcome_check
 from controlscope.envs.external._workspace import WorkspaceTasks, empty_workspace
@@ -86,6 +92,19 @@ class SpecEnvironment(WorkspaceTasks):
         path = Path(os.path.abspath(path if path.is_absolute() else self.path.parent / path))
         if not path.exists():
             raise TaskError(f"task spec {self.path}: {what} {text!r} does not exist ({path})")
+        return path
+
+    def _state_directory(self, text: str) -> Path:
+        """The spec's state directory, checked as MCPMark's states are (no special files, a
+        bounded size).
+
+        Raises:
+            TaskError: it is missing, holds a special file or is too large.
+        """
+        path = self._path(text, "the state directory")
+        check_tree(
+            path, "the state directory", max_entries=MAX_STATE_ENTRIES, max_bytes=MAX_STATE_BYTES
+        )
         return path
 
     def _command(self, argv: list[str], what: str) -> list[str]:
@@ -147,7 +166,7 @@ class SpecEnvironment(WorkspaceTasks):
         self._readable(self._command(verifier.command, "verifier")[0], verifier.paths, "verifier")
         state = self._state(entry)
         if state.directory is not None:
-            self._path(state.directory, "the state directory")
+            self._state_directory(state.directory)
         if state.command is not None:
             self._readable(self._command(state.command, "set-up")[0], state.paths, "set-up")
         if server.network and not self.network_granted:
@@ -221,7 +240,7 @@ class SpecEnvironment(WorkspaceTasks):
         root = empty_workspace(workspace)
         state = self._state(self._entry(task.id))
         if state.directory is not None:
-            copy_tree(self._path(state.directory, "the state directory"), root)
+            copy_tree(self._state_directory(state.directory), root)
         elif state.command is not None:
             command = self._command(state.command, "set-up")
             limits = CommandLimits(timeout_s=state.timeout_s, memory_mb=state.memory_mb)
