@@ -207,6 +207,10 @@ def test_the_variables_a_command_is_given_reach_it_inside_the_sandbox_only(
             PYTHON, ["-c", server], workspace, ro_paths=executable_paths(PYTHON), env=env
         )
     assert f"env hi {AGENT_ROOT}" in str(failed.value)
+    # Its messages name the command as it runs inside (agent code sees them in a call's error):
+    # never bwrap's options nor the host's workspace, which differs between branches.
+    assert str(failed.value).startswith(f"{Path(PYTHON).name} -c import os")
+    assert str(workspace) not in str(failed.value) and "--unshare-all" not in str(failed.value)
     assert "cannot open shared object file" in str(failed.value)
     assert "invalid ELF header" not in str(failed.value)
 

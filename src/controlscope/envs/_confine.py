@@ -44,6 +44,7 @@ __all__ = [
     "ETC_FILES",
     "CommandLimits",
     "CommandOutcome",
+    "confined_label",
     "confinement_problem",
     "executable_paths",
     "run_confined",
@@ -395,6 +396,13 @@ def which(command: str, *, base: Path | None = None) -> str | None:
     return shutil.which(command)
 
 
+def confined_label(command: str, args: Sequence[str]) -> str:
+    """A confined server's name in messages: its command as it runs inside the sandbox (never
+    bwrap's options, whose host workspace path differs between branches; agent code sees the
+    name in a call's error)."""
+    return f"{Path(command).name} {' '.join(args)}".strip()
+
+
 def start_confined_server(
     command: str,
     args: Sequence[str],
@@ -442,7 +450,11 @@ def start_confined_server(
         # The spec's variables are set inside alone: bwrap itself runs on the host.
         options = server_options(ro_paths, root, network=network, setenv=variables)
         server = McpToolServer.stdio(
-            bwrap, [*options, command, *argv], env={"TZ": "UTC"}, timeout_s=timeout_s
+            bwrap,
+            [*options, command, *argv],
+            env={"TZ": "UTC"},
+            timeout_s=timeout_s,
+            label=confined_label(command, argv),
         )
     else:
         log.warning("bubblewrap is unavailable: the server %s runs unconfined in %s", command, root)

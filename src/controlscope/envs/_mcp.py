@@ -172,6 +172,7 @@ class McpToolServer:
         env: Mapping[str, str] | None = None,
         timeout_s: float = 60.0,
         stderr_path: str | os.PathLike[str] | None = None,
+        label: str | None = None,
     ) -> McpToolServer:
         """Start ``command args...`` as a subprocess (in its own process group) and connect over
         stdin/stdout.
@@ -184,6 +185,9 @@ class McpToolServer:
             timeout_s: seconds allowed for start-up and for each call.
             stderr_path: a file that receives the server's stderr (appended); an anonymous
                 temporary file when ``None``. Either way it is quoted in error messages.
+            label: the server's name in error messages, which agent code may see (default:
+                the command line). A confined server passes its command as it runs inside,
+                without the sandbox's options and host paths, which differ between branches.
 
         Returns:
             A connected server.
@@ -196,7 +200,8 @@ class McpToolServer:
             stderr_file = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         else:
             stderr_file = open(stderr_path, "a+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        label = f"{Path(command).name} {' '.join(args)}".strip()
+        if label is None:
+            label = f"{Path(command).name} {' '.join(args)}".strip()
         failures: list[str] = []
         transport = process_group_transport(
             command,
