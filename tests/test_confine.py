@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from controlscope import _bwrap
+from controlscope._cgroup import PREFIX, cap_problem, pids_hierarchy
 from controlscope._proc import cmdline, descendants
 from controlscope.core import ToolServerError
 from controlscope.envs._confine import (
     AGENT_ROOT,
     ETC_FILES,
+    SERVER_PROCESSES,
     CommandLimits,
     CommandOutcome,
     confinement_problem,
@@ -169,6 +171,48 @@ def test_a_command_that_hangs_is_killed_with_everything_it_started(workspace: Pa
     assert "did not finish within 2 s" in out.describe(CommandLimits(timeout_s=2))
     left = [pid for pid in descendants(os.getpid()) if "sleep 777" in cmdline(pid)]
     assert left == []
+
+
+FORK = (
+    "import os, sys, time\n"
+    "made = 0\n"
+    "try:\n"
+    "    for _ in range(int(sys.argv[1])):\n"
+    "        if os.fork() == 0:\n"
+    "            time.sleep(60)\n"
+    "            os._exit(0)\n"
+    "        made += 1\n"
+    "except OSError as err:\n"
+    "    print(err.strerror, file=sys.stderr)\n"
+    "print('forked', made, file=sys.stderr, flush=True)\n"
+)
+
+
+def test_a_command_or_server_that_forks_without_end_is_capped(workspace: Path) -> None:
+    """``RLIMIT_NPROC`` does not bind root; a pids cgroup binds anyone. A fork bomb stops at
+    the cap instead of taking every process id of the machine."""
+    assert cap_problem() is None
+    hierarchy = pids_hierarchy()
+    assert hierarchy is not None
+    limits = CommandLimits(timeout_s=20, processes=32)
+    out = run_confined(
+        [PYTHON, "-c", FORK, "200"],
+        workspace=workspace,
+        writable=False,
+        limits=limits,
+        ro_paths=executable_paths(PYTHON),
+    )
+    made = int(out.output.split("forked ")[1].split()[0])
+    assert out.ok and "Resource temporarily unavailable" in out.output
+    assert 20 <= made < 32  # bwrap and the command's own processes count too
+    with pytest.raises(ToolServerError) as failed:
+        start_confined_server(
+            PYTHON, ["-c", FORK, "2000"], workspace, ro_paths=executable_paths(PYTHON)
+        )
+    made = int(str(failed.value).split("forked ")[1].split()[0])
+    assert SERVER_PROCESSES - 16 <= made < SERVER_PROCESSES
+    assert not list(hierarchy.glob(f"{PREFIX}{os.getpid()}-*"))  # every cgroup removed
+    assert [pid for pid in descendants(os.getpid()) if "forked" in cmdline(pid)] == []
 
 
 def test_memory_output_and_environment_are_bounded(

@@ -8,8 +8,10 @@ processes need, :data:`ETC_FILES`; a private ``/tmp``; no capabilities;
 the workspace at :data:`AGENT_ROOT`, whatever its host path, so that paths are the same in every
 branch (paper 3.3, A.1). A tool server sees the workspace read-write; a verifier sees a copy of
 it read-only (:func:`run_confined`). A command also gets resource limits (address space, CPU
-seconds, size of any file it writes, its output included) and a wall-clock limit, after which its
-whole process group is killed; its output is kept bounded (head and tail).
+seconds, size of any file it writes, its output included), a cap on its processes (a pids cgroup
+of its own where the machine offers one, :mod:`controlscope._cgroup`; servers too) and a
+wall-clock limit, after which its whole process group is killed; its output is kept bounded (head
+and tail).
 
 The environment a confined command gets is :data:`COMMAND_ENV` and what its caller adds, never
 this process's (no API keys or paths leak into third-party code).
@@ -17,6 +19,7 @@ this process's (no API keys or paths leak into third-party code).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import IO
 
 from controlscope import _bwrap
+from controlscope._cgroup import ProcessCap, cap_problem
 from controlscope._proc import descendants, gone
 from controlscope.core import CUT_MARKER
 from controlscope.envs._mcp import McpToolServer
@@ -42,6 +46,7 @@ __all__ = [
     "AGENT_ROOT",
     "COMMAND_ENV",
     "ETC_FILES",
+    "SERVER_PROCESSES",
     "CommandLimits",
     "CommandOutcome",
     "confined_label",
@@ -111,6 +116,10 @@ COMMAND_ENV: dict[str, str] = {
 """The whole environment of a confined command, before what its caller adds (Python's output
 unbuffered, so what it prints and its traceback keep their order)."""
 
+SERVER_PROCESSES = 256
+"""How many processes and threads a third-party tool server may run at once (see
+:class:`CommandLimits`' ``processes``)."""
+
 #: Bytes of a command's output kept from its start and from its end.
 _OUTPUT_HEAD = 6_000
 _OUTPUT_TAIL = 10_000
@@ -126,17 +135,20 @@ class CommandLimits:
         output_mb: the size of its output, and of any file it writes, in MiB (the file-size
             rlimit: a command that passes it is stopped by ``SIGXFSZ``).
         tmp_mb: the size of its private ``/tmp`` in MiB.
+        processes: how many processes and threads it may run at once (a pids cgroup of its
+            own, where the machine offers one: :mod:`controlscope._cgroup`).
     """
 
     timeout_s: float = 300.0
     memory_mb: int = 1024
     output_mb: int = 8
     tmp_mb: int = 64
+    processes: int = 256
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
             raise ValueError(f"timeout_s must be a positive number, got {self.timeout_s}")
-        for name in ("memory_mb", "output_mb", "tmp_mb"):
+        for name in ("memory_mb", "output_mb", "tmp_mb", "processes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
@@ -299,11 +311,13 @@ def run_confined(
         )
         argv = [bwrap, *options, *argv]
         variables = dict(COMMAND_ENV)  # bwrap's own: the added ones are set inside alone
-    with tempfile.TemporaryFile() as sink:
+    cap_problem()  # said once, where there is no cap
+    cap = ProcessCap(limits.processes)
+    with tempfile.TemporaryFile() as sink, contextlib.closing(cap):
         started = time.monotonic()
         try:
             process = subprocess.Popen(
-                argv,
+                cap.command(argv),
                 stdin=subprocess.DEVNULL,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
@@ -444,20 +458,33 @@ def start_confined_server(
         "TZ": "UTC",
         **{k: v.replace("{workspace}", inside) for k, v in (env or {}).items()},
     }
+    cap_problem()  # said once, where there is no cap
+    cap = ProcessCap(SERVER_PROCESSES)
     if confined:
         bwrap = _bwrap.bwrap_path()
         assert bwrap is not None
         # The spec's variables are set inside alone: bwrap itself runs on the host.
         options = server_options(ro_paths, root, network=network, setenv=variables)
+        full = cap.command([bwrap, *options, command, *argv])
         server = McpToolServer.stdio(
-            bwrap,
-            [*options, command, *argv],
+            full[0],
+            full[1:],
             env={"TZ": "UTC"},
             timeout_s=timeout_s,
             label=confined_label(command, argv),
+            on_close=cap.close,
         )
     else:
         log.warning("bubblewrap is unavailable: the server %s runs unconfined in %s", command, root)
-        server = McpToolServer.stdio(command, argv, cwd=root, env=variables, timeout_s=timeout_s)
+        full = cap.command([command, *argv])
+        server = McpToolServer.stdio(
+            full[0],
+            full[1:],
+            cwd=root,
+            env=variables,
+            timeout_s=timeout_s,
+            label=confined_label(command, argv),
+            on_close=cap.close,
+        )
     server.agent_roots = (inside,)
     return server
