@@ -259,6 +259,19 @@ def test_the_variables_a_command_is_given_reach_it_inside_the_sandbox_only(
     assert "invalid ELF header" not in str(failed.value)
 
 
+def test_a_command_killed_by_a_signal_is_described_by_it(workspace: Path) -> None:
+    """Under bubblewrap a command killed by a signal ends bwrap with 128 + its number; the
+    reason names the signal and its usual cause, as it does without bubblewrap."""
+    crash = python("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", workspace)
+    assert crash.describe(LIMITS) == (
+        "exit 139: killed by SIGSEGV, a crash (perhaps its 1024 MiB memory limit)"
+    )
+    killed = python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", workspace)
+    assert killed.describe(LIMITS) == "exit 137: killed by SIGKILL, killed"
+    plain = python("raise SystemExit(3)", workspace)
+    assert plain.describe(LIMITS) == "exit 3"
+
+
 def test_a_command_that_cannot_start_says_why(workspace: Path) -> None:
     out = run_confined(
         [str(workspace / "missing")], workspace=workspace, writable=False, limits=LIMITS

@@ -183,23 +183,32 @@ class CommandOutcome:
         return self.status == 0
 
     def describe(self, limits: CommandLimits) -> str:
-        """How it ended, in words (``exit 1``, ``did not finish within 300 s (killed)``...)."""
+        """How it ended, in words (``exit 1``, ``did not finish within 300 s (killed)``, ``exit
+        139: killed by SIGSEGV, ...`` where bubblewrap reports a signal as 128 + its number)."""
         full = f"; its output reached the {limits.output_mb} MiB limit" if self.output_full else ""
         if self.problem is not None:
             return f"could not run: {self.problem}"
         if self.timed_out:
             return f"did not finish within {limits.timeout_s:g} s (killed){full}"
         assert self.status is not None
-        if self.status >= 0:
-            return f"exit {self.status}{full}"
-        name = _signal_name(-self.status)
-        why = {
-            "SIGXFSZ": f"its output or a file it wrote passed {limits.output_mb} MiB",
-            "SIGXCPU": f"it used {limits.timeout_s:g} CPU seconds",
-            "SIGKILL": "killed",
-            "SIGSEGV": f"a crash (perhaps its {limits.memory_mb} MiB memory limit)",
-        }.get(name, "killed by a signal")
-        return f"{why} ({name})"
+        if self.status < 0:
+            name = _signal_name(-self.status)
+            return f"{_signal_cause(name, limits)} ({name})"
+        if self.confined and 128 < self.status <= 128 + 64:
+            # bwrap ends with 128 + the number of the signal that killed the command.
+            name = _signal_name(self.status - 128)
+            return f"exit {self.status}: killed by {name}, {_signal_cause(name, limits)}{full}"
+        return f"exit {self.status}{full}"
+
+
+def _signal_cause(name: str, limits: CommandLimits) -> str:
+    """The usual cause of a confined command's death by the signal ``name``."""
+    return {
+        "SIGXFSZ": f"its output or a file it wrote passed {limits.output_mb} MiB",
+        "SIGXCPU": f"it used {limits.timeout_s:g} CPU seconds",
+        "SIGKILL": "killed",
+        "SIGSEGV": f"a crash (perhaps its {limits.memory_mb} MiB memory limit)",
+    }.get(name, "killed by a signal")
 
 
 def _signal_name(number: int) -> str:
