@@ -340,6 +340,23 @@ def test_a_spec_that_fails_during_a_run_is_recorded_and_graded(tmp_path: Path) -
     assert cs.read_summary(tmp_path / "no-tool").complete
 
 
+def test_the_cli_says_why_a_server_failed_its_run(tmp_path: Path) -> None:
+    """A server that crashes at start (or never answers) ends the run recorded; the CLI prints
+    why, not only ``environment_error``."""
+    crash = "import sys; sys.stderr.write('no database for you' + chr(10)); sys.exit(7)"
+    spec_file = _spec(
+        tmp_path,
+        _GOOD.replace('args = ["{spec_dir}/notebook_server.py"]', f"args = ['-c', {crash!r}]"),
+    )
+    model = script(tmp_path, "Done.")
+    out = cli("run", "--task-spec", str(spec_file), "--model", model, "--out", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr
+    assert "FAIL (environment_error;" in out.stdout
+    assert "  why: the tool server did not start: " in out.stdout
+    assert "no database for you" in out.stdout
+    assert cs.read_summary(tmp_path / "r").complete
+
+
 def test_an_environment_named_with_a_path_needs_one() -> None:
     assert isinstance(get_environment(f"taskspec:{NOTEBOOK}"), Environment)
     with pytest.raises(TaskError, match="taskspec:PATH"):

@@ -80,6 +80,8 @@ def _print_result(spec: RunSpec, result: RunResult) -> None:
         f"{s.argument_patches} argument patches, {s.block_data_patches} block-data patches, "
         f"{s.replacements} replacements, {s.rejected_proposals} rejected)"
     )
+    if result.detail:  # why it ended, when not by a final answer (a server that failed...)
+        out.print(f"  why: {inert(result.detail, lines=True)}")
     for check in result.verdict.checks:
         mark = "ok " if check.passed else "bad"
         out.print(f"  {mark} {inert(check.name)}: {inert(check.reason, lines=True)}")
