@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from controlscope.core import (
     changed_data,
 )
 from controlscope.envs import Environment, get_environment
-from controlscope.envs.external import SpecEnvironment, grant_network
+from controlscope.envs.external import McpmarkEnvironment, SpecEnvironment, grant_network
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.envs.filesystem.server import find_server_script
 from test_api import BROKEN, SOLVE, TASK
@@ -355,6 +356,31 @@ def test_the_cli_says_why_a_server_failed_its_run(tmp_path: Path) -> None:
     assert "  why: the tool server did not start: " in out.stdout
     assert "no database for you" in out.stdout
     assert cs.read_summary(tmp_path / "r").complete
+
+
+def test_a_spec_in_a_folder_that_holds_far_more_than_it_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spec's folder is shown to its server and commands: a spec kept in the home folder (or
+    the temporary folder, or ``/``) would show them ``~/.ssh`` (or other runs' workspaces)."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    monkeypatch.setenv("HOME", str(home))
+    for folder in (home, Path(tempfile.gettempdir())):
+        spec_file = folder / f"spec-{tmp_path.name}.toml"
+        spec_file.write_text(_GOOD)
+        try:
+            with pytest.raises(TaskError, match="put the spec in a folder of its own"):
+                SpecEnvironment(spec_file)
+        finally:
+            spec_file.unlink()
+    (home / "specs").mkdir()
+    assert SpecEnvironment(_spec(home / "specs", _GOOD)).task("notebook/greet")
+    for name in ("description.md", "verify.py"):  # an MCPMark task folder's verifier sees it
+        (home / name).write_text("print('hi')\n")
+    with pytest.raises(TaskError, match="is the home folder, not an MCPMark task folder"):
+        McpmarkEnvironment(home)
 
 
 def test_an_environment_named_with_a_path_needs_one() -> None:

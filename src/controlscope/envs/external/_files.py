@@ -21,6 +21,7 @@ __all__ = [
     "MAX_FOLDER_ENTRIES",
     "MAX_STATE_BYTES",
     "MAX_STATE_ENTRIES",
+    "broad_folder",
     "check_tree",
     "copy_tree",
     "file_digest",
@@ -55,6 +56,23 @@ def file_hashes_of(folder: Path) -> dict[str, str]:
     """
     hashes = file_hashes(folder)
     return {k: v for k, v in hashes.items() if not any(p in f"/{k}" for p in _IGNORED)}
+
+
+def broad_folder(folder: Path) -> str | None:
+    """What ``folder`` is when it holds far more than a task's files (``/``, the home folder or
+    a folder above it, a temporary folder shared by every process), else None. Such a folder
+    must not be shown whole to a third-party process: it would see ``~/.ssh``, or other runs'
+    workspaces.
+    """
+    real = Path(folder).resolve()
+    shared = {Path(p).resolve() for p in ("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir())}
+    if real == Path("/"):
+        return "the root folder"
+    if Path.home().resolve().is_relative_to(real):
+        return "the home folder" if real == Path.home().resolve() else "a folder above home"
+    if real in shared:
+        return "a temporary folder every process shares"
+    return None
 
 
 def check_tree(root: Path, what: str, *, max_entries: int, max_bytes: int) -> None:

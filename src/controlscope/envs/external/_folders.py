@@ -20,6 +20,7 @@ from controlscope.core import TaskError, decode_json, name_problem
 from controlscope.envs.external._files import (
     MAX_FOLDER_BYTES,
     MAX_FOLDER_ENTRIES,
+    broad_folder,
     check_tree,
     file_hashes_of,
 )
@@ -97,6 +98,9 @@ def read_folder(path: Path) -> McpmarkFolder:
     if not folder.is_dir():
         raise TaskError(f"no MCPMark task folder at {folder}")
     folder = folder.resolve()
+    broad = broad_folder(folder)
+    if broad is not None:  # its verifier sees it whole
+        raise TaskError(f"{folder} is {broad}, not an MCPMark task folder")
     for name in ("description.md", "verify.py"):
         if not (folder / name).is_file():
             raise TaskError(f"{folder} is not an MCPMark task folder: it has no {name}")

@@ -35,6 +35,7 @@ from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.external._files import (
     MAX_STATE_BYTES,
     MAX_STATE_ENTRIES,
+    broad_folder,
     check_tree,
     copy_tree,
     file_digest,
@@ -62,12 +63,20 @@ class SpecEnvironment(WorkspaceTasks):
         """Read the spec.
 
         Raises:
-            TaskError: no such file, or a spec that is not valid (one line naming the key).
+            TaskError: no such file, a spec that is not valid (one line naming the key), or
+                one whose folder (shown to its server and commands) holds far more than a
+                task (the home folder, ``/``, a shared temporary folder).
         """
         file = Path(path).expanduser()
         if not file.is_file():
             raise TaskError(f"no task spec file {file}")
         self.path = file.resolve()
+        broad = broad_folder(self.path.parent)
+        if broad is not None:
+            raise TaskError(
+                f"task spec {self.path}: its folder, {broad}, is shown to its server and "
+                "commands; put the spec in a folder of its own"
+            )
         self.spec = load_task_spec(self.path)
         self.name = f"taskspec:{self.path}"
         self.read_tools = frozenset(self.spec.tools.read)
