@@ -272,6 +272,14 @@ def test_a_command_killed_by_a_signal_is_described_by_it(workspace: Path) -> Non
     assert plain.describe(LIMITS) == "exit 3"
 
 
+@pytest.mark.parametrize(
+    "limit", [{"timeout_s": 1e300}, {"memory_mb": 10**15}, {"output_mb": 10**15}, {"tmp_mb": 0}]
+)
+def test_limits_the_kernel_cannot_take_are_refused(limit: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match=next(iter(limit))):
+        CommandLimits(**limit)
+
+
 def test_a_command_that_cannot_start_says_why(workspace: Path) -> None:
     out = run_confined(
         [str(workspace / "missing")], workspace=workspace, writable=False, limits=LIMITS

@@ -190,6 +190,10 @@ _BREAKAGES = [
     ("[[tasks]]", "[[tasks]]\ninstruction_file = 'x.md'", "give instruction or instruction_file"),
     (_SERVER_END, _SERVER_END.replace("\n\n", "\nnetwork = true\n\n"), "--allow-network"),
     (_SERVER_END, _SERVER_END.replace("\n\n", '\nenv = {"A=B" = "1"}\n\n'), "not a variable"),
+    # Limits the kernel cannot take (they made the verifier fail with an unclear error).
+    (_VERIFIER, _VERIFIER + "\nmemory_mb = 1000000000000000", "verifier.memory_mb: Input should"),
+    (_VERIFIER, _VERIFIER + "\noutput_mb = 1000000000000000", "verifier.output_mb: Input should"),
+    (_STATE_END, _STATE_END.replace("30", "1e300"), "state.timeout_s: Input should"),
     # A task id names its folders in a panel: never out of it, never a control character.
     ('id = "notebook/greet"', 'id = "../../escaped/greet"', "tasks.0.id: '..' is no name"),
     ('id = "notebook/greet"', 'id = "notebook//greet"', "tasks.0.id: an empty name"),

@@ -46,6 +46,8 @@ __all__ = [
     "AGENT_ROOT",
     "COMMAND_ENV",
     "ETC_FILES",
+    "MAX_LIMIT",
+    "MAX_TIMEOUT_S",
     "SERVER_PROCESSES",
     "CommandLimits",
     "CommandOutcome",
@@ -125,9 +127,18 @@ _OUTPUT_HEAD = 6_000
 _OUTPUT_TAIL = 10_000
 
 
+MAX_TIMEOUT_S = 86_400.0
+MAX_LIMIT = 1 << 20
+"""The largest limits a command may be given: a day, and 2**20 of each count (MiB of memory,
+output, ``/tmp``; processes). Larger ones would not fit the kernel's resource limits."""
+
+
 @dataclass(frozen=True)
 class CommandLimits:
     """What a confined command may use.
+
+    Each at least 1 (``timeout_s`` positive) and at most :data:`MAX_TIMEOUT_S` or
+    :data:`MAX_LIMIT`.
 
     Attributes:
         timeout_s: wall-clock seconds before its process group is killed (also its CPU seconds).
@@ -146,11 +157,11 @@ class CommandLimits:
     processes: int = 256
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
-            raise ValueError(f"timeout_s must be a positive number, got {self.timeout_s}")
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise ValueError(f"timeout_s must be in (0, {MAX_TIMEOUT_S:g}], got {self.timeout_s}")
         for name in ("memory_mb", "output_mb", "tmp_mb", "processes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+            if not 1 <= getattr(self, name) <= MAX_LIMIT:
+                raise ValueError(f"{name} must be in [1, {MAX_LIMIT}], got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -336,7 +347,7 @@ def run_confined(
                 # setrlimit alone before exec; a child stuck there is killed at the limit.
                 preexec_fn=_rlimits(limits),
             )
-        except OSError as err:
+        except (OSError, subprocess.SubprocessError) as err:  # the latter: setrlimit failed
             return CommandOutcome(None, "", confined=confined, problem=str(err))
         timed_out = _wait(process, limits.timeout_s)
         seconds = time.monotonic() - started

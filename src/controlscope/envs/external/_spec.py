@@ -48,6 +48,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from controlscope.core import TaskError, name_problem
+from controlscope.envs._confine import MAX_LIMIT, MAX_TIMEOUT_S
 
 __all__ = [
     "CommandSpec",
@@ -92,7 +93,7 @@ class ServerSpec(_Section):
     env: dict[str, str] = Field(default_factory=dict)
     paths: list[str] = Field(default_factory=list)
     network: bool = False
-    timeout_s: float = Field(default=60.0, gt=0.0)
+    timeout_s: float = Field(default=60.0, gt=0.0, le=MAX_TIMEOUT_S)
 
     _check = field_validator("timeout_s")(_finite)
     _env = field_validator("env")(_variables)
@@ -105,9 +106,9 @@ class CommandSpec(_Section):
     command: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     paths: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=300.0, gt=0.0)
-    memory_mb: int = Field(default=1024, ge=64)
-    output_mb: int = Field(default=8, ge=1)
+    timeout_s: float = Field(default=300.0, gt=0.0, le=MAX_TIMEOUT_S)
+    memory_mb: int = Field(default=1024, ge=64, le=MAX_LIMIT)
+    output_mb: int = Field(default=8, ge=1, le=MAX_LIMIT)
 
     _check = field_validator("timeout_s")(_finite)
     _env = field_validator("env")(_variables)
@@ -121,8 +122,8 @@ class StateSpec(_Section):
     command: list[str] | None = Field(default=None, min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     paths: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=300.0, gt=0.0)
-    memory_mb: int = Field(default=1024, ge=64)
+    timeout_s: float = Field(default=300.0, gt=0.0, le=MAX_TIMEOUT_S)
+    memory_mb: int = Field(default=1024, ge=64, le=MAX_LIMIT)
 
     _check = field_validator("timeout_s")(_finite)
     _env = field_validator("env")(_variables)
