@@ -194,6 +194,8 @@ _BREAKAGES = [
     (_VERIFIER, _VERIFIER + "\nmemory_mb = 1000000000000000", "verifier.memory_mb: Input should"),
     (_VERIFIER, _VERIFIER + "\noutput_mb = 1000000000000000", "verifier.output_mb: Input should"),
     (_STATE_END, _STATE_END.replace("30", "1e300"), "state.timeout_s: Input should"),
+    ('instruction = "Add', 'instruction = "' + "x" * (1 << 20) + "Add", "longer than 1048576"),
+    ("[tools]", 'paths = ["/"]\n[tools]', "the root folder, is more than a task needs"),
     # A task id names its folders in a panel: never out of it, never a control character.
     ('id = "notebook/greet"', 'id = "../../escaped/greet"', "tasks.0.id: '..' is no name"),
     ('id = "notebook/greet"', 'id = "notebook//greet"', "tasks.0.id: an empty name"),
@@ -385,6 +387,20 @@ def test_a_spec_in_a_folder_that_holds_far_more_than_it_is_refused(
         (home / name).write_text("print('hi')\n")
     with pytest.raises(TaskError, match="is the home folder, not an MCPMark task folder"):
         McpmarkEnvironment(home)
+
+
+def test_an_instruction_file_is_read_bounded(tmp_path: Path) -> None:
+    """An instruction goes into every prompt and into ``run_start``: 1 MiB at most."""
+    instruction = (
+        'instruction = "Add the line `hello notebook` to the notebook, after its first line."'
+    )
+    spec_file = _spec(tmp_path, _GOOD.replace(instruction, 'instruction_file = "task.md"'))
+    (tmp_path / "task.md").write_text("x" * ((1 << 20) + 1))
+    with pytest.raises(TaskError, match=r"task\.md is longer than 1048576 bytes"):
+        SpecEnvironment(spec_file).task("notebook/greet")
+    (tmp_path / "task.md").write_bytes(b"\xff\xfe not text")
+    with pytest.raises(TaskError, match="cannot be read as UTF-8"):
+        SpecEnvironment(spec_file).task("notebook/greet")
 
 
 def test_an_environment_named_with_a_path_needs_one() -> None:

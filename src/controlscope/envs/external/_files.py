@@ -21,12 +21,14 @@ __all__ = [
     "MAX_FOLDER_ENTRIES",
     "MAX_STATE_BYTES",
     "MAX_STATE_ENTRIES",
+    "MAX_TEXT_BYTES",
     "broad_folder",
     "check_tree",
     "copy_tree",
     "file_digest",
     "file_hashes_of",
     "scratch_copy",
+    "small_text",
 ]
 
 COPY_TIMEOUT_S = 600.0
@@ -41,6 +43,9 @@ MAX_FOLDER_ENTRIES = 1_000
 MAX_FOLDER_BYTES = 64 << 20
 """The most entries and bytes a task folder may hold (MCPMark's hold three small files; all of
 them are hashed at every listing and replay)."""
+
+MAX_TEXT_BYTES = 1 << 20
+"""The longest instruction or task metadata file read (1 MiB: far more than any task's)."""
 
 #: Files a task's data hashes leave out: what running its verifier by hand leaves behind.
 _IGNORED = ("__pycache__/", ".pytest_cache/")
@@ -107,6 +112,23 @@ def check_tree(root: Path, what: str, *, max_entries: int, max_bytes: int) -> No
                 )
     except OSError as err:
         raise TaskError(f"{what} {root} cannot be read: {err}") from None
+
+
+def small_text(path: Path) -> str:
+    """A task's text file (an instruction, ``meta.json``), at most :data:`MAX_TEXT_BYTES`.
+
+    Raises:
+        TaskError: it cannot be read, is not UTF-8 or is longer.
+    """
+    try:
+        with Path(path).open("rb") as f:
+            data = f.read(MAX_TEXT_BYTES + 1)
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise TaskError(f"{path} cannot be read as UTF-8 text: {err}") from None
+    if len(data) > MAX_TEXT_BYTES:
+        raise TaskError(f"{path} is longer than {MAX_TEXT_BYTES} bytes")
+    return text
 
 
 def file_digest(path: Path) -> str:

@@ -23,6 +23,7 @@ from controlscope.envs.external._files import (
     broad_folder,
     check_tree,
     file_hashes_of,
+    small_text,
 )
 
 __all__ = [
@@ -47,8 +48,6 @@ _SKIPPED = {STATES_DIR, "node_modules", "__pycache__", "site-packages"}
 #: How deep below the root task folders are looked for, and how many folders at most.
 _MAX_DEPTH = 8
 _MAX_FOLDERS = 20_000
-#: The largest ``description.md`` or ``meta.json`` read.
-_MAX_FILE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -142,7 +141,7 @@ def _meta(folder: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        meta = decode_json(_small_text(path))
+        meta = decode_json(small_text(path))
     except json.JSONDecodeError as err:  # nesting too deep, NaN included
         raise TaskError(f"{path} cannot be read as JSON: {err}") from None
     if not isinstance(meta, dict):
@@ -169,26 +168,9 @@ def _name(meta: dict[str, Any], key: str, default: str, path: Path) -> str:
     return value
 
 
-def _small_text(path: Path) -> str:
-    """A task file's text, at most :data:`_MAX_FILE_BYTES`.
-
-    Raises:
-        TaskError: it cannot be read, is not UTF-8 or is longer.
-    """
-    try:
-        with path.open("rb") as f:
-            data = f.read(_MAX_FILE_BYTES + 1)
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise TaskError(f"{path} cannot be read as UTF-8 text: {err}") from None
-    if len(data) > _MAX_FILE_BYTES:
-        raise TaskError(f"{path} is longer than {_MAX_FILE_BYTES} bytes")
-    return text
-
-
 def _instruction(folder: Path) -> str:
     path = folder / "description.md"
-    text = _small_text(path)
+    text = small_text(path)
     if not text.strip():
         raise TaskError(f"{path} is empty")
     return text.strip()

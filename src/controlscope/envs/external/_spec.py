@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from controlscope.core import TaskError, name_problem
 from controlscope.envs._confine import MAX_LIMIT, MAX_TIMEOUT_S
+from controlscope.envs.external._files import MAX_TEXT_BYTES
 
 __all__ = [
     "CommandSpec",
@@ -177,6 +178,10 @@ class TaskEntry(_Section):
             raise ValueError(f"task {self.id!r}: give instruction or instruction_file (one)")
         if self.instruction is not None and not self.instruction.strip():
             raise ValueError(f"task {self.id!r}: the instruction is empty")
+        if self.instruction is not None and len(self.instruction.encode()) > MAX_TEXT_BYTES:
+            raise ValueError(
+                f"task {self.id!r}: the instruction is longer than {MAX_TEXT_BYTES} bytes"
+            )
         return self
 
 

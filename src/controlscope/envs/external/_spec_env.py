@@ -39,6 +39,7 @@ from controlscope.envs.external._files import (
     check_tree,
     copy_tree,
     file_digest,
+    small_text,
 )
 from controlscope.envs.external._spec import CommandSpec, StateSpec, TaskEntry, load_task_spec
 from controlscope.envs.external._verify import confined_verdict, outcome_check
@@ -135,6 +136,13 @@ class SpecEnvironment(WorkspaceTasks):
         """What a process of the spec reads: its executable's prefix, the spec's folder and the
         paths the spec names for it."""
         named = [self._path(p, f"a path of the {what}") for p in paths]
+        for path in named:
+            broad = broad_folder(path) if path.is_dir() else None
+            if broad is not None:
+                raise TaskError(
+                    f"task spec {self.path}: a path of the {what}, {path}, {broad}, is more "
+                    "than a task needs: name the folders its command reads"
+                )
         return [*executable_paths(executable), self.path.parent, *named]
 
     def _entry(self, task_id: str) -> TaskEntry:
@@ -204,9 +212,9 @@ class SpecEnvironment(WorkspaceTasks):
             return entry.instruction.strip()
         path = self._path(str(entry.instruction_file), "the instruction file")
         try:
-            text = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as err:
-            raise TaskError(f"task spec {self.path}: cannot read {path}: {err}") from None
+            text = small_text(path).strip()
+        except TaskError as err:
+            raise TaskError(f"task spec {self.path}: {err}") from None
         if not text:
             raise TaskError(f"task spec {self.path}: the instruction file {path} is empty")
         return text
