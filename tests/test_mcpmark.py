@@ -455,6 +455,15 @@ def test_a_state_or_task_folder_no_task_would_have_is_refused_before_a_run(
     out = cli("run", "--mcpmark", str(folder), "--state", str(state), "--out", str(tmp_path / "b"))
     assert out.returncode == 2 and f"or {MAX_STATE_BYTES >> 20} MiB" in out.stderr
     assert not (tmp_path / "b").exists()
+    (state / "huge.bin").unlink()
+    # A checkout whose state links to the home folder would copy ~/.ssh into the workspace.
+    home = Path.home()
+    shutil.rmtree(tmp_path / "mcpmark" / "test_environments" / "notes")
+    (tmp_path / "mcpmark" / "test_environments" / "notes").symlink_to(home)
+    with pytest.raises(cs.SpecError, match=r"the initial state .* is the home folder"):
+        cs.prepare(cs.RunSpec(mcpmark=folder, model=model, out=tmp_path / "c"))
+    with pytest.raises(cs.SpecError, match="the initial state / is the root folder"):
+        cs.prepare(cs.RunSpec(mcpmark=folder, state=Path("/"), model=model, out=tmp_path / "c"))
     with (folder / "data.bin").open("wb") as f:
         f.truncate(MAX_FOLDER_BYTES + 1)
     with pytest.raises(TaskError, match=f"the task folder .* or {MAX_FOLDER_BYTES >> 20} MiB"):

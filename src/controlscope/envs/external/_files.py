@@ -23,6 +23,7 @@ __all__ = [
     "MAX_STATE_ENTRIES",
     "MAX_TEXT_BYTES",
     "broad_folder",
+    "check_state",
     "check_tree",
     "copy_tree",
     "file_digest",
@@ -129,6 +130,25 @@ def small_text(path: Path) -> str:
     if len(data) > MAX_TEXT_BYTES:
         raise TaskError(f"{path} is longer than {MAX_TEXT_BYTES} bytes")
     return text
+
+
+def check_state(path: Path, what: str) -> Path:
+    """An initial state's directory, refused when it is a folder far broader than a task's
+    (:func:`broad_folder`: copied whole, ``~/.ssh`` would land in a workspace agent code
+    reads and a model provider is sent), holds a special file, or is too large
+    (:func:`check_tree` with :data:`MAX_STATE_ENTRIES`, :data:`MAX_STATE_BYTES`).
+
+    Returns:
+        ``path``.
+
+    Raises:
+        TaskError: it is refused.
+    """
+    broad = broad_folder(path)
+    if broad is not None:
+        raise TaskError(f"{what} {path} is {broad}, not a task's state")
+    check_tree(path, what, max_entries=MAX_STATE_ENTRIES, max_bytes=MAX_STATE_BYTES)
+    return path
 
 
 def file_digest(path: Path) -> str:

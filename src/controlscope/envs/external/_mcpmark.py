@@ -17,12 +17,7 @@ from controlscope._bwrap import base_interpreter
 from controlscope.core import AnswerKey, Check, PlannerFormat, Task, TaskError, Verdict
 from controlscope.envs._confine import CommandLimits, executable_paths
 from controlscope.envs._mcp import McpToolServer
-from controlscope.envs.external._files import (
-    MAX_STATE_BYTES,
-    MAX_STATE_ENTRIES,
-    check_tree,
-    copy_tree,
-)
+from controlscope.envs.external._files import check_state, copy_tree
 from controlscope.envs.external._folders import (
     STATES_DIR,
     McpmarkFolder,
@@ -144,8 +139,9 @@ class McpmarkEnvironment(WorkspaceTasks):
         """The directory of ``task``'s initial state.
 
         Raises:
-            TaskError: it is missing, holds a special file or is too large
-                (:func:`~controlscope.envs.external._files.check_tree`).
+            TaskError: it is missing, a folder far broader than a state (the home folder...),
+                holds a special file or is too large
+                (:func:`~controlscope.envs.external._files.check_state`).
         """
         folder = self.folder(task.id)
         if "state" in task.params:
@@ -158,10 +154,7 @@ class McpmarkEnvironment(WorkspaceTasks):
                 f"{STATES_DIR}/ above {folder.path}: unpack MCPMark's {folder.state}.zip there, "
                 "or give its directory (--state DIR, or the task parameter state)"
             )
-        check_tree(
-            found, "the initial state", max_entries=MAX_STATE_ENTRIES, max_bytes=MAX_STATE_BYTES
-        )
-        return found
+        return check_state(found, "the initial state")
 
     def setup(self, task: Task, seed: int, workspace: Path) -> AnswerKey:
         """Copy the task's initial state into ``workspace`` (existing and empty), modification

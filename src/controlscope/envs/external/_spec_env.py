@@ -33,10 +33,8 @@ from controlscope.envs._confine import (
 )
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.external._files import (
-    MAX_STATE_BYTES,
-    MAX_STATE_ENTRIES,
     broad_folder,
-    check_tree,
+    check_state,
     copy_tree,
     file_digest,
     small_text,
@@ -105,17 +103,13 @@ class SpecEnvironment(WorkspaceTasks):
         return path
 
     def _state_directory(self, text: str) -> Path:
-        """The spec's state directory, checked as MCPMark's states are (no special files, a
-        bounded size).
+        """The spec's state directory, checked as MCPMark's states are (not a folder far
+        broader than a state, no special files, a bounded size).
 
         Raises:
-            TaskError: it is missing, holds a special file or is too large.
+            TaskError: it is missing or refused.
         """
-        path = self._path(text, "the state directory")
-        check_tree(
-            path, "the state directory", max_entries=MAX_STATE_ENTRIES, max_bytes=MAX_STATE_BYTES
-        )
-        return path
+        return check_state(self._path(text, "the state directory"), "the state directory")
 
     def _command(self, argv: list[str], what: str) -> list[str]:
         """``argv`` expanded, its executable an absolute path.
