@@ -157,7 +157,9 @@ def test_memfd_and_system_v_shared_memory_are_refused(isolation: str) -> None:
     assert result.output.splitlines() == ["memfd 1", "shmget -1 1"]
 
 
-def test_dev_is_read_only_and_dev_shm_is_small() -> None:
+def test_dev_and_the_root_are_read_only_and_dev_shm_is_small() -> None:
+    """bwrap's ``/`` and ``/dev`` are tmpfs as large as half the host's memory: both read-only,
+    so files written outside ``/tmp`` and ``/dev/shm`` cannot hoard the host's memory."""
     code = (
         "def fill(path, mb):\n"
         "    try:\n"
@@ -167,11 +169,11 @@ def test_dev_is_read_only_and_dev_shm_is_small() -> None:
         "        return 'wrote'\n"
         "    except OSError as exc:\n"
         "        return exc.errno\n"
-        "print(fill('/dev/hoard', 1), fill('/dev/shm/hoard', 64))\n"
+        "print(fill('/dev/hoard', 1), fill('/dev/shm/hoard', 64), fill('/hoard', 1))\n"
     )
     with session("bwrap", Limits(memory_mb=512, tmp_mb=32, shm_mb=4)) as worker:
         result = run(worker, code)
-    assert result.output.split() == ["30", "28"]  # EROFS, ENOSPC
+    assert result.output.split() == ["30", "28", "30"]  # EROFS, ENOSPC, EROFS
 
 
 HOARD = r"""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,12 @@ import controlscope as cs
 from controlscope import panel as cp
 from controlscope.core import FinalVerdictEvent, RunStartEvent, TaskError
 from controlscope.envs import Environment, get_environment
-from controlscope.envs.external import CommandLimits, McpmarkEnvironment
+from controlscope.envs.external import (
+    MAX_FOLDER_BYTES,
+    MAX_STATE_BYTES,
+    CommandLimits,
+    McpmarkEnvironment,
+)
 from controlscope.replay import Recording, ReplayError
 from test_replay import KEEP
 
@@ -142,6 +148,75 @@ def test_an_incomplete_folder_is_refused_before_a_run(
     assert len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("meta", "expected"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "cannot be read as JSON"),  # the parser's recursion
+        (json.dumps({"task_id": "x", "pad": "a" * (2 << 20)}), "longer than 1048576 bytes"),
+        ('{"task_id": NaN}', "cannot be read as JSON"),
+    ],
+)
+def test_a_hostile_meta_json_is_refused_in_one_line(
+    tmp_path: Path, meta: str, expected: str
+) -> None:
+    folder = copy_task(tmp_path)
+    (folder / "meta.json").write_text(meta)
+    with pytest.raises(TaskError, match=expected):
+        McpmarkEnvironment(folder)
+    out = cli("tasks", "--mcpmark", str(folder))
+    assert out.returncode == 2 and expected in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    listed = cli("tasks", "--mcpmark", str(folder.parent.parent))  # the checkout: one skipped
+    assert listed.returncode == 0 and "skipped" in listed.stderr and expected in listed.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("task_id", "../../../escaped", "'..' is no name"),
+        ("category_id", "..", "'..' is no name"),
+        ("task_id", "two\nlines", "holds '\\n'"),
+        ("meta_data", {"stateUrl": "https://example.invalid/x/.."}, "state '..' is no name"),
+    ],
+)
+def test_names_from_meta_json_that_would_leave_a_folder_are_refused(
+    tmp_path: Path, field: str, value: object, expected: str
+) -> None:
+    """A task's id names its folders in a panel, its state a folder of the checkout."""
+    folder = copy_task(tmp_path)
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, field: value}))
+    with pytest.raises(TaskError, match=re.escape(expected)):
+        McpmarkEnvironment(folder)
+    listed = cli("tasks", "--mcpmark", str(folder.parent.parent))
+    assert listed.returncode == 0 and "skipped" in listed.stderr
+
+
+@pytest.mark.parametrize("name", ["description.md", "meta.json", "verify.py"])
+def test_a_task_file_that_links_out_of_its_folder_is_refused(tmp_path: Path, name: str) -> None:
+    """A downloaded folder whose ``description.md`` links to a host file (a key) would put
+    that file into the planner's prompt, sent to a model provider and recorded."""
+    folder = copy_task(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text(json.dumps({"key": "sk-secret-of-this-machine"}))
+    (folder / name).unlink()
+    (folder / name).symlink_to(secret)
+    with pytest.raises(TaskError, match=f"{name} links out of the task folder"):
+        McpmarkEnvironment(folder)
+    (folder / name).unlink()
+    (folder / "real").mkdir()
+    shutil.copy(SHOUT / name, folder / "real" / name)
+    (folder / name).symlink_to(Path("real") / name)  # inside the folder: fine
+    assert McpmarkEnvironment(folder).task("notes/shout").instruction.startswith("Make loud")
+
+
+def test_a_checkout_folder_whose_name_cannot_be_an_id_is_skipped(tmp_path: Path) -> None:
+    folder = copy_task(tmp_path)
+    folder.rename(folder.parent / "bad\x1bname")
+    env = McpmarkEnvironment(tmp_path / "mcpmark")
+    assert env.tasks() == [] and len(env.problems) == 1 and "holds '\\x1b'" in env.problems[0]
+
+
 def test_a_missing_state_is_refused_before_a_run(tmp_path: Path) -> None:
     model = script(tmp_path, "Done.")
     reconcile = TASKS / "ledger" / "reconcile"
@@ -159,6 +234,23 @@ def test_a_missing_state_is_refused_before_a_run(tmp_path: Path) -> None:
     assert out.returncode == 2 and "initial state of an MCPMark task" in out.stderr
     out = cli("run", "--out", str(tmp_path / "e"))
     assert out.returncode == 2 and "--mcpmark" in out.stderr
+
+
+@pytest.mark.parametrize("option", ["--mcpmark", "--state", "--task-spec", "--out"])
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(
+    tmp_path: Path, option: str
+) -> None:
+    """``--state "$UNSET"`` named the current folder: its whole tree became the workspace."""
+    given = {"--mcpmark": str(SHOUT), "--state": str(NOTES), "--out": str(tmp_path / "r")}
+    given[option] = ""
+    args = [a for k, v in given.items() for a in (k, v)]
+    out = cli("run", *args, "--model", script(tmp_path, "Done."))
+    assert out.returncode == 2 and f"{option}: an empty path" in out.stderr
+    assert not (tmp_path / "r").exists()
+    field = option.removeprefix("--").replace("-", "_")
+    spec = {"mcpmark": SHOUT, "out": tmp_path / "r", "model": "local", field: ""}
+    with pytest.raises(ValueError, match=f"{field}\n.*an empty path"):
+        cs.RunSpec(**spec)
 
 
 # --- verifiers in the sandbox ------------------------------------------------------------------
@@ -264,6 +356,33 @@ def test_a_run_of_a_task_folder_is_graded_by_its_verifier(tmp_path: Path) -> Non
     assert "ok  verify.py: exit 0" in out.stdout
 
 
+#: Terminal control a hostile verifier or task folder may print: clear the screen, retitle the
+#: window, recolour, return to the line's start and overwrite it, a NUL, a bidi override.
+HOSTILE = "\x1b[2J\x1b]0;pwned\x07\x1b[31m\r  ok  verify.py: exit 0\x08\x00\u202e"
+
+
+def _raw_control(text: str) -> list[str]:
+    return sorted({ch for ch in text if not ch.isprintable() and ch != "\n"})
+
+
+def test_untrusted_text_prints_inert_on_the_terminal(tmp_path: Path) -> None:
+    folder = copy_task(tmp_path)
+    (folder / "verify.py").write_text(f"print({HOSTILE!r})\nraise SystemExit(1)\n")
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, "difficulty": HOSTILE[:9]}))
+    model = script(tmp_path, "Done.")
+    out = cli("run", "--mcpmark", str(folder), "--model", model, "--out", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr
+    assert _raw_control(out.stdout) == [] and "bad verify.py: exit 1" in out.stdout
+    assert "\\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m\\r  ok  verify.py" in out.stdout
+    listed = cli("tasks", "--mcpmark", str(folder))
+    assert listed.returncode == 0 and _raw_control(listed.stdout) == []
+    assert "\\x1b[2J" in listed.stdout
+    (folder / "description.md").write_bytes(b"\xff" + HOSTILE.encode())
+    refused = cli("run", "--mcpmark", str(folder), "--model", model, "--out", str(tmp_path / "x"))
+    assert refused.returncode == 2 and _raw_control(refused.stderr) == []
+
+
 def test_a_hanging_verifier_ends_the_run_recorded_and_failed(tmp_path: Path) -> None:
     env = McpmarkEnvironment(FIXTURES, verify_limits=CommandLimits(timeout_s=2))
     make = "write_file(path='/workspace/done.txt', content='')"
@@ -315,6 +434,40 @@ def test_a_replay_sees_that_the_task_folder_changed(tmp_path: Path) -> None:
     (folder / "verify.py").write_text((SHOUT / "verify.py").read_text())
     with pytest.raises(ReplayError, match="task-data hash"):
         Recording.load(tmp_path / "recorded").check_task()
+
+
+def test_a_state_or_task_folder_no_task_would_have_is_refused_before_a_run(
+    tmp_path: Path,
+) -> None:
+    """A FIFO in a state hangs every read of it; a device node copied by root is the host's
+    disk in a workspace; ``--state ~`` (or ``/``) would copy a whole tree; a task folder of
+    gigabytes would be hashed whole at every listing and replay."""
+    folder = copy_task(tmp_path)
+    model = script(tmp_path, "Done.")
+    state = tmp_path / "state"
+    shutil.copytree(NOTES, state)
+    os.mkfifo(state / "archive" / "pipe")
+    with pytest.raises(cs.SpecError, match="archive/pipe', a FIFO, socket or device"):
+        cs.prepare(cs.RunSpec(mcpmark=folder, state=state, model=model, out=tmp_path / "a"))
+    (state / "archive" / "pipe").unlink()
+    with (state / "huge.bin").open("wb") as f:
+        f.truncate(MAX_STATE_BYTES + 1)  # sparse: nothing written
+    out = cli("run", "--mcpmark", str(folder), "--state", str(state), "--out", str(tmp_path / "b"))
+    assert out.returncode == 2 and f"or {MAX_STATE_BYTES >> 20} MiB" in out.stderr
+    assert not (tmp_path / "b").exists()
+    (state / "huge.bin").unlink()
+    # A checkout whose state links to the home folder would copy ~/.ssh into the workspace.
+    home = Path.home()
+    shutil.rmtree(tmp_path / "mcpmark" / "test_environments" / "notes")
+    (tmp_path / "mcpmark" / "test_environments" / "notes").symlink_to(home)
+    with pytest.raises(cs.SpecError, match=r"the initial state .* is the home folder"):
+        cs.prepare(cs.RunSpec(mcpmark=folder, model=model, out=tmp_path / "c"))
+    with pytest.raises(cs.SpecError, match="the initial state / is the root folder"):
+        cs.prepare(cs.RunSpec(mcpmark=folder, state=Path("/"), model=model, out=tmp_path / "c"))
+    with (folder / "data.bin").open("wb") as f:
+        f.truncate(MAX_FOLDER_BYTES + 1)
+    with pytest.raises(TaskError, match=f"the task folder .* or {MAX_FOLDER_BYTES >> 20} MiB"):
+        McpmarkEnvironment(folder)
 
 
 def test_a_task_error_names_the_unknown_task_and_parameter() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from controlscope.models._local_process import describe_exit, escape_untrusted
+from controlscope.core import escape_untrusted
+from controlscope.models._local_process import describe_exit
 from controlscope.models._runtime_check import cpu_has_amx, runtime_uses_amx
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "llama_cmake_args.py"

@@ -14,14 +14,22 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 import controlscope as cs
-from controlscope.core import ModelCallEvent, PrimitiveCallEvent, RunStartEvent, TaskError
+from controlscope import _bwrap
+from controlscope.core import (
+    ModelCallEvent,
+    PrimitiveCallEvent,
+    RunStartEvent,
+    TaskError,
+    changed_data,
+)
 from controlscope.envs import Environment, get_environment
-from controlscope.envs.external import SpecEnvironment, grant_network
+from controlscope.envs.external import McpmarkEnvironment, SpecEnvironment, grant_network
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.envs.filesystem.server import find_server_script
 from test_api import BROKEN, SOLVE, TASK
@@ -181,6 +189,17 @@ _BREAKAGES = [
     (_STATE_END, _STATE_END.replace("\n\n", '\ndirectory = "x"\n\n'), "directory or command"),
     ("[[tasks]]", "[[tasks]]\ninstruction_file = 'x.md'", "give instruction or instruction_file"),
     (_SERVER_END, _SERVER_END.replace("\n\n", "\nnetwork = true\n\n"), "--allow-network"),
+    (_SERVER_END, _SERVER_END.replace("\n\n", '\nenv = {"A=B" = "1"}\n\n'), "not a variable"),
+    # Limits the kernel cannot take (they made the verifier fail with an unclear error).
+    (_VERIFIER, _VERIFIER + "\nmemory_mb = 1000000000000000", "verifier.memory_mb: Input should"),
+    (_VERIFIER, _VERIFIER + "\noutput_mb = 1000000000000000", "verifier.output_mb: Input should"),
+    (_STATE_END, _STATE_END.replace("30", "1e300"), "state.timeout_s: Input should"),
+    ('instruction = "Add', 'instruction = "' + "x" * (1 << 20) + "Add", "longer than 1048576"),
+    ("[tools]", 'paths = ["/"]\n[tools]', "the root folder, is more than a task needs"),
+    # A task id names its folders in a panel: never out of it, never a control character.
+    ('id = "notebook/greet"', 'id = "../../escaped/greet"', "tasks.0.id: '..' is no name"),
+    ('id = "notebook/greet"', 'id = "notebook//greet"', "tasks.0.id: an empty name"),
+    ('id = "notebook/greet"', 'id = "note\\nbook"', "tasks.0.id: holds '\\n'"),
 ]
 
 
@@ -196,6 +215,32 @@ def test_a_spec_that_cannot_run_is_refused_before_a_run(
     assert not (tmp_path / "r").exists()
     out = cli("run", "--task-spec", str(spec_file), "--out", str(tmp_path / "r"))
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_replay_sees_a_changed_script_the_spec_runs_as_its_command(tmp_path: Path) -> None:
+    """Scripts a spec runs directly (``./verify.sh``), not only those it passes as arguments,
+    are the task's files: a replay after editing one refuses the changed task (paper A.4)."""
+    verifier = tmp_path / "verify.sh"
+    verifier.write_text("#!/bin/sh\ngrep -q 'hello notebook' /workspace/notebook.txt\n")
+    verifier.chmod(0o755)
+    server = tmp_path / "server.sh"
+    server.write_text(f'#!/bin/sh\nexec "$1" "{tmp_path}/notebook_server.py"\n')
+    server.chmod(0o755)
+    spec_file = _spec(
+        tmp_path,
+        _GOOD.replace(_VERIFIER, 'command = ["./verify.sh"]')
+        .replace('command = "{python}"', 'command = "./server.sh"')
+        .replace('args = ["{spec_dir}/notebook_server.py"]', 'args = ["{python}"]'),
+    )
+    recorded = SpecEnvironment(spec_file).task("notebook/greet")
+    assert {str(verifier), str(server)} <= set(recorded.metadata["data_hashes"])
+    for script_file in (verifier, server):
+        script_file.write_text(script_file.read_text() + "# changed\n")
+        today = SpecEnvironment(spec_file).task("notebook/greet")
+        assert changed_data(recorded, today) == [str(script_file)]
+        recorded = today
+    assert "{python}" not in str(recorded.metadata["data_hashes"])
+    assert str(_bwrap.base_interpreter()) not in recorded.metadata["data_hashes"]
 
 
 def test_the_network_is_granted_only_when_the_spec_asks_and_the_user_allows(
@@ -300,6 +345,62 @@ def test_a_spec_that_fails_during_a_run_is_recorded_and_graded(tmp_path: Path) -
     assert result.end_reason == "environment_error" and "['peek']" in result.detail
     assert not result.verdict.success  # graded as the workspace stands: the state's one line
     assert cs.read_summary(tmp_path / "no-tool").complete
+
+
+def test_the_cli_says_why_a_server_failed_its_run(tmp_path: Path) -> None:
+    """A server that crashes at start (or never answers) ends the run recorded; the CLI prints
+    why, not only ``environment_error``."""
+    crash = "import sys; sys.stderr.write('no database for you' + chr(10)); sys.exit(7)"
+    spec_file = _spec(
+        tmp_path,
+        _GOOD.replace('args = ["{spec_dir}/notebook_server.py"]', f"args = ['-c', {crash!r}]"),
+    )
+    model = script(tmp_path, "Done.")
+    out = cli("run", "--task-spec", str(spec_file), "--model", model, "--out", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr
+    assert "FAIL (environment_error;" in out.stdout
+    assert "  why: the tool server did not start: " in out.stdout
+    assert "no database for you" in out.stdout
+    assert cs.read_summary(tmp_path / "r").complete
+
+
+def test_a_spec_in_a_folder_that_holds_far_more_than_it_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spec's folder is shown to its server and commands: a spec kept in the home folder (or
+    the temporary folder, or ``/``) would show them ``~/.ssh`` (or other runs' workspaces)."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    monkeypatch.setenv("HOME", str(home))
+    for folder in (home, Path(tempfile.gettempdir())):
+        spec_file = folder / f"spec-{tmp_path.name}.toml"
+        spec_file.write_text(_GOOD)
+        try:
+            with pytest.raises(TaskError, match="put the spec in a folder of its own"):
+                SpecEnvironment(spec_file)
+        finally:
+            spec_file.unlink()
+    (home / "specs").mkdir()
+    assert SpecEnvironment(_spec(home / "specs", _GOOD)).task("notebook/greet")
+    for name in ("description.md", "verify.py"):  # an MCPMark task folder's verifier sees it
+        (home / name).write_text("print('hi')\n")
+    with pytest.raises(TaskError, match="is the home folder, not an MCPMark task folder"):
+        McpmarkEnvironment(home)
+
+
+def test_an_instruction_file_is_read_bounded(tmp_path: Path) -> None:
+    """An instruction goes into every prompt and into ``run_start``: 1 MiB at most."""
+    instruction = (
+        'instruction = "Add the line `hello notebook` to the notebook, after its first line."'
+    )
+    spec_file = _spec(tmp_path, _GOOD.replace(instruction, 'instruction_file = "task.md"'))
+    (tmp_path / "task.md").write_text("x" * ((1 << 20) + 1))
+    with pytest.raises(TaskError, match=r"task\.md is longer than 1048576 bytes"):
+        SpecEnvironment(spec_file).task("notebook/greet")
+    (tmp_path / "task.md").write_bytes(b"\xff\xfe not text")
+    with pytest.raises(TaskError, match="cannot be read as UTF-8"):
+        SpecEnvironment(spec_file).task("notebook/greet")
 
 
 def test_an_environment_named_with_a_path_needs_one() -> None:

@@ -5,8 +5,9 @@ filesystem server (``controlscope.envs.filesystem.server``) and the third-party 
 and verifier commands of users' own tasks (``controlscope.envs._confine``). All get the same
 confinement (README, "Isolation"): every namespace unshared (no network), a new session, all
 capabilities dropped, ``--die-with-parent``, read-only ``/usr`` and system paths, a private
-``/tmp``, bwrap's minimal ``/dev`` read-only with a small ``/dev/shm`` of its own (bwrap's
-``/dev`` is otherwise a writable tmpfs as large as half the host's memory), and no ``/proc`` or
+``/tmp``, bwrap's minimal ``/dev`` read-only with a small ``/dev/shm`` of its own, the root
+read-only (bwrap's ``/`` and ``/dev`` are otherwise writable tmpfs as large as half the host's
+memory, which files written there would hoard), and no ``/proc`` or
 ``/sys`` (a root process, even without capabilities, could write kernel settings through them,
 which are checked by file mode only). Each adds what it must see: the interpreter's prefix, or
 Node.js, the server package and the workspace.
@@ -95,6 +96,7 @@ def options(
     chdir: str = "/tmp",
     hostname: str | None = None,
     network: bool = False,
+    setenv: Mapping[str, str] | None = None,
 ) -> list[str]:
     """bwrap's options between the executable and the confined command (ending with ``--``).
 
@@ -110,6 +112,9 @@ def options(
         hostname: the host name inside (None: bwrap's default).
         network: keep the host's network namespace (``--share-net``); every other namespace is
             still unshared. Only for a tool server whose user granted it the network.
+        setenv: variables set for the confined command alone (``--setenv``). Variables of
+            third-party origin go here, never into bwrap's own environment: bwrap runs on the
+            host unconfined, where a ``LD_PRELOAD`` would load code outside the sandbox.
 
     Returns:
         The options, ready to put after the ``bwrap`` executable and before the command.
@@ -135,7 +140,10 @@ def options(
     args += ["--chdir", chdir]
     if hostname is not None:
         args += ["--hostname", hostname]
-    return [*args, "--"]
+    for name, value in (setenv or {}).items():
+        args += ["--setenv", name, value]
+    # Last: the root (bwrap's tmpfs, with the folders made for the mounts above) read-only.
+    return [*args, "--remount-ro", "/", "--"]
 
 
 def probe(

@@ -75,7 +75,10 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``controlscope`` command; returns the process exit status."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # a bad option (one line printed), or --help
+        return stop.code if isinstance(stop.code, int) else 2
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         code: int = args._module.main(args)

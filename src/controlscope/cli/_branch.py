@@ -12,9 +12,8 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
-from controlscope.cli._console import fail
+from controlscope.cli._console import fail, inert, path_option
 from controlscope.cli._live_models import add_model_arguments, build_live
 from controlscope.replay import (
     BRANCHES_FILE,
@@ -30,7 +29,7 @@ from controlscope.replay import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``branch``'s options."""
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the recorded run")
+    parser.add_argument("run_dir", type=path_option, metavar="RUN_DIR", help="the recorded run")
     parser.add_argument(
         "--at", required=True, help="the boundary: a call index K, midpoint or local-rule"
     )
@@ -41,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="once",
         help="after the boundary: once (then Keep), continuous, protect:n, retain_first",
     )
-    parser.add_argument("--out", type=Path, required=True, help="directory of the branches")
+    parser.add_argument("--out", type=path_option, required=True, help="directory of the branches")
     add_model_arguments(parser, reviewer=True)
 
 
@@ -76,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
 def _print(found: BranchSet, out_dir: Path) -> None:
     out = Console(soft_wrap=True)
     out.print(
-        escape(
+        inert(
             f"{len(found.branches)} branch(es) of {found.source_run} at boundary "
             f"{found.call_index} (schedule {found.schedule}); mechanism: {MECHANISM_NOTE}"
         )
@@ -87,7 +86,7 @@ def _print(found: BranchSet, out_dir: Path) -> None:
             "no verdict" if s is None or s.success is None else ("PASS" if s.success else "FAIL")
         )
         detail = "" if s is None else f" ({s.end_reason}; {s.primitive_calls} calls)"
-        out.print(escape(f"  {b.scope}-d{b.draw}: {verdict}{detail}"))
+        out.print(inert(f"  {b.scope}-d{b.draw}: {verdict}{detail}"))
     if found.request_hash is not None:
-        out.print(escape(f"first review request (operation set left out): {found.request_hash}"))
-    out.print(escape(f"branches: {out_dir / BRANCHES_FILE}"))
+        out.print(inert(f"first review request (operation set left out): {found.request_hash}"))
+    out.print(inert(f"branches: {out_dir / BRANCHES_FILE}"))

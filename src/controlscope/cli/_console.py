@@ -1,10 +1,35 @@
-"""How the command line reports a problem: one escaped line on stderr, and an exit status."""
+"""How the command line prints untrusted text (inert: no markup, no terminal control), reports a
+problem (one such line on stderr, and an exit status), and reads a path option."""
 
 from __future__ import annotations
+
+import argparse
+from pathlib import Path
 
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+
+from controlscope.core import escape_untrusted
+
+
+def inert(text: str, *, lines: bool = False) -> str:
+    """``text`` ready for a Rich console, whatever wrote it (agent code, a model, an endpoint,
+    a task's files, a third-party verifier): Rich markup escaped, and every character that is
+    not printable (terminal escapes, carriage returns, backspaces, NUL, bidirectional
+    overrides) written as a Python escape, so it cannot recolour, retitle, clear or overwrite
+    the terminal.
+
+    Args:
+        text: the text.
+        lines: keep its line breaks (a verifier's output); otherwise they are escaped too.
+
+    Returns:
+        The text to put into a Rich ``print`` (inside markup of ours or alone).
+    """
+    if lines:
+        return escape("\n".join(escape_untrusted(line) for line in text.split("\n")))
+    return escape(escape_untrusted(text))
 
 
 def one_line(err: ValidationError) -> str:
@@ -27,8 +52,8 @@ def one_line(err: ValidationError) -> str:
 
 
 def fail(console: Console, verb: str, message: str, code: int) -> int:
-    """Print ``controlscope VERB: MESSAGE`` in red (the message escaped: it may quote agent,
-    model or endpoint text) and return ``code``.
+    """Print ``controlscope VERB: MESSAGE`` in red (the message made :func:`inert`: it may quote
+    agent, model, endpoint or task text) and return ``code``.
 
     Args:
         console: the stderr console.
@@ -39,5 +64,17 @@ def fail(console: Console, verb: str, message: str, code: int) -> int:
     Returns:
         ``code``.
     """
-    console.print(f"[red]controlscope {verb}: {escape(message)}[/red]")
+    console.print(f"[red]controlscope {verb}: {inert(message, lines=True)}[/red]")
     return code
+
+
+def path_option(text: str) -> Path:
+    """An option's path (argparse's ``type``): a blank one is refused, since ``Path("")`` is
+    the current folder (``--state "$UNSET"`` would copy it whole into a workspace).
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is blank.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a file or folder")
+    return Path(text)

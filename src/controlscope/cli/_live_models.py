@@ -4,8 +4,8 @@ plans (and reviews) after a replayed prefix."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from controlscope.cli._console import path_option
 from controlscope.core import ChatModel, ProviderError
 from controlscope.models import CacheError, WeightsError
 from controlscope.replay import ReplayError
@@ -29,7 +29,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, reviewer: bool) -> N
     if reviewer:
         group("--reviewer-model", default=None, help="reviewer model (default: --model)")
     group("--base-url", default=None, help="OpenAI-compatible base URL")
-    group("--cache", type=Path, default=None, help="an SQLite exact-request cache file")
+    group("--cache", type=path_option, default=None, help="an SQLite exact-request cache file")
 
 
 def build_live(

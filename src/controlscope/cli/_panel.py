@@ -12,12 +12,10 @@ configuration or panel folder (one line, before any run starts); 130 when interr
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
-from controlscope.cli._console import fail
+from controlscope.cli._console import fail, inert, path_option
 from controlscope.panel import (
     ConfigError,
     PanelError,
@@ -30,8 +28,8 @@ from controlscope.panel import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``panel``'s options."""
-    parser.add_argument("config", type=Path, metavar="CONFIG.toml", help="the panel's file")
-    parser.add_argument("--out", type=Path, required=True, help="the panel folder")
+    parser.add_argument("config", type=path_option, metavar="CONFIG.toml", help="the panel's file")
+    parser.add_argument("--out", type=path_option, required=True, help="the panel folder")
     parser.add_argument(
         "--workers", type=int, default=None, help="runs at a time (default: sized to the machine)"
     )
@@ -56,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     failed = [r for r in result.records.values() if r.status == "error"]
     if failed:
         for record in failed[:10]:
-            console.print(escape(f"  could not run {record.id}: {record.detail}"))
+            console.print(inert(f"  could not run {record.id}: {record.detail}"))
         return fail(console, "panel", f"{len(failed)} run(s) could not run; repeat the command", 1)
     return 0
 
@@ -66,11 +64,11 @@ def _print(result: PanelResult) -> None:
     s = result.status
     ran = s.finished - s.skipped
     out.print(
-        escape(
+        inert(
             f"panel {result.panel}: {s.finished}/{s.total} runs finished ({ran} run now, "
             f"{s.skipped} found finished), {s.failed} could not run, {s.ineligible} ineligible"
         )
     )
     for label, seen in s.verdicts.items():
-        out.print(escape(f"  {label}: {s.successes.get(label, 0)}/{seen} successes"))
-    out.print(escape(f"report: controlscope report {result.panel}"))
+        out.print(inert(f"  {label}: {s.successes.get(label, 0)}/{seen} successes"))
+    out.print(inert(f"report: controlscope report {result.panel}"))

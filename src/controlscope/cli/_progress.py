@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.live import Live
-from rich.markup import escape
 from rich.text import Text
 
+from controlscope.cli._console import inert
 from controlscope.core import (
     BlockEndEvent,
     Event,
@@ -47,7 +47,7 @@ class LiveProgress:
             self._turn = event.turn + 1
             self._last = f"planning turn {self._turn}"
         elif isinstance(event, ModelCallEvent) and event.error:
-            self._console.print(f"[yellow]{event.role} error: {escape(event.error)}[/yellow]")
+            self._console.print(f"[yellow]{event.role} error: {inert(event.error)}[/yellow]")
         elif isinstance(event, PrimitiveCallEvent):
             self._calls += 1
             self._last = f"call {event.call.tool}"

@@ -9,12 +9,10 @@ anything runs).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
-from controlscope.cli._console import fail
+from controlscope.cli._console import fail, inert, path_option
 from controlscope.cli._live_models import add_model_arguments, build_live
 from controlscope.replay import (
     OperationReplay,
@@ -28,7 +26,7 @@ from controlscope.replay import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``replay``'s options."""
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the recorded run")
+    parser.add_argument("run_dir", type=path_option, metavar="RUN_DIR", help="the recorded run")
     parser.add_argument("--until", type=int, default=None, help="stop at boundary K (call index)")
     parser.add_argument("--operation", type=int, default=None, help="recorded operation N")
     parser.add_argument(
@@ -37,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="with --operation: the frozen replay",
     )
-    parser.add_argument("--out", type=Path, required=True, help="run directory to write")
+    parser.add_argument("--out", type=path_option, required=True, help="run directory to write")
     add_model_arguments(parser, reviewer=False)
 
 
@@ -58,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
     if found.divergence is not None:
         return fail(console, "replay", f"diverged: {found.divergence.message}", 1)
     out = Console(soft_wrap=True)
-    out.print(escape(_report(found)))
+    out.print(inert(_report(found), lines=True))
     return 0
 
 

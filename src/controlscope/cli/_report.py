@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from controlscope.analysis import Report, report
-from controlscope.cli._console import fail
+from controlscope.cli._console import fail, inert, path_option
 from controlscope.panel import PanelError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``report``'s options."""
-    parser.add_argument("panel", type=Path, metavar="PANEL_DIR", help="the panel folder")
-    parser.add_argument("--out", type=Path, default=None, help="default: PANEL_DIR/report")
+    parser.add_argument("panel", type=path_option, metavar="PANEL_DIR", help="the panel folder")
+    parser.add_argument("--out", type=path_option, default=None, help="default: PANEL_DIR/report")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     parser.add_argument("--level", type=float, default=0.95, help="intervals' coverage")
@@ -66,9 +64,9 @@ def _print(built: Report) -> None:
     for name in ("successes", "table1", "paired"):
         table = built.tables.get(name)
         if table is not None and not table.empty:
-            out.print(escape(table.to_markdown(index=False)))
+            out.print(inert(table.to_markdown(index=False), lines=True))
             out.print()
     for problem in built.problems[:20]:
-        out.print(escape(f"  {problem}"))
+        out.print(inert(f"  {problem}"))
     folder = built.out or built.panel
-    out.print(escape(f"report: {folder} (report.md, a CSV per table, figures, report.json)"))
+    out.print(inert(f"report: {folder} (report.md, a CSV per table, figures, report.json)"))

@@ -14,9 +14,8 @@ import argparse
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.markup import escape
 
-from controlscope.cli._console import fail, one_line
+from controlscope.cli._console import fail, inert, one_line
 from controlscope.cli._run_args import add_arguments, spec_from_args
 from controlscope.core import TaskError
 from controlscope.models import ReplayMismatch
@@ -55,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
         return fail(console, "run", str(err), 2)
     except ReplayMismatch as err:
         fail(console, "run", f"the replay diverged from the recording: {err}", 1)
-        console.print(escape(_DIVERGED_HELP.format(out=spec.out)))
+        console.print(inert(_DIVERGED_HELP.format(out=spec.out), lines=True))
         return 1
     except OSError as err:
         return fail(console, "run", str(err), 1)
@@ -75,13 +74,15 @@ def _print_result(spec: RunSpec, result: RunResult) -> None:
     verdict = "PASS" if result.verdict.success else "FAIL"
     out = Console(soft_wrap=True)
     out.print(
-        f"{escape(result.verdict.task_id)} seed={spec.seed} scope={spec.scope.name.lower()} "
-        f"schedule={escape(spec.schedule)}: [bold]{verdict}[/bold] ({result.end_reason}; "
+        f"{inert(result.verdict.task_id)} seed={spec.seed} scope={spec.scope.name.lower()} "
+        f"schedule={inert(spec.schedule)}: [bold]{verdict}[/bold] ({result.end_reason}; "
         f"{s.primitive_calls} calls, {s.planning_turns} turns, {s.reviews} reviews, "
         f"{s.argument_patches} argument patches, {s.block_data_patches} block-data patches, "
         f"{s.replacements} replacements, {s.rejected_proposals} rejected)"
     )
+    if result.detail:  # why it ended, when not by a final answer (a server that failed...)
+        out.print(f"  why: {inert(result.detail, lines=True)}")
     for check in result.verdict.checks:
         mark = "ok " if check.passed else "bad"
-        out.print(f"  {mark} {escape(check.name)}: {escape(check.reason)}")
-    out.print(f"log: {escape(str(spec.out / 'events.jsonl'))}")
+        out.print(f"  {mark} {inert(check.name)}: {inert(check.reason, lines=True)}")
+    out.print(f"log: {inert(str(spec.out / 'events.jsonl'))}")

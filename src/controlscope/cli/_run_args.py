@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from controlscope import core
+from controlscope.cli._console import path_option
 from controlscope.run import RunSpec
 
 
@@ -17,9 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     task = parser.add_argument_group("task").add_argument
     task("--task", default=None, help="task id, e.g. student_database/english_talent")
     task("--env", default="filesystem", help="environment (default: filesystem)")
-    task("--mcpmark", type=Path, default=None, help="an MCPMark task folder (or checkout)")
-    task("--state", type=Path, default=None, help="the MCPMark task's initial-state directory")
-    task("--task-spec", type=Path, default=None, help="a TOML task spec (any MCP server)")
+    task("--mcpmark", type=path_option, default=None, help="an MCPMark task folder (or checkout)")
+    task(
+        "--state", type=path_option, default=None, help="the MCPMark task's initial-state directory"
+    )
+    task("--task-spec", type=path_option, default=None, help="a TOML task spec (any MCP server)")
     task("--allow-network", action="store_true", help="a task spec's server may use the network")
     task("--seed", type=int, default=0, help="data seed (student tasks: the subset seed)")
     task("--students", type=int, default=None, help="number of students (student tasks)")
@@ -29,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _model_arguments(parser)
     _budget_arguments(parser)
     out = parser.add_argument_group("output").add_argument
-    out("--out", required=True, type=Path, help="run directory to write")
+    out("--out", required=True, type=path_option, help="run directory to write")
     out("--quiet", action="store_true", help="no live progress")
 
 
@@ -50,7 +52,9 @@ def _condition_arguments(parser: argparse.ArgumentParser) -> None:
         "protect:n|retain_first (join with +); default continuous (per_block under "
         "--app-protocol v1)",
     )
-    cond("--source-run", type=Path, default=None, help="recorded run placing once / midpoint")
+    cond(
+        "--source-run", type=path_option, default=None, help="recorded run placing once / midpoint"
+    )
     cond("--view", choices=core.VIEWS, default="with_feedback")
     cond("--view-bounds", choices=("complete", "bounded"), default=None, help="default: per model")
     cond(
@@ -85,7 +89,9 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
         help="fast: required tool, 8192 tokens, an invalid review is a plan error; "
         "reasoning: auto, 16384 tokens, Keep",
     )
-    models("--cache", type=Path, default=None, help="an SQLite exact-request cache file to use")
+    models(
+        "--cache", type=path_option, default=None, help="an SQLite exact-request cache file to use"
+    )
 
     sampling = parser.add_argument_group("sampling").add_argument
     sampling("--temperature", type=float, default=None, help="default 0.7")

@@ -10,9 +10,9 @@ import json
 import sys
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from controlscope.cli._console import fail, inert
 from controlscope.core import Task, TaskError
 from controlscope.envs import environment_names, get_environment
 
@@ -35,9 +35,9 @@ def main(args: argparse.Namespace) -> int:
     """List the tasks of ``args.env`` (or of ``--mcpmark``, ``--task-spec``); return 0, or 2
     for an unknown environment or one whose tasks cannot be read."""
     name = args.env
+    errors = Console(stderr=True, soft_wrap=True)
     if args.mcpmark is not None and args.task_spec is not None:
-        print("controlscope tasks: give --mcpmark or --task-spec, not both", file=sys.stderr)
-        return 2
+        return fail(errors, "tasks", "give --mcpmark or --task-spec, not both", 2)
     if args.mcpmark is not None:
         name = f"mcpmark:{args.mcpmark}"
     elif args.task_spec is not None:
@@ -46,16 +46,15 @@ def main(args: argparse.Namespace) -> int:
         env = get_environment(name)
         tasks = env.tasks()
     except TaskError as error:  # an unknown environment, or its data is missing
-        print(f"controlscope tasks: {error}", file=sys.stderr)
-        return 2
+        return fail(errors, "tasks", str(error), 2)
     # Folders that look like tasks but cannot be read (an MCPMark folder without verify.py).
     problems: list[str] = list(getattr(env, "problems", []))
     for problem in problems:
-        Console(stderr=True, soft_wrap=True).print(f"[yellow]skipped: {escape(problem)}[/yellow]")
+        errors.print(f"[yellow]skipped: {inert(problem)}[/yellow]")
     if args.json:
         print(json.dumps([_row(t) for t in tasks], indent=2))
         return 0
-    table = Table(title=escape(f"{env.name}: {len(tasks)} tasks"))
+    table = Table(title=inert(f"{env.name}: {len(tasks)} tasks"))
     # A template column only when some task shares its scenario template with others.
     templates = any(t.template != t.id for t in tasks)
     facts = _short_facts(tasks)
@@ -66,13 +65,13 @@ def main(args: argparse.Namespace) -> int:
         params = ", ".join(f"{k}={v}" for k, v in t.params.items())
         cells = [t.id, t.category, str(t.python_allowed), *([t.template] if templates else [])]
         cells += [str(t.metadata.get(k, "")) for k in facts]
-        table.add_row(*(escape(c) for c in [*cells, params]))
+        table.add_row(*(inert(c) for c in [*cells, params]))
     # Piped output is not cut to 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     console.print(table)
     missing = _missing_states(tasks)
     if missing:
-        console.print(escape(f"states missing: {missing}"))
+        console.print(inert(f"states missing: {missing}"))
     return 0
 
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from rich.console import Console
 
-from controlscope.cli._console import fail
+from controlscope.cli._console import fail, path_option
 from controlscope.view import DEFAULT_HOST, ViewError, export, find_target, is_loopback, serve
 
 
@@ -33,14 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``view``'s options."""
     parser.add_argument(
         "path",
-        type=Path,
+        type=path_option,
         metavar="PATH",
         help="a run directory, a branch set, a panel or a folder of runs",
     )
     parser.add_argument("--port", type=_port, default=0, help="port (default: a free one)")
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address (default {DEFAULT_HOST})")
     parser.add_argument(
-        "--export", type=Path, default=None, metavar="DIR", help="write static pages to DIR"
+        "--export", type=path_option, default=None, metavar="DIR", help="write static pages to DIR"
     )
 
 

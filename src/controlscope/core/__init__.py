@@ -7,7 +7,8 @@ records defined here:
 
 - tools: :class:`ToolSchema`, :class:`ToolResult`, :class:`ToolServer`, :class:`ToolServerError`;
 - tasks: :class:`Task`, :class:`TaskBudgets`, :class:`Check`, :class:`Verdict`,
-  :data:`AnswerKey`, :class:`TaskError`, :func:`changed_data`;
+  :data:`AnswerKey`, :class:`TaskError`, :func:`changed_data`, :func:`name_problem` (what a
+  task id may be);
 - models: :class:`ModelRequest`, :class:`ModelResponse`, :class:`Message`, :class:`ToolCall`,
   :class:`ToolSpec`, :class:`Usage`, :class:`ProviderError`, :class:`ChatModel`;
 - operations: :class:`Scope`, :data:`Lattice`, :class:`OperationSet` (a scope's operations in
@@ -19,7 +20,7 @@ records defined here:
   run that starts from a recorded prefix comes from (:class:`BranchOrigin`);
 - reading model text: :func:`fences` (CommonMark's fenced code blocks), :func:`program_fence`
   (the program of a reply), :func:`unfence`, :func:`fence`, :func:`find_json_object`,
-  :func:`decode_json`;
+  :func:`decode_json`; untrusted text as one inert line, :func:`escape_untrusted`;
 - the run's wall-clock ceiling: :class:`Deadline`, :func:`remaining_seconds`, and each model
   call's deadline, :func:`call_seconds`;
 - bounds on data from outside (agent code, models, servers): :func:`data_problem`,
@@ -169,6 +170,7 @@ from controlscope.core._signature import (
 )
 from controlscope.core._tasks import (
     DEFAULT_WALL_SECONDS,
+    MAX_NAME_CHARS,
     AnswerKey,
     Check,
     Task,
@@ -176,12 +178,14 @@ from controlscope.core._tasks import (
     TaskError,
     Verdict,
     changed_data,
+    name_problem,
 )
 from controlscope.core._text import (
     DATA_LANGUAGES,
     PYTHON_LANGUAGES,
     Fence,
     decode_json,
+    escape_untrusted,
     fence,
     fences,
     find_json_object,
@@ -215,6 +219,7 @@ __all__ = [
     "LATTICES",
     "LATTICE_OPERATIONS",
     "MAX_DATA_DEPTH",
+    "MAX_NAME_CHARS",
     "OPERATION_KINDS",
     "PLANNER_FORMATS",
     "PROVIDER_ERROR_KINDS",
@@ -322,6 +327,7 @@ __all__ = [
     "clip_text",
     "data_problem",
     "decode_json",
+    "escape_untrusted",
     "fence",
     "fences",
     "find_json_object",
@@ -331,6 +337,7 @@ __all__ = [
     "json_value_at",
     "lattice_operations",
     "model_call_event",
+    "name_problem",
     "own_turn",
     "program_fence",
     "provider_error_kind",

@@ -4,11 +4,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DEFAULT_WALL_SECONDS = 10_800.0
 """The default wall-clock ceiling of a run (three hours: the execution budget, a hundred planning
 turns and a review at each of a hundred calls, on a slow local model)."""
+
+
+MAX_NAME_CHARS = 200
+"""The longest task id (a panel folder's path below it)."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a task's id (or one segment of a path a task names), or None.
+
+    A task id is a ``/``-separated path (``category/name``) that panels use as folders below
+    their own (``runs/<task id>/...``), and that is printed: each segment must be a name
+    (neither empty, ``.`` nor ``..``), without backslashes or characters that are not
+    printable (newlines, terminal escapes), at most :data:`MAX_NAME_CHARS` in all.
+
+    Args:
+        name: the id (or segment) to check.
+
+    Returns:
+        None, or the problem in words (``'..' is no name``).
+    """
+    if len(name) > MAX_NAME_CHARS:
+        return f"longer than {MAX_NAME_CHARS} characters"
+    bad = next((ch for ch in name if not ch.isprintable() or ch == "\\"), None)
+    if bad is not None:
+        return f"holds {bad!r}"
+    for segment in name.split("/"):
+        if segment in ("", ".", ".."):
+            return f"{segment!r} is no name" if segment else "an empty name (or a stray /)"
+    return None
 
 
 class TaskBudgets(BaseModel):
@@ -50,7 +79,8 @@ class Task(BaseModel):
     """One task of an environment.
 
     Attributes:
-        id: ``category/name``.
+        id: ``category/name``: a path of names (:func:`name_problem`), since panels keep a
+            task's runs in folders named by it.
         env: the environment's name (``filesystem``...).
         category: the task's category.
         instruction: what the agent is asked to do, in our own words.
@@ -75,6 +105,14 @@ class Task(BaseModel):
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
     params: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _a_name(cls, value: str) -> str:
+        problem = name_problem(value)
+        if problem is not None:
+            raise ValueError(f"task id {value!r}: {problem}")
+        return value
 
 
 class Check(BaseModel):

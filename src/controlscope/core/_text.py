@@ -1,4 +1,5 @@
-"""Reading model text: fenced code blocks and JSON objects, one implementation for every layer.
+"""Reading model text: fenced code blocks and JSON objects, one implementation for every layer;
+and untrusted text made inert for a terminal or an error message (:func:`escape_untrusted`).
 
 Fences follow CommonMark's rules for fenced code blocks (https://spec.commonmark.org/0.31.2/,
 section 4.5), read line by line:
@@ -277,3 +278,11 @@ def find_json_object(text: str, *, key: str) -> dict[str, Any] | None:
         if isinstance(value, dict) and key in value:
             return value
     return next((value for value in json_objects(text) if key in value), None)
+
+
+def escape_untrusted(text: str) -> str:
+    """Return ``text`` with every non-printable character (control codes, terminal escapes,
+    newlines) written as a Python escape, so it prints as one inert line."""
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
+    )

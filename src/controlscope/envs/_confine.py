@@ -2,13 +2,16 @@
 commands.
 
 Every such process gets the shared bubblewrap confinement (:func:`controlscope._bwrap.options`:
-every namespace unshared, so no network; read-only system paths and ``/etc``; a private
-``/tmp``; no capabilities; ``--die-with-parent``), the paths it must read shown read-only, and
+every namespace unshared, so no network; read-only system paths and the few files of ``/etc``
+processes need, :data:`ETC_FILES`; a private ``/tmp``; no capabilities;
+``--die-with-parent``), the paths it must read shown read-only, and
 the workspace at :data:`AGENT_ROOT`, whatever its host path, so that paths are the same in every
 branch (paper 3.3, A.1). A tool server sees the workspace read-write; a verifier sees a copy of
 it read-only (:func:`run_confined`). A command also gets resource limits (address space, CPU
-seconds, size of any file it writes, its output included) and a wall-clock limit, after which its
-whole process group is killed; its output is kept bounded (head and tail).
+seconds, size of any file it writes, its output included), a cap on its processes (a pids cgroup
+of its own where the machine offers one, :mod:`controlscope._cgroup`; servers too) and a
+wall-clock limit, after which its whole process group is killed; its output is kept bounded (head
+and tail).
 
 The environment a confined command gets is :data:`COMMAND_ENV` and what its caller adds, never
 this process's (no API keys or paths leak into third-party code).
@@ -16,6 +19,7 @@ this process's (no API keys or paths leak into third-party code).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import IO
 
 from controlscope import _bwrap
+from controlscope._cgroup import ProcessCap, cap_problem
 from controlscope._proc import descendants, gone
 from controlscope.core import CUT_MARKER
 from controlscope.envs._mcp import McpToolServer
@@ -40,8 +45,13 @@ from controlscope.envs._stdio import kill_group
 __all__ = [
     "AGENT_ROOT",
     "COMMAND_ENV",
+    "ETC_FILES",
+    "MAX_LIMIT",
+    "MAX_TIMEOUT_S",
+    "SERVER_PROCESSES",
     "CommandLimits",
     "CommandOutcome",
+    "confined_label",
     "confinement_problem",
     "executable_paths",
     "run_confined",
@@ -57,9 +67,42 @@ AGENT_ROOT = "/workspace"
 requests, tool arguments and observations are then the same across branches (same-state
 branching and prefix replay, paper section 3.3), whatever host directory each branch gets."""
 
-SYSTEM_DIRS = (*_bwrap.SYSTEM_DIRS, "/etc")
-"""System paths a confined third-party process sees read-only (``/usr`` besides): ``/etc`` too,
-for the time zone, name service and certificate files servers read."""
+ETC_FILES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "localtime",
+    "timezone",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "host.conf",
+    "resolv.conf",
+    "gai.conf",
+    "services",
+    "protocols",
+    "mime.types",
+    "os-release",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki/tls/certs",
+    "pki/ca-trust",
+)
+"""The entries of ``/etc`` a confined third-party process sees read-only (those that exist): the
+dynamic loader's cache, Debian's command alternatives, the time zone, user and host names, name
+service, MIME types and trusted certificates. Never the rest of ``/etc``: password hashes
+(``shadow``), host and private keys (``ssh/``, ``ssl/private/``), credentials of services. A task
+spec names anything else its commands read (``paths``)."""
+
+
+def _etc_paths() -> list[Path]:
+    """The paths of :data:`ETC_FILES` that exist here (a dangling symlink would stop bwrap)."""
+    return [Path("/etc", name) for name in ETC_FILES if Path("/etc", name).exists()]
+
 
 COMMAND_ENV: dict[str, str] = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -75,14 +118,27 @@ COMMAND_ENV: dict[str, str] = {
 """The whole environment of a confined command, before what its caller adds (Python's output
 unbuffered, so what it prints and its traceback keep their order)."""
 
+SERVER_PROCESSES = 256
+"""How many processes and threads a third-party tool server may run at once (see
+:class:`CommandLimits`' ``processes``)."""
+
 #: Bytes of a command's output kept from its start and from its end.
 _OUTPUT_HEAD = 6_000
 _OUTPUT_TAIL = 10_000
 
 
+MAX_TIMEOUT_S = 86_400.0
+MAX_LIMIT = 1 << 20
+"""The largest limits a command may be given: a day, and 2**20 of each count (MiB of memory,
+output, ``/tmp``; processes). Larger ones would not fit the kernel's resource limits."""
+
+
 @dataclass(frozen=True)
 class CommandLimits:
     """What a confined command may use.
+
+    Each at least 1 (``timeout_s`` positive) and at most :data:`MAX_TIMEOUT_S` or
+    :data:`MAX_LIMIT`.
 
     Attributes:
         timeout_s: wall-clock seconds before its process group is killed (also its CPU seconds).
@@ -90,19 +146,22 @@ class CommandLimits:
         output_mb: the size of its output, and of any file it writes, in MiB (the file-size
             rlimit: a command that passes it is stopped by ``SIGXFSZ``).
         tmp_mb: the size of its private ``/tmp`` in MiB.
+        processes: how many processes and threads it may run at once (a pids cgroup of its
+            own, where the machine offers one: :mod:`controlscope._cgroup`).
     """
 
     timeout_s: float = 300.0
     memory_mb: int = 1024
     output_mb: int = 8
     tmp_mb: int = 64
+    processes: int = 256
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
-            raise ValueError(f"timeout_s must be a positive number, got {self.timeout_s}")
-        for name in ("memory_mb", "output_mb", "tmp_mb"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise ValueError(f"timeout_s must be in (0, {MAX_TIMEOUT_S:g}], got {self.timeout_s}")
+        for name in ("memory_mb", "output_mb", "tmp_mb", "processes"):
+            if not 1 <= getattr(self, name) <= MAX_LIMIT:
+                raise ValueError(f"{name} must be in [1, {MAX_LIMIT}], got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -135,23 +194,32 @@ class CommandOutcome:
         return self.status == 0
 
     def describe(self, limits: CommandLimits) -> str:
-        """How it ended, in words (``exit 1``, ``did not finish within 300 s (killed)``...)."""
+        """How it ended, in words (``exit 1``, ``did not finish within 300 s (killed)``, ``exit
+        139: killed by SIGSEGV, ...`` where bubblewrap reports a signal as 128 + its number)."""
         full = f"; its output reached the {limits.output_mb} MiB limit" if self.output_full else ""
         if self.problem is not None:
             return f"could not run: {self.problem}"
         if self.timed_out:
             return f"did not finish within {limits.timeout_s:g} s (killed){full}"
         assert self.status is not None
-        if self.status >= 0:
-            return f"exit {self.status}{full}"
-        name = _signal_name(-self.status)
-        why = {
-            "SIGXFSZ": f"its output or a file it wrote passed {limits.output_mb} MiB",
-            "SIGXCPU": f"it used {limits.timeout_s:g} CPU seconds",
-            "SIGKILL": "killed",
-            "SIGSEGV": f"a crash (perhaps its {limits.memory_mb} MiB memory limit)",
-        }.get(name, "killed by a signal")
-        return f"{why} ({name})"
+        if self.status < 0:
+            name = _signal_name(-self.status)
+            return f"{_signal_cause(name, limits)} ({name})"
+        if self.confined and 128 < self.status <= 128 + 64:
+            # bwrap ends with 128 + the number of the signal that killed the command.
+            name = _signal_name(self.status - 128)
+            return f"exit {self.status}: killed by {name}, {_signal_cause(name, limits)}{full}"
+        return f"exit {self.status}{full}"
+
+
+def _signal_cause(name: str, limits: CommandLimits) -> str:
+    """The usual cause of a confined command's death by the signal ``name``."""
+    return {
+        "SIGXFSZ": f"its output or a file it wrote passed {limits.output_mb} MiB",
+        "SIGXCPU": f"it used {limits.timeout_s:g} CPU seconds",
+        "SIGKILL": "killed",
+        "SIGSEGV": f"a crash (perhaps its {limits.memory_mb} MiB memory limit)",
+    }.get(name, "killed by a signal")
 
 
 def _signal_name(number: int) -> str:
@@ -170,34 +238,44 @@ def executable_paths(command: str) -> list[Path]:
 
 
 def server_options(
-    ro_paths: Sequence[Path], workspace: Path, *, network: bool = False
+    ro_paths: Sequence[Path],
+    workspace: Path,
+    *,
+    network: bool = False,
+    setenv: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """bwrap's options for a tool server: the shared confinement with :data:`SYSTEM_DIRS`, the
+    """bwrap's options for a tool server: the shared confinement with :data:`ETC_FILES`, the
     ``ro_paths`` read-only and ``workspace`` read-write at :data:`AGENT_ROOT`, its working
-    directory (``network``: keep the host's network)."""
+    directory (``network``: keep the host's network; ``setenv``: its own variables)."""
     return _bwrap.options(
-        system_dirs=SYSTEM_DIRS,
-        ro_paths=list(ro_paths),
+        ro_paths=[*_etc_paths(), *ro_paths],
         binds=[(str(workspace), AGENT_ROOT)],
         chdir=AGENT_ROOT,
         network=network,
+        setenv=setenv,
     )
 
 
 def _command_options(
-    ro_paths: Sequence[Path], workspace: Path, *, writable: bool, tmp_mb: int
+    ro_paths: Sequence[Path],
+    workspace: Path,
+    *,
+    writable: bool,
+    tmp_mb: int,
+    setenv: Mapping[str, str] | None = None,
 ) -> list[str]:
     """bwrap's options for a set-up or verifier command: as a server's, with the workspace
-    read-only unless ``writable``, a private ``/tmp`` of ``tmp_mb`` MiB as working directory."""
+    read-only unless ``writable``, a private ``/tmp`` of ``tmp_mb`` MiB as working directory,
+    ``setenv`` its own variables."""
     bind = [(str(workspace), AGENT_ROOT)]
     return _bwrap.options(
-        system_dirs=SYSTEM_DIRS,
-        ro_paths=list(ro_paths),
+        ro_paths=[*_etc_paths(), *ro_paths],
         binds=bind if writable else [],
         ro_binds=[] if writable else bind,
         tmp_mb=tmp_mb,
         chdir="/tmp",
         hostname="sandbox",
+        setenv=setenv,
     )
 
 
@@ -234,7 +312,8 @@ def run_confined(
         writable: whether it may write there (a set-up command) or not (a verifier).
         limits: its time, memory, output and ``/tmp`` limits.
         ro_paths: further directories it sees read-only (its interpreter's prefix, its files).
-        env: variables added to :data:`COMMAND_ENV`.
+        env: variables added to :data:`COMMAND_ENV`, set inside the sandbox alone (never in
+            bwrap's own environment on the host, where ``LD_PRELOAD`` would act unconfined).
 
     Returns:
         How it ended, with its bounded output.
@@ -247,13 +326,18 @@ def run_confined(
     if confined:
         bwrap = _bwrap.bwrap_path()
         assert bwrap is not None
-        options = _command_options(ro_paths, workspace, writable=writable, tmp_mb=limits.tmp_mb)
+        options = _command_options(
+            ro_paths, workspace, writable=writable, tmp_mb=limits.tmp_mb, setenv=added
+        )
         argv = [bwrap, *options, *argv]
-    with tempfile.TemporaryFile() as sink:
+        variables = dict(COMMAND_ENV)  # bwrap's own: the added ones are set inside alone
+    cap_problem()  # said once, where there is no cap
+    cap = ProcessCap(limits.processes)
+    with tempfile.TemporaryFile() as sink, contextlib.closing(cap):
         started = time.monotonic()
         try:
             process = subprocess.Popen(
-                argv,
+                cap.command(argv),
                 stdin=subprocess.DEVNULL,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
@@ -263,7 +347,7 @@ def run_confined(
                 # setrlimit alone before exec; a child stuck there is killed at the limit.
                 preexec_fn=_rlimits(limits),
             )
-        except OSError as err:
+        except (OSError, subprocess.SubprocessError) as err:  # the latter: setrlimit failed
             return CommandOutcome(None, "", confined=confined, problem=str(err))
         timed_out = _wait(process, limits.timeout_s)
         seconds = time.monotonic() - started
@@ -346,6 +430,13 @@ def which(command: str, *, base: Path | None = None) -> str | None:
     return shutil.which(command)
 
 
+def confined_label(command: str, args: Sequence[str]) -> str:
+    """A confined server's name in messages: its command as it runs inside the sandbox (never
+    bwrap's options, whose host workspace path differs between branches; agent code sees the
+    name in a call's error)."""
+    return f"{Path(command).name} {' '.join(args)}".strip()
+
+
 def start_confined_server(
     command: str,
     args: Sequence[str],
@@ -368,7 +459,8 @@ def start_confined_server(
         args: its arguments.
         workspace: the task workspace.
         ro_paths: directories it must read (its interpreter's prefix, its code).
-        env: variables added to the MCP SDK's default environment (``TZ=UTC`` is set).
+        env: variables of the server (``TZ=UTC`` is set), set inside the sandbox alone (bwrap
+            itself gets the MCP SDK's default environment).
         network: keep the host's network (a user's grant).
         timeout_s: seconds allowed for start-up and each call.
 
@@ -386,15 +478,33 @@ def start_confined_server(
         "TZ": "UTC",
         **{k: v.replace("{workspace}", inside) for k, v in (env or {}).items()},
     }
+    cap_problem()  # said once, where there is no cap
+    cap = ProcessCap(SERVER_PROCESSES)
     if confined:
         bwrap = _bwrap.bwrap_path()
         assert bwrap is not None
-        options = server_options(ro_paths, root, network=network)
+        # The spec's variables are set inside alone: bwrap itself runs on the host.
+        options = server_options(ro_paths, root, network=network, setenv=variables)
+        full = cap.command([bwrap, *options, command, *argv])
         server = McpToolServer.stdio(
-            bwrap, [*options, command, *argv], env=variables, timeout_s=timeout_s
+            full[0],
+            full[1:],
+            env={"TZ": "UTC"},
+            timeout_s=timeout_s,
+            label=confined_label(command, argv),
+            on_close=cap.close,
         )
     else:
         log.warning("bubblewrap is unavailable: the server %s runs unconfined in %s", command, root)
-        server = McpToolServer.stdio(command, argv, cwd=root, env=variables, timeout_s=timeout_s)
+        full = cap.command([command, *argv])
+        server = McpToolServer.stdio(
+            full[0],
+            full[1:],
+            cwd=root,
+            env=variables,
+            timeout_s=timeout_s,
+            label=confined_label(command, argv),
+            on_close=cap.close,
+        )
     server.agent_roots = (inside,)
     return server

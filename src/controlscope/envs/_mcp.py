@@ -108,6 +108,7 @@ class McpToolServer:
         label: str = "mcp server",
         stderr_file: IO[str] | None = None,
         failures: list[str] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         """Connect to ``target`` and wait until the session is initialised.
 
@@ -122,6 +123,8 @@ class McpToolServer:
                 closed by :meth:`close`.
             failures: where the transport reports its failures (the session is dead from the
                 first one on).
+            on_close: called once the server process is stopped (by :meth:`close`, or when it
+                did not start), e.g. to remove what its starter made for it.
 
         Raises:
             ToolServerError: the server did not start or the handshake failed within
@@ -148,6 +151,8 @@ class McpToolServer:
         self._stop: anyio.Event | None = None
         self._start_error: BaseException | None = None
         self._exit = contextlib.ExitStack()
+        if on_close is not None:
+            self._exit.callback(on_close)  # after the portal's exit: the server is stopped
         self._portal = self._exit.enter_context(start_blocking_portal(name=f"mcp-client:{label}"))
         self._main = self._portal.start_task_soon(self._hold_session, target)
         if not self._ready.wait(self._timeout_s):
@@ -172,6 +177,8 @@ class McpToolServer:
         env: Mapping[str, str] | None = None,
         timeout_s: float = 60.0,
         stderr_path: str | os.PathLike[str] | None = None,
+        label: str | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> McpToolServer:
         """Start ``command args...`` as a subprocess (in its own process group) and connect over
         stdin/stdout.
@@ -184,6 +191,10 @@ class McpToolServer:
             timeout_s: seconds allowed for start-up and for each call.
             stderr_path: a file that receives the server's stderr (appended); an anonymous
                 temporary file when ``None``. Either way it is quoted in error messages.
+            label: the server's name in error messages, which agent code may see (default:
+                the command line). A confined server passes its command as it runs inside,
+                without the sandbox's options and host paths, which differ between branches.
+            on_close: called once the server process is stopped.
 
         Returns:
             A connected server.
@@ -196,7 +207,8 @@ class McpToolServer:
             stderr_file = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         else:
             stderr_file = open(stderr_path, "a+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        label = f"{Path(command).name} {' '.join(args)}".strip()
+        if label is None:
+            label = f"{Path(command).name} {' '.join(args)}".strip()
         failures: list[str] = []
         transport = process_group_transport(
             command,
@@ -212,6 +224,7 @@ class McpToolServer:
             label=label,
             stderr_file=stderr_file,
             failures=failures,
+            on_close=on_close,
         )
 
     @classmethod

@@ -24,9 +24,14 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from controlscope.core import ProviderError, ProviderErrorKind, provider_error_kind
+from controlscope.core import (
+    ProviderError,
+    ProviderErrorKind,
+    escape_untrusted,
+    provider_error_kind,
+)
 
-__all__ = ["ModelProcess", "escape_untrusted"]
+__all__ = ["ModelProcess"]
 
 _CHILD_MODULE = "controlscope.models._local_child"
 _STDERR_TAIL_BYTES = 4096
@@ -35,14 +40,6 @@ _CLOSE_GRACE_S = 3.0
 _REAP_S = 5.0
 
 _NATIVE_FAULTS = {"SIGSEGV", "SIGILL", "SIGBUS", "SIGFPE", "SIGABRT"}
-
-
-def escape_untrusted(text: str) -> str:
-    """Return ``text`` with every non-printable character (control codes, terminal escapes,
-    newlines) written as a Python escape, so it prints as one inert line."""
-    return "".join(
-        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
-    )
 
 
 def describe_exit(returncode: int) -> str:

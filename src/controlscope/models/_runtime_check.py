@@ -20,8 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from controlscope.core import Message, ModelRequest, ProviderError
-from controlscope.models._local_process import escape_untrusted
+from controlscope.core import Message, ModelRequest, ProviderError, escape_untrusted
 from controlscope.models._weights import WeightsError
 
 CRASHED = 3

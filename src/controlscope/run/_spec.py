@@ -300,11 +300,12 @@ class RunSpec(BaseModel):
             raise ValueError("is blank; give a value")
         return value.strip() if value is not None else None
 
-    @field_validator("out", mode="before")
+    @field_validator("mcpmark", "state", "task_spec", "source_run", "cache", "out", mode="before")
     @classmethod
-    def _named_out(cls, value: object) -> object:
+    def _named_path(cls, value: object) -> object:
+        # Path("") is the current folder: a blank (an unset shell variable) must not become it.
         if isinstance(value, str) and not value.strip():
-            raise ValueError("must name a directory")
+            raise ValueError("an empty path; name a file or folder")
         return value
 
     def replace(self, **changes: Any) -> RunSpec:

@@ -3,7 +3,9 @@ spec file, graded by third-party verifiers run in the sandbox.
 
 Public API: :class:`McpmarkEnvironment` (``mcpmark:PATH``), :class:`SpecEnvironment`
 (``taskspec:FILE``) with :class:`TaskSpec` and :func:`load_task_spec`, :func:`grant_network`,
-and :data:`VERIFY_LIMITS`. Both environments are reached by name through
+and :data:`VERIFY_LIMITS`; the most a state (:data:`MAX_STATE_ENTRIES`,
+:data:`MAX_STATE_BYTES`) and a task folder (:data:`MAX_FOLDER_ENTRIES`,
+:data:`MAX_FOLDER_BYTES`) may hold. Both environments are reached by name through
 :func:`controlscope.envs.get_environment`, so runs, replays, branches and panels name them as
 they name the built-in ones.
 """
@@ -13,12 +15,22 @@ from __future__ import annotations
 from controlscope.core import TaskError
 from controlscope.envs._base import Environment
 from controlscope.envs._confine import CommandLimits
+from controlscope.envs.external._files import (
+    MAX_FOLDER_BYTES,
+    MAX_FOLDER_ENTRIES,
+    MAX_STATE_BYTES,
+    MAX_STATE_ENTRIES,
+)
 from controlscope.envs.external._mcpmark import McpmarkEnvironment
 from controlscope.envs.external._spec import TaskSpec, load_task_spec
 from controlscope.envs.external._spec_env import SpecEnvironment
 from controlscope.envs.external._verify import VERIFY_LIMITS
 
 __all__ = [
+    "MAX_FOLDER_BYTES",
+    "MAX_FOLDER_ENTRIES",
+    "MAX_STATE_BYTES",
+    "MAX_STATE_ENTRIES",
     "VERIFY_LIMITS",
     "CommandLimits",
     "McpmarkEnvironment",

@@ -16,8 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from controlscope.core import TaskError
-from controlscope.envs.external._files import file_hashes_of
+from controlscope.core import TaskError, decode_json, name_problem
+from controlscope.envs.external._files import (
+    MAX_FOLDER_BYTES,
+    MAX_FOLDER_ENTRIES,
+    broad_folder,
+    check_tree,
+    file_hashes_of,
+    small_text,
+)
 
 __all__ = [
     "MARKERS",
@@ -41,8 +48,6 @@ _SKIPPED = {STATES_DIR, "node_modules", "__pycache__", "site-packages"}
 #: How deep below the root task folders are looked for, and how many folders at most.
 _MAX_DEPTH = 8
 _MAX_FOLDERS = 20_000
-#: The largest instruction read.
-_MAX_INSTRUCTION_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -84,31 +89,51 @@ def read_folder(path: Path) -> McpmarkFolder:
     """Read a task folder.
 
     Raises:
-        TaskError: no such folder, ``description.md`` or ``verify.py`` missing, an empty or
-            unreadable instruction, a ``meta.json`` that is not a JSON object.
+        TaskError: no such folder, ``description.md`` or ``verify.py`` missing or a symlink out
+            of the folder, an empty or unreadable instruction, a ``meta.json`` that is not a
+            JSON object, a name that cannot be part of a task id.
     """
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise TaskError(f"no MCPMark task folder at {folder}")
     folder = folder.resolve()
+    broad = broad_folder(folder)
+    if broad is not None:  # its verifier sees it whole
+        raise TaskError(f"{folder} is {broad}, not an MCPMark task folder")
     for name in ("description.md", "verify.py"):
         if not (folder / name).is_file():
             raise TaskError(f"{folder} is not an MCPMark task folder: it has no {name}")
+    for name in MARKERS:  # read here, or run: a link out would show any file of this machine
+        target = (folder / name).resolve()
+        if (folder / name).is_symlink() and not target.is_relative_to(folder):
+            raise TaskError(f"{folder / name} links out of the task folder (to {target})")
     meta = _meta(folder)
+    path = folder / "meta.json"
     services = meta.get("mcp")
     if isinstance(services, list) and services and "filesystem" not in services:
         raise OtherService(f"{folder} is an MCPMark task of {services}, not of the filesystem")
-    category = _text_field(meta, "category_id") or folder.parent.name
+    category = _name(meta, "category_id", folder.parent.name, path)
+    task_id = _name(meta, "task_id", folder.name, path)
+    state = _state_name(meta, category)
+    if name_problem(state) is not None or "/" in state:
+        raise TaskError(f"{path}: the state {state!r} is no name of a folder")
     return McpmarkFolder(
         path=folder,
-        task_id=_text_field(meta, "task_id") or folder.name,
+        task_id=task_id,
         category=category,
         instruction=_instruction(folder),
         difficulty=_text_field(meta, "difficulty"),
-        state=_state_name(meta, category),
-        data_hashes=file_hashes_of(folder),
+        state=state,
+        data_hashes=_hashes(folder),
         meta=meta,
     )
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    check_tree(
+        folder, "the task folder", max_entries=MAX_FOLDER_ENTRIES, max_bytes=MAX_FOLDER_BYTES
+    )
+    return file_hashes_of(folder)
 
 
 def _meta(folder: Path) -> dict[str, Any]:
@@ -116,8 +141,8 @@ def _meta(folder: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        meta = decode_json(small_text(path))
+    except json.JSONDecodeError as err:  # nesting too deep, NaN included
         raise TaskError(f"{path} cannot be read as JSON: {err}") from None
     if not isinstance(meta, dict):
         raise TaskError(f"{path} is not a JSON object")
@@ -129,16 +154,23 @@ def _text_field(meta: dict[str, Any], key: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _name(meta: dict[str, Any], key: str, default: str, path: Path) -> str:
+    """``meta[key]`` (else ``default``) when it is one name: it becomes a segment of the
+    task's id, which panels use as a folder.
+
+    Raises:
+        TaskError: it is ``..``, holds a ``/`` or a character that is not printable...
+    """
+    value = _text_field(meta, key) or default
+    problem = name_problem(value) or ("it holds a /" if "/" in value else None)
+    if problem is not None:
+        raise TaskError(f"{path}: {key} {value!r} cannot name a task: {problem}")
+    return value
+
+
 def _instruction(folder: Path) -> str:
     path = folder / "description.md"
-    try:
-        with path.open("rb") as f:
-            data = f.read(_MAX_INSTRUCTION_BYTES + 1)
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise TaskError(f"{path} cannot be read as UTF-8 text: {err}") from None
-    if len(data) > _MAX_INSTRUCTION_BYTES:
-        raise TaskError(f"{path} is longer than {_MAX_INSTRUCTION_BYTES} bytes")
+    text = small_text(path)
     if not text.strip():
         raise TaskError(f"{path} is empty")
     return text.strip()
@@ -194,8 +226,12 @@ def find_folders(root: Path) -> tuple[dict[str, McpmarkFolder], list[str]]:
             break
         if here != root and is_task_folder(here):
             dirs[:] = []
+            task_id = _folder_id(here.relative_to(root))
             try:
-                found[_folder_id(here.relative_to(root))] = read_folder(here)
+                problem = name_problem(task_id)
+                if problem is not None:
+                    raise TaskError(f"{here} cannot name a task: {problem}")
+                found[task_id] = read_folder(here)
             except OtherService:
                 pass
             except TaskError as err:

@@ -17,7 +17,7 @@ from controlscope._bwrap import base_interpreter
 from controlscope.core import AnswerKey, Check, PlannerFormat, Task, TaskError, Verdict
 from controlscope.envs._confine import CommandLimits, executable_paths
 from controlscope.envs._mcp import McpToolServer
-from controlscope.envs.external._files import copy_tree
+from controlscope.envs.external._files import check_state, copy_tree
 from controlscope.envs.external._folders import (
     STATES_DIR,
     McpmarkFolder,
@@ -139,19 +139,22 @@ class McpmarkEnvironment(WorkspaceTasks):
         """The directory of ``task``'s initial state.
 
         Raises:
-            TaskError: it is missing.
+            TaskError: it is missing, a folder far broader than a state (the home folder...),
+                holds a special file or is too large
+                (:func:`~controlscope.envs.external._files.check_state`).
         """
         folder = self.folder(task.id)
         if "state" in task.params:
-            return _directory(task.params["state"])
-        found = default_state(folder.path, folder.state)
+            found: Path | None = _directory(task.params["state"])
+        else:
+            found = default_state(folder.path, folder.state)
         if found is None:
             raise TaskError(
                 f"task {task.id} needs the initial state {folder.state!r}, which is not in "
                 f"{STATES_DIR}/ above {folder.path}: unpack MCPMark's {folder.state}.zip there, "
                 "or give its directory (--state DIR, or the task parameter state)"
             )
-        return found
+        return check_state(found, "the initial state")
 
     def setup(self, task: Task, seed: int, workspace: Path) -> AnswerKey:
         """Copy the task's initial state into ``workspace`` (existing and empty), modification

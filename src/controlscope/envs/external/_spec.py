@@ -41,12 +41,15 @@ standard library).
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from controlscope.core import TaskError
+from controlscope.core import TaskError, name_problem
+from controlscope.envs._confine import MAX_LIMIT, MAX_TIMEOUT_S
+from controlscope.envs.external._files import MAX_TEXT_BYTES
 
 __all__ = [
     "CommandSpec",
@@ -70,6 +73,18 @@ def _finite(value: float) -> float:
     return value
 
 
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _variables(env: dict[str, str]) -> dict[str, str]:
+    for name, value in env.items():
+        if not _VARIABLE.fullmatch(name):
+            raise ValueError(f"{name!r} is not a variable name (letters, digits, _)")
+        if "\0" in value:
+            raise ValueError(f"the value of {name} holds a NUL character")
+    return env
+
+
 class ServerSpec(_Section):
     """The MCP server (stdio): command, arguments, environment, what it reads, network, and
     the seconds allowed for start-up and each call."""
@@ -79,9 +94,10 @@ class ServerSpec(_Section):
     env: dict[str, str] = Field(default_factory=dict)
     paths: list[str] = Field(default_factory=list)
     network: bool = False
-    timeout_s: float = Field(default=60.0, gt=0.0)
+    timeout_s: float = Field(default=60.0, gt=0.0, le=MAX_TIMEOUT_S)
 
     _check = field_validator("timeout_s")(_finite)
+    _env = field_validator("env")(_variables)
 
 
 class CommandSpec(_Section):
@@ -91,11 +107,12 @@ class CommandSpec(_Section):
     command: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     paths: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=300.0, gt=0.0)
-    memory_mb: int = Field(default=1024, ge=64)
-    output_mb: int = Field(default=8, ge=1)
+    timeout_s: float = Field(default=300.0, gt=0.0, le=MAX_TIMEOUT_S)
+    memory_mb: int = Field(default=1024, ge=64, le=MAX_LIMIT)
+    output_mb: int = Field(default=8, ge=1, le=MAX_LIMIT)
 
     _check = field_validator("timeout_s")(_finite)
+    _env = field_validator("env")(_variables)
 
 
 class StateSpec(_Section):
@@ -106,10 +123,11 @@ class StateSpec(_Section):
     command: list[str] | None = Field(default=None, min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     paths: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=300.0, gt=0.0)
-    memory_mb: int = Field(default=1024, ge=64)
+    timeout_s: float = Field(default=300.0, gt=0.0, le=MAX_TIMEOUT_S)
+    memory_mb: int = Field(default=1024, ge=64, le=MAX_LIMIT)
 
     _check = field_validator("timeout_s")(_finite)
+    _env = field_validator("env")(_variables)
 
     @model_validator(mode="after")
     def _one_way(self) -> StateSpec:
@@ -134,8 +152,9 @@ class PlannerSpec(_Section):
 
 
 class TaskEntry(_Section):
-    """One task: its id, category, instruction (or the file holding it), whether its
-    instruction lets Python compute, and its own state or verifier."""
+    """One task: its id (a path of names, :func:`~controlscope.core.name_problem`: panels keep
+    its runs in folders named by it), category, instruction (or the file holding it), whether
+    its instruction lets Python compute, and its own state or verifier."""
 
     id: str = Field(min_length=1)
     category: str = "spec"
@@ -145,12 +164,24 @@ class TaskEntry(_Section):
     state: StateSpec | None = None
     verifier: CommandSpec | None = None
 
+    @field_validator("id")
+    @classmethod
+    def _a_name(cls, value: str) -> str:
+        problem = name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     @model_validator(mode="after")
     def _one_instruction(self) -> TaskEntry:
         if (self.instruction is None) == (self.instruction_file is None):
             raise ValueError(f"task {self.id!r}: give instruction or instruction_file (one)")
         if self.instruction is not None and not self.instruction.strip():
             raise ValueError(f"task {self.id!r}: the instruction is empty")
+        if self.instruction is not None and len(self.instruction.encode()) > MAX_TEXT_BYTES:
+            raise ValueError(
+                f"task {self.id!r}: the instruction is longer than {MAX_TEXT_BYTES} bytes"
+            )
         return self
 
 

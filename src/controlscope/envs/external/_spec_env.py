@@ -32,7 +32,13 @@ from controlscope.envs._confine import (
     which,
 )
 from controlscope.envs._mcp import McpToolServer
-from controlscope.envs.external._files import copy_tree, file_digest
+from controlscope.envs.external._files import (
+    broad_folder,
+    check_state,
+    copy_tree,
+    file_digest,
+    small_text,
+)
 from controlscope.envs.external._spec import CommandSpec, StateSpec, TaskEntry, load_task_spec
 from controlscope.envs.external._verify import confined_verdict, outcome_check
 from controlscope.envs.external._workspace import WorkspaceTasks, empty_workspace
@@ -56,12 +62,20 @@ class SpecEnvironment(WorkspaceTasks):
         """Read the spec.
 
         Raises:
-            TaskError: no such file, or a spec that is not valid (one line naming the key).
+            TaskError: no such file, a spec that is not valid (one line naming the key), or
+                one whose folder (shown to its server and commands) holds far more than a
+                task (the home folder, ``/``, a shared temporary folder).
         """
         file = Path(path).expanduser()
         if not file.is_file():
             raise TaskError(f"no task spec file {file}")
         self.path = file.resolve()
+        broad = broad_folder(self.path.parent)
+        if broad is not None:
+            raise TaskError(
+                f"task spec {self.path}: its folder, {broad}, is shown to its server and "
+                "commands; put the spec in a folder of its own"
+            )
         self.spec = load_task_spec(self.path)
         self.name = f"taskspec:{self.path}"
         self.read_tools = frozenset(self.spec.tools.read)
@@ -88,6 +102,15 @@ class SpecEnvironment(WorkspaceTasks):
             raise TaskError(f"task spec {self.path}: {what} {text!r} does not exist ({path})")
         return path
 
+    def _state_directory(self, text: str) -> Path:
+        """The spec's state directory, checked as MCPMark's states are (not a folder far
+        broader than a state, no special files, a bounded size).
+
+        Raises:
+            TaskError: it is missing or refused.
+        """
+        return check_state(self._path(text, "the state directory"), "the state directory")
+
     def _command(self, argv: list[str], what: str) -> list[str]:
         """``argv`` expanded, its executable an absolute path.
 
@@ -107,6 +130,13 @@ class SpecEnvironment(WorkspaceTasks):
         """What a process of the spec reads: its executable's prefix, the spec's folder and the
         paths the spec names for it."""
         named = [self._path(p, f"a path of the {what}") for p in paths]
+        for path in named:
+            broad = broad_folder(path) if path.is_dir() else None
+            if broad is not None:
+                raise TaskError(
+                    f"task spec {self.path}: a path of the {what}, {path}, {broad}, is more "
+                    "than a task needs: name the folders its command reads"
+                )
         return [*executable_paths(executable), self.path.parent, *named]
 
     def _entry(self, task_id: str) -> TaskEntry:
@@ -147,7 +177,7 @@ class SpecEnvironment(WorkspaceTasks):
         self._readable(self._command(verifier.command, "verifier")[0], verifier.paths, "verifier")
         state = self._state(entry)
         if state.directory is not None:
-            self._path(state.directory, "the state directory")
+            self._state_directory(state.directory)
         if state.command is not None:
             self._readable(self._command(state.command, "set-up")[0], state.paths, "set-up")
         if server.network and not self.network_granted:
@@ -176,23 +206,29 @@ class SpecEnvironment(WorkspaceTasks):
             return entry.instruction.strip()
         path = self._path(str(entry.instruction_file), "the instruction file")
         try:
-            text = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as err:
-            raise TaskError(f"task spec {self.path}: cannot read {path}: {err}") from None
+            text = small_text(path).strip()
+        except TaskError as err:
+            raise TaskError(f"task spec {self.path}: {err}") from None
         if not text:
             raise TaskError(f"task spec {self.path}: the instruction file {path} is empty")
         return text
 
     def _data_hashes(self, entry: TaskEntry) -> dict[str, str]:
-        """SHA-256 of the spec file and of every file its commands' arguments name (absolute
-        paths of files), by path: a replay sees that the task changed (paper A.4)."""
-        arguments = [*self.spec.server.args, *self._verifier(entry).command[1:]]
-        arguments += (self._state(entry).command or [])[1:]
+        """SHA-256 of the spec file, of every command it names as a path (``./verify.sh``; not
+        one found on ``PATH``, nor ``{python}``) and of every file its commands' arguments
+        name (absolute paths of files, ``{python}`` left out), by path: a replay sees that the
+        task changed (paper A.4)."""
+        commands = [[self.spec.server.command, *self.spec.server.args]]
+        commands += [self._verifier(entry).command, self._state(entry).command or []]
         named = {self.path}
-        for arg in arguments:
-            path = Path(self._expand(arg))
-            if path.is_absolute() and path.is_file():
-                named.add(path.resolve())
+        for command in filter(None, commands):
+            if os.sep in command[0] and command[0] != "{python}":
+                found = which(self._expand(command[0]), base=self.path.parent)
+                named.update([Path(found).resolve()] if found is not None else [])
+            for arg in (a for a in command[1:] if a != "{python}"):
+                path = Path(self._expand(arg))
+                if path.is_absolute() and path.is_file():
+                    named.add(path.resolve())
         if entry.instruction_file is not None:
             named.add(self._path(entry.instruction_file, "the instruction file"))
         return {str(path): file_digest(path) for path in sorted(named)}
@@ -215,7 +251,7 @@ class SpecEnvironment(WorkspaceTasks):
         root = empty_workspace(workspace)
         state = self._state(self._entry(task.id))
         if state.directory is not None:
-            copy_tree(self._path(state.directory, "the state directory"), root)
+            copy_tree(self._state_directory(state.directory), root)
         elif state.command is not None:
             command = self._command(state.command, "set-up")
             limits = CommandLimits(timeout_s=state.timeout_s, memory_mb=state.memory_mb)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from controlscope import _bwrap
 from controlscope.core import TaskError
-from controlscope.envs._confine import AGENT_ROOT, server_options
+from controlscope.envs._confine import AGENT_ROOT, confined_label, server_options
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem.workspace import HISTORICAL_MARGIN_S
 
@@ -189,6 +189,7 @@ def start_filesystem_server(
             env={"TZ": "UTC"},
             timeout_s=timeout_s,
             stderr_path=stderr_path,
+            label=confined_label(node, [str(script), AGENT_ROOT]),
         )
         server.agent_roots = (AGENT_ROOT,)
         return server
