@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -166,6 +167,28 @@ class McpToolServer:
             raise ToolServerError(f"{label}: could not start: {_describe(error)}{tail}") from error
 
     # ----------------------------------------------------------------------------- constructors
+
+    @classmethod
+    def python_module(
+        cls, module: str, workspace: str | os.PathLike[str], *, timeout_s: float
+    ) -> McpToolServer:
+        """Start ``python -m MODULE WORKSPACE`` with this interpreter and this controlscope (an
+        environment's own Python server: ALFWorld's, the apps'), in ``workspace``; agent code
+        gets no file roots from it.
+
+        Raises:
+            ToolServerError: the server did not start.
+        """
+        package_root = Path(__file__).resolve().parents[2]  # the folder holding controlscope
+        server = cls.stdio(
+            sys.executable,
+            ["-m", module, str(Path(workspace).resolve())],
+            cwd=workspace,
+            env={"PYTHONPATH": str(package_root)},
+            timeout_s=timeout_s,
+        )
+        server.agent_roots = ()
+        return server
 
     @classmethod
     def stdio(

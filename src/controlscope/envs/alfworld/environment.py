@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
@@ -210,16 +209,9 @@ class AlfworldEnvironment:
         Raises:
             ToolServerError: the server did not start (alfworld missing, a bad game file).
         """
-        package_root = Path(__file__).resolve().parents[3]  # the folder holding controlscope
-        server = McpToolServer.stdio(
-            sys.executable,
-            ["-m", "controlscope.envs.alfworld.server", str(Path(workspace).resolve())],
-            cwd=workspace,
-            env={"PYTHONPATH": str(package_root)},
-            timeout_s=SERVER_TIMEOUT_S,
+        return McpToolServer.python_module(
+            "controlscope.envs.alfworld.server", workspace, timeout_s=SERVER_TIMEOUT_S
         )
-        server.agent_roots = ()
-        return server
 
     def verify(self, task: Task, workspace: Path, answer_key: AnswerKey) -> Verdict:
         """The game's own success signal, from the server's ``state.json``; never raises."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -143,16 +142,9 @@ class AppWorldEnvironment:
         Raises:
             ToolServerError: the server or AppWorld did not start.
         """
-        package_root = Path(__file__).resolve().parents[3]
-        server = McpToolServer.stdio(
-            sys.executable,
-            ["-m", "controlscope.envs.apps.appworld_server", str(Path(workspace).resolve())],
-            cwd=workspace,
-            env={"PYTHONPATH": str(package_root)},
-            timeout_s=SERVER_TIMEOUT_S,
+        return McpToolServer.python_module(
+            "controlscope.envs.apps.appworld_server", workspace, timeout_s=SERVER_TIMEOUT_S
         )
-        server.agent_roots = ()
-        return server
 
     def verify(self, task: Task, workspace: Path, answer_key: AnswerKey) -> Verdict:
         """AppWorld's own evaluator on the experiment's saved state; never raises."""

@@ -23,7 +23,6 @@ import functools
 import hashlib
 import json
 import sqlite3
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,16 +233,9 @@ class AppsEnvironment:
         Raises:
             ToolServerError: the server did not start.
         """
-        package_root = Path(__file__).resolve().parents[3]  # the folder holding controlscope
-        server = McpToolServer.stdio(
-            sys.executable,
-            ["-m", "controlscope.envs.apps.server", str(Path(workspace).resolve())],
-            cwd=workspace,
-            env={"PYTHONPATH": str(package_root)},
-            timeout_s=SERVER_TIMEOUT_S,
+        return McpToolServer.python_module(
+            "controlscope.envs.apps.server", workspace, timeout_s=SERVER_TIMEOUT_S
         )
-        server.agent_roots = ()
-        return server
 
     def verify(self, task: Task, workspace: Path, answer_key: AnswerKey) -> Verdict:
         """The native evaluator (:func:`~._template.evaluate`) on the terminal database
