@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import controlscope as cs
 from controlscope.cli import main as cli
 from controlscope.core import TaskError
 from controlscope.envs import McpToolServer, get_environment
+from controlscope.envs.alfworld.server import GAME_FILE
 from controlscope.envs.apps import (
     APIS,
     APPS,
@@ -30,6 +33,7 @@ from controlscope.envs.apps import (
 )
 from controlscope.envs.apps._schema import connect
 from controlscope.envs.apps._world import base_world
+from controlscope.envs.apps.appworld_server import CONFIG_FILE as APPWORLD_CONFIG
 from controlscope.envs.apps.server import DB_FILE, build_server
 from controlscope.envs.apps.testing import run_program
 
@@ -388,3 +392,28 @@ def test_the_task_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(["tasks", "--env", "apps"]) == 0
     table = capsys.readouterr().out
     assert "split" in table and "difficulty" in table and "test_challenge" in table
+
+
+@pytest.mark.parametrize(
+    ("module", "needs"),
+    [
+        ("controlscope.envs.apps.server", DB_FILE),
+        ("controlscope.envs.apps.appworld_server", APPWORLD_CONFIG),
+        ("controlscope.envs.alfworld.server", GAME_FILE),
+    ],
+)
+def test_a_module_server_without_its_workspace_file_exits_2_with_one_line(
+    module: str, needs: str, tmp_path: Path
+) -> None:
+    """The environments' own servers (``python -m MODULE WORKSPACE``) refuse a missing argument
+    and a workspace without their file, with status 2 and a line saying why, before serving."""
+    bare = subprocess.run(
+        [sys.executable, "-m", module], capture_output=True, text=True, timeout=60
+    )
+    usage = bare.stderr.strip().splitlines()[-1]  # after runpy's warning for a package's module
+    assert bare.returncode == 2 and usage == f"usage: python -m {module} WORKSPACE"
+    empty = subprocess.run(
+        [sys.executable, "-m", module, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert empty.returncode == 2
+    assert empty.stderr.strip().splitlines()[-1].endswith(f": no {needs} in {tmp_path.resolve()}")

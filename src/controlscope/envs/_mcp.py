@@ -172,17 +172,20 @@ class McpToolServer:
     def python_module(
         cls, module: str, workspace: str | os.PathLike[str], *, timeout_s: float
     ) -> McpToolServer:
-        """Start ``python -m MODULE WORKSPACE`` with this interpreter and this controlscope (an
-        environment's own Python server: ALFWorld's, the apps'), in ``workspace``; agent code
-        gets no file roots from it.
+        """Start ``MODULE``'s ``main`` on ``WORKSPACE`` (what ``python -m MODULE WORKSPACE``
+        does) with this interpreter and this controlscope (an environment's own Python server:
+        ALFWorld's, the apps'), in ``workspace``; agent code gets no file roots from it. The
+        module is imported, not run as ``__main__``: a package that imports its server module
+        would otherwise execute it twice (and Python warns so on the server's stderr).
 
         Raises:
             ToolServerError: the server did not start.
         """
         package_root = Path(__file__).resolve().parents[2]  # the folder holding controlscope
+        workspace_dir = Path(workspace).resolve()
         server = cls.stdio(
             sys.executable,
-            ["-m", module, str(Path(workspace).resolve())],
+            ["-c", f"import sys; from {module} import main; sys.exit(main())", str(workspace_dir)],
             cwd=workspace,
             env={"PYTHONPATH": str(package_root)},
             timeout_s=timeout_s,

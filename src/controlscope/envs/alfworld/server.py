@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
+from controlscope.envs._served import workspace_file
 from controlscope.envs.alfworld._actions import ACTIONS, PARAM_DOCS, Action, command_for
 from controlscope.envs.alfworld._engine import Game
 from controlscope.envs.alfworld._game import GameFile
@@ -113,15 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         0, or 2 when the workspace holds no game.
     """
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m controlscope.envs.alfworld.server WORKSPACE", file=sys.stderr)
+    path = workspace_file(
+        argv, module="controlscope.envs.alfworld.server", server=SERVER_NAME, name=GAME_FILE
+    )
+    if path is None:
         return 2
-    workspace = Path(args[0]).resolve()
-    path = workspace / GAME_FILE
-    if not path.is_file():
-        print(f"{SERVER_NAME}: no {GAME_FILE} in {workspace}", file=sys.stderr)
-        return 2
+    workspace = path.parent
     game = Game.load(path)
     write_state(workspace, game)
     build_server(game, workspace, put_template=GameFile(path).put_template).run("stdio")

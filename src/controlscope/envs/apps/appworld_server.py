@@ -22,6 +22,7 @@ from typing import Any, get_args
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from controlscope.envs._served import workspace_file
 from controlscope.envs.apps._api import Api, Param, ParamType
 from controlscope.envs.apps._appworld_client import AppWorldSetup, Bridge
 from controlscope.envs.apps.server import signature
@@ -106,13 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         0, or 2 when the workspace names no task.
     """
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m controlscope.envs.apps.appworld_server WORKSPACE", file=sys.stderr)
+    path = workspace_file(
+        argv, module="controlscope.envs.apps.appworld_server", server=SERVER_NAME, name=CONFIG_FILE
+    )
+    if path is None:
         return 2
-    workspace = Path(args[0]).resolve()
+    workspace = path.parent
     try:
-        config = json.loads((workspace / CONFIG_FILE).read_text(encoding="utf-8"))
+        config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         print(f"{SERVER_NAME}: no task in {workspace}: {err}", file=sys.stderr)
         return 2

@@ -19,13 +19,13 @@ import json
 import sqlite3
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from controlscope.envs._served import workspace_file
 from controlscope.envs.apps._api import Api, AppError, Param, Session, token_owner
 from controlscope.envs.apps._apps import APIS
 from controlscope.envs.apps._schema import connect
@@ -144,13 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         0, or 2 when the workspace holds no world.
     """
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m controlscope.envs.apps.server WORKSPACE", file=sys.stderr)
-        return 2
-    path = Path(args[0]).resolve() / DB_FILE
-    if not path.is_file():
-        print(f"{SERVER_NAME}: no {DB_FILE} in {path.parent}", file=sys.stderr)
+    path = workspace_file(
+        argv, module="controlscope.envs.apps.server", server=SERVER_NAME, name=DB_FILE
+    )
+    if path is None:
         return 2
     db = connect(str(path))
     try:
