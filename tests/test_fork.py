@@ -241,3 +241,10 @@ def test_an_unarmed_call_times_out_and_the_arming_is_withdrawn() -> None:
 )
 def test_only_a_plain_fork_is_ever_let_through(flags: int, plain: bool) -> None:
     assert plain_fork(flags) is plain
+
+
+def test_a_worker_without_a_supervisor_says_it_cannot_be_forked() -> None:
+    worker = WorkerProcess("none", Limits(), spin_s=0, worker_spin_s=0)
+    assert not worker.forks
+    with pytest.raises(ForkError, match="cannot be forked"):
+        worker.fork()

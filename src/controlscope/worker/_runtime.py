@@ -11,15 +11,21 @@ the wire format), so both sides number a block's constants identically.
 Wire format: each message is a 4-byte big-endian length followed by that many bytes of compact
 UTF-8 JSON (an object whose ``"t"`` field names its type); the very first frame the controller
 sends is the runtime itself (a marshalled code object read by the bootstrap). Messages, worker to
-controller: ``ready``, ``started`` (echoes the ``run`` message's nonce before anything else of the
-block), ``out`` (printed output as it is written, so that it survives a block killed later),
+controller: ``ready`` (whether the seccomp filter is in force and forks are supervised),
+``started`` (echoes the ``run`` message's nonce before anything else of the block), ``out``
+(printed output as it is written, so that it survives a block killed later),
 ``call`` (a boundary: tool, arguments, variables, output delta, and claims on where the call is
 made: the block, the span of its frame's current instruction, whether the proxy was called
 directly, line, function, class, literal-argument slots) and ``end`` (status, output delta,
 error). Controller to worker: ``init`` (proxies, limits, the seed each block's ``random`` is
-seeded from with the block's id), ``run``, and the answer to a ``call``: ``res`` (observation
+seeded from with the block's id, the descriptor of the socket the fork listener is handed over
+on), ``run``, and the answer to a ``call``: ``res`` (observation
 text) or ``err`` (tool error), either with the patched block code whose constants take effect,
-``budget`` (call budget exhausted) or ``cancel`` (replace_workflow: unwind the block). Paper
+``budget`` (call budget exhausted) or ``cancel`` (replace_workflow: unwind the block). At a
+boundary the controller may first send ``fork`` (any number of times): the worker answers
+``forking`` (the descriptor numbers the child's channel is to have), forks (the controller's
+fork supervisor lets that one fork through, see ``_fork.py``) and each side says ``forked``
+on its own channel; both then wait for the answer to the same call. Paper
 section A.1 (the worker exposes the pending call, its arguments, JSON-serialisable variables and
 printed output).
 
