@@ -248,3 +248,65 @@ def test_a_worker_without_a_supervisor_says_it_cannot_be_forked() -> None:
     assert not worker.forks
     with pytest.raises(ForkError, match="cannot be forked"):
         worker.fork()
+
+
+#: A block whose state depends on its seeded ``random`` and on every answer it got.
+SEEDED = """
+import random
+seen = []
+for i in range(6):
+    seen.append(round(random.random(), 12))
+    seen.append(noop())
+print(seen)
+"""
+
+
+def messages_after(worker: WorkerProcess, answers: list[str]) -> list[dict[str, Any]]:
+    """Answer the paused call and the calls after it with ``answers``; every message the
+    worker sent meanwhile (its own pid left out), up to the block's end."""
+    seen: list[dict[str, Any]] = []
+    worker.channel.send({"t": "res", "text": answers.pop(0)})
+    while True:
+        msg = worker.channel.recv(20)
+        seen.append(msg)
+        if msg["t"] == "end":
+            return seen
+        if msg["t"] == "call":
+            worker.channel.send({"t": "res", "text": answers.pop(0)})
+
+
+def replay_to(worker: WorkerProcess, calls: int) -> None:
+    """Run :data:`SEEDED` and answer its first ``calls`` calls (``a0``, ``a1``...); it then
+    waits at the next one."""
+    pause(worker, SEEDED, 1)
+    for i in range(calls):
+        worker.channel.send({"t": "res", "text": f"a{i}"})
+        msg = worker.channel.recv(10)
+        while msg["t"] == "out":
+            msg = worker.channel.recv(10)
+        assert msg["t"] == "call", msg
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_forked_worker_goes_on_exactly_as_a_replay_of_its_prefix(isolation: str) -> None:
+    """Forking at a boundary and replaying the prefix to it reach the same worker: the same
+    answers from there on give the same boundaries (variables included) and the same end."""
+    source, replayed = start(isolation), start(isolation)
+    try:
+        replay_to(source, 3)
+        forked = source.fork()
+        try:
+            replay_to(replayed, 3)
+            tail = ["b3", "b4", "b5"]
+            from_fork = messages_after(forked, list(tail))
+            from_replay = messages_after(replayed, list(tail))
+            from_source = messages_after(source, ["other", "b4", "b5"])
+        finally:
+            forked.kill()
+        assert from_fork == from_replay
+        assert [m["t"] for m in from_fork].count("call") == 2
+        assert from_fork[-1]["status"] == "completed"
+        assert from_source != from_fork  # the source went on with its own answers
+    finally:
+        source.kill()
+        replayed.kill()

@@ -396,6 +396,7 @@ class Runtime:
         numbers = [os.open(os.devnull, os.O_RDONLY) for _ in range(2)]
         self.send({"t": "forking", "nonce": nonce, "fds": numbers})
         error = ""
+        state = random.getstate()  # ``random`` reseeds itself in a forked child
         try:
             pid = os.fork()
         except OSError as exc:
@@ -407,6 +408,7 @@ class Runtime:
             done = {"pid": pid} if pid > 0 else {"error": error}
             self.send({"t": "forked", "nonce": nonce, **done})
             return
+        random.setstate(state)
         os.close(self.rfd)
         os.close(self.wfd)
         self.rfd, self.wfd = numbers
