@@ -11,7 +11,12 @@ reports medians:
 * ``replay_branch_ms``: from the start of a branch until it is ready to review at that boundary
   (the ``branch_point`` event: workspace set up, server and worker started, prefix replayed and
   checked, ``(h, s)`` hashed).
-* ``fork_branch_ms``: None: forking a paused worker is not implemented (``fork_note`` says why).
+* ``fork_branch_ms``: a branch started by fork instead: a real worker paused at the boundary
+  after ``--calls`` calls of the same program (answered by the real server) is forked
+  (``WorkerProcess.fork``), the workspace copied (reflinks where the file system has them) and
+  the MCP server started on the copy and listed: ready to call tools. ``fork_ms`` is the fork
+  alone (target: at most 50 ms), ``workspace_copy_ms`` the copy; the server's start is
+  ``server_start_ms``. ``fork_note`` says what of a branch this does not cover yet.
 * ``server_start_ms``: the MCP server's start alone (part of both numbers above).
 
 Usage: ``python benchmarks/branching.py [--repeats 3] [--calls 100]``. The last line printed is
@@ -29,11 +34,20 @@ from pathlib import Path
 
 import controlscope as cs
 from controlscope import replay
+from controlscope._tree import copy_tree
 from controlscope.core import Event
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.envs.filesystem.workspace import Workspace
+from controlscope.worker import Limits, generate_proxies, resolve_isolation
+from controlscope.worker._process import WorkerProcess
 
 TASK = "file_context/file_splitting"
+
+FORK_NOTE = (
+    "fork_branch_ms covers the worker's fork at the boundary, the workspace copy and the "
+    "server's start on the copy; replay.branch does not fork yet, so carrying the controller's "
+    "trajectory state into the branch is not in it"
+)
 
 PROGRAM = """
 root = "/workspace"
@@ -99,6 +113,56 @@ def server_start_ms(repeats: int) -> float:
     return statistics.median(times)
 
 
+def fork_costs(tmp: Path, calls: int, repeats: int) -> dict[str, float]:
+    """Median milliseconds of a branch started by fork (see the module docstring)."""
+    env = FilesystemEnvironment()
+    task = env.task(TASK)
+    times: dict[str, list[float]] = {"fork": [], "copy": [], "server": [], "branch": []}
+    with Workspace(prefix="bench-") as ws:
+        env.setup(task, 0, ws.path)
+        server = env.start_server(ws.path)
+        worker = WorkerProcess(resolve_isolation("auto"), Limits(), spin_s=0, worker_spin_s=0)
+        try:
+            worker.start(generate_proxies(server.list_tools()))
+            assert worker.forks, "this machine cannot fork a worker"
+            pause_after(worker, server, calls)
+            for i in range(repeats):
+                t0 = time.perf_counter()
+                child = worker.fork()
+                t1 = time.perf_counter()
+                copy_tree(ws.path, tmp / f"fork-{i}")
+                t2 = time.perf_counter()
+                branch_server = env.start_server(tmp / f"fork-{i}")
+                branch_server.list_tools()
+                t3 = time.perf_counter()
+                for key, span in (("fork", t1 - t0), ("copy", t2 - t1), ("server", t3 - t2)):
+                    times[key].append(span * 1000)
+                times["branch"].append((t3 - t0) * 1000)
+                branch_server.close()
+                child.kill()
+        finally:
+            worker.kill()
+            server.close()
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def pause_after(worker: WorkerProcess, server: cs.core.ToolServer, calls: int) -> None:
+    """Run the recorded program in ``worker``, answering its calls from ``server``, until its
+    call after ``calls`` calls waits for its answer."""
+    program = PROGRAM.format(n=calls + 5)
+    worker.channel.send({"t": "run", "seq": 1, "id": "1", "code": program, "nonce": "n"})
+    made = 0
+    while True:
+        msg = worker.channel.recv(30)
+        if msg["t"] == "call":
+            if made == calls:
+                return
+            made += 1
+            worker.channel.send({"t": "res", "text": server.call(msg["tool"], msg["args"]).text})
+        elif msg["t"] not in ("started", "out"):
+            raise RuntimeError(f"the program ended before call {calls}: {msg}")
+
+
 def main() -> None:
     """Run the benchmark and print the JSON summary as the last line."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -114,11 +178,17 @@ def main() -> None:
             whole.append(w)
             ready.append(r)
             print(f"replay {i}: {w:.3f} s, ready to review after {r:.0f} ms")
+        fork = fork_costs(tmp, args.calls, args.repeats)
+        print(f"fork: {fork}")
     result = {
         f"prefix_replay_{args.calls}_calls_s": round(statistics.median(whole), 3),
         "replay_branch_ms": round(statistics.median(ready), 1),
-        "fork_branch_ms": None,
-        "fork_note": replay.MECHANISM_NOTE,
+        "fork_branch_ms": round(fork["branch"], 1),
+        "fork_ms": round(fork["fork"], 2),
+        "workspace_copy_ms": round(fork["copy"], 2),
+        "fork_server_start_ms": round(fork["server"], 1),
+        "fork_note": FORK_NOTE,
+        "mechanism_note": replay.MECHANISM_NOTE,
         "server_start_ms": round(server_start_ms(args.repeats), 1),
         "reviews_in_prefix": args.calls - 1,
         "target_prefix_replay_s": 2.0,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-__all__ = ["alive", "cmdline", "descendants", "gone", "status_kib"]
+__all__ = ["alive", "children", "cmdline", "descendants", "gone", "ns_pid", "status_kib"]
 
 
 def descendants(pid: int) -> list[int]:
@@ -31,6 +31,33 @@ def descendants(pid: int) -> list[int]:
         found += children
         frontier += children
     return found
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (empty when it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return [p for p in descendants(pid) if _parent(p) == pid]
+    return [int(child) for child in text.split()]
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def ns_pid(pid: int) -> int | None:
+    """The id ``pid`` has in its own (innermost) pid namespace, or None when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def alive(pid: int) -> bool:

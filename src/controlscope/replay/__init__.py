@@ -18,7 +18,7 @@ against it, up to a boundary where it records the shared state ``(h, s)`` and th
 Each writes ordinary run directories whose ``run_start`` names the source run, the boundary and
 the prefix hash. :func:`resolve_boundary` places ``midpoint`` (B.1) and ``local-rule``
 (appendix B) boundaries from a recorded source trajectory. Branches start by prefix replay;
-forking a paused worker is not implemented (:data:`MECHANISM_NOTE` says why).
+they do not fork the paused worker yet (:data:`MECHANISM_NOTE` says why).
 """
 
 from controlscope.replay._branch import (

@@ -9,9 +9,10 @@ continuous rule), and the live planner plans. The first review requests of all b
 be identical except for the operation set offered: their hash (the request rendered for every
 operation) is compared across branches and recorded.
 
-Branches are started by replaying the prefix. Forking a paused worker is not implemented:
-agent code runs under a seccomp filter that refuses ``fork`` and ``clone`` inside the worker
-(which must stay so), and the paused interpreter's state cannot be copied from outside it.
+Branches are started by replaying the prefix. The controller can fork a worker paused at a
+boundary (``WorkerProcess.fork``, through the fork supervisor: agent code still cannot create a
+process), but a branch does not use it yet: the controller's own state at the boundary (its
+history, hook, log, tool server and workspace) is not carried into the fork.
 """
 
 from __future__ import annotations
@@ -48,10 +49,11 @@ from controlscope.schedule import Never, Schedule, parse_schedule, schedule_name
 
 MECHANISM_NOTE = (
     "prefix replay: each branch re-runs the recorded prefix in its own workspace, every request "
-    "and call checked (forking a paused worker is not implemented: the worker's seccomp filter "
-    "refuses fork and clone, and its interpreter's state cannot be copied from outside)"
+    "and call checked (the controller can fork a worker paused at a boundary, but branches do "
+    "not use it yet: the controller's trajectory state at the boundary is not carried into a "
+    "fork)"
 )
-"""How branches are started, and why not by fork (printed by ``controlscope branch``)."""
+"""How branches are started, and why not yet by fork (printed by ``controlscope branch``)."""
 
 BRANCHES_FILE = "branches.json"
 """The file ``branch`` writes in its output directory: the branch set as JSON."""

@@ -13,8 +13,9 @@ execution clock, ``_driver`` drives one block's messages, ``_site`` derives wher
 from the block sources the controller sent (checking the worker's claims), ``_apply`` applies an
 operation at a boundary, ``_session`` composes them; ``_runtime`` (with ``_constants``,
 ``_snapshot`` and ``_hardening``) is the program that runs inside the sandbox, ``_channel`` the
-controller's end of its pipes, ``_sandbox`` the launch command and ``_proxies`` the proxy
-generator.
+controller's end of its pipes, ``_sandbox`` the launch command, ``_fork`` the fork supervisor
+(the one way a paused worker is forked; agent code cannot create a process) and ``_proxies``
+the proxy generator.
 """
 
 from controlscope.core import Isolation

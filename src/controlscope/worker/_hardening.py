@@ -99,14 +99,21 @@ restart_syscall 219 128 | arch_prctl 158 - | prctl 157 167 | set_tid_address 218
 rseq 334 293 | mknod 133 - | mknodat 259 33
 ALLOW-END
 kill 62 129 | tgkill 234 131 | prlimit64 302 261 | fcntl 72 25 | ioctl 16 29
-clone3 435 435
+clone3 435 435 | clone 56 220
 """
 
 #: ``AUDIT_ARCH_*`` of each supported machine.
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 
 _ALLOW, _EPERM, _ENOSYS, _KILL = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38, 0x80000000
-_LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+_USER_NOTIF = 0x7FC00000
+_LD, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+#: ``clone`` flag of a new thread (threads stay refused whatever the supervisor says).
+CLONE_THREAD = 0x00010000
+#: ``seccomp(2)``'s number per machine, its ``SECCOMP_SET_MODE_FILTER`` operation and the flag
+#: that returns a user-notification listener.
+_SECCOMP_NR = {"x86_64": 317, "aarch64": 277}
+_SET_MODE_FILTER, _FLAG_NEW_LISTENER = 1, 1 << 3
 #: ``fcntl`` and ``ioctl`` commands refused: pipe buffers beyond the default (kernel memory
 #: outside every bound), and typing into or controlling a terminal.
 _F_SETPIPE_SZ, _TIOCSTI, _TIOCLINUX = 1031, 0x5412, 0x541C
@@ -132,7 +139,9 @@ def syscall_table(machine: str) -> tuple[dict[str, int], dict[str, int]] | None:
     return allowed, checked
 
 
-def seccomp_program(machine: str, pid: int, pgid: int | None = None) -> bytes | None:
+def seccomp_program(
+    machine: str, pid: int, pgid: int | None = None, *, supervised_fork: bool = False
+) -> bytes | None:
     """A classic-BPF seccomp filter (an allow-list) for the worker process ``pid``.
 
     Allowed: the calls of :data:`_SYSCALLS` before ``ALLOW-END``; ``kill`` aimed at the worker
@@ -145,10 +154,16 @@ def seccomp_program(machine: str, pid: int, pgid: int | None = None) -> bytes | 
     block runs). Everything else fails with ``EPERM``; a syscall of a foreign ABI (x32, or
     another architecture) kills the process.
 
+    With ``supervised_fork``, ``clone`` without ``CLONE_THREAD`` is let through this filter so
+    that the one below it (:func:`fork_notify_program`, installed first) decides: it hands the
+    call to the controller's fork supervisor, which refuses it unless the controller itself is
+    forking the paused worker (see ``_fork.py``). Threads stay refused here.
+
     Args:
         machine: ``os.uname().machine``.
         pid: the worker's process id (as it sees itself).
         pgid: its process group (default ``pid``).
+        supervised_fork: whether :func:`fork_notify_program` is installed below this filter.
 
     Returns:
         The program (8 bytes per instruction), or None for an unsupported machine.
@@ -171,6 +186,8 @@ def seccomp_program(machine: str, pid: int, pgid: int | None = None) -> bytes | 
     program += _unless(checked["fcntl"], 1, (_F_SETPIPE_SZ,))
     program += _unless(checked["ioctl"], 1, (_TIOCSTI, _TIOCLINUX))
     program += [(_JEQ, 0, 1, checked["clone3"]), (_RET, 0, 0, _ENOSYS)]
+    if supervised_fork:
+        program += _fork_like(checked["clone"], _ALLOW)
     for number in allowed.values():
         program += [(_JEQ, 0, 1, number), (_RET, 0, 0, _ALLOW)]
     program.append((_RET, 0, 0, _EPERM))
@@ -178,6 +195,30 @@ def seccomp_program(machine: str, pid: int, pgid: int | None = None) -> bytes | 
 
 
 Instruction = tuple[int, int, int, int]
+
+
+def fork_notify_program(machine: str) -> bytes | None:
+    """The filter installed below :func:`seccomp_program` when forks are supervised: ``clone``
+    without ``CLONE_THREAD`` goes to the user-notification listener (the controller's fork
+    supervisor answers); every other call is left to the allow-list above it.
+
+    Returns:
+        The program (8 bytes per instruction), or None for an unsupported machine.
+    """
+    table = syscall_table(machine)
+    if table is None:
+        return None
+    program = [(_LD, 0, 0, 4), (_JEQ, 1, 0, _AUDIT_ARCH[machine]), (_RET, 0, 0, _ALLOW)]
+    program += [(_LD, 0, 0, 0), *_fork_like(table[1]["clone"], _USER_NOTIF), (_RET, 0, 0, _ALLOW)]
+    return b"".join(struct.pack("<HBBI", *ins) for ins in program)
+
+
+def _fork_like(clone: int, action: int) -> list[Instruction]:
+    """``clone`` (number ``clone``) without ``CLONE_THREAD`` returns ``action``, with it
+    ``EPERM``; other syscalls skip the block (the accumulator holds the syscall number)."""
+    block = [(_LD, 0, 0, 16), (_JSET, 1, 0, CLONE_THREAD), (_RET, 0, 0, action)]
+    block += [(_RET, 0, 0, _EPERM)]
+    return [(_JEQ, 0, len(block), clone), *block]
 
 
 def _only_if(number: int, arg: int, values: tuple[int, ...]) -> list[Instruction]:
@@ -211,22 +252,63 @@ def _drop_capabilities() -> bool:
     return bool(libc.capset(header, data) == 0)
 
 
-def _apply_seccomp() -> bool:
-    """Install :func:`seccomp_program` (after ``PR_SET_NO_NEW_PRIVS``); True when in force."""
-    program = seccomp_program(os.uname().machine, os.getpid(), os.getpgid(0))
-    if program is None:
-        return False
+def _install(libc: Any, program: bytes, flags: int = 0) -> int:
+    """Install one filter with ``seccomp(2)`` (``flags``: ``SECCOMP_FILTER_FLAG_*``); its
+    result (a listener fd with ``NEW_LISTENER``, else 0), or -1 on failure."""
     import ctypes
 
     class _Fprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
-    libc = ctypes.CDLL(None, use_errno=True)
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_char_p))
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+    number = _SECCOMP_NR[os.uname().machine]
+    return int(libc.syscall(number, _SET_MODE_FILTER, flags, ctypes.byref(fprog)))
+
+
+def _hand_over_listener(libc: Any, handoff_fd: int) -> bool:
+    """Install :func:`fork_notify_program` and send its listener to the controller over the
+    unix socket ``handoff_fd`` (then close both: agent code never holds the listener). True
+    when the controller got it."""
+    import socket
+
+    program = fork_notify_program(os.uname().machine)
+    listener = -1 if program is None else _install(libc, program, _FLAG_NEW_LISTENER)
+    try:
+        with socket.socket(fileno=handoff_fd) as sock:
+            sock.settimeout(10)
+            fds = [listener] if listener >= 0 else []
+            socket.send_fds(sock, [b"L" if fds else b"-"], fds)
+    except OSError:
         return False
-    return bool(libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
+    finally:
+        if listener >= 0:
+            os.close(listener)
+    return listener >= 0
+
+
+def _apply_seccomp(handoff_fd: int | None = None) -> tuple[bool, bool]:
+    """Install :func:`seccomp_program` (after ``PR_SET_NO_NEW_PRIVS``).
+
+    With ``handoff_fd`` (a unix socket to the controller), forks are supervised: the
+    :func:`fork_notify_program` filter goes in first and its listener to the controller.
+
+    Returns:
+        Whether the allow-list is in force, and whether forks are supervised.
+    """
+    machine = os.uname().machine
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if syscall_table(machine) is None or libc.prctl(38, 1, 0, 0, 0) != 0:  # NO_NEW_PRIVS
+        if handoff_fd is not None:
+            os.close(handoff_fd)
+        return False, False
+    supervised = handoff_fd is not None and _hand_over_listener(libc, handoff_fd)
+    program = seccomp_program(machine, os.getpid(), os.getpgid(0), supervised_fork=supervised)
+    if program is None or _install(libc, program) != 0:
+        return False, False
+    return True, supervised
 
 
 def _refuse_audit_hooks(event: str, args: tuple[Any, ...]) -> None:

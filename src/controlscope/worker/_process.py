@@ -11,16 +11,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
+import select
 import signal
+import socket
 import subprocess
 import tempfile
-from typing import IO
+from typing import IO, Any
 
 from controlscope import _proc
 from controlscope._tree import remove_tree
 from controlscope.core import Isolation
 from controlscope.worker import _sandbox
 from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
+from controlscope.worker._fork import ForkSupervisor
 from controlscope.worker._proxies import ProxySet
 from controlscope.worker._types import Limits
 
@@ -40,6 +44,39 @@ _STDERR_TAIL = 2000
 
 class WorkerStartError(RuntimeError):
     """The worker process could not be started or did not answer ``ready``."""
+
+
+class ForkError(RuntimeError):
+    """A paused worker could not be forked (unsupported here, refused, or it misbehaved)."""
+
+
+class _Adopted:
+    """A forked worker: a child of the worker, not of the controller, so it is watched and
+    killed through a pidfd (its exit status belongs to its parent)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._fd = os.pidfd_open(pid)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._fd], [], [], 0)[0]:
+            self.returncode = 0  # ended; how is its parent's to know
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        if self.returncode is None and not select.select([self._fd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(f"forked worker {self.pid}", timeout)
+        self.returncode = 0
+        return 0
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self._fd, signal.SIGKILL)
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
 
 
 class WorkerProcess:
@@ -67,8 +104,13 @@ class WorkerProcess:
         self._limits = limits
         self._spin_s = spin_s
         self._worker_spin_s = worker_spin_s
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | _Adopted | None = None
         self._chan: Channel | None = None
+        self._handoff: socket.socket | None = None
+        self._handoff_fd = -1
+        self._supervisor: ForkSupervisor | None = None
+        self._owns_supervisor = False
+        self._host_pid: int | None = None
         self._stderr: IO[bytes] | None = None
         self._tmpdir: str | None = None
         self.seccomp = False
@@ -78,6 +120,12 @@ class WorkerProcess:
     def running(self) -> bool:
         """Whether a process was started and not killed since (it may have died meanwhile)."""
         return self._proc is not None
+
+    @property
+    def forks(self) -> bool:
+        """Whether the running worker can be forked at a boundary (:meth:`fork`): its
+        process-creating calls go to the controller's fork supervisor."""
+        return self._supervisor is not None
 
     @property
     def pid(self) -> int | None:
@@ -118,6 +166,7 @@ class WorkerProcess:
             "tools": proxies.tools,
             "params": proxies.signatures,
             "seed": seed,
+            "fork_fd": None if self._handoff is None else self._handoff_fd,
             "output_chars": lim.output_chars,
             "spin_s": self._worker_spin_s,
             "limits": {
@@ -142,11 +191,118 @@ class WorkerProcess:
         self.seccomp = bool(ready.get("seccomp"))
         if not self.seccomp:
             log.warning("worker runs without its seccomp filter (unsupported machine)")
+        self._take_listener(bool(ready.get("fork")))
+
+    def _take_listener(self, offered: bool) -> None:
+        """Receive the worker's user-notification listener (when it says it sent one) and
+        start the fork supervisor on it; without one the worker cannot be forked."""
+        sock, self._handoff = self._handoff, None
+        if sock is None:
+            return
+        with sock:
+            if not offered:
+                return
+            try:
+                sock.settimeout(START_TIMEOUT_S)
+                _msg, fds, _flags, _addr = socket.recv_fds(sock, 1, 1)
+            except OSError as exc:
+                log.warning("no fork listener from the worker: %s", exc)
+                return
+        if fds:
+            self._supervisor = ForkSupervisor(fds[0])
+            self._owns_supervisor = True
+
+    def fork(self, timeout_s: float = 10.0) -> WorkerProcess:
+        """Fork this worker, paused at a boundary (waiting for the answer to a call), into a
+        child worker on a channel of its own; both then wait for the answer to that call.
+
+        The controller's fork supervisor lets exactly this one fork through (agent code can
+        never create a process; see ``_fork.py``). The child runs under the same sandbox and
+        filters, shares the worker's ``/tmp`` and ``/dev/shm``, and dies with it (its
+        sandbox's process namespace, or process group without bwrap); it counts against the
+        worker's ``processes`` limit and has a pid of its own. It then behaves as a replay of
+        the same prefix would (the ``random`` module's state is kept). Costs 5 to 20 ms.
+
+        Args:
+            timeout_s: bound on each step (the worker's messages, the fork call).
+
+        Returns:
+            The child, a running :class:`WorkerProcess` (kill it with :meth:`kill`).
+
+        Raises:
+            ForkError: forks are not supervised here (:attr:`forks`), or the fork failed or
+                the worker broke the protocol (then its state is unknown: kill it).
+        """
+        supervisor = self._supervisor
+        if supervisor is None or self._proc is None:
+            raise ForkError("this worker cannot be forked (no fork supervisor)")
+        nonce = secrets.token_hex(8)
+        c_r, p_w = os.pipe()  # controller -> child
+        p_r, c_w = os.pipe()  # child -> controller
+        child: WorkerProcess | None = None
+        held: int | None = None
+        try:
+            host = self._host_pid = self._host_pid or self._locate()
+            supervisor.arm(host)
+            self.channel.send({"t": "fork", "nonce": nonce}, timeout_s)
+            numbers = _numbers(self.channel.recv(timeout_s), nonce)
+            held = supervisor.take(timeout_s)
+            supervisor.allow(held, numbers, (c_r, c_w))
+            child_ns = _forked(self.channel.recv(timeout_s), nonce)
+            child = self._adopt(host, child_ns, Channel(p_r, p_w, spin_s=self._spin_s))
+            if _forked(child.channel.recv(timeout_s), nonce) != 0:
+                raise ProtocolViolation("the child did not report as the child")
+        except (ChannelTimeout, WorkerGone, ProtocolViolation, TimeoutError, OSError) as exc:
+            if held is None:
+                supervisor.disarm()
+            if child is not None:
+                child.kill()
+            else:
+                os.close(p_r)
+                os.close(p_w)
+            raise ForkError(f"the worker could not be forked: {exc}") from exc
+        finally:
+            os.close(c_r)
+            os.close(c_w)
+        return child
+
+    def _locate(self) -> int:
+        """The host pid of the worker's interpreter (under bwrap, below bwrap's processes)."""
+        assert self._proc is not None
+        if isinstance(self._proc, _Adopted) or self.isolation == "none":
+            return self._proc.pid
+        below = _proc.descendants(self._proc.pid)
+        if not below:
+            raise ProtocolViolation("the worker's interpreter is gone")
+        return below[-1]
+
+    def _adopt(self, parent: int, child_ns: int, chan: Channel) -> WorkerProcess:
+        """The controller's handle on the child ``child_ns`` (pid in the sandbox) of the
+        worker process ``parent`` (host pid), on channel ``chan``."""
+        found = [pid for pid in _proc.children(parent) if _proc.ns_pid(pid) == child_ns]
+        if len(found) != 1:
+            chan.close()
+            raise ProtocolViolation(f"no forked child {child_ns} of the worker")
+        child = WorkerProcess(
+            self.isolation,
+            self._limits,
+            spin_s=self._spin_s,
+            worker_spin_s=self._worker_spin_s,
+        )
+        child._proc = _Adopted(found[0])
+        child._chan = chan
+        child._host_pid = found[0]
+        child._supervisor = self._supervisor
+        child.seccomp = self.seccomp
+        return child
 
     def _spawn(self) -> None:
         """Start the process under the sandbox command with its two channel pipes."""
         c_r, p_w = os.pipe()  # controller -> worker
         p_r, c_w = os.pipe()  # worker -> controller
+        # the worker hands its fork listener over this socket before agent code runs
+        self._handoff, handoff = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._handoff_fd = handoff.fileno()
         cwd = "/"
         env = dict(_sandbox.WORKER_ENV)
         if self.isolation == "none":
@@ -161,7 +317,7 @@ class WorkerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
-                pass_fds=(c_r, c_w),
+                pass_fds=(c_r, c_w, self._handoff_fd),
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
@@ -172,6 +328,7 @@ class WorkerProcess:
             self.kill()  # releases the stderr file and the temporary directory
             raise WorkerStartError(f"cannot start the worker: {exc}") from exc
         finally:
+            handoff.close()
             if self._proc is not None:
                 os.close(c_r)
                 os.close(c_w)
@@ -185,12 +342,22 @@ class WorkerProcess:
         """
         proc, self._proc = self._proc, None
         if proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            if not isinstance(proc, _Adopted):  # a forked worker is no group leader
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
+            if isinstance(proc, _Adopted):
+                proc.release()
+        supervisor, self._supervisor = self._supervisor, None
+        if supervisor is not None and self._owns_supervisor:
+            supervisor.close()
+        self._owns_supervisor, self._host_pid = False, None
+        if self._handoff is not None:
+            self._handoff.close()
+            self._handoff = None
         if self._chan is not None:
             self._chan.close()
             self._chan = None
@@ -244,6 +411,8 @@ class WorkerProcess:
         proc = self._proc
         if proc is None:
             return "the worker is gone"
+        if isinstance(proc, _Adopted):
+            return "the forked worker ended" if proc.poll() is not None else "it closed its channel"
         try:
             code = proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
@@ -262,3 +431,35 @@ class WorkerProcess:
                 reason += f" ({name}{hint})"
         tail = self.stderr_tail()
         return f"{reason}; {tail}" if tail else reason
+
+
+def _numbers(msg: dict[str, Any], nonce: str) -> tuple[int, int]:
+    """The descriptor numbers a ``forking`` message announces for the child's channel.
+
+    Raises:
+        ProtocolViolation: another message, or numbers that are not two distinct fds.
+    """
+    fds = msg.get("fds")
+    if msg.get("t") != "forking" or msg.get("nonce") != nonce or not isinstance(fds, list):
+        raise ProtocolViolation(f"expected the worker's forking message, got {msg.get('t')!r}")
+    if (
+        len(fds) != 2
+        or fds[0] == fds[1]
+        or not all(type(f) is int and 3 <= f < 1 << 20 for f in fds)
+    ):
+        raise ProtocolViolation("the worker announced unusable descriptors for the child")
+    return fds[0], fds[1]
+
+
+def _forked(msg: dict[str, Any], nonce: str) -> int:
+    """The pid a ``forked`` message reports (0 from the child).
+
+    Raises:
+        ProtocolViolation: another message, or the fork failed in the worker.
+    """
+    if msg.get("t") != "forked" or msg.get("nonce") != nonce:
+        raise ProtocolViolation(f"expected a forked message, got {msg.get('t')!r}")
+    pid = msg.get("pid")
+    if type(pid) is not int or pid < 0:
+        raise ProtocolViolation(f"the fork failed in the worker: {msg.get('error')!r}")
+    return pid

@@ -11,15 +11,21 @@ the wire format), so both sides number a block's constants identically.
 Wire format: each message is a 4-byte big-endian length followed by that many bytes of compact
 UTF-8 JSON (an object whose ``"t"`` field names its type); the very first frame the controller
 sends is the runtime itself (a marshalled code object read by the bootstrap). Messages, worker to
-controller: ``ready``, ``started`` (echoes the ``run`` message's nonce before anything else of the
-block), ``out`` (printed output as it is written, so that it survives a block killed later),
+controller: ``ready`` (whether the seccomp filter is in force and forks are supervised),
+``started`` (echoes the ``run`` message's nonce before anything else of the block), ``out``
+(printed output as it is written, so that it survives a block killed later),
 ``call`` (a boundary: tool, arguments, variables, output delta, and claims on where the call is
 made: the block, the span of its frame's current instruction, whether the proxy was called
 directly, line, function, class, literal-argument slots) and ``end`` (status, output delta,
 error). Controller to worker: ``init`` (proxies, limits, the seed each block's ``random`` is
-seeded from with the block's id), ``run``, and the answer to a ``call``: ``res`` (observation
+seeded from with the block's id, the descriptor of the socket the fork listener is handed over
+on), ``run``, and the answer to a ``call``: ``res`` (observation
 text) or ``err`` (tool error), either with the patched block code whose constants take effect,
-``budget`` (call budget exhausted) or ``cancel`` (replace_workflow: unwind the block). Paper
+``budget`` (call budget exhausted) or ``cancel`` (replace_workflow: unwind the block). At a
+boundary the controller may first send ``fork`` (any number of times): the worker answers
+``forking`` (the descriptor numbers the child's channel is to have), forks (the controller's
+fork supervisor lets that one fork through, see ``_fork.py``) and each side says ``forked``
+on its own channel; both then wait for the answer to the same call. Paper
 section A.1 (the worker exposes the pending call, its arguments, JSON-serialisable variables and
 printed output).
 
@@ -230,9 +236,16 @@ class Runtime:
         vars(builtins).update(exit=sys.exit, quit=sys.exit)  # as the site module would (-S)
         self.saved_hooks = _Hooks()
         sys.addaudithook(_refuse_audit_hooks)
-        seccomp = _apply_seccomp() if msg.get("seccomp", True) else False
+        handoff = msg.get("fork_fd")
+        handoff = None if handoff is None else int(handoff)
+        if msg.get("seccomp", True):
+            seccomp, forks = _apply_seccomp(handoff)
+        else:
+            seccomp = forks = False
+            if handoff is not None:
+                os.close(handoff)  # the controller then knows: no supervised forks
         sys.stdout = sys.stderr = self._devnull
-        self.send({"t": "ready", "seccomp": seccomp, "pid": os.getpid()})
+        self.send({"t": "ready", "seccomp": seccomp, "fork": forks, "pid": os.getpid()})
 
     def serve(self) -> None:
         """Answer ``init``, then run each ``run`` message's block until the channel closes."""
@@ -240,6 +253,7 @@ class Runtime:
         while True:
             msg = self.recv()
             kind = msg.get("t")
+            self._reap()
             if kind == "run":
                 self.send({"t": "started", "nonce": msg["nonce"]})
                 self.run_block(int(msg["seq"]), str(msg["id"]), str(msg["code"]))
@@ -366,9 +380,52 @@ class Runtime:
         try:
             self.write(frame)
             msg = self.recv()
+            while msg.get("t") == "fork":  # the controller branches here, then answers
+                self._fork(str(msg["nonce"]))
+                msg = self.recv()
         finally:
             self.signals.restore()
         return self._answer(msg)
+
+    def _fork(self, nonce: str) -> None:
+        """Fork this worker, paused at a boundary, for the controller: announce the numbers
+        the child's channel will have (the controller's fork supervisor installs its ends
+        there, then lets the fork go on), then report on each side's channel (``forked``).
+        The child goes on waiting for the answer to the same call, on its new channel."""
+        self._reap()
+        numbers = [os.open(os.devnull, os.O_RDONLY) for _ in range(2)]
+        self.send({"t": "forking", "nonce": nonce, "fds": numbers})
+        error = ""
+        state = random.getstate()  # ``random`` reseeds itself in a forked child
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            pid = -1
+            error = f"{type(exc).__name__}: {exc}"
+        if pid != 0:
+            for fd in numbers:
+                os.close(fd)
+            done = {"pid": pid} if pid > 0 else {"error": error}
+            self.send({"t": "forked", "nonce": nonce, **done})
+            return
+        random.setstate(state)
+        os.close(self.rfd)
+        os.close(self.wfd)
+        self.rfd, self.wfd = numbers
+        os.set_blocking(self.rfd, False)
+        self._poll = select.poll()
+        self._poll.register(self.rfd, select.POLLIN)
+        self.buf.clear()
+        self.send({"t": "forked", "nonce": nonce, "pid": 0})
+
+    @staticmethod
+    def _reap() -> None:
+        """Collect the forked children that have ended (the controller kills branches)."""
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
 
     def _call_site(self, proxy_frame: Any, tool: str) -> dict[str, Any]:
         """The ``call`` message's claims on where the call is made (the controller checks

@@ -6,7 +6,8 @@ confinement of :mod:`controlscope._bwrap` (every namespace unshared, so no netwo
 system paths; a private size-limited ``/tmp``; a new session; no capabilities;
 ``--die-with-parent``; no ``/proc`` or ``/sys``) plus the interpreter's prefix read-only, and
 nothing else (no task workspace, no repository, no home).
-Resource limits, empty capability sets and a seccomp allow-list (no processes, threads, ``exec``,
+Resource limits, empty capability sets and a seccomp allow-list (no processes but the
+controller's own fork of a worker paused at a boundary, see ``_fork.py``; no threads, ``exec``,
 sockets, memory-backed files outside ``/tmp`` and ``/dev/shm``, signals to other processes,
 namespaces or mounts; ``_hardening.seccomp_program``) are applied by the runtime itself before
 agent code
