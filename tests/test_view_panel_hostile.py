@@ -5,10 +5,17 @@ browser, no model): every answer is a page that says what is wrong, never a trac
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
+from controlscope.analysis import Report, report
+from controlscope.cli import main as cli
+from controlscope.panel import MANIFEST_FILE, RUN_MARKER, PanelError, read_manifest, read_record
 from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
 from controlscope.view import build_app, find_target
 from controlscope.view._panel import read_panel_page
@@ -43,3 +50,55 @@ def test_each_cell_of_the_panel_page_links_to_its_own_rows_runs(tmp_path: Path) 
     assert page.cells[keep.cell].runs == ("t/a/keep",)
     html = client(folder).get("/cell/" + keep.cell).text
     assert "t/a/keep" in html and "t/b/full-d0" not in html
+
+
+def returns_within(call: Callable[[], object], seconds: float = 60.0) -> object:
+    """``call()``'s result (or the exception it raised); fails when it has not returned after
+    ``seconds`` (a read waiting on a FIFO's writer never does)."""
+    found: list[object] = []
+
+    def target() -> None:
+        try:
+            found.append(call())
+        except Exception as err:  # the caller checks what was raised
+            found.append(err)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the call waited on a FIFO"
+    return found[0]
+
+
+def test_a_manifest_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    """``panel.json`` holding bytes that are not UTF-8 is a panel error naming the file: the
+    panel's page says so (no server error), the report exits 2."""
+    folder = two_units(tmp_path / "panel")
+    (folder / MANIFEST_FILE).write_bytes(b"\xff\xfe{")
+    with pytest.raises(PanelError, match=r"panel\.json"):
+        read_manifest(folder)
+    answer = client(folder).get("/")
+    assert answer.status_code == 200 and "this panel cannot be read" in answer.text
+    assert cli(["report", str(folder), "--resamples", "10"]) == 2
+
+
+def test_a_fifo_in_place_of_a_record_or_manifest_is_refused_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    """A run's ``panel_run.json`` or the panel's ``panel.json`` that is a FIFO is refused as
+    not a regular file: the report names the run as corrupt, the page shows the panel."""
+    folder = two_units(tmp_path / "panel")
+    record = folder / "runs" / "t" / "a" / "keep" / RUN_MARKER
+    record.unlink()
+    os.mkfifo(record)
+    assert isinstance(returns_within(lambda: read_record(record.parent)), ValueError)
+    built = returns_within(lambda: report(folder, write=False, resamples=10))
+    assert isinstance(built, Report)
+    assert any(p.startswith("t/a/keep: corrupt") for p in built.problems)
+    answer = returns_within(lambda: client(folder).get("/"))
+    assert getattr(answer, "status_code", None) == 200
+    manifest = folder / MANIFEST_FILE
+    manifest.unlink()
+    os.mkfifo(manifest)
+    assert isinstance(returns_within(lambda: read_manifest(folder)), PanelError)
+    assert cli(["report", str(folder), "--resamples", "10"]) == 2  # read_manifest returned
