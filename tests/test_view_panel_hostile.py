@@ -5,6 +5,7 @@ browser, no model): every answer is a page that says what is wrong, never a trac
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable
@@ -102,3 +103,55 @@ def test_a_fifo_in_place_of_a_record_or_manifest_is_refused_not_waited_on(
     os.mkfifo(manifest)
     assert isinstance(returns_within(lambda: read_manifest(folder)), PanelError)
     assert cli(["report", str(folder), "--resamples", "10"]) == 2  # read_manifest returned
+
+
+def test_a_manifest_planning_no_run_is_a_clear_error(tmp_path: Path) -> None:
+    """A manifest whose plan holds no run: the report says so (exit 2, no traceback) and the
+    panel's page names the problem."""
+    folder = two_units(tmp_path / "panel")
+    manifest = json.loads((folder / MANIFEST_FILE).read_text("utf-8"))
+    manifest["plan"]["runs"] = []
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest), "utf-8")
+    with pytest.raises(PanelError, match="no run"):
+        report(folder, write=False, resamples=10)
+    assert cli(["report", str(folder), "--resamples", "10"]) == 2
+    answer = client(folder).get("/")
+    assert answer.status_code == 200 and "plans no run" in answer.text
+
+
+def test_a_report_folder_that_cannot_be_written_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out`` naming a file: exit 2 and one line naming it, not a traceback."""
+    folder = two_units(tmp_path / "panel")
+    assert (
+        cli(["report", str(folder), "--resamples", "10", "--out", str(folder / MANIFEST_FILE)]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "panel.json" in err and "Traceback" not in err
+
+
+def test_the_report_reads_no_run_whose_folder_leads_out_of_the_panel(tmp_path: Path) -> None:
+    """Run ids are paths below ``runs/``: a unit named ``../../escape`` (its runs written
+    outside the panel) and a run folder that is a link leading out are counted as corrupt and
+    named, their verdicts never read (Keep's success out there is not counted)."""
+    runs = []
+    for unit in ("t/in", "../../escape"):
+        runs.append(SyntheticRun(unit=unit, category="c", scope="keep", success=True))
+        runs.append(SyntheticRun(unit=unit, category="c", scope="full", success=True))
+    write_synthetic_panel(tmp_path / "root" / "panel", runs)
+    folder = tmp_path / "root" / "panel"
+    assert (tmp_path / "root" / "escape" / "keep" / "summary.json").is_file()
+    linked = folder / "runs" / "t" / "in" / "full-d0"
+    linked.rename(tmp_path / "elsewhere")
+    linked.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    built = report(folder, write=False, resamples=10)
+    statuses = dict(zip(built.runs["id"], built.runs["status"], strict=True))
+    assert statuses == {
+        "t/in/keep": "done",
+        "t/in/full-d0": "corrupt",
+        "../../escape/keep": "corrupt",
+        "../../escape/full-d0": "corrupt",
+    }
+    assert int(built.runs["success"].sum()) == 1
+    assert sum("leads out of the panel" in p for p in built.problems) == 3
