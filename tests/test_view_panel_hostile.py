@@ -155,3 +155,31 @@ def test_the_report_reads_no_run_whose_folder_leads_out_of_the_panel(tmp_path: P
     }
     assert int(built.runs["success"].sum()) == 1
     assert sum("leads out of the panel" in p for p in built.problems) == 3
+
+
+#: A name that would end a LaTeX comment, close a Markdown code span, recolour and retitle a
+#: terminal, and reorder the text after it.
+HOSTILE_NAME = "p`\n\\input{secret}\x1b[31m\x1b]0;owned\x07\u202eevil"
+
+
+def test_the_reports_documents_hold_hostile_names_inert(tmp_path: Path) -> None:
+    """A panel folder and a run named with a newline, backticks, LaTeX commands, terminal
+    escapes and a bidi override: ``report.md`` and ``report.tex`` hold them escaped on their
+    own line (no command after a LaTeX comment's end, no raw control character)."""
+    folder = tmp_path / HOSTILE_NAME
+    runs = [
+        SyntheticRun(unit=f"t/{HOSTILE_NAME}", category="c", scope="keep", success=True),
+        SyntheticRun(unit=f"t/{HOSTILE_NAME}", category="c", scope="full", success=True),
+    ]
+    write_synthetic_panel(folder, runs)
+    (folder / "runs" / "t" / HOSTILE_NAME / "full-d0" / RUN_MARKER).unlink()  # a problem line
+    for fmt, name in (("markdown", "report.md"), ("latex", "report.tex")):
+        out = tmp_path / fmt
+        assert (
+            cli(["report", str(folder), "--resamples", "10", "--format", fmt, "--out", str(out)])
+            == 0
+        )
+        text = (out / name).read_text("utf-8")
+        assert "\\input{secret}" in text  # shown, as text
+        assert not any(line.startswith("\\input") for line in text.splitlines())
+        assert not any(ch in text for ch in "\x1b\x07\u202e"), fmt
