@@ -183,3 +183,17 @@ def test_the_reports_documents_hold_hostile_names_inert(tmp_path: Path) -> None:
         assert "\\input{secret}" in text  # shown, as text
         assert not any(line.startswith("\\input") for line in text.splitlines())
         assert not any(ch in text for ch in "\x1b\x07\u202e"), fmt
+
+
+def test_a_manifest_with_an_unknown_cluster_is_not_a_panel_manifest(tmp_path: Path) -> None:
+    """``plan.cluster`` other than category, template or task: the manifest is refused when
+    read (the report exits 2 with one line; it was a KeyError traceback)."""
+    folder = two_units(tmp_path / "panel")
+    manifest = json.loads((folder / MANIFEST_FILE).read_text("utf-8"))
+    manifest["plan"]["cluster"] = "<x>"
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest), "utf-8")
+    with pytest.raises(PanelError, match="not a panel manifest"):
+        read_manifest(folder)
+    assert cli(["report", str(folder), "--resamples", "10"]) == 2
+    answer = client(folder).get("/")
+    assert answer.status_code == 200 and "this panel cannot be read" in answer.text

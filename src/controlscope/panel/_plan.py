@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from controlscope.core import ProviderError, Scope, Task, TaskError
 from controlscope.envs import Environment, get_environment
 from controlscope.models import CacheError, WeightsError
-from controlscope.panel._config import ConfigError, PanelConfig
+from controlscope.panel._config import ClusterBy, ConfigError, PanelConfig
 from controlscope.run import RunSpec, build_models
 from controlscope.schedule import needs_source
 
@@ -71,7 +71,7 @@ class PanelPlan(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     runs: tuple[PlannedRun, ...]
-    cluster: str
+    cluster: ClusterBy
 
     @property
     def units(self) -> list[str]:
