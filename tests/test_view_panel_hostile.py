@@ -18,7 +18,7 @@ from controlscope.analysis import Report, report
 from controlscope.cli import main as cli
 from controlscope.panel import MANIFEST_FILE, RUN_MARKER, PanelError, read_manifest, read_record
 from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
-from controlscope.view import build_app, find_target
+from controlscope.view import build_app, export, find_target
 from controlscope.view._panel import read_panel_page
 
 
@@ -197,3 +197,24 @@ def test_a_manifest_with_an_unknown_cluster_is_not_a_panel_manifest(tmp_path: Pa
     assert cli(["report", str(folder), "--resamples", "10"]) == 2
     answer = client(folder).get("/")
     assert answer.status_code == 200 and "this panel cannot be read" in answer.text
+
+
+def test_a_run_id_too_long_for_the_file_system_is_a_run_not_found(tmp_path: Path) -> None:
+    """A manifest whose unit's name is longer than a file name may be: its runs are not
+    found (the file system refuses the name), and every page, the export and the report say so
+    instead of failing."""
+    folder = two_units(tmp_path / "panel")
+    manifest = json.loads((folder / MANIFEST_FILE).read_text("utf-8"))
+    long = "t/" + "x" * 300
+    for run in manifest["plan"]["runs"]:
+        if run["unit"] == "t/a":
+            run["unit"], run["id"] = long, run["id"].replace("t/a", long)
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest), "utf-8")
+    target = find_target(folder)
+    assert sorted(target.runs) == ["t/b/full-d0", "t/b/keep"] and long in target.units
+    answers = client(folder)
+    for path in ("/", "/unit/" + long, "/_stamp", "/_stamp/unit/" + long):
+        assert answers.get(path).status_code == 200, path
+    export(folder, tmp_path / "site")
+    built = report(folder, write=False, resamples=10)
+    assert sorted(built.runs.loc[built.runs["unit"] == long, "status"]) == ["corrupt", "corrupt"]
