@@ -218,3 +218,19 @@ def test_a_run_id_too_long_for_the_file_system_is_a_run_not_found(tmp_path: Path
     export(folder, tmp_path / "site")
     built = report(folder, write=False, resamples=10)
     assert sorted(built.runs.loc[built.runs["unit"] == long, "status"]) == ["corrupt", "corrupt"]
+
+
+def test_a_manifest_naming_one_run_folder_twice_is_not_a_panel_manifest(tmp_path: Path) -> None:
+    """Two planned runs of different units with the same id (one folder): refused when the
+    manifest is read, so one run's verdict is never counted for two units (the cells' pages
+    failed on it)."""
+    folder = two_units(tmp_path / "panel")
+    manifest = json.loads((folder / MANIFEST_FILE).read_text("utf-8"))
+    for run in manifest["plan"]["runs"]:
+        run["id"] = run["id"].replace("t/b", "t/a")
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest), "utf-8")
+    with pytest.raises(PanelError, match="more than once"):
+        read_manifest(folder)
+    assert cli(["report", str(folder), "--resamples", "10"]) == 2
+    answer = client(folder).get("/")
+    assert answer.status_code == 200 and "this panel cannot be read" in answer.text
