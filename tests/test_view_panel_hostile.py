@@ -234,3 +234,16 @@ def test_a_manifest_naming_one_run_folder_twice_is_not_a_panel_manifest(tmp_path
     assert cli(["report", str(folder), "--resamples", "10"]) == 2
     answer = client(folder).get("/")
     assert answer.status_code == 200 and "this panel cannot be read" in answer.text
+
+
+def test_a_record_naming_another_run_is_counted_corrupt(tmp_path: Path) -> None:
+    """A run folder whose ``panel_run.json`` names another run (a folder copied into another's
+    place): its verdict is not counted; it is corrupt, with both ids named."""
+    folder = two_units(tmp_path / "panel")
+    keep_b = folder / "runs" / "t" / "b" / "keep"
+    for name in (RUN_MARKER, "summary.json"):  # t/a's winning Keep copied over t/b's
+        (keep_b / name).write_bytes((folder / "runs" / "t" / "a" / "keep" / name).read_bytes())
+    built = report(folder, write=False, resamples=10)
+    row = built.runs.set_index("id").loc["t/b/keep"]
+    assert row["status"] == "corrupt" and not row["success"]
+    assert any("t/b/keep" in p and "t/a/keep" in p for p in built.problems)

@@ -103,7 +103,8 @@ def read_panel(panel: str | Path) -> PanelRuns:
     until its goal, Figure 2; None when unknown).
 
     A run whose folder (its links followed) leads out of the panel folder (an id with
-    ``..``, a link) is not read: it counts as corrupt, with the reason.
+    ``..``, a link) is not read, and one whose record names another run is not counted: each
+    counts as corrupt, with the reason.
 
     Raises:
         PanelError: the folder has no readable manifest, or its plan holds no run.
@@ -140,6 +141,9 @@ def _row(panel: Path, run: PlannedRun, root: Path) -> tuple[dict[str, Any], str]
     except (OSError, ValueError) as err:
         row["status"] = "corrupt"
         return row, f"corrupt run folder, counted as missing: {_first_line(err)}"
+    if record.id != run.id:  # a folder copied into another run's place
+        row["status"] = "corrupt"
+        return row, f"corrupt run folder, counted as missing: its record names run {record.id!r}"
     if record.status != "done":
         row["status"] = "ineligible" if record.status == "ineligible" else "missing"
         return row, f"{row['status']}: {record.detail}"
