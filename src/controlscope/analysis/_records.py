@@ -16,9 +16,12 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
+from controlscope._paths import inside
 from controlscope.core import FALLBACK_KINDS
 from controlscope.panel import (
+    MANIFEST_FILE,
     PanelConfig,
+    PanelError,
     PanelPlan,
     PlannedRun,
     RunRecord,
@@ -99,15 +102,22 @@ def read_panel(panel: str | Path) -> PanelRuns:
     ``initial_plan_success`` (bool; paper 5.2) and ``goal_actions`` (the environment's actions
     until its goal, Figure 2; None when unknown).
 
+    A run whose folder (its links followed) leads out of the panel folder (an id with
+    ``..``, a link) is not read, and one whose record names another run is not counted: each
+    counts as corrupt, with the reason.
+
     Raises:
-        PanelError: the folder has no readable manifest.
+        PanelError: the folder has no readable manifest, or its plan holds no run.
     """
     folder = Path(panel)
     manifest = read_manifest(folder)
+    if not manifest.plan.runs:
+        raise PanelError(f"{folder / MANIFEST_FILE} plans no run: there is nothing to report")
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
+    root = folder.resolve()
     for run in manifest.plan.runs:
-        row, problem = _row(folder, run)
+        row, problem = _row(folder, run, root)
         rows.append(row)
         if problem:
             problems.append(f"{run.id}: {problem}")
@@ -115,11 +125,14 @@ def read_panel(panel: str | Path) -> PanelRuns:
     return PanelRuns(folder, manifest.config, manifest.plan, table, problems)
 
 
-def _row(panel: Path, run: PlannedRun) -> tuple[dict[str, Any], str]:
-    """One run's row and, when it is not a scored run, why."""
+def _row(panel: Path, run: PlannedRun, root: Path) -> tuple[dict[str, Any], str]:
+    """One run's row and, when it is not a scored run, why (``root``: the panel resolved)."""
     row: dict[str, Any] = run.model_dump(exclude={"params", "after"})
     row.update(_empty())
     directory = run_dir(panel, run.id)
+    if not inside(panel, directory, resolved=root):
+        row["status"] = "corrupt"
+        return row, "corrupt: its folder leads out of the panel folder, not read"
     try:
         record = read_record(directory)
     except FileNotFoundError:
@@ -128,6 +141,9 @@ def _row(panel: Path, run: PlannedRun) -> tuple[dict[str, Any], str]:
     except (OSError, ValueError) as err:
         row["status"] = "corrupt"
         return row, f"corrupt run folder, counted as missing: {_first_line(err)}"
+    if record.id != run.id:  # a folder copied into another run's place
+        row["status"] = "corrupt"
+        return row, f"corrupt run folder, counted as missing: its record names run {record.id!r}"
     if record.status != "done":
         row["status"] = "ineligible" if record.status == "ineligible" else "missing"
         return row, f"{row['status']}: {record.detail}"

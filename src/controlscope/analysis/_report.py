@@ -29,6 +29,7 @@ from controlscope.analysis._tables import (
     table1,
     unshared_requests,
 )
+from controlscope.core import escape_untrusted
 
 ReportFormat = Literal["markdown", "latex"]
 """The report document's format."""
@@ -223,8 +224,11 @@ def _plain(value: Any) -> Any:
 
 
 def _header(r: Report) -> list[str]:
+    """The report's first line; the panel's name (any file name) escaped to one inert line
+    without backticks, so it cannot end a Markdown code span or a LaTeX comment."""
+    name = escape_untrusted(r.panel.name).replace("`", "'")
     return [
-        f"Panel `{r.panel.name}`: {r.units} paired units; intervals: {round(r.level * 100)}% "
+        f"Panel `{name}`: {r.units} paired units; intervals: {round(r.level * 100)}% "
         f"percentile cluster bootstrap of the pooled difference, resampling {r.cluster}s "
         f"({r.resamples:,} resamples, seed {r.seed}).",
     ]
@@ -241,7 +245,7 @@ def _markdown(r: Report) -> str:
         lines += [f"![{name}]({path.name})", ""]
     if r.problems:
         lines += ["## Runs missing, corrupt, without a verdict or ineligible", "", "```text"]
-        lines += [p.replace("`", "'") for p in r.problems]
+        lines += [escape_untrusted(p).replace("`", "'") for p in r.problems]
         lines += ["```", ""]
     return "\n".join(lines)
 

@@ -52,6 +52,8 @@ def main(args: argparse.Namespace) -> int:
         )
     except (PanelError, ValueError) as err:
         return fail(console, "report", str(err), 2)
+    except OSError as err:  # the report's folder cannot be written
+        return fail(console, "report", f"cannot write the report: {err}", 2)
     if args.json:
         print(json.dumps(built.to_json(), indent=2))
         return 0

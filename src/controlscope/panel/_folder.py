@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from controlscope.panel._config import PanelConfig
 from controlscope.panel._plan import PanelPlan
+from controlscope.record import LogError, read_regular
 
 MANIFEST_FILE = "panel.json"
 """The panel folder's manifest."""
@@ -36,6 +37,12 @@ RUN_MARKER = "panel_run.json"
 
 CACHE_FILE = "cache.sqlite"
 """The panel's exact-request cache."""
+
+MAX_MANIFEST_BYTES = 256 * 1024 * 1024
+"""The largest ``panel.json`` :func:`read_manifest` reads (a plan of a million runs fits)."""
+
+MAX_RECORD_BYTES = 1024 * 1024
+"""The largest ``panel_run.json`` :func:`read_record` reads."""
 
 MANIFEST_VERSION = 1
 """The manifest's format version."""
@@ -101,12 +108,14 @@ def read_manifest(panel: Path) -> PanelManifest:
     """The manifest of the panel folder ``panel``.
 
     Raises:
-        PanelError: no manifest, or one that does not read as a manifest of this version.
+        PanelError: no manifest, one that is not a regular file of at most
+            :data:`MAX_MANIFEST_BYTES` (a FIFO is refused, not waited on), or one that does not
+            read as a manifest of this version.
     """
     path = panel / MANIFEST_FILE
     try:
-        data = path.read_text(encoding="utf-8")
-    except OSError as err:
+        data = read_regular(path, MAX_MANIFEST_BYTES).decode("utf-8")
+    except (OSError, LogError, UnicodeDecodeError) as err:
         raise PanelError(f"{panel} is not a panel folder ({MANIFEST_FILE}: {err})") from None
     try:
         manifest = PanelManifest.model_validate_json(data)
@@ -173,10 +182,12 @@ def read_record(directory: Path) -> RunRecord:
     """The ``panel_run.json`` of a run directory.
 
     Raises:
-        OSError: no record.
-        ValueError: the record does not read as one (pydantic's ``ValidationError``).
+        OSError: no record (FileNotFoundError), or it cannot be opened.
+        ValueError: the record is not a regular file of at most :data:`MAX_RECORD_BYTES` (a
+            FIFO is refused, not waited on; ``LogError``) or does not read as one (pydantic's
+            ``ValidationError``).
     """
-    return RunRecord.model_validate_json((directory / RUN_MARKER).read_text(encoding="utf-8"))
+    return RunRecord.model_validate_json(read_regular(directory / RUN_MARKER, MAX_RECORD_BYTES))
 
 
 def write_record(directory: Path, record: RunRecord) -> None:

@@ -10,15 +10,16 @@ exact-request cache, or branched from the Keep run's recorded prefix.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from controlscope.core import ProviderError, Scope, Task, TaskError
 from controlscope.envs import Environment, get_environment
 from controlscope.models import CacheError, WeightsError
-from controlscope.panel._config import ConfigError, PanelConfig
+from controlscope.panel._config import ClusterBy, ConfigError, PanelConfig
 from controlscope.run import RunSpec, build_models
 from controlscope.schedule import needs_source
 
@@ -65,13 +66,23 @@ class PanelPlan(BaseModel):
     """Every run of a panel, Keep runs first.
 
     Attributes:
-        runs: the runs.
+        runs: the runs, each id once.
         cluster: what the report's bootstrap resamples (``category``, ``template``, ``task``).
     """
 
     model_config = ConfigDict(frozen=True)
     runs: tuple[PlannedRun, ...]
-    cluster: str
+    cluster: ClusterBy
+
+    @field_validator("runs")
+    @classmethod
+    def _one_folder_per_run(cls, runs: tuple[PlannedRun, ...]) -> tuple[PlannedRun, ...]:
+        """Each run's id (its folder) is its own: one folder is never read for two runs."""
+        counts = Counter(r.id for r in runs)
+        twice = sorted(run_id for run_id, n in counts.items() if n > 1)
+        if twice:
+            raise ValueError(f"run ids appear more than once: {twice[:3]}")
+        return runs
 
     @property
     def units(self) -> list[str]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controlscope.core import Scope
-from controlscope.panel._config import PanelConfig
+from controlscope.panel._config import ClusterBy, PanelConfig
 from controlscope.panel._folder import (
     MANIFEST_FILE,
     PanelManifest,
@@ -65,7 +65,7 @@ def write_synthetic_panel(
     runs: Sequence[SyntheticRun],
     *,
     config: PanelConfig | None = None,
-    cluster: str = "category",
+    cluster: ClusterBy = "category",
 ) -> PanelManifest:
     """Write a panel folder holding ``runs`` as finished runs (``summary.json`` and
     ``panel_run.json`` each; no event logs).

@@ -30,6 +30,7 @@ from controlscope.record._store import (
     iter_events,
     read_events,
     read_log,
+    read_regular,
     read_summary,
     write_summary,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "map_strings",
     "read_events",
     "read_log",
+    "read_regular",
     "read_summary",
     "summarize",
     "write_summary",

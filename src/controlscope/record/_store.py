@@ -374,6 +374,19 @@ def _open_regular(path: Path, max_bytes: int | None = None) -> BinaryIO:
         raise
 
 
+def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``max_bytes`` (a link to one
+    is followed); opened without blocking, so a FIFO in its place is refused, not waited on.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        OSError: it cannot be opened (a directory, no permission...).
+        LogError: a FIFO, device or socket, or a file over ``max_bytes``.
+    """
+    with _open_regular(Path(path), max_bytes) as f:
+        return f.read(max_bytes + 1)
+
+
 def write_summary(run_dir: str | os.PathLike[str], summary: RunSummary) -> Path:
     """Write ``run_dir/summary.json`` atomically (temporary file, then rename); return its path."""
     path = Path(run_dir) / SUMMARY_FILE
@@ -397,9 +410,9 @@ def read_summary(run_dir: str | os.PathLike[str]) -> RunSummary:
         LogError: ``summary.json`` is not a regular file or exceeds :data:`MAX_SUMMARY_BYTES`.
         pydantic.ValidationError: the file is not a summary.
     """
-    with _open_regular(Path(run_dir) / SUMMARY_FILE, MAX_SUMMARY_BYTES) as f:
-        data = f.read(MAX_SUMMARY_BYTES + 1)
-    return RunSummary.model_validate_json(data)
+    return RunSummary.model_validate_json(
+        read_regular(Path(run_dir) / SUMMARY_FILE, MAX_SUMMARY_BYTES)
+    )
 
 
 def _parse(line: str) -> Event:

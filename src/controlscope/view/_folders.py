@@ -123,7 +123,7 @@ def _panel(path: Path) -> Target | None:
     for planned in plan.runs:
         units.setdefault(planned.unit, []).append(planned.id)
         directory = run_dir(path, planned.id)
-        if not directory.is_dir():
+        if not _is_dir(directory):
             continue
         if inside(path, directory / EVENTS_FILE, resolved=root):  # its folder's links too
             runs[planned.id] = directory
@@ -131,6 +131,14 @@ def _panel(path: Path) -> Target | None:
             outside.append(shown_name(planned.id))
     grouped = {unit: tuple(ids) for unit, ids in units.items()}
     return Target(path, "panel", runs, outside=outside, units=grouped)
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder; False for a name the file system refuses (too long)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 DETECTORS: tuple[Callable[[Path], Target | None], ...] = (_run, _branches, _panel, _runs)

@@ -166,18 +166,17 @@ def _table(
 ) -> TableView:
     columns = [str(c) for c in table.columns]
     rows = []
-    for number, (values, row_cells) in enumerate(
+    for index, (values, row_cells) in enumerate(
         zip(table.itertuples(index=False), cells, strict=True)
     ):
         row = []
         for column, value in zip(columns, values, strict=True):
-            cell_id = f"{name}/{number}/{column}"
+            cell_id = f"{name}/{index}/{column}"
             found = row_cells.get(column)
             if found is not None:
                 by_id[cell_id] = found
             count = len(found.runs) if found else 0
-            number = _is_number(value)
-            row.append(TableCell(_text(value), cell_id, count, number))
+            row.append(TableCell(_text(value), cell_id, count, _is_number(value)))
         rows.append(row)
     return TableView(name, title, columns, rows)
 

@@ -1,21 +1,9 @@
-"""Which files the viewer may read: only those inside the folder it was given. A run reached
-through a symbolic link, or named ``..`` by a ``branches.json``, that leads out of that folder is
-left out (the page says so), so serving or exporting a folder shows nothing from elsewhere."""
+"""Which files the viewer may read: only those inside the folder it was given (the check is
+:func:`controlscope._paths.inside`, shared with the report, which reads a panel's runs by the
+same rule)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from controlscope._paths import inside
 
-
-def inside(root: Path, path: Path, *, resolved: Path | None = None) -> bool:
-    """Whether ``path``, its links followed, is ``root`` or below it (a link loop is not).
-
-    Args:
-        root: the folder given to the viewer.
-        path: a file or folder below ``root`` by name (it need not exist).
-        resolved: ``root.resolve()``, when the caller has it (many paths below one root).
-    """
-    try:
-        return path.resolve().is_relative_to(resolved or root.resolve())
-    except (OSError, RuntimeError):  # RuntimeError: a link loop
-        return False
+__all__ = ["inside"]
