@@ -184,6 +184,10 @@ class ExecutionSettings(_Section):
         isolation: the worker isolation asked for.
         cache: whether planning requests go through the panel's exact-request cache (paper
             A.5); without it, whole-run scopes do not share their source program.
+        cache_file: the exact-request cache's file; a relative path is read from the panel
+            folder (``../../cache.sqlite``: one cache several panels share, as an
+            experiment's panels do, paper 4 and A.5); None: ``cache.sqlite`` in the panel
+            folder.
     """
 
     backend: Backend = "local"
@@ -191,6 +195,14 @@ class ExecutionSettings(_Section):
     cpus_per_run: float = Field(default=1.0, gt=0.0)
     isolation: IsolationRequest = "auto"
     cache: bool = True
+    cache_file: str | None = None
+
+    @field_validator("cache_file")
+    @classmethod
+    def _cache_file(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("give a file name, or leave it out for cache.sqlite in the panel")
+        return value
 
 
 class PanelConfig(_Section):
@@ -205,6 +217,9 @@ class PanelConfig(_Section):
         params: task parameters by task id or category (an id's override its category's).
         seeds: the tasks' data seeds; each seed is a unit of its own.
         source_programs: source programs per task (P1, P2, ...: the planner's draw).
+        sources: which source-program indices the panel runs (P1 = 0); None: every one of
+            ``range(source_programs)``. A panel of P2 alone (``sources = [1]``) shares P2's
+            planning with another panel's through a shared cache (paper 4, Table 1).
         scopes: the scopes compared; ``keep`` is required (the baseline every unit reuses).
         draws: reviewer draws per reviewing scope.
         lattice: ``default`` or ``v2``.
@@ -232,6 +247,7 @@ class PanelConfig(_Section):
     params: dict[str, dict[str, int | str]] = Field(default_factory=dict)
     seeds: list[int] = Field(default_factory=lambda: [0])
     source_programs: int = Field(default=1, ge=1)
+    sources: list[int] | None = None
     scopes: list[str] = Field(default_factory=lambda: ["keep", "arg", "full"])
     draws: int = Field(default=1, ge=1)
     lattice: Lattice = "default"
@@ -264,6 +280,13 @@ class PanelConfig(_Section):
             raise ValueError("give distinct seeds of at least 0")
         return value
 
+    @field_validator("sources")
+    @classmethod
+    def _sources(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (not value or len(set(value)) != len(value) or min(value) < 0):
+            raise ValueError("give distinct source-program indices of at least 0 (P1 = 0)")
+        return value
+
     @field_validator("scopes")
     @classmethod
     def _scopes(cls, value: list[str]) -> list[str]:
@@ -285,6 +308,11 @@ class PanelConfig(_Section):
 
     @model_validator(mode="after")
     def _coherent(self) -> PanelConfig:
+        if self.sources is not None and max(self.sources) >= self.source_programs:
+            raise ValueError(
+                f"sources: index {max(self.sources)} needs source_programs > "
+                f"{max(self.sources)} (P1 = 0), not {self.source_programs}"
+            )
         for scope in self.scopes:
             lattice_operations(Scope[scope.upper()], self.lattice)
         if self.start != "whole":
@@ -293,6 +321,11 @@ class PanelConfig(_Section):
             except ReplayError as err:
                 raise ValueError(f"start {self.start!r}: {err}") from None
         return self
+
+    @property
+    def source_indices(self) -> list[int]:
+        """The source-program indices the panel runs (``sources``, else every one)."""
+        return list(self.sources) if self.sources is not None else list(range(self.source_programs))
 
     @property
     def reviewing_scopes(self) -> list[str]:

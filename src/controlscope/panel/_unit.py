@@ -91,7 +91,14 @@ def _execute(job: RunJob, directory: Path) -> RunRecord:
 def _planner(model: ChatModel, job: RunJob) -> ChatModel:
     if not job.config.execution.cache:
         return model
-    return CachedModel(model, RequestCache(job.panel / CACHE_FILE))
+    return CachedModel(model, RequestCache(cache_path(job.panel, job.config)))
+
+
+def cache_path(panel: Path, config: PanelConfig) -> Path:
+    """The panel's exact-request cache file: ``execution.cache_file`` (relative to the panel
+    folder), else ``cache.sqlite`` in it."""
+    name = config.execution.cache_file
+    return (panel / name).resolve() if name else panel / CACHE_FILE
 
 
 def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
