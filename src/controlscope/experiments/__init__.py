@@ -23,6 +23,7 @@ from controlscope.experiments._config import (
     Cell,
     Experiment,
     ExperimentError,
+    ExperimentInfo,
     FigureEntry,
     Header,
     PanelEntry,
@@ -31,18 +32,40 @@ from controlscope.experiments._config import (
     Size,
     Table,
     known_names,
+    list_experiments,
     load_experiment,
 )
-from controlscope.experiments._resolve import DEFAULT_MODEL, deep_merge, resolve, role_models
+from controlscope.experiments._metrics import CellValue, cell_value
+from controlscope.experiments._replays import ROW_COLUMNS, read_replays, run_replays
+from controlscope.experiments._resolve import (
+    DEFAULT_MODEL,
+    deep_merge,
+    resolve,
+    role_models,
+    unserved,
+)
+from controlscope.experiments._runner import (
+    EXPERIMENT_FILE,
+    ExperimentObserver,
+    ExperimentResult,
+    run_experiment,
+    write_results,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
     "EXPERIMENTS_DIR",
+    "EXPERIMENT_FILE",
     "METRICS",
+    "ROW_COLUMNS",
     "SIZES",
     "Cell",
+    "CellValue",
     "Experiment",
     "ExperimentError",
+    "ExperimentInfo",
+    "ExperimentObserver",
+    "ExperimentResult",
     "FigureEntry",
     "Header",
     "PanelEntry",
@@ -50,9 +73,16 @@ __all__ = [
     "Row",
     "Size",
     "Table",
+    "cell_value",
     "deep_merge",
     "known_names",
+    "list_experiments",
     "load_experiment",
+    "read_replays",
     "resolve",
     "role_models",
+    "run_experiment",
+    "run_replays",
+    "unserved",
+    "write_results",
 ]

@@ -329,6 +329,48 @@ def _known(where: str, name: str, known: list[str]) -> None:
         raise ValueError(f"{where} {name!r} is not defined; defined: {', '.join(known) or 'none'}")
 
 
+class ExperimentInfo(BaseModel):
+    """A packaged experiment as ``controlscope experiment list`` shows it.
+
+    Attributes:
+        name: its name.
+        title: its title.
+        reproduces: what of the paper it reproduces.
+        needs: what it needs.
+        quick_minutes: measured minutes at quick size on the embedded model; None: not yet.
+        problem: why it does not load (None when it does).
+    """
+
+    name: str
+    title: str = ""
+    reproduces: str = ""
+    needs: str = ""
+    quick_minutes: float | None = None
+    problem: str | None = None
+
+
+def list_experiments() -> list[ExperimentInfo]:
+    """Every packaged experiment, by name (one that does not load is listed with its
+    problem)."""
+    found = []
+    for name in known_names():
+        try:
+            header = load_experiment(name).experiment
+        except ExperimentError as err:
+            found.append(ExperimentInfo(name=name, problem=str(err)))
+            continue
+        found.append(
+            ExperimentInfo(
+                name=name,
+                title=header.title,
+                reproduces=header.reproduces,
+                needs=header.needs,
+                quick_minutes=header.quick_minutes,
+            )
+        )
+    return found
+
+
 def known_names() -> list[str]:
     """The packaged experiments' names, sorted."""
     return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.toml"))
