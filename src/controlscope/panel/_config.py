@@ -376,6 +376,11 @@ def load_config(path: str | Path) -> PanelConfig:
         raise ConfigError(f"{file}: cannot read it: {err.strerror or err}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{file}: not TOML: {err}") from None
+    if isinstance(data.get("experiment"), dict):
+        raise ConfigError(
+            f"{file} is an experiment file, not a panel file: run it with "
+            f"controlscope experiment {file}"
+        )
     return parse_config(_anchored(data, file.parent), source=str(file))
 
 
