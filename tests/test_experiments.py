@@ -69,7 +69,11 @@ def test_table1_resolves_the_papers_panels() -> None:
     assert (block.sources, block.draws, block.replace_boundary) == ([0], 2, "block")
     assert block.reviewer.tool_choice == "required" and block.reviewer.model == "f"
     assert configs["p2_fast_auto"].reviewer.tool_choice == "auto"
-    assert (reasoning.sources, reasoning.draws, reasoning.reviewer.protocol) == ([1], 2, "reasoning")
+    assert (reasoning.sources, reasoning.draws, reasoning.reviewer.protocol) == (
+        [1],
+        2,
+        "reasoning",
+    )
     assert reasoning.reviewer.model == "local"
     plan = cp.plan_panel(block, check_models=False)
     assert len(plan.runs) == 20 * 5 and {r.source_program for r in plan.runs} == {0}
@@ -134,7 +138,7 @@ cells = [{ panel = "a", metric = "successes", scope = "keep" }]
         (('metric = "successes"', 'metric = "best"'), "metric"),
         (('{ panel = "a"', '{ panel = "b"'), "panel 'b' is not defined; defined: a"),
         (('metric = "successes"', 'metric = "difference"'), "needs versus"),
-        (('cells = [{', 'cells = [{ text = "x" }, {'), "has 2 cells for 1 columns"),
+        (("cells = [{", 'cells = [{ text = "x" }, {'), "has 2 cells for 1 columns"),
         (('reviewer = "fast"', 'reviewer = "slow"'), "reviewer role 'slow' is not among"),
         (('name = "a"', 'name = "A b"'), "lowercase"),
         (('roles = ["planner", "fast"]', 'roles = ["fast"]'), "planner role"),
@@ -256,6 +260,7 @@ def test_metrics_match_known_values_and_the_papers_interval(tmp_path: Path) -> N
 # --- end to end with scripted models ------------------------------------------------------------
 
 
+@pytest.mark.slow  # 19 runs in five panels: about a minute on two idle cores
 def test_table1_runs_end_to_end_and_writes_every_table_and_figure(tmp_path: Path) -> None:
     experiment = ce.load_experiment("table1_sustained")
     out = tmp_path / "t1"
@@ -340,7 +345,8 @@ columns = ["Goal reached", "Block finished"]
 [[tables.rows]]
 label = "P1"
 cells = [
-  { replay = "candidates", metric = "replays", field = "goal_reached", program = 0, paper = "49/71" },
+  { replay = "candidates", metric = "replays", field = "goal_reached", program = 0,
+    paper = "49/71" },
   { replay = "candidates", metric = "replays", field = "block_finished" },
 ]
 [[figures]]
@@ -361,9 +367,10 @@ def test_frozen_candidate_replays_feed_a_cell_and_figure_3(tmp_path: Path) -> No
     assert row["run"] == f"{TASK}/s0/p0/full-d0" and row["ok"] is True
     assert row["endpoint"] == "candidate" and row["call_index"] >= 1
     reached = "1/1" if row["goal_reached"] else "0/1"
-    assert f"| candidates | P1 | Goal reached | 49/71 | {reached} |" in (
-        out / "paper-vs-ours.md"
-    ).read_text()
+    assert (
+        f"| candidates | P1 | Goal reached | 49/71 | {reached} |"
+        in (out / "paper-vs-ours.md").read_text()
+    )
     assert (out / "figures" / "figure3.png").read_bytes()[:4] == b"\x89PNG"
     marker = out / "replays" / "candidates" / row["run"] / f"op{row['operation']}" / "row.json"
     stamp = marker.stat().st_mtime_ns

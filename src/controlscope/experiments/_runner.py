@@ -102,9 +102,9 @@ def _open(out: Path, meta: dict[str, Any]) -> None:
             found = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise ExperimentError(f"{path} cannot be read: {err}") from None
-        where = difference(
-            {k: found.get(k) for k in ("name", "size", "models", "config_hash")},
-            {k: meta[k] for k in ("name", "size", "models", "config_hash")},
+        keys = ("name", "size", "models", "config_hash")  # the first difference in this order
+        where = next(
+            (d for k in keys if (d := difference(found.get(k), meta[k], k)) is not None), None
         )
         if where is not None:
             raise ExperimentError(
