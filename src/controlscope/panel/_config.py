@@ -10,6 +10,7 @@ the budgets, and how the runs are executed::
     tasks = ["student_database/english_talent"]   # task ids, categories, or "all"
     seeds = [0]
     source_programs = 1                           # P1, P2, ... sampled once, shared
+    sources = [0]                                 # which of them this panel runs (default: all)
     scopes = ["keep", "arg", "full"]
     draws = 1                                     # reviewer draws per reviewing scope
     schedule = "continuous"
@@ -30,6 +31,7 @@ the budgets, and how the runs are executed::
     [execution]
     backend = "local"                             # local | ray
     workers = 2                                   # default: sized to the machine
+    cache_file = "../shared.sqlite"               # default: cache.sqlite in the panel folder
 
 :func:`load_config` reads and checks a file; :class:`ConfigError` carries one line naming the
 key and the problem.
