@@ -376,3 +376,26 @@ def test_frozen_candidate_replays_feed_a_cell_and_figure_3(tmp_path: Path) -> No
     stamp = marker.stat().st_mtime_ns
     ce.run_experiment(ce.load_experiment(path), out, models=models(tmp_path))
     assert marker.stat().st_mtime_ns == stamp  # a replayed operation is not replayed again
+
+
+@pytest.mark.slow
+@pytest.mark.needs_weights
+def test_table4_runs_on_the_embedded_model_at_quick_size(tmp_path: Path) -> None:
+    """Table 4 at quick size on the embedded model (the 0.5B one, every role): every run ends
+    recorded, both schedules branch from the same Keep run, every table and paper-vs-ours are
+    written, and the header says which model served each role."""
+    out = tmp_path / "t4"
+    experiment = ce.load_experiment("table4_midpoint")
+    result = ce.run_experiment(experiment, out, models={"*": "local:0.5b"}, resamples=200)
+    assert result.complete and set(result.tables) == {"table4", "table4_paired"}
+    for name in ("one_time", "continuous"):
+        for run in result.panels[name].plan.runs:
+            record = cp.read_record(cp.run_dir(out / "panels" / name, run.id))
+            assert record.status in ("done", "ineligible"), record
+    keeps = [
+        cs.read_summary(cp.run_dir(out / "panels" / n, f"{TASK}/s0/p1/keep")).primitive_calls
+        for n in ("one_time", "continuous")
+    ]
+    assert keeps[0] == keeps[1]  # one Keep run, its planning shared through the cache
+    assert "fast = local:0.5b" in (out / "report.md").read_text()
+    assert (out / "paper-vs-ours.md").read_text().count("| table4 |") == experiment.paper_cells()
