@@ -14,7 +14,7 @@ the budgets, and how the runs are executed::
     scopes = ["keep", "arg", "full"]
     draws = 1                                     # reviewer draws per reviewing scope
     schedule = "continuous"
-    start = "first_boundary"                      # whole | first_boundary | midpoint | local_rule
+    start = "first_boundary"     # whole, first_boundary, midpoint, local_rule, feedback_rule
 
     [params."student_database/english_talent"]    # task parameters, by task id or category
     students = 25
@@ -65,7 +65,7 @@ from controlscope.replay import ReplayError, branch_schedule
 from controlscope.run import ViewBounds
 from controlscope.schedule import schedule_name
 
-Start = Literal["whole", "first_boundary", "midpoint", "local_rule"]
+Start = Literal["whole", "first_boundary", "midpoint", "local_rule", "feedback_rule"]
 """Where the reviewing scopes of a unit start (paper 3.1, 3.2, B.1, appendix B):
 
 - ``whole``: from the task's initial state, each scope a whole run; the planner's requests go
@@ -75,9 +75,12 @@ Start = Literal["whole", "first_boundary", "midpoint", "local_rule"]
   completed call (the first one the continuous rule reviews);
 - ``midpoint``: branched at the Keep run's midpoint (K = floor(N/2) of its N calls, B.1);
 - ``local_rule``: branched at the local rule's boundary (appendix B); a unit without one is
-  ineligible and left out of the comparison, with the reason."""
+  ineligible and left out of the comparison, with the reason;
+- ``feedback_rule``: branched at the feedback-visibility rule's boundary (A.3: the first
+  same-block boundary after an information-returning call, at a unique direct call site
+  outside control-flow constructs); a unit without one is ineligible, with the reason."""
 
-STARTS: tuple[Start, ...] = ("whole", "first_boundary", "midpoint", "local_rule")
+STARTS: tuple[Start, ...] = ("whole", "first_boundary", "midpoint", "local_rule", "feedback_rule")
 """Every start."""
 
 Backend = Literal["local", "ray"]

@@ -36,8 +36,13 @@ from controlscope.run import (
     run_prepared,
 )
 
-BRANCH_AT: dict[str, int | str] = {"first_boundary": 1, "midpoint": "midpoint"}
-"""Where a branched start places its boundary in the Keep run (``local_rule``: the rule)."""
+BRANCH_AT: dict[str, int | str] = {
+    "first_boundary": 1,
+    "midpoint": "midpoint",
+    "local_rule": "local-rule",
+    "feedback_rule": "feedback-rule",
+}
+"""Where a branched start places its boundary in the Keep run (paper B.1, appendix B, A.3)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +135,7 @@ def _source_problem(source_run: Path, schedule: str, env_name: str) -> str | Non
 
 def _branch(job: RunJob, directory: Path, keep_dir: Path) -> RunRecord:
     config = job.config
-    at = BRANCH_AT.get(config.start, "local-rule")
+    at = BRANCH_AT[config.start]
     recording = Recording.load(keep_dir)
     try:
         resolve_boundary(recording, at)
