@@ -13,7 +13,7 @@ import re
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -151,7 +151,10 @@ class Cell(_Strict):
         text: the literal text of a ``text`` cell.
         panel: the panel it reads.
         scope: the condition's scope.
-        draw: the reviewer draw (Keep: 0).
+        draw: the reviewer draw (Keep: 0); ``"all"``: every draw of the reviewing scope pooled
+            (Table 6: "each row contains 108 draws"); a pooled ``wins_losses`` sums each
+            draw's paired wins and losses, a pooled ``difference``, ``tgc`` or ``sgc`` is
+            ``n/a``.
         source: the source-program index; None: every source.
         split: the task split (apps: the first part of the task id); None: every task.
         tasks: task ids or categories; None: every task.
@@ -168,7 +171,7 @@ class Cell(_Strict):
     text: str | None = None
     panel: str | None = None
     scope: str = "full"
-    draw: int = Field(default=0, ge=0)
+    draw: Annotated[int, Field(ge=0)] | Literal["all"] = 0
     source: int | None = Field(default=None, ge=0)
     split: str | None = None
     tasks: list[str] | None = None

@@ -144,10 +144,13 @@ def scoped_runs(report: Report, cell: Cell) -> pd.DataFrame:
     return runs
 
 
-def condition_runs(report: Report, cell: Cell, scope: str, draw: int) -> pd.DataFrame:
-    """The runs of one condition (Keep: its one run per unit, draw 0)."""
+def condition_runs(report: Report, cell: Cell, scope: str, draw: int | str) -> pd.DataFrame:
+    """The runs of one condition (Keep: its one run per unit, draw 0; ``draw="all"``: every
+    draw of a reviewing scope)."""
     runs = scoped_runs(report, cell)
-    chosen = runs[(runs["scope"] == scope) & (runs["draw"] == (0 if scope == KEEP else draw))]
+    chosen = runs[runs["scope"] == scope]
+    if scope == KEEP or draw != "all":
+        chosen = chosen[chosen["draw"] == (0 if scope == KEEP else draw)]
     if chosen.empty:
         raise _NotAvailable(f"no runs of {scope} draw {draw} match in panel {cell.panel}")
     return chosen
@@ -168,6 +171,8 @@ def _paired(cell: Cell, report: Report, *, resamples: int, seed: int) -> CellVal
     runs = scoped_runs(report, cell)
     for scope in (cell.versus, cell.scope):
         condition_runs(report, cell, scope, cell.draw)
+    if cell.draw == "all":
+        return _pooled_wins_losses(cell, runs)
     table = outcomes(runs, [cell.versus, cell.scope], cell.draw)
     if cell.metric == "wins_losses":
         found = paired_comparison(table, cell.versus, cell.scope, resamples=None)
@@ -182,7 +187,25 @@ def _paired(cell: Cell, report: Report, *, resamples: int, seed: int) -> CellVal
     )
 
 
+def _pooled_wins_losses(cell: Cell, runs: pd.DataFrame) -> CellValue:
+    """Paired wins and losses summed over every draw of the cell's scope (a pooled
+    ``difference`` has no paper estimator here: ``n/a``)."""
+    assert cell.versus is not None
+    if cell.metric != "wins_losses":
+        raise _NotAvailable(f"a pooled {cell.metric} is not defined: give one draw")
+    reviewing = runs[(runs["scope"] == cell.scope) & (runs["scope"] != KEEP)]
+    draws = sorted({int(d) for d in reviewing["draw"]}) or [0]
+    wins = losses = 0
+    for draw in draws:
+        table = outcomes(runs, [cell.versus, cell.scope], draw)
+        found = paired_comparison(table, cell.versus, cell.scope, resamples=None)
+        wins, losses = wins + found.wins, losses + found.losses
+    return CellValue(text=f"{wins}/{losses}", value=float(wins))
+
+
 def _goals(cell: Cell, report: Report) -> CellValue:
+    if cell.draw == "all":
+        raise _NotAvailable(f"a pooled {cell.metric} is not defined: give one draw")
     runs = scoped_runs(report, cell)
     condition_runs(report, cell, cell.scope, cell.draw)
     by_template = runs.assign(**{CLUSTER: runs["template"]})
