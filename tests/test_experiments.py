@@ -59,7 +59,7 @@ def test_every_packaged_experiment_loads_and_resolves_at_both_sizes() -> None:
                 plan = cp.plan_panel(config, check_models=False)  # real task ids
                 assert config.execution.cache_file == "../../cache.sqlite"
                 assert config.planner.model == "local"
-                if size == "paper":
+                if size == "paper" and config.tasks == "all":
                     assert len({r.task for r in plan.runs}) == 20  # the paper's 20 tasks
 
 
@@ -179,7 +179,7 @@ def test_the_command_lists_refuses_in_one_line_and_says_a_panel_file_is_not_one(
     assert "table1_sustained: Table 1" in printed and "table4_midpoint" in printed
     assert "not measured" in printed
     for argv, message in [
-        (["experiment", "table9"], "no experiment named 'table9'; known: table1_sustained"),
+        (["experiment", "table9"], "no experiment named 'table9'; known: "),
         (["experiment", "table4_midpoint", "--model", "fast="], "give ROLE=SPEC"),
         (["experiment", "table4_midpoint", "--workers", "0"], "--workers must be at least 1"),
         (["experiment", "table4_midpoint", "--model", "judge=local"], "role 'judge' is not"),

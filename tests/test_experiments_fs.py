@@ -181,9 +181,10 @@ def test_table6_local_end_to_end(tmp_path: Path) -> None:
     assert isinstance(start, RunStartEvent) and start.branch is not None
     assert start.branch.call_index == 1 and start.config is not None
     assert start.config["source"]["rule"] == "local"
-    assert "| table6 | Fast, Arg | Decisions | 108 | 1 |" in (
-        result.out / "paper-vs-ours.md"
-    ).read_text()
+    assert (
+        "| table6 | Fast, Arg | Decisions | 108 | 1 |"
+        in (result.out / "paper-vs-ours.md").read_text()
+    )
 
 
 def test_feedback_visibility_end_to_end(tmp_path: Path) -> None:
