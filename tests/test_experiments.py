@@ -399,3 +399,23 @@ def test_table4_runs_on_the_embedded_model_at_quick_size(tmp_path: Path) -> None
     assert keeps[0] == keeps[1]  # one Keep run, its planning shared through the cache
     assert "fast = local:0.5b" in (out / "report.md").read_text()
     assert (out / "paper-vs-ours.md").read_text().count("| table4 |") == experiment.paper_cells()
+
+
+def test_the_live_display_shows_one_line_per_panel() -> None:
+    import io
+
+    from rich.console import Console
+
+    from controlscope.cli._experiment import _Live
+
+    stream = io.StringIO()
+    console = Console(file=stream, width=120, force_terminal=False)
+    with _Live(console) as live:
+        live("one_time", cp.PanelStatus(total=5, finished=2))
+        live("one_time", cp.PanelStatus(total=5, finished=5))
+        assert live.name == "one_time" and live.progress is not None
+        live("continuous", cp.PanelStatus(total=5))
+        assert live.name == "continuous"
+    assert live.progress is None
+    shown = stream.getvalue()
+    assert "panel one_time" in shown and "panel continuous" in shown

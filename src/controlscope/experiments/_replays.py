@@ -88,7 +88,12 @@ def run_replays(
             continue
         if entry.failing_only and record.success:
             continue
-        recording = Recording.load(run_dir(panel, run.id))
+        try:
+            recording = Recording.load(run_dir(panel, run.id))
+        except ReplayError as err:  # a run that cannot be replayed: a row saying why
+            rows.append({**dict.fromkeys(ROW_COLUMNS), "replay": entry.name, "run": run.id,
+                         "panel": entry.panel, "ok": False, "detail": str(err)})  # fmt: skip
+            continue
         for index in selected_operations(recording, entry.operations):
             target = folder / run.id / f"op{index}"
             if (target / ROW_FILE).is_file():

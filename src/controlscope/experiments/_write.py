@@ -19,6 +19,7 @@ from controlscope.analysis import Report, effort_figure, report, tokens_figure
 from controlscope.core import escape_untrusted
 from controlscope.experiments._config import Experiment, FigureEntry, Table
 from controlscope.experiments._metrics import CellValue, cell_value
+from controlscope.panel import read_manifest
 
 TABLES_DIR = "tables"
 FIGURES_DIR = "figures"
@@ -117,8 +118,6 @@ def write_figure(
 
 
 def _budget(found: Report) -> int:
-    from controlscope.panel import read_manifest
-
     return read_manifest(found.panel).config.budgets.max_calls or 100
 
 
