@@ -26,8 +26,10 @@ import pytest
 import controlscope as cs
 from controlscope import experiments as ex
 from controlscope import panel as cp
+from controlscope.analysis import report
 from controlscope.core import RunStartEvent
 from controlscope.envs import get_environment
+from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
 
 MINE = (
     "table6_local",
@@ -162,6 +164,37 @@ def test_sizes_and_the_papers_design() -> None:
     figure3 = by["figure3_candidates"]
     assert [c.replace_boundary for c in figure3.values()] == ["block", "reply"]
     assert {c.reviewer.tool_choice for c in figure3.values()} == {"required"}
+
+
+def test_a_cell_pools_every_draw_of_a_reviewing_scope(tmp_path: Path) -> None:
+    """Table 6's rows pool three reviewer draws per state (``draw = "all"``): successes over
+    every draw, paired wins and losses summed draw by draw; Keep stays one run per unit."""
+    runs = []
+    for i, category in enumerate(("a", "b", "c", "d")):
+        unit = f"{category}/t/s0/p0"
+        runs.append(SyntheticRun(unit, category, "keep", i < 2))
+        for draw in range(3):
+            runs.append(SyntheticRun(unit, category, "arg", i < 2, draw=draw))
+            full = i < 2 if draw < 2 else i in (1, 2)  # draw 2: one win, one loss vs Arg
+            runs.append(SyntheticRun(unit, category, "full", full, draw=draw, calls=5))
+    write_synthetic_panel(tmp_path / "p", runs)
+    reports = {"p": report(tmp_path / "p", write=False)}
+
+    def value(**cell: Any) -> str:
+        return ex.cell_value(ex.Cell(panel="p", **cell), reports, resamples=200).text
+
+    assert value(metric="successes", scope="full", draw="all") == "6/12"
+    assert value(metric="successes", scope="full", draw=2) == "2/4"
+    assert value(metric="successes", scope="keep", draw="all") == "2/4"  # one run per unit
+    assert value(metric="sum", scope="full", draw="all", column="primitive_calls") == "60"
+    assert value(metric="wins_losses", scope="full", versus="arg", draw="all") == "1/1"
+    assert value(metric="wins_losses", scope="full", versus="arg", draw=0) == "0/0"
+    pooled = ex.cell_value(
+        ex.Cell(panel="p", metric="difference", scope="full", versus="arg", draw="all"), reports
+    )
+    assert pooled.text == "n/a" and "give one draw" in pooled.note
+    with pytest.raises(ValueError):
+        ex.Cell(panel="p", metric="successes", draw="some")
 
 
 # --- end to end at a tiny size ------------------------------------------------------------------
