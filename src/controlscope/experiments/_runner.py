@@ -40,7 +40,16 @@ from controlscope.experiments._write import (
     write_figure,
     write_table,
 )
-from controlscope.panel import PanelConfig, PanelResult, PanelStatus, difference, run_panel
+from controlscope.panel import (
+    ConfigError,
+    PanelConfig,
+    PanelError,
+    PanelResult,
+    PanelStatus,
+    difference,
+    plan_panel,
+    run_panel,
+)
 
 EXPERIMENT_FILE = "experiment.json"
 """The experiment's manifest in its output folder."""
@@ -154,16 +163,9 @@ def run_experiment(
             ``out`` holding another experiment run (the difference named).
         KeyboardInterrupt: interrupted; the same call resumes.
     """
-    from controlscope.panel import ConfigError, PanelError, plan_panel
-
     folder = Path(out).resolve()
     specs = role_models(experiment, models)
     configs = resolve(experiment, size, specs, overrides, base_url=base_url)
-    for name, config in configs:
-        try:
-            plan_panel(config)
-        except ConfigError as err:
-            raise ExperimentError(f"{experiment.name}: panel {name}: {err}") from None
     meta = {
         "name": experiment.name,
         "size": size,
@@ -172,16 +174,9 @@ def run_experiment(
         "overrides": dict(overrides or {}),
         "config_hash": config_hash(configs, experiment),
     }
+    _planned(experiment, configs)
     _open(folder, meta)
-    panels: dict[str, PanelResult] = {}
-    for name, config in configs:
-        notify = (lambda s, n=name: observer(n, s)) if observer else None
-        try:
-            panels[name] = run_panel(
-                config, folder / "panels" / name, workers=workers, observer=notify
-            )
-        except (ConfigError, PanelError) as err:
-            raise ExperimentError(f"{experiment.name}: panel {name}: {err}") from None
+    panels = _run_panels(experiment, configs, folder, workers, observer)
     by_name = dict(configs)
     for entry in experiment.replays:
         run_replays(
@@ -204,6 +199,35 @@ def run_experiment(
         unserved=written["unserved"],
         problems=written["problems"],
     )
+
+
+def _planned(experiment: Experiment, configs: list[tuple[str, PanelConfig]]) -> None:
+    """Plan every panel before any run (tasks, data, models: the environments' messages)."""
+    for name, config in configs:
+        try:
+            plan_panel(config)
+        except ConfigError as err:
+            raise ExperimentError(f"{experiment.name}: panel {name}: {err}") from None
+
+
+def _run_panels(
+    experiment: Experiment,
+    configs: list[tuple[str, PanelConfig]],
+    folder: Path,
+    workers: int | None,
+    observer: ExperimentObserver | None,
+) -> dict[str, PanelResult]:
+    """Run (or resume) every panel in ``folder/panels``."""
+    panels: dict[str, PanelResult] = {}
+    for name, config in configs:
+        notify = (lambda s, n=name: observer(n, s)) if observer else None
+        try:
+            panels[name] = run_panel(
+                config, folder / "panels" / name, workers=workers, observer=notify
+            )
+        except (ConfigError, PanelError) as err:
+            raise ExperimentError(f"{experiment.name}: panel {name}: {err}") from None
+    return panels
 
 
 def write_results(
