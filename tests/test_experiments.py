@@ -94,11 +94,16 @@ def test_table1_resolves_the_papers_panels() -> None:
 def test_the_configs_are_packaged_in_the_wheel(tmp_path: Path) -> None:
     """What ``pip install .`` installs: the configs are package data of the wheel (built as
     pip builds it, in an isolated environment: pip fetches the build backend)."""
+    import shutil
     import subprocess
     import sys
 
+    tree = tmp_path / "tree"  # a copy: the build writes build/ and *.egg-info where it runs
+    shutil.copytree(REPO / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, tree / name)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(REPO), "-w", str(tmp_path)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(tree), "-w", str(tmp_path)],
         check=True, capture_output=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     (wheel,) = tmp_path.glob("controlscope-*.whl")
