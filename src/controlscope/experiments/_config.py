@@ -353,8 +353,12 @@ class ExperimentInfo(BaseModel):
 
 
 def list_experiments() -> list[ExperimentInfo]:
-    """Every packaged experiment, by name (one that does not load is listed with its
-    problem)."""
+    """Every packaged experiment (what ``controlscope experiment list`` prints).
+
+    Returns:
+        One entry per packaged experiment, by name; one that does not load is listed with its
+        problem.
+    """
     found = []
     for name in known_names():
         try:

@@ -243,6 +243,7 @@ class PanelConfig(_Section):
         budgets: the runs' budgets.
         execution: how runs execute.
         reviewing_scopes: the scopes other than Keep (a property).
+        source_indices: the source-program indices the panel runs (a property).
     """
 
     env: str = "filesystem"
