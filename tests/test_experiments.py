@@ -349,11 +349,16 @@ title = "Frozen candidates reaching the goal"
 columns = ["Goal reached", "Block finished"]
 [[tables.rows]]
 label = "P1"
-cells = [
-  { replay = "candidates", metric = "replays", field = "goal_reached", program = 0,
-    paper = "49/71" },
-  { replay = "candidates", metric = "replays", field = "block_finished" },
-]
+[[tables.rows.cells]]
+replay = "candidates"
+metric = "replays"
+field = "goal_reached"
+program = 0
+paper = "49/71"
+[[tables.rows.cells]]
+replay = "candidates"
+metric = "replays"
+field = "block_finished"
 [[figures]]
 name = "figure3"
 kind = "candidates"
@@ -370,12 +375,11 @@ def test_frozen_candidate_replays_feed_a_cell_and_figure_3(tmp_path: Path) -> No
     assert len(rows) == 1 and len(result.replays) == 1
     (row,) = rows
     assert row["run"] == f"{TASK}/s0/p0/full-d0" and row["ok"] is True
-    assert row["endpoint"] == "candidate" and row["call_index"] >= 1
-    reached = "1/1" if row["goal_reached"] else "0/1"
-    assert (
-        f"| candidates | P1 | Goal reached | 49/71 | {reached} |"
-        in (out / "paper-vs-ours.md").read_text()
-    )
+    assert row["endpoint"] == "candidate" and (row["call_index"], row["calls"]) == (3, 7)
+    assert row["goal_reached"] is True and row["block_finished"] is True  # as test_replay's
+    versus = (out / "paper-vs-ours.md").read_text()
+    assert "| candidates | P1 | Goal reached | 49/71 | 1/1 |" in versus
+    assert (out / "tables" / "candidates.csv").read_text().splitlines()[1] == "P1,1/1,1/1"
     assert (out / "figures" / "figure3.png").read_bytes()[:4] == b"\x89PNG"
     marker = out / "replays" / "candidates" / row["run"] / f"op{row['operation']}" / "row.json"
     stamp = marker.stat().st_mtime_ns
