@@ -170,6 +170,34 @@ def test_whole_runs_share_the_source_program_through_the_cache(tmp_path: Path) -
     assert summary.tokens["planner"].cache_hits >= 1
 
 
+def test_panels_of_one_source_share_a_cache_file_named_relative_to_the_folder(
+    tmp_path: Path,
+) -> None:
+    """Two panels running P2 alone (``sources = [1]``) through one cache file: the second
+    panel's Keep run is the first's (its planning answered from the shared cache)."""
+    shared = {"source_programs": 2, "sources": [1], "start": "whole"}
+    cache = {"execution": {"workers": 2, "cache_file": "../shared.sqlite"}}
+    base = cp.load_config(write_config(tmp_path, **shared))
+    first = base.model_copy(update={"execution": cp.ExecutionSettings(**cache["execution"])})
+    second = first.model_copy(update={"scopes": ["keep", "arg"]})
+    a = cp.run_panel(first, tmp_path / "a")
+    b = cp.run_panel(second, tmp_path / "b")
+    assert a.complete and b.complete
+    assert {r.source_program for r in a.plan.runs} == {1} and len(b.plan.runs) == 2
+    assert (tmp_path / "shared.sqlite").exists()
+    assert not (tmp_path / "a" / cp.CACHE_FILE).exists()
+    keep = cs.read_events(cp.run_dir(tmp_path / "b", f"{TASK}/s0/p1/keep"))
+    planned = [e for e in keep if isinstance(e, ModelCallEvent) and e.role == "planner"]
+    assert planned and all(e.response is not None and e.response.cached for e in planned)
+    old = json.loads((tmp_path / "a" / cp.MANIFEST_FILE).read_text())
+    del old["config"]["sources"], old["config"]["execution"]["cache_file"]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / cp.MANIFEST_FILE).write_text(json.dumps(old))
+    plain = base.model_copy(update={"sources": None, "source_programs": 2})
+    with pytest.raises(cp.PanelError, match="the plan"):  # a manifest without the keys reads
+        cp.open_panel(tmp_path / "old", plain, cp.plan_panel(plain))
+
+
 # --- resumption ---------------------------------------------------------------------------------
 
 
@@ -262,6 +290,9 @@ def test_a_folder_of_another_config_is_refused_naming_the_difference(
         ('tasks = ["desktop"]\n[planner]\nmodel = "mystery:x"', "unknown model spec"),
         ('tasks = ["desktop"]\n[planner]\nmodel = "scripted:/nonexistent.json"', "planner.model"),
         ('tasks = ["desktop"]\n[execution]\nbackend = "slurm"', "execution.backend"),
+        ('tasks = ["desktop"]\nsource_programs = 2\nsources = [2]', "sources: index 2"),
+        ('tasks = ["desktop"]\nsources = []', "sources: give distinct"),
+        ('tasks = ["desktop"]\n[execution]\ncache_file = " "', "execution.cache_file"),
     ],
 )
 def test_a_bad_config_is_refused_in_one_line_before_any_run(

@@ -47,6 +47,17 @@ from controlscope.core import (
     Verdict,
 )
 from controlscope.envs import Environment, McpToolServer, get_environment
+from controlscope.experiments import (
+    EXPERIMENTS_DIR,
+    Experiment,
+    ExperimentError,
+    ExperimentResult,
+    list_experiments,
+    load_experiment,
+    resolve,
+    run_experiment,
+    write_results,
+)
 from controlscope.models import make_model
 from controlscope.panel import PanelConfig, PanelResult, run_panel
 from controlscope.record import RunSummary, read_events, read_summary
@@ -60,12 +71,16 @@ __version__ = "0.1.0"
 """The package's version (as in ``pyproject.toml``)."""
 
 __all__ = [
+    "EXPERIMENTS_DIR",
     "BlockResult",
     "Boundary",
     "ChatModel",
     "Condition",
     "Environment",
     "Event",
+    "Experiment",
+    "ExperimentError",
+    "ExperimentResult",
     "Keep",
     "Limits",
     "McpToolServer",
@@ -99,14 +114,19 @@ __all__ = [
     "WorkerSession",
     "__version__",
     "get_environment",
+    "list_experiments",
+    "load_experiment",
     "make_model",
     "parse_schedule",
     "prepare",
     "read_events",
     "read_summary",
     "report",
+    "resolve",
+    "run_experiment",
     "run_panel",
     "run_task",
     "run_trajectory",
     "validate_operation",
+    "write_results",
 ]

@@ -31,6 +31,10 @@ Specs accepted by :func:`parse_schedule`:
 ``retain_first``    continuous until the first replacement, then no more reviews (paper C.2).
 ==================  =====================================================================
 
+The feedback-visibility boundary of appendix A.3 (:func:`feedback_rule_boundary`) is placed
+from a recorded source run too; it starts branches (``controlscope branch --at feedback-rule``,
+a panel's ``start = "feedback_rule"``) and is not a schedule spec of its own.
+
 ``protect:n`` and ``retain_first`` are also modifiers of any base schedule, joined with ``+``:
 ``per_block+protect:5``, ``midpoint:40+continuous`` (the paper's continuous rule from the
 midpoint on; B.1's continuous condition shares the first review with the one-time condition).
@@ -608,7 +612,8 @@ class SourceBlock:
 
 @dataclass(frozen=True)
 class LocalBoundary:
-    """The local rule's choice in one source trajectory (paper appendix B).
+    """A source-placed rule's choice in one source trajectory: the local rule's (paper
+    appendix B) or the feedback rule's (A.3).
 
     Attributes:
         call_index: the chosen boundary's call index; None when the task-source pair is
@@ -684,4 +689,132 @@ def local_rule_boundary(
         None,
         reason="no multi-call writer or read block has a module-level boundary after its "
         "first call with no blocks queued behind it",
+    )
+
+
+_CONTROL_FLOW: tuple[type[ast.AST], ...] = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.Try,
+    ast.With,
+    ast.AsyncWith,
+    ast.Match,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.IfExp,
+    ast.BoolOp,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.TryStar,
+)
+"""Constructs a call inside of which may run conditionally or repeatedly (the feedback rule's
+"control-flow constructs", paper A.3): compound statements, function and class bodies, lambdas,
+conditional and short-circuit expressions, comprehensions."""
+
+
+def _tool_sites(tree: ast.AST, tool: str) -> list[tuple[ast.Call, bool]]:
+    """Every call site ``tool(...)`` in ``tree``, each with whether it is inside a
+    control-flow construct (:data:`_CONTROL_FLOW`)."""
+    sites: list[tuple[ast.Call, bool]] = []
+
+    def walk(node: ast.AST, inside: bool) -> None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == tool:
+            sites.append((node, inside))
+        nested = inside or isinstance(node, _CONTROL_FLOW)
+        for child in ast.iter_child_nodes(node):
+            walk(child, nested)
+
+    walk(tree, False)
+    return sites
+
+
+def direct_site_problem(boundary: Boundary) -> str | None:
+    """Why the pending call at ``boundary`` is not "a unique direct API site outside
+    control-flow constructs" (paper A.3's feedback rule); None when it is.
+
+    Read on the running block's source (``boundary.code``), as the controller recorded it:
+
+    - *direct*: the call is made by the running block's own module-level code through the
+      tool's name (``call_site.at_module_level`` and no ``params_refusal``: not indirectly,
+      not by a function of this or another block), and the call at ``boundary.line`` is
+      ``tool(...)``;
+    - *unique*: the block's code has exactly one call site of the pending tool, so the pending
+      method and source line (all the ``code_only`` view shows of the call) name one site;
+    - *outside control-flow constructs*: no enclosing ``if``/``for``/``while``/``try``/
+      ``with``/``match``, function, class, lambda, conditional or short-circuit expression or
+      comprehension (:data:`_CONTROL_FLOW`), so the site runs exactly once.
+
+    Args:
+        boundary: a recorded boundary.
+
+    Returns:
+        The reason (one phrase), or None.
+    """
+    if not boundary.call_site.at_module_level or boundary.params_refusal is not None:
+        return "the pending call is not made directly by the block's module-level code"
+    try:
+        tree = ast.parse(boundary.code)
+    except SyntaxError:
+        return "the block's recorded code does not parse"
+    sites = _tool_sites(tree, boundary.tool)
+    at_line = [inside for node, inside in sites if node.lineno == boundary.line]
+    if not at_line:
+        return f"line {boundary.line} has no direct call of {boundary.tool}"
+    if len(sites) != 1:
+        return f"the block has {len(sites)} call sites of {boundary.tool}, not one"
+    if at_line[0]:
+        return "the pending call is inside a control-flow construct"
+    return None
+
+
+def feedback_rule_boundary(
+    blocks: Sequence[SourceBlock], *, read_tools: frozenset[str]
+) -> LocalBoundary:
+    """The feedback-visibility diagnostic's boundary (paper A.3, section 5.4) in a complete
+    source trajectory.
+
+    A.3: "the first same-block boundary following an information-returning API call; the
+    pending call must be a unique direct API site outside control-flow constructs". Read on the
+    observed calls (where the paper is silent, these are our readings):
+
+    - the candidate is the boundary of the call that follows, in the same natural block, the
+      trajectory's first information-returning call (a call of ``read_tools``) that has a
+      further call in its block; a read call that ends its block has no same-block boundary
+      after it, and the search goes on;
+    - the pair is eligible when the candidate's pending call passes
+      :func:`direct_site_problem`, and ineligible (with the reason) otherwise: the rule names
+      one boundary, and does not search on for a later one;
+    - the block need not be the task's first (A.3: only 1 of the 17 eligible pairs would
+      qualify if it had to), and queued blocks are allowed.
+
+    Args:
+        blocks: the source trajectory's natural blocks in order, as observed.
+        read_tools: the environment's information-returning tools.
+
+    Returns:
+        The choice (``read_fallback`` is always False); ``call_index`` None (with ``reason``)
+        when the pair is ineligible.
+    """
+    for block in blocks:
+        following = {b.block_call_index: b for b in block.boundaries}
+        for i, tool in enumerate(block.tools):
+            candidate = following.get(i + 1)
+            if tool not in read_tools or candidate is None:
+                continue
+            problem = direct_site_problem(candidate)
+            if problem is not None:
+                return LocalBoundary(
+                    None,
+                    reason=f"the boundary after the first information-returning call "
+                    f"(call {candidate.call_index}, {candidate.tool}) is not eligible: {problem}",
+                )
+            return LocalBoundary(candidate.call_index, block.block_id)
+    return LocalBoundary(
+        None, reason="no information-returning call is followed by a call in the same block"
     )

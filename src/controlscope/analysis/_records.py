@@ -66,6 +66,11 @@ replayed responses; uncached ones count only the model's own work)."""
 FALLBACK_COLUMNS = tuple(f"fallback_{kind}" for kind in FALLBACK_KINDS)
 """Keep fallbacks by kind."""
 
+KEPT_REVIEWS = "kept_reviews"
+"""The column of reviews whose realized operation was Keep, the reviewer's own choice or a
+recorded fallback: reviews less patches and replacements (paper Table 6: "KEEP counts include
+recorded fallbacks")."""
+
 PROVIDER_ENDS = ("planner_provider_error", "context_limit")
 """End reasons that are provider failures at the planning stage (graded as they stand)."""
 
@@ -98,6 +103,7 @@ def read_panel(panel: str | Path) -> PanelRuns:
     ``missing``, ``corrupt``, ``no_verdict``); ``success`` (bool: False unless the verifier
     passed it); ``end_reason``; ``budget_exhausted``, ``provider_failure``, ``reused``
     (bools); :data:`COUNTS`; :data:`FALLBACK_COLUMNS`; :data:`TOKEN_COLUMNS`;
+    :data:`KEPT_REVIEWS`;
     ``request_hash`` (a branch's first review request); under ordinary recovery
     ``initial_plan_success`` (bool; paper 5.2) and ``goal_actions`` (the environment's actions
     until its goal, Figure 2; None when unknown).
@@ -171,7 +177,7 @@ def _empty() -> dict[str, Any]:
         "initial_plan_success": False,
         "goal_actions": None,
     }
-    empty.update(dict.fromkeys((*COUNTS, *FALLBACK_COLUMNS, *TOKEN_COLUMNS), 0))
+    empty.update(dict.fromkeys((*COUNTS, *FALLBACK_COLUMNS, *TOKEN_COLUMNS, KEPT_REVIEWS), 0))
     return empty
 
 
@@ -188,6 +194,8 @@ def _from_summary(summary: RunSummary, record: RunRecord) -> dict[str, Any]:
         "goal_actions": summary.goal_actions,
     }
     row.update({name: getattr(summary, name) for name in COUNTS})
+    revised = summary.argument_patches + summary.block_data_patches + summary.replacements
+    row[KEPT_REVIEWS] = summary.reviews - revised
     row.update({f"fallback_{k}": summary.fallbacks.get(k, 0) for k in FALLBACK_KINDS})
     for role in ROLES:
         totals = summary.tokens.get(role)

@@ -1,5 +1,5 @@
-"""The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``panel``, ``report``, ``view``,
-``tasks``, ``model``.
+"""The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``panel``, ``experiment``,
+``report``, ``view``, ``tasks``, ``model``.
 
 Each verb lives in its own module, which only parses its arguments, calls the library and prints
 (the library does the work: :func:`controlscope.run_task` for ``run``). Exit status: 0 on
@@ -29,6 +29,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "panel": (
         "controlscope.cli._panel",
         "run or resume a paired panel: tasks x source programs x scopes x reviewer draws",
+    ),
+    "experiment": (
+        "controlscope.cli._experiment",
+        "the paper's experiments: experiment list; experiment NAME [--size] [--model ROLE=SPEC]",
     ),
     "report": (
         "controlscope.cli._report",

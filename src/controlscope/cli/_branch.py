@@ -31,7 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``branch``'s options."""
     parser.add_argument("run_dir", type=path_option, metavar="RUN_DIR", help="the recorded run")
     parser.add_argument(
-        "--at", required=True, help="the boundary: a call index K, midpoint or local-rule"
+        "--at",
+        required=True,
+        help="the boundary: a call index K, midpoint, local-rule (appendix B) or feedback-rule "
+        "(A.3)",
     )
     parser.add_argument("--scope", default="keep,arg,full", help="scopes, comma-separated")
     parser.add_argument("--draws", type=int, default=1, help="reviewer draws per scope")

@@ -181,22 +181,24 @@ class ViewLimits(BaseModel):
     description_chars: int = Field(default=160, ge=1)
 
 
-SourceRule = Literal["local", "midpoint"]
+SourceRule = Literal["local", "midpoint", "feedback"]
 """How a one-time review's boundary was placed from a recorded source trajectory: the paper's
-local rule (appendix B) or the source-trajectory midpoint (B.1)."""
+local rule (appendix B), the source-trajectory midpoint (B.1) or the feedback-visibility rule
+(A.3: the first same-block boundary after an information-returning call)."""
 
 
 class SourceBoundary(BaseModel):
     """A one-time review's boundary, chosen from a recorded source trajectory before the run
-    (paper appendix B and B.1: "the boundary is fixed before intervention runs").
+    (paper appendix B, B.1 and A.3: "the boundary is fixed before intervention runs").
 
     Attributes:
         run: the source run's directory, as given.
-        rule: ``local`` or ``midpoint``.
+        rule: ``local``, ``midpoint`` or ``feedback``.
         calls: the source trajectory's primitive calls (N).
-        call_index: ``local``: the chosen boundary's call index; ``midpoint``: floor(N/2), the
-            completed calls before the review.
-        block_id: ``local``: the source block whose boundary was chosen (empty for midpoint).
+        call_index: ``local`` and ``feedback``: the chosen boundary's call index;
+            ``midpoint``: floor(N/2), the completed calls before the review.
+        block_id: ``local`` and ``feedback``: the source block whose boundary was chosen
+            (empty for midpoint).
         read_fallback: ``local``: True when no multi-call writer block had a supported
             boundary and the rule fell back to a read block.
     """

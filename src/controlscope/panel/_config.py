@@ -10,10 +10,11 @@ the budgets, and how the runs are executed::
     tasks = ["student_database/english_talent"]   # task ids, categories, or "all"
     seeds = [0]
     source_programs = 1                           # P1, P2, ... sampled once, shared
+    sources = [0]                                 # which of them this panel runs (default: all)
     scopes = ["keep", "arg", "full"]
     draws = 1                                     # reviewer draws per reviewing scope
     schedule = "continuous"
-    start = "first_boundary"                      # whole | first_boundary | midpoint | local_rule
+    start = "first_boundary"     # whole, first_boundary, midpoint, local_rule, feedback_rule
 
     [params."student_database/english_talent"]    # task parameters, by task id or category
     students = 25
@@ -30,6 +31,7 @@ the budgets, and how the runs are executed::
     [execution]
     backend = "local"                             # local | ray
     workers = 2                                   # default: sized to the machine
+    cache_file = "../shared.sqlite"               # default: cache.sqlite in the panel folder
 
 :func:`load_config` reads and checks a file; :class:`ConfigError` carries one line naming the
 key and the problem.
@@ -63,7 +65,7 @@ from controlscope.replay import ReplayError, branch_schedule
 from controlscope.run import ViewBounds
 from controlscope.schedule import schedule_name
 
-Start = Literal["whole", "first_boundary", "midpoint", "local_rule"]
+Start = Literal["whole", "first_boundary", "midpoint", "local_rule", "feedback_rule"]
 """Where the reviewing scopes of a unit start (paper 3.1, 3.2, B.1, appendix B):
 
 - ``whole``: from the task's initial state, each scope a whole run; the planner's requests go
@@ -73,9 +75,12 @@ Start = Literal["whole", "first_boundary", "midpoint", "local_rule"]
   completed call (the first one the continuous rule reviews);
 - ``midpoint``: branched at the Keep run's midpoint (K = floor(N/2) of its N calls, B.1);
 - ``local_rule``: branched at the local rule's boundary (appendix B); a unit without one is
-  ineligible and left out of the comparison, with the reason."""
+  ineligible and left out of the comparison, with the reason;
+- ``feedback_rule``: branched at the feedback-visibility rule's boundary (A.3: the first
+  same-block boundary after an information-returning call, at a unique direct call site
+  outside control-flow constructs); a unit without one is ineligible, with the reason."""
 
-STARTS: tuple[Start, ...] = ("whole", "first_boundary", "midpoint", "local_rule")
+STARTS: tuple[Start, ...] = ("whole", "first_boundary", "midpoint", "local_rule", "feedback_rule")
 """Every start."""
 
 Backend = Literal["local", "ray"]
@@ -184,6 +189,10 @@ class ExecutionSettings(_Section):
         isolation: the worker isolation asked for.
         cache: whether planning requests go through the panel's exact-request cache (paper
             A.5); without it, whole-run scopes do not share their source program.
+        cache_file: the exact-request cache's file; a relative path is read from the panel
+            folder (``../../cache.sqlite``: one cache several panels share, as an
+            experiment's panels do, paper 4 and A.5); None: ``cache.sqlite`` in the panel
+            folder.
     """
 
     backend: Backend = "local"
@@ -191,6 +200,14 @@ class ExecutionSettings(_Section):
     cpus_per_run: float = Field(default=1.0, gt=0.0)
     isolation: IsolationRequest = "auto"
     cache: bool = True
+    cache_file: str | None = None
+
+    @field_validator("cache_file")
+    @classmethod
+    def _cache_file(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("give a file name, or leave it out for cache.sqlite in the panel")
+        return value
 
 
 class PanelConfig(_Section):
@@ -205,6 +222,9 @@ class PanelConfig(_Section):
         params: task parameters by task id or category (an id's override its category's).
         seeds: the tasks' data seeds; each seed is a unit of its own.
         source_programs: source programs per task (P1, P2, ...: the planner's draw).
+        sources: which source-program indices the panel runs (P1 = 0); None: every one of
+            ``range(source_programs)``. A panel of P2 alone (``sources = [1]``) shares P2's
+            planning with another panel's through a shared cache (paper 4, Table 1).
         scopes: the scopes compared; ``keep`` is required (the baseline every unit reuses).
         draws: reviewer draws per reviewing scope.
         lattice: ``default`` or ``v2``.
@@ -223,6 +243,7 @@ class PanelConfig(_Section):
         budgets: the runs' budgets.
         execution: how runs execute.
         reviewing_scopes: the scopes other than Keep (a property).
+        source_indices: the source-program indices the panel runs (a property).
     """
 
     env: str = "filesystem"
@@ -232,6 +253,7 @@ class PanelConfig(_Section):
     params: dict[str, dict[str, int | str]] = Field(default_factory=dict)
     seeds: list[int] = Field(default_factory=lambda: [0])
     source_programs: int = Field(default=1, ge=1)
+    sources: list[int] | None = None
     scopes: list[str] = Field(default_factory=lambda: ["keep", "arg", "full"])
     draws: int = Field(default=1, ge=1)
     lattice: Lattice = "default"
@@ -264,6 +286,13 @@ class PanelConfig(_Section):
             raise ValueError("give distinct seeds of at least 0")
         return value
 
+    @field_validator("sources")
+    @classmethod
+    def _sources(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (not value or len(set(value)) != len(value) or min(value) < 0):
+            raise ValueError("give distinct source-program indices of at least 0 (P1 = 0)")
+        return value
+
     @field_validator("scopes")
     @classmethod
     def _scopes(cls, value: list[str]) -> list[str]:
@@ -285,6 +314,11 @@ class PanelConfig(_Section):
 
     @model_validator(mode="after")
     def _coherent(self) -> PanelConfig:
+        if self.sources is not None and max(self.sources) >= self.source_programs:
+            raise ValueError(
+                f"sources: index {max(self.sources)} needs source_programs > "
+                f"{max(self.sources)} (P1 = 0), not {self.source_programs}"
+            )
         for scope in self.scopes:
             lattice_operations(Scope[scope.upper()], self.lattice)
         if self.start != "whole":
@@ -293,6 +327,11 @@ class PanelConfig(_Section):
             except ReplayError as err:
                 raise ValueError(f"start {self.start!r}: {err}") from None
         return self
+
+    @property
+    def source_indices(self) -> list[int]:
+        """The source-program indices the panel runs (``sources``, else every one)."""
+        return list(self.sources) if self.sources is not None else list(range(self.source_programs))
 
     @property
     def reviewing_scopes(self) -> list[str]:
@@ -343,6 +382,11 @@ def load_config(path: str | Path) -> PanelConfig:
         raise ConfigError(f"{file}: cannot read it: {err.strerror or err}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{file}: not TOML: {err}") from None
+    if isinstance(data.get("experiment"), dict):
+        raise ConfigError(
+            f"{file} is an experiment file, not a panel file: run it with "
+            f"controlscope experiment {file}"
+        )
     return parse_config(_anchored(data, file.parent), source=str(file))
 
 

@@ -121,7 +121,7 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
     runs: list[PlannedRun] = []
     for task in tasks:
         for seed in config.seeds:
-            for source in range(config.source_programs):
+            for source in config.source_indices:
                 runs.extend(_unit_runs(config, task, seed, source))
     keep_first = sorted(runs, key=lambda r: r.scope != KEEP)
     by_category = config.env.partition(":")[0] in ("filesystem", "mcpmark")

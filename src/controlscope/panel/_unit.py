@@ -36,8 +36,13 @@ from controlscope.run import (
     run_prepared,
 )
 
-BRANCH_AT: dict[str, int | str] = {"first_boundary": 1, "midpoint": "midpoint"}
-"""Where a branched start places its boundary in the Keep run (``local_rule``: the rule)."""
+BRANCH_AT: dict[str, int | str] = {
+    "first_boundary": 1,
+    "midpoint": "midpoint",
+    "local_rule": "local-rule",
+    "feedback_rule": "feedback-rule",
+}
+"""Where a branched start places its boundary in the Keep run (paper B.1, appendix B, A.3)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,14 @@ def _execute(job: RunJob, directory: Path) -> RunRecord:
 def _planner(model: ChatModel, job: RunJob) -> ChatModel:
     if not job.config.execution.cache:
         return model
-    return CachedModel(model, RequestCache(job.panel / CACHE_FILE))
+    return CachedModel(model, RequestCache(cache_path(job.panel, job.config)))
+
+
+def cache_path(panel: Path, config: PanelConfig) -> Path:
+    """The panel's exact-request cache file: ``execution.cache_file`` (relative to the panel
+    folder), else ``cache.sqlite`` in it."""
+    name = config.execution.cache_file
+    return (panel / name).resolve() if name else panel / CACHE_FILE
 
 
 def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
@@ -123,7 +135,7 @@ def _source_problem(source_run: Path, schedule: str, env_name: str) -> str | Non
 
 def _branch(job: RunJob, directory: Path, keep_dir: Path) -> RunRecord:
     config = job.config
-    at = BRANCH_AT.get(config.start, "local-rule")
+    at = BRANCH_AT[config.start]
     recording = Recording.load(keep_dir)
     try:
         resolve_boundary(recording, at)

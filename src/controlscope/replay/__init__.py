@@ -16,12 +16,14 @@ against it, up to a boundary where it records the shared state ``(h, s)`` and th
   ``retained`` or ``shared_patch`` endpoint.
 
 Each writes ordinary run directories whose ``run_start`` names the source run, the boundary and
-the prefix hash. :func:`resolve_boundary` places ``midpoint`` (B.1) and ``local-rule``
-(appendix B) boundaries from a recorded source trajectory. Branches start by prefix replay;
-they do not fork the paused worker yet (:data:`MECHANISM_NOTE` says why).
+the prefix hash. :func:`resolve_boundary` places ``midpoint`` (B.1), ``local-rule``
+(appendix B) and ``feedback-rule`` (A.3) boundaries from a recorded source trajectory.
+Branches start by prefix replay; they do not fork the paused worker yet (:data:`MECHANISM_NOTE`
+says why).
 """
 
 from controlscope.replay._branch import (
+    BOUNDARY_RULES,
     BRANCHES_FILE,
     MECHANISM_NOTE,
     BoundaryChoice,
@@ -50,6 +52,7 @@ from controlscope.replay._recording import (
 from controlscope.replay._run import Divergence
 
 __all__ = [
+    "BOUNDARY_RULES",
     "BRANCHES_FILE",
     "ENDPOINTS",
     "MECHANISM_NOTE",

@@ -59,6 +59,11 @@ BRANCHES_FILE = "branches.json"
 """The file ``branch`` writes in its output directory: the branch set as JSON."""
 
 
+BOUNDARY_RULES = ("midpoint", "local-rule", "feedback-rule")
+"""The named boundaries :func:`resolve_boundary` places from a source trajectory (paper B.1,
+appendix B, A.3); ``_`` may stand for ``-``."""
+
+
 @dataclass(frozen=True)
 class BoundaryChoice:
     """Where a branch starts in a recording.
@@ -144,29 +149,36 @@ def resolve_boundary(recording: Recording, at: int | str) -> BoundaryChoice:
     Args:
         recording: the recording.
         at: a call index (K); ``midpoint`` (K = floor(N/2) of the recording's N calls, paper
-            B.1); or ``local-rule`` (the paper's local rule, appendix B). Both rules need a
-            completed Keep recording (a source trajectory).
+            B.1); ``local-rule`` (the paper's local rule, appendix B); or ``feedback-rule``
+            (the feedback-visibility rule, A.3: the first same-block boundary after an
+            information-returning call, at a unique direct call site outside control-flow
+            constructs; information-returning: the environment's ``read_tools``). The rules
+            need a completed Keep recording (a source trajectory).
 
     Returns:
         The boundary.
 
     Raises:
         ReplayError: an unknown name, a boundary beyond the recorded ones, a recording that
-            is not a source trajectory, or one the local rule finds ineligible (the reason is
-            named).
+            is not a source trajectory, or one the local or feedback rule finds ineligible (the
+            reason is named).
     """
     if isinstance(at, int) or at.strip().isdigit():
         k = int(at)
         return BoundaryChoice(k, recording.position_of(k))
     rule = at.strip().replace("_", "-")
-    if rule not in ("midpoint", "local-rule"):
-        raise ReplayError(f"--at takes a call index, midpoint or local-rule, not {at!r}")
+    if rule not in BOUNDARY_RULES:
+        raise ReplayError(f"--at takes a call index, {', '.join(BOUNDARY_RULES)}, not {at!r}")
     try:
         source = read_source(recording.run_dir)
         env = recording.env
         bare = "midpoint" if rule == "midpoint" else "once"
         _, placed = place_schedule(
-            bare, source, write_tools=env.write_tools, read_tools=env.read_tools
+            bare,
+            source,
+            write_tools=env.write_tools,
+            read_tools=env.read_tools,
+            once_rule="feedback" if rule == "feedback-rule" else "local",
         )
     except (FileNotFoundError, ValueError) as err:
         raise ReplayError(str(err)) from None

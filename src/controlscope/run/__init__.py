@@ -3,9 +3,9 @@
 - :func:`run_task` runs a :class:`RunSpec` (what ``controlscope run`` does);
 - :func:`run_trajectory` runs ready objects (environment, task, models, reviewer, condition);
 - :func:`prepare` checks a spec against the outside world without running it;
-- :func:`read_source` and :func:`local_rule_of` read a recorded source run and say where the
-  paper's local rule (appendix B) places a one-time review in it, or why the pair is
-  ineligible;
+- :func:`read_source`, :func:`local_rule_of` and :func:`feedback_rule_of` read a recorded
+  source run and say where the paper's local rule (appendix B) or feedback-visibility rule
+  (A.3) places a one-time review in it, or why the pair is ineligible;
 - :class:`TrajectoryHook` steers a trajectory from outside (the prefix replays and branches
   of :mod:`controlscope.replay`) through its :class:`Controller`; :class:`StopRun` ends it.
 """
@@ -21,7 +21,14 @@ from controlscope.run._replay_check import (
     recorded_settings,
     recorded_start,
 )
-from controlscope.run._source import SourceTrajectory, local_rule_of, place_schedule, read_source
+from controlscope.run._source import (
+    OnceRule,
+    SourceTrajectory,
+    feedback_rule_of,
+    local_rule_of,
+    place_schedule,
+    read_source,
+)
 from controlscope.run._spec import PreparedRun, RunSpec, SpecError, ViewBounds, prepare
 from controlscope.run._trajectory import Observer, RunResult, run_trajectory
 
@@ -32,6 +39,7 @@ __all__ = [
     "Controller",
     "Ending",
     "Observer",
+    "OnceRule",
     "PreparedRun",
     "RunModels",
     "RunResult",
@@ -43,6 +51,7 @@ __all__ = [
     "ViewBounds",
     "build_models",
     "check_replay",
+    "feedback_rule_of",
     "local_rule_of",
     "place_schedule",
     "prepare",

@@ -1,5 +1,5 @@
-"""A recorded source run places a one-time review: the local rule (paper appendix B) and the
-source-trajectory midpoint (B.1).
+"""A recorded source run places a one-time review: the local rule (paper appendix B), the
+source-trajectory midpoint (B.1) and the feedback-visibility rule (A.3).
 
 The paper fixes these boundaries "before intervention runs" from the completed source
 trajectory of each task and source program. :func:`read_source` reads such a trajectory from a
@@ -7,7 +7,8 @@ run directory (its natural blocks, their boundaries and observed calls);
 :func:`place_schedule` turns a bare ``once`` or ``midpoint`` into ``once:K`` or ``midpoint:N``
 and says where the number came from (:class:`~controlscope.core.SourceBoundary`, recorded in
 the condition). A task-source pair the local rule finds no boundary in is ineligible
-(:func:`local_rule_of` reports it without running anything).
+(:func:`local_rule_of` reports it without running anything); so is one the feedback rule finds
+no eligible boundary in (:func:`feedback_rule_of`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from controlscope.core import (
     EVENTS_FILE,
@@ -28,6 +30,7 @@ from controlscope.record import read_events
 from controlscope.schedule import (
     LocalBoundary,
     SourceBlock,
+    feedback_rule_boundary,
     local_rule_boundary,
     place_from_source,
     schedule_name,
@@ -128,20 +131,37 @@ def local_rule_of(
     return local_rule_boundary(source.blocks, write_tools=write_tools, read_tools=read_tools)
 
 
+def feedback_rule_of(source: SourceTrajectory, *, read_tools: frozenset[str]) -> LocalBoundary:
+    """The feedback-visibility rule's boundary in ``source`` (paper A.3), or why it has none.
+
+    Args:
+        source: the source trajectory.
+        read_tools: the environment's information-returning tools.
+    """
+    return feedback_rule_boundary(source.blocks, read_tools=read_tools)
+
+
+OnceRule = Literal["local", "feedback"]
+"""Which rule places a bare ``once``: the local rule (appendix B) or the feedback rule (A.3)."""
+
+
 def place_schedule(
     schedule: str,
     source: SourceTrajectory,
     *,
     write_tools: frozenset[str],
     read_tools: frozenset[str],
+    once_rule: OnceRule = "local",
 ) -> tuple[str, SourceBoundary]:
-    """Place a bare ``once`` (the local rule) or ``midpoint`` (N = the source's calls).
+    """Place a bare ``once`` (the local rule, or the feedback rule) or ``midpoint`` (N = the
+    source's calls).
 
     Args:
         schedule: a canonical schedule with a bare ``once`` or ``midpoint``.
         source: the source trajectory.
         write_tools: the environment's writing tools.
         read_tools: the environment's information-returning tools.
+        once_rule: the rule that places a bare ``once`` (paper appendix B, or A.3).
 
     Returns:
         The schedule with its number (canonical) and the record of where it came from.
@@ -151,15 +171,19 @@ def place_schedule(
     """
     parts = {p.strip() for p in schedule.split("+")}
     if "once" in parts:
-        local = local_rule_of(source, write_tools=write_tools, read_tools=read_tools)
+        if once_rule == "feedback":
+            local = feedback_rule_of(source, read_tools=read_tools)
+            rule = "the feedback rule (paper A.3)"
+        else:
+            local = local_rule_of(source, write_tools=write_tools, read_tools=read_tools)
+            rule = "the local rule (paper appendix B)"
         if local.call_index is None:
             raise ValueError(
-                f"the task-source pair of {source.run_dir} is ineligible for the local rule "
-                f"(paper appendix B): {local.reason}"
+                f"the task-source pair of {source.run_dir} is ineligible for {rule}: {local.reason}"
             )
         placed = SourceBoundary(
             run=str(source.run_dir),
-            rule="local",
+            rule=once_rule,
             calls=source.calls,
             call_index=local.call_index,
             block_id=local.block_id,

@@ -1,0 +1,139 @@
+"""An experiment resolved into its panels' configurations: base, size, the panel's ``set`` and
+the caller's overrides deep-merged, the roles' models filled in, each checked by the panel
+layer's own :func:`controlscope.panel.parse_config` (paper 4, A.5: the panels share one
+exact-request cache, so a task's source programs are the same in every panel)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from controlscope.experiments._config import SIZES, Experiment, ExperimentError, Size
+from controlscope.panel import ConfigError, PanelConfig, parse_config
+
+DEFAULT_MODEL = "local"
+"""Every role's model unless given: the embedded model."""
+
+SHARED_CACHE = "cache.sqlite"
+"""The experiment's exact-request cache, in its output folder."""
+
+PANEL_CACHE = f"../../{SHARED_CACHE}"
+"""The shared cache as a panel names it (from ``OUT/panels/NAME/``)."""
+
+LOCAL_PREFIXES = ("local", "scripted", "replay")
+"""Model specs that take no provider options (no reasoning mode)."""
+
+
+def deep_merge(base: Mapping[str, Any], *layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``base`` with each layer merged in turn: tables merge key by key, any other value
+    (a list, a string) replaces the one below. Nothing given is modified."""
+    out: dict[str, Any] = copy.deepcopy(dict(base))
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+                out[key] = deep_merge(out[key], value)
+            else:
+                out[key] = copy.deepcopy(value)
+    return out
+
+
+def role_models(experiment: Experiment, models: Mapping[str, str] | None) -> dict[str, str]:
+    """Every role's model spec: the given ones, the rest the embedded model.
+
+    Args:
+        experiment: the experiment.
+        models: role -> spec; the key ``*`` sets every role not named.
+
+    Raises:
+        ExperimentError: a role the experiment does not use, or an empty spec.
+    """
+    given = dict(models or {})
+    every = given.pop("*", DEFAULT_MODEL)
+    roles = experiment.experiment.roles
+    for role, spec in given.items():
+        if role not in roles:
+            raise ExperimentError(
+                f"model role {role!r} is not used by {experiment.name}; its roles: "
+                + ", ".join(roles)
+            )
+        if not spec.strip():
+            raise ExperimentError(f"model role {role!r}: give a model spec")
+    if not every.strip():
+        raise ExperimentError("give a model spec")
+    return {role: given.get(role, every).strip() for role in roles}
+
+
+def resolve(
+    experiment: Experiment,
+    size: Size = "quick",
+    models: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    base_url: str | None = None,
+) -> list[tuple[str, PanelConfig]]:
+    """Each panel's configuration, checked (nothing runs; tasks are checked against the
+    environment by :func:`controlscope.panel.plan_panel` when a panel runs).
+
+    Args:
+        experiment: the experiment.
+        size: ``quick`` or ``paper``.
+        models: role -> model spec (see :func:`role_models`).
+        overrides: panel keys deep-merged last into every panel (tests shrink an experiment
+            with them).
+        base_url: the OpenAI-compatible endpoint of ``openai`` specs.
+
+    Returns:
+        ``(panel name, configuration)`` in the experiment's order.
+
+    Raises:
+        ExperimentError: an unknown size or role, or a panel that does not check (one line:
+            the panel and key named).
+    """
+    if size not in SIZES:
+        raise ExperimentError(f"unknown size {size!r}; sizes: {', '.join(SIZES)}")
+    specs = role_models(experiment, models)
+    sized = deep_merge(experiment.base, experiment.sizes.get(size))
+    out = []
+    for entry in experiment.panels:
+        roles: dict[str, Any] = {
+            "planner": {"model": specs["planner"]},
+            "reviewer": {"model": specs[entry.reviewer]},
+            "execution": {"cache_file": PANEL_CACHE},
+        }
+        if base_url is not None:
+            roles["planner"]["base_url"] = base_url
+        if entry.sources is not None:
+            roles["sources"] = entry.sources
+        data = deep_merge(sized, entry.set, roles, overrides)
+        try:
+            config = parse_config(data, source=f"{experiment.name}: panel {entry.name}")
+        except ConfigError as err:
+            raise ExperimentError(str(err)) from None
+        out.append((entry.name, config))
+    return out
+
+
+def unserved(configs: list[tuple[str, PanelConfig]]) -> list[str]:
+    """What the models could not serve, one line each: panels under the reasoning protocol
+    whose reviewer has no reasoning options (the embedded model, a scripted model, or an
+    endpoint given no ``reviewer.options``): they ran with the protocol's settings (automatic
+    tool choice, 16,384 tokens, Keep after an invalid review) but no reasoning mode (paper 4,
+    M18)."""
+    lines = []
+    for name, config in configs:
+        reviewer = config.reviewer
+        spec = reviewer.model or config.planner.model
+        if reviewer.protocol != "reasoning":
+            continue
+        if spec.startswith(LOCAL_PREFIXES) or spec.endswith(".gguf"):
+            why = "has no reasoning options"
+        elif not reviewer.options:
+            why = "was given no reasoning options (reviewer.options)"
+        else:
+            continue
+        lines.append(
+            f"panel {name}: the reasoning reviewer {spec} {why}; it ran under the reasoning "
+            "protocol's settings without a reasoning mode"
+        )
+    return lines
