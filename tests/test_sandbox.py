@@ -27,6 +27,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -1355,3 +1356,32 @@ def test_tools_cannot_leave_the_workspace(tmp_path: Path) -> None:
         assert len(handler.boundaries) == len(handler.calls) == 6
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("cwd", ["/tmp", "/"])
+def test_isolation_holds_when_run_from_a_folder_the_sandbox_shows(cwd: str) -> None:
+    """Started from ``/tmp`` or ``/`` (folders the sandbox has too, its own), the worker still
+    gets bwrap: the self-test checks host files it must hide, not a path shown by design."""
+    code = (
+        "from controlscope.worker._sandbox import bwrap_self_test, resolve_isolation\n"
+        "print(bwrap_self_test()); print(resolve_isolation('auto'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["None", "bwrap"]
+
+
+def test_the_self_test_fails_when_a_host_folder_shows_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sandbox that showed the current folder (a checkout) fails the self-test."""
+    from controlscope.worker import _sandbox
+
+    monkeypatch.chdir(tmp_path)
+    leaky = _sandbox.bwrap_options()
+    leaky[-1:-1] = ["--ro-bind", str(tmp_path), str(tmp_path)]  # before the closing ``--``
+    monkeypatch.setattr(_sandbox, "bwrap_options", lambda *a, **k: leaky)
+    problem = _sandbox.bwrap_self_test.__wrapped__()
+    assert problem is not None and "visible" in problem

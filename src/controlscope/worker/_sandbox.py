@@ -22,6 +22,7 @@ import logging
 import marshal
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -140,15 +141,29 @@ def worker_command(
 def bwrap_self_test() -> str | None:
     """Run the interpreter once inside the worker's bwrap (cached).
 
-    The probe also checks that the current directory (the repository, in a checkout) is not
-    visible inside.
+    The probe also checks that host files stay hidden inside: a fresh folder made on the host's
+    temporary directory, and the current directory (the repository, in a checkout) unless the
+    sandbox shows that path by design (``/``, ``/tmp``, ``/dev``, ``/proc``, or a read-only
+    system or interpreter path), so running from ``/tmp`` keeps the isolation.
 
     Returns:
         None when bwrap works, else why not.
     """
-    probe = "import os,sys;print('ok' if not os.path.exists(sys.argv[1]) else 'visible')"
-    command = [str(interpreter()), "-S", "-s", "-P", "-c", probe, os.getcwd()]
-    return _bwrap.probe(bwrap_options(), command, timeout_s=20, env=WORKER_ENV)
+    probe = "import os,sys;print('visible' if any(map(os.path.exists,sys.argv[1:])) else 'ok')"
+    with tempfile.TemporaryDirectory(prefix="cs-probe-") as marker:
+        hidden = [marker, *([] if _shown_by_design(Path.cwd()) else [os.getcwd()])]
+        command = [str(interpreter()), "-S", "-s", "-P", "-c", probe, *hidden]
+        return _bwrap.probe(bwrap_options(), command, timeout_s=20, env=WORKER_ENV)
+
+
+def _shown_by_design(path: Path) -> bool:
+    """Whether the worker's sandbox shows ``path`` on purpose: one of its own mount points or
+    a path under a read-only bind (:func:`bwrap_options`)."""
+    if str(path) in ("/", "/tmp", "/dev", "/dev/shm", "/proc"):
+        return True
+    prefix = os.path.realpath(sys.base_prefix)
+    shown: list[str] = ["/usr", *_bwrap.SYSTEM_DIRS, prefix, str(interpreter().parent)]
+    return any(path.is_relative_to(d) for d in shown)
 
 
 def resolve_isolation(requested: Literal["auto", "bwrap", "none"]) -> Isolation:
