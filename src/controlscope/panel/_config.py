@@ -395,10 +395,10 @@ def load_config(path: str | Path) -> PanelConfig:
             f"{file} is an experiment file, not a panel file: run it with "
             f"controlscope experiment {file}"
         )
-    return parse_config(_anchored(data, file.parent), source=str(file))
+    return parse_config(anchor_paths(data, file.parent), source=str(file))
 
 
-def _anchored(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+def anchor_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
     """``data`` with the relative paths it names read from the configuration's ``folder``:
     an environment named with a path (``env = "mcpmark:tasks"``, ``taskspec:FILE``), the
     MCPMark tasks' ``state`` parameters, and the planner's and reviewer's file-backed models
