@@ -106,9 +106,10 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
         The plan.
 
     Raises:
-        ConfigError: an unknown environment, task or category, parameters a task refuses, a
-            parameter key that names no selected task or category, no task left, or a model
-            that cannot be built.
+        ConfigError: an unknown environment, an environment that cannot list its tasks (its
+            data missing: its own message), an unknown task or category, parameters a task
+            refuses, a parameter key that names no selected task or category, no task left,
+            or a model that cannot be built.
     """
     try:
         env = get_environment(config.env)
@@ -130,7 +131,10 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
 
 
 def _selected(env: Environment, config: PanelConfig) -> list[Task]:
-    known = env.tasks()
+    try:
+        known = env.tasks()
+    except TaskError as err:  # the environment's own message: data missing (ALFWorld, AppWorld)
+        raise ConfigError(f"env {config.env}: {err}") from None
     by_id = {t.id: t for t in known}
     categories = sorted({t.category for t in known})
     if config.tasks == "all":
