@@ -75,11 +75,12 @@ def resolve(
     """Each panel's configuration, checked (nothing runs; tasks are checked against the
     environment by :func:`controlscope.panel.plan_panel` when a panel runs).
 
-    A panel's keys are, in order: ``base``, the size's keys, the roles' models (the planner
-    role plans, the panel's ``reviewer`` role reviews), the panel's ``set`` (a model it names
-    itself, a frozen candidate's scripted reviewer, wins over its role's), the panel's own
-    keys for the size, then ``overrides``. Relative paths (scripted models, environments
-    named with a path) are read from the experiment file's folder.
+    A panel's keys are, in order: the roles' models (the planner role plans, the panel's
+    ``reviewer`` role reviews), ``base``, the size's keys, the panel's ``set``, the panel's
+    own keys for the size, then ``overrides``: a model the file names itself (a frozen
+    source program's or candidate's scripted model) wins over its role's. Relative paths
+    (scripted models, environments named with a path) are read from the experiment file's
+    folder.
 
     Args:
         experiment: the experiment.
@@ -111,7 +112,7 @@ def resolve(
             roles["planner"]["base_url"] = base_url
         if entry.sources is not None:
             roles["sources"] = entry.sources
-        data = deep_merge(sized, roles, entry.set, entry.sizes.get(size), overrides)
+        data = deep_merge(roles, sized, entry.set, entry.sizes.get(size), overrides)
         data = anchor_paths(data, experiment.path.parent)
         try:
             config = parse_config(data, source=f"{experiment.name}: panel {entry.name}")
