@@ -112,6 +112,8 @@ def test_the_configs_are_packaged_in_the_wheel(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for name in ce.known_names():
         assert f"controlscope/experiments/configs/{name}.toml" in names
+    for path in ce.EXPERIMENTS_DIR.rglob("*.json"):  # the files configs name (scripted models)
+        assert f"controlscope/experiments/configs/{path.relative_to(ce.EXPERIMENTS_DIR)}" in names
 
 
 # --- bad input ----------------------------------------------------------------------------------
