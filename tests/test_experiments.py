@@ -52,6 +52,8 @@ def test_every_packaged_experiment_loads_and_resolves_at_both_sizes() -> None:
         header = (ce.EXPERIMENTS_DIR / f"{name}.toml").read_text().splitlines()[:12]
         assert any("Needs:" in line for line in header) and any("Time:" in line for line in header)
         assert experiment.paper_cells() > 0
+        if experiment.base.get("env", "filesystem") != "filesystem":
+            continue  # ALFWorld's and the apps': tests/test_experiments_env.py
         for size in ce.SIZES:
             configs = ce.resolve(experiment, size)
             assert [n for n, _ in configs] == [p.name for p in experiment.panels]
@@ -110,6 +112,8 @@ def test_the_configs_are_packaged_in_the_wheel(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for name in ce.known_names():
         assert f"controlscope/experiments/configs/{name}.toml" in names
+    for path in ce.EXPERIMENTS_DIR.rglob("*.json"):  # the files configs name (scripted models)
+        assert f"controlscope/experiments/configs/{path.relative_to(ce.EXPERIMENTS_DIR)}" in names
 
 
 # --- bad input ----------------------------------------------------------------------------------

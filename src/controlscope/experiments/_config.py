@@ -111,12 +111,15 @@ class PanelEntry(_Strict):
         reviewer: the role whose model reviews.
         sources: which source-program indices it runs (P1 = 0); None: all.
         set: panel keys deep-merged onto base and size for this panel.
+        sizes: panel keys per size for this panel, deep-merged after ``set`` (a panel's
+            quick tasks where ``set`` picks its own, as ALFWorld's cohorts do).
     """
 
     name: str
     reviewer: str
     sources: list[int] | None = None
     set: dict[str, Any] = Field(default_factory=dict)
+    sizes: dict[Size, dict[str, Any]] = Field(default_factory=dict)
 
     _check_name = field_validator("name")(_named)
 
@@ -156,7 +159,8 @@ class Cell(_Strict):
             draw's paired wins and losses, a pooled ``difference``, ``tgc`` or ``sgc`` is
             ``n/a``.
         source: the source-program index; None: every source.
-        split: the task split (apps: the first part of the task id); None: every task.
+        split: the task's split: its environment's ``split`` metadata (the apps, AppWorld),
+            else the first part of its id (ALFWorld's cohort); None: every task.
         tasks: task ids or categories; None: every task.
         versus: the baseline scope (``difference``, ``wins_losses``).
         column: the run column(s) summed (``sum``); a list sums several.

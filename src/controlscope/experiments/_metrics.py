@@ -12,6 +12,7 @@ comparison) is ``n/a`` with the reason; it never raises once runs have been made
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,8 +27,10 @@ from controlscope.analysis import (
     outcomes,
     paired_comparison,
 )
+from controlscope.core import TaskError
+from controlscope.envs import get_environment
 from controlscope.experiments._config import Cell
-from controlscope.panel import KEEP
+from controlscope.panel import KEEP, read_manifest
 
 
 @dataclass(frozen=True)
@@ -138,10 +141,26 @@ def scoped_runs(report: Report, cell: Cell) -> pd.DataFrame:
     if cell.source is not None:
         runs = runs[runs["source_program"] == cell.source]
     if cell.split is not None:
-        runs = runs[runs["task"].str.split("/").str[0] == cell.split]
+        runs = runs[runs["task"].map(_splits(report)) == cell.split]
     if cell.tasks is not None:
         runs = runs[runs["task"].isin(cell.tasks) | runs["category"].isin(cell.tasks)]
     return runs
+
+
+def _splits(report: Report) -> dict[str, str]:
+    """Each task's split: its ``split`` metadata where its environment gives one (the apps'
+    and AppWorld's ``test_normal``...), else the first part of its id (ALFWorld's cohort)."""
+    env_name = read_manifest(report.panel).config.env
+    return {task: _split(env_name, task) for task in report.runs["task"].unique()}
+
+
+@functools.cache
+def _split(env_name: str, task_id: str) -> str:
+    try:
+        split = get_environment(env_name).task(task_id).metadata.get("split")
+    except (TaskError, ValueError, OSError):
+        split = None
+    return str(split) if split is not None else task_id.split("/")[0]
 
 
 def condition_runs(report: Report, cell: Cell, scope: str, draw: int | str) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controlscope.experiments._config import SIZES, Experiment, ExperimentError, Size
-from controlscope.panel import ConfigError, PanelConfig, parse_config
+from controlscope.panel import ConfigError, PanelConfig, anchor_paths, parse_config
 
 DEFAULT_MODEL = "local"
 """Every role's model unless given: the embedded model."""
@@ -75,6 +75,13 @@ def resolve(
     """Each panel's configuration, checked (nothing runs; tasks are checked against the
     environment by :func:`controlscope.panel.plan_panel` when a panel runs).
 
+    A panel's keys are, in order: the roles' models (the planner role plans, the panel's
+    ``reviewer`` role reviews), ``base``, the size's keys, the panel's ``set``, the panel's
+    own keys for the size, then ``overrides``: a model the file names itself (a frozen
+    source program's or candidate's scripted model) wins over its role's. Relative paths
+    (scripted models, environments named with a path) are read from the experiment file's
+    folder.
+
     Args:
         experiment: the experiment.
         size: ``quick`` or ``paper``.
@@ -105,7 +112,8 @@ def resolve(
             roles["planner"]["base_url"] = base_url
         if entry.sources is not None:
             roles["sources"] = entry.sources
-        data = deep_merge(sized, entry.set, roles, overrides)
+        data = deep_merge(roles, sized, entry.set, entry.sizes.get(size), overrides)
+        data = anchor_paths(data, experiment.path.parent)
         try:
             config = parse_config(data, source=f"{experiment.name}: panel {entry.name}")
         except ConfigError as err:

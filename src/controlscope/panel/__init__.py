@@ -1,7 +1,8 @@
 """Paired panels: tasks x source programs x scopes x reviewer draws, run paired on this machine
 or on Ray, resumable (paper sections 3.2, 4 and A.5).
 
-- :func:`load_config` reads a panel's TOML file and checks it (:class:`ConfigError`, one line);
+- :func:`load_config` reads a panel's TOML file and checks it (:class:`ConfigError`, one line;
+  :func:`anchor_paths` reads the relative paths it names from its folder);
   :func:`plan_panel` resolves it against the environment (tasks, parameters, models) into a
   :class:`PanelPlan` of :class:`PlannedRun` s, before any run starts;
 - :func:`run_panel` runs or resumes a panel into its folder (what ``controlscope panel``
@@ -25,6 +26,7 @@ from controlscope.panel._config import (
     PlannerSettings,
     ReviewerSettings,
     Start,
+    anchor_paths,
     config_problem,
     load_config,
     parse_config,
@@ -95,6 +97,7 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "Start",
+    "anchor_paths",
     "condition_label",
     "config_problem",
     "default_workers",

@@ -7,7 +7,7 @@ boundary), where scope conditions start (``start``), the planner's and reviewer'
 the budgets, and how the runs are executed::
 
     env = "filesystem"                            # or "mcpmark:DIR", "taskspec:FILE"
-    tasks = ["student_database/english_talent"]   # task ids, categories, or "all"
+    tasks = ["student_database/english_talent"]   # task ids, categories, KEY=VALUE, or "all"
     seeds = [0]
     source_programs = 1                           # P1, P2, ... sampled once, shared
     sources = [0]                                 # which of them this panel runs (default: all)
@@ -90,6 +90,11 @@ cluster; without it a local Ray instance is started)."""
 ClusterBy = Literal["category", "template", "task"]
 """What a bootstrap resamples: the task category (the paper's filesystem intervals), the
 scenario template (apps), or the task."""
+
+
+FILE_MODELS = ("scripted", "replay")
+"""Model spec kinds that name a path (``scripted:FILE.json``, ``replay:DIR``): a relative one
+in a configuration file is read from the file's folder."""
 
 
 class ConfigError(ValueError):
@@ -215,7 +220,9 @@ class PanelConfig(_Section):
 
     Attributes:
         env: the environment.
-        tasks: task ids and categories, or ``"all"`` (every task the environment lists).
+        tasks: task ids, categories and metadata groups ``KEY=VALUE`` (ALFWorld's
+            ``cohort=valid_seen``, the apps' ``split=test_normal``), or ``"all"`` (every task
+            the environment lists).
         exclude: task ids left out of ``tasks``.
         python_allowed_only: leave out tasks whose instruction restricts Python (paper
             section 4 and appendix B: the main filesystem comparison excludes four).
@@ -371,8 +378,9 @@ def load_config(path: str | Path) -> PanelConfig:
     Raises:
         ConfigError: the file is missing or not TOML, or a value is wrong (see
             :func:`parse_config`). Relative paths of an environment named with a path
-            (``mcpmark:DIR``, ``taskspec:FILE``) and of MCPMark ``state`` parameters are read
-            from the file's folder. Tasks, parameters and models are checked against the
+            (``mcpmark:DIR``, ``taskspec:FILE``), of MCPMark ``state`` parameters and of
+            file-backed models (``scripted:FILE``, ``replay:DIR``) are read from the file's
+            folder. Tasks, parameters and models are checked against the
             environment by :func:`controlscope.panel.plan_panel`.
     """
     file = Path(path)
@@ -387,13 +395,15 @@ def load_config(path: str | Path) -> PanelConfig:
             f"{file} is an experiment file, not a panel file: run it with "
             f"controlscope experiment {file}"
         )
-    return parse_config(_anchored(data, file.parent), source=str(file))
+    return parse_config(anchor_paths(data, file.parent), source=str(file))
 
 
-def _anchored(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+def anchor_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
     """``data`` with the relative paths it names read from the configuration's ``folder``:
-    an environment named with a path (``env = "mcpmark:tasks"``, ``taskspec:FILE``) and the
-    MCPMark tasks' ``state`` parameters. A panel then runs, and resumes, from any directory."""
+    an environment named with a path (``env = "mcpmark:tasks"``, ``taskspec:FILE``), the
+    MCPMark tasks' ``state`` parameters, and the planner's and reviewer's file-backed models
+    (``scripted:FILE.json``, ``replay:DIR``). A panel then runs, and resumes, from any
+    directory."""
     out = dict(data)
     env = out.get("env")
     kind, colon, path = env.partition(":") if isinstance(env, str) else ("", "", "")
@@ -406,6 +416,12 @@ def _anchored(data: dict[str, Any], folder: Path) -> dict[str, Any]:
             state = value.get("state") if isinstance(value, dict) else None
             if isinstance(state, str) and state.strip():
                 out["params"][key] = {**value, "state": _resolved(state.strip(), folder)}
+    for role in ("planner", "reviewer"):
+        section = out.get(role)
+        model = section.get("model") if isinstance(section, dict) else None
+        kind, colon, path = model.partition(":") if isinstance(model, str) else ("", "", "")
+        if isinstance(section, dict) and colon and kind in FILE_MODELS and path.strip():
+            out[role] = {**section, "model": f"{kind}:{_resolved(path.strip(), folder)}"}
     return out
 
 

@@ -106,9 +106,10 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
         The plan.
 
     Raises:
-        ConfigError: an unknown environment, task or category, parameters a task refuses, a
-            parameter key that names no selected task or category, no task left, or a model
-            that cannot be built.
+        ConfigError: an unknown environment, an environment that cannot list its tasks (its
+            data missing: its own message), an unknown task or category, parameters a task
+            refuses, a parameter key that names no selected task or category, no task left,
+            or a model that cannot be built.
     """
     try:
         env = get_environment(config.env)
@@ -130,7 +131,10 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
 
 
 def _selected(env: Environment, config: PanelConfig) -> list[Task]:
-    known = env.tasks()
+    try:
+        known = env.tasks()
+    except TaskError as err:  # the environment's own message: data missing (ALFWorld, AppWorld)
+        raise ConfigError(f"env {config.env}: {err}") from None
     by_id = {t.id: t for t in known}
     categories = sorted({t.category for t in known})
     if config.tasks == "all":
@@ -142,6 +146,8 @@ def _selected(env: Environment, config: PanelConfig) -> list[Task]:
                 chosen.append(by_id[name])
             elif name in categories:
                 chosen.extend(t for t in known if t.category == name)
+            elif "=" in name:
+                chosen.extend(_with_metadata(known, name, f"tasks[{i}]"))
             else:
                 raise ConfigError(
                     f"tasks[{i}]: unknown task or category {name!r} in {config.env}; "
@@ -157,6 +163,23 @@ def _selected(env: Environment, config: PanelConfig) -> list[Task]:
     if not left:
         raise ConfigError("tasks: no task left (after exclude and python_allowed_only)")
     return left
+
+
+def _with_metadata(known: list[Task], selector: str, where: str) -> list[Task]:
+    """The tasks whose metadata ``KEY`` is ``VALUE`` (``selector`` is ``KEY=VALUE``, compared
+    as text): an environment's own groups, ALFWorld's ``cohort=valid_seen`` (outside the
+    excluded scenes, as the environment lists them) or the apps' ``split=test_normal``.
+
+    Raises:
+        ConfigError: no task has that value; the message names the values there are.
+    """
+    key, _, value = (part.strip() for part in selector.partition("="))
+    found = [t for t in known if key in t.metadata and str(t.metadata[key]) == value]
+    if not found:
+        values = sorted({str(t.metadata[key]) for t in known if key in t.metadata})
+        there = f"values of {key!r}: {', '.join(values)}" if values else f"no task has {key!r}"
+        raise ConfigError(f"{where}: no task has {key} = {value!r} ({there})")
+    return found
 
 
 def _with_params(env: Environment, task: Task, config: PanelConfig) -> Task:
