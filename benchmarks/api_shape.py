@@ -433,6 +433,22 @@ def _class_problems(cls: type, label: str) -> list[str]:
     return problems
 
 
+def _with_type_checking(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` with the statements of its ``if TYPE_CHECKING:`` blocks in their place (the
+    re-exports a package imports lazily)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if (
+            isinstance(stmt, ast.If)
+            and isinstance(stmt.test, ast.Name)
+            and stmt.test.id == "TYPE_CHECKING"
+        ):
+            out += stmt.body
+        else:
+            out.append(stmt)
+    return out
+
+
 def _assignment_docstring(module: str, name: str) -> tuple[bool, str] | None:
     """Whether the module-level assignment of ``name`` that ``module`` exports (following
     ``from ... import`` re-exports) has an attribute docstring, as Sphinx reads them: a string
@@ -444,7 +460,7 @@ def _assignment_docstring(module: str, name: str) -> tuple[bool, str] | None:
     path = Path(spec.origin)
     text = path.read_text()
     lines = text.splitlines()
-    body = ast.parse(text).body
+    body = _with_type_checking(ast.parse(text).body)
     is_package = path.name == "__init__.py"
     for i, stmt in enumerate(body):
         targets: list[ast.expr] = []

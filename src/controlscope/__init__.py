@@ -23,7 +23,9 @@ more.
 ``docs/architecture.md`` shows how the parts fit and what each is called elsewhere.
 """
 
-from controlscope.analysis import Report, report
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from controlscope.core import (
     BlockResult,
     Boundary,
@@ -47,25 +49,58 @@ from controlscope.core import (
     Verdict,
 )
 from controlscope.envs import Environment, McpToolServer, get_environment
-from controlscope.experiments import (
-    EXPERIMENTS_DIR,
-    Experiment,
-    ExperimentError,
-    ExperimentResult,
-    list_experiments,
-    load_experiment,
-    resolve,
-    run_experiment,
-    write_results,
-)
 from controlscope.models import make_model
-from controlscope.panel import PanelConfig, PanelResult, run_panel
 from controlscope.record import RunSummary, read_events, read_summary
 from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer, ReviewOutcome
 from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_task, run_trajectory
 from controlscope.schedule import Schedule, parse_schedule
 from controlscope.scope import validate_operation
 from controlscope.worker import Limits, WorkerSession
+
+if TYPE_CHECKING:
+    from controlscope.analysis import Report, report
+    from controlscope.experiments import (
+        EXPERIMENTS_DIR,
+        Experiment,
+        ExperimentError,
+        ExperimentResult,
+        list_experiments,
+        load_experiment,
+        resolve,
+        run_experiment,
+        write_results,
+    )
+    from controlscope.panel import PanelConfig, PanelResult, run_panel
+
+_LAZY = {
+    **dict.fromkeys(("Report", "report"), "controlscope.analysis"),
+    **dict.fromkeys(
+        (
+            *("EXPERIMENTS_DIR", "Experiment", "ExperimentError", "ExperimentResult"),
+            *("list_experiments", "load_experiment", "resolve", "run_experiment", "write_results"),
+        ),
+        "controlscope.experiments",
+    ),
+    **dict.fromkeys(("PanelConfig", "PanelResult", "run_panel"), "controlscope.panel"),
+}
+"""Public names imported on first use: the panel, analysis and experiment layers bring pandas,
+numpy and matplotlib, which a process that only runs a trajectory or serves an environment's
+tools (started as ``python -m controlscope.envs...``) should not pay for at every start."""
+
+
+def __getattr__(name: str) -> Any:
+    """A lazily imported public name (:data:`_LAZY`).
+
+    Raises:
+        AttributeError: not a public name of the package.
+    """
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'controlscope' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 """The package's version (as in ``pyproject.toml``)."""
