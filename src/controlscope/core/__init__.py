@@ -194,6 +194,7 @@ from controlscope.core._text import (
     json_value_at,
     own_turn,
     program_fence,
+    read_toml,
     unfence,
 )
 from controlscope.core._tools import (
@@ -343,6 +344,7 @@ __all__ = [
     "provider_error_kind",
     "python_name",
     "python_signature",
+    "read_toml",
     "refuse_json_constant",
     "remaining_seconds",
     "running_until",

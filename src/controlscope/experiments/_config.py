@@ -10,13 +10,13 @@ cells are metrics of those panels, each optionally carrying the paper's reported
 from __future__ import annotations
 
 import re
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from controlscope.core import read_toml
 from controlscope.panel import config_problem
 from controlscope.replay import Endpoint
 
@@ -409,11 +409,9 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
                 f"no experiment named {given!r}; known: {', '.join(known_names())}"
             )
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ExperimentError(f"{path}: cannot read it: {err.strerror or err}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ExperimentError(f"{path}: not TOML: {err}") from None
+        data = read_toml(path)
+    except ValueError as err:
+        raise ExperimentError(str(err)) from None
     if "experiment" not in data and ("tasks" in data or "env" in data):
         raise ExperimentError(
             f"{path} is a panel file, not an experiment (no [experiment] table): "

@@ -40,7 +40,6 @@ key and the problem.
 from __future__ import annotations
 
 import math
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,6 +58,7 @@ from controlscope.core import (
     View,
     app_protocol_defaults,
     lattice_operations,
+    read_toml,
 )
 from controlscope.envs import ENVIRONMENT_KINDS
 from controlscope.replay import ReplayError, branch_schedule
@@ -385,11 +385,9 @@ def load_config(path: str | Path) -> PanelConfig:
     """
     file = Path(path)
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"{file}: cannot read it: {err.strerror or err}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{file}: not TOML: {err}") from None
+        data = read_toml(file)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if isinstance(data.get("experiment"), dict):
         raise ConfigError(
             f"{file} is an experiment file, not a panel file: run it with "

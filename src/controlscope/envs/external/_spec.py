@@ -42,12 +42,11 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from controlscope.core import TaskError, name_problem
+from controlscope.core import TaskError, name_problem, read_toml
 from controlscope.envs._confine import MAX_LIMIT, MAX_TIMEOUT_S
 from controlscope.envs.external._files import MAX_TEXT_BYTES
 
@@ -214,11 +213,9 @@ def load_task_spec(path: Path) -> TaskSpec:
             line naming the key).
     """
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise TaskError(f"task spec {path}: cannot read it: {err.strerror or err}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise TaskError(f"task spec {path}: not TOML: {err}") from None
+        data = read_toml(path)
+    except ValueError as err:
+        raise TaskError(f"task spec {err}") from None
     try:
         return TaskSpec.model_validate(data)
     except ValidationError as err:
