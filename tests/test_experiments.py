@@ -393,13 +393,21 @@ def test_frozen_candidate_replays_feed_a_cell_and_figure_3(tmp_path: Path) -> No
 
 @pytest.mark.slow
 @pytest.mark.needs_weights
+@pytest.mark.timeout(1800)  # a loaded 2-core machine: a request of the 0.5B model can take minutes
 def test_table4_runs_on_the_embedded_model_at_quick_size(tmp_path: Path) -> None:
-    """Table 4 at quick size on the embedded model (the 0.5B one, every role): every run ends
-    recorded, both schedules branch from the same Keep run, every table and paper-vs-ours are
-    written, and the header says which model served each role."""
+    """Table 4 at quick size on the embedded model (the 0.5B one, every role; two planning turns
+    to keep it short): every run ends recorded, both schedules branch from the same Keep run,
+    every table and paper-vs-ours are written, and the header says which model served each
+    role."""
     out = tmp_path / "t4"
     experiment = ce.load_experiment("table4_midpoint")
-    result = ce.run_experiment(experiment, out, models={"*": "local:0.5b"}, resamples=200)
+    result = ce.run_experiment(
+        experiment,
+        out,
+        models={"*": "local:0.5b"},
+        overrides={"budgets": {"max_turns": 2}},
+        resamples=200,
+    )
     assert result.complete and set(result.tables) == {"table4", "table4_paired"}
     for name in ("one_time", "continuous"):
         for run in result.panels[name].plan.runs:
