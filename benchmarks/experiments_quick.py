@@ -20,18 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from analysis import PROGRAM as SPLIT  # the split task's program, wrongly named parts
 from controlscope import experiments as ce
 
-SPLIT = """
-root = "/workspace"
-text = read_text_file(path=root + "/large_file.txt")
-lines = text.splitlines()
-per = len(lines) // 5
-create_directory(path=root + "/split")
-for i in range(5):
-    chunk = lines[i * per:(i + 1) * per]
-    write_file(path=f"{root}/split/chunk_{i + 1:02d}.txt", content="\\n".join(chunk) + "\\n")
-"""
 REST = """
 for i in range(1, 5):
     write_file(path=f"/workspace/split/part_{i + 1:02d}.txt", content="x\\n")
