@@ -316,16 +316,10 @@ def branch(
     ]
     forked: dict[str, BranchResult] = {}
     divergence: Divergence | None = None
-    note = "" if mechanism != "replay" else "replay was asked for"
+    note = "replay was asked for"
     if mechanism != "replay":
         forked, note, divergence = by_fork(
-            rec,
-            choice,
-            plans,
-            out=out,
-            planner=planner,
-            reviewer=reviewer,
-            workspace_root=workspace_root,
+            rec, choice, plans, out, planner, reviewer, workspace_root
         )
         if mechanism == "fork" and note:
             raise ReplayError(f"the branches cannot be forked: {note}")
@@ -347,7 +341,6 @@ def by_fork(
     rec: Recording,
     choice: BoundaryChoice,
     plans: Sequence[tuple[str, int, Plan]],
-    *,
     out: Path,
     planner: ChatModel | None,
     reviewer: Reviewer | None,

@@ -133,6 +133,7 @@ class WorkerSession:
     Attributes:
         isolation: the isolation really in force: ``bwrap`` or ``none``.
         seccomp: whether the running worker installed its seccomp filter.
+        forks: whether the running worker can be forked at a boundary (:meth:`fork`).
         clock: the task's execution clock: the one account of its execution-seconds budget.
         calls_made: primitive calls made so far in this task (all blocks).
         task_exec_s: execution seconds spent so far in this task (review time excluded).
