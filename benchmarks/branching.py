@@ -16,11 +16,18 @@ reports medians:
   (``WorkerProcess.fork``), the workspace copied (reflinks where the file system has them) and
   the MCP server started on the copy and listed: ready to call tools. ``fork_ms`` is the fork
   alone (target: at most 50 ms), ``workspace_copy_ms`` the copy; the server's start is
-  ``server_start_ms``. ``fork_note`` says what of a branch this does not cover yet.
+  ``server_start_ms``. These are the steps :func:`controlscope.replay.branch` takes per branch
+  besides forking the controller process itself and relogging the prefix.
+* ``branches_N_fork_s`` and ``branches_N_replay_s``: :func:`controlscope.replay.branch` end to
+  end with ``--branches`` Arg branches (a scripted Keep review at the boundary, the rest of the
+  program, ``Done.``) from the boundary after ``--calls`` calls, started by fork (the prefix
+  replayed once) and by prefix replay (once per branch); ``fork_per_branch_ms`` is what each
+  forked branch adds to the one prefix replay (its forks, its log, its server, the rest of its
+  run, the workspace put back).
 * ``server_start_ms``: the MCP server's start alone (part of both numbers above).
 
-Usage: ``python benchmarks/branching.py [--repeats 3] [--calls 100]``. The last line printed is
-one JSON object.
+Usage: ``python benchmarks/branching.py [--repeats 3] [--calls 100] [--branches 4]``. The last
+line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from controlscope._tree import copy_tree
 from controlscope.core import Event
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.envs.filesystem.workspace import Workspace
+from controlscope.models import ScriptedModel
+from controlscope.review import ModelReviewer
 from controlscope.worker import Limits, generate_proxies, resolve_isolation
 from controlscope.worker._process import WorkerProcess
 
@@ -45,8 +54,8 @@ TASK = "file_context/file_splitting"
 
 FORK_NOTE = (
     "fork_branch_ms covers the worker's fork at the boundary, the workspace copy and the "
-    "server's start on the copy; replay.branch does not fork yet, so carrying the controller's "
-    "trajectory state into the branch is not in it"
+    "server's start on the copy; branches_N_fork_s is replay.branch by fork end to end (the "
+    "controller's own fork and relog included)"
 )
 
 PROGRAM = """
@@ -146,6 +155,27 @@ def fork_costs(tmp: Path, calls: int, repeats: int) -> dict[str, float]:
     return {key: statistics.median(values) for key, values in times.items()}
 
 
+def branch_sets(recording: replay.Recording, tmp: Path, calls: int, n: int) -> dict[str, float]:
+    """Seconds of ``replay.branch`` with ``n`` Arg branches, by fork and by prefix replay."""
+    keep = json.dumps({"reason": "fine", "operation": "keep"})
+    out: dict[str, float] = {}
+    for mechanism in ("fork", "replay"):
+        t0 = time.perf_counter()
+        found = replay.branch(
+            recording,
+            at=calls,
+            scopes=["arg"],
+            draws=n,
+            out=tmp / f"branches-{mechanism}",
+            planner=ScriptedModel(["Done."] * (n + 2)),
+            reviewer=ModelReviewer(ScriptedModel([keep] * (20 * n))),
+            mechanism=mechanism,  # type: ignore[arg-type]
+        )
+        out[mechanism] = time.perf_counter() - t0
+        assert found.ok and found.mechanism == mechanism, (found.mechanism, found.divergence)
+    return out
+
+
 def pause_after(worker: WorkerProcess, server: cs.core.ToolServer, calls: int) -> None:
     """Run the recorded program in ``worker``, answering its calls from ``server``, until its
     call after ``calls`` calls waits for its answer."""
@@ -168,6 +198,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--branches", type=int, default=4)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-branching-") as tmp_name:
         tmp = Path(tmp_name)
@@ -180,6 +211,8 @@ def main() -> None:
             print(f"replay {i}: {w:.3f} s, ready to review after {r:.0f} ms")
         fork = fork_costs(tmp, args.calls, args.repeats)
         print(f"fork: {fork}")
+        sets = branch_sets(recording, tmp, args.calls, args.branches)
+        print(f"branch sets of {args.branches}: {sets}")
     result = {
         f"prefix_replay_{args.calls}_calls_s": round(statistics.median(whole), 3),
         "replay_branch_ms": round(statistics.median(ready), 1),
@@ -188,7 +221,11 @@ def main() -> None:
         "workspace_copy_ms": round(fork["copy"], 2),
         "fork_server_start_ms": round(fork["server"], 1),
         "fork_note": FORK_NOTE,
-        "mechanism_note": replay.MECHANISM_NOTE,
+        f"branches_{args.branches}_fork_s": round(sets["fork"], 2),
+        f"branches_{args.branches}_replay_s": round(sets["replay"], 2),
+        "fork_per_branch_ms": round(
+            (sets["fork"] - statistics.median(whole)) * 1000 / args.branches, 1
+        ),
         "server_start_ms": round(server_start_ms(args.repeats), 1),
         "reviews_in_prefix": args.calls - 1,
         "target_prefix_replay_s": 2.0,

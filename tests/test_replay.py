@@ -329,7 +329,7 @@ def test_continuous_branches_review_again_after_a_further_call(
     argv += ["--schedule", "continuous", "--model", planner, "--reviewer-model", reviewer]
     assert cli([*argv, "--out", str(tmp_path / "c")]) == 0
     printed = capsys.readouterr().out
-    assert "at boundary 3 (schedule once:3+continuous)" in printed and "prefix replay" in printed
+    assert "at boundary 3 (schedule once:3+continuous)" in printed and "mechanism: fork" in printed
     run_dir = tmp_path / "c" / "arg-d0"
     reviewed = [e.call_index for e in after_point(run_dir) if isinstance(e, ReviewRequestEvent)]
     assert reviewed == [3, 4, 5, 6]

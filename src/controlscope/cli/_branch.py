@@ -17,7 +17,7 @@ from controlscope.cli._console import fail, inert, path_option
 from controlscope.cli._live_models import add_model_arguments, build_live
 from controlscope.replay import (
     BRANCHES_FILE,
-    MECHANISM_NOTE,
+    MECHANISM_NOTES,
     BranchSet,
     Recording,
     ReplayError,
@@ -44,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="after the boundary: once (then Keep), continuous, protect:n, retain_first",
     )
     parser.add_argument("--out", type=path_option, required=True, help="directory of the branches")
+    parser.add_argument(
+        "--mechanism",
+        choices=("auto", "fork", "replay"),
+        default="auto",
+        help="how branches start: by fork where possible, else each by prefix replay (auto); "
+        "by fork or not at all (fork); each by its own prefix replay (replay)",
+    )
     add_model_arguments(parser, reviewer=True)
 
 
@@ -66,6 +73,7 @@ def main(args: argparse.Namespace) -> int:
             reviewer=reviewer,
             draws=args.draws,
             schedule=args.schedule,
+            mechanism=args.mechanism,
         )
     except ReplayError as err:
         return fail(console, "branch", str(err), 2)
@@ -80,16 +88,20 @@ def _print(found: BranchSet, out_dir: Path) -> None:
     out.print(
         inert(
             f"{len(found.branches)} branch(es) of {found.source_run} at boundary "
-            f"{found.call_index} (schedule {found.schedule}); mechanism: {MECHANISM_NOTE}"
+            f"{found.call_index} (schedule {found.schedule}); mechanism: "
+            f"{MECHANISM_NOTES.get(found.mechanism, found.mechanism)}"
         )
     )
+    if found.mechanism_note:
+        out.print(inert(f"not forked: {found.mechanism_note}"))
     for b in found.branches:
         s = b.summary
         verdict = (
             "no verdict" if s is None or s.success is None else ("PASS" if s.success else "FAIL")
         )
         detail = "" if s is None else f" ({s.end_reason}; {s.primitive_calls} calls)"
-        out.print(inert(f"  {b.scope}-d{b.draw}: {verdict}{detail}"))
+        problem = f" [{b.problem}]" if b.problem else ""
+        out.print(inert(f"  {b.scope}-d{b.draw}: {verdict}{detail}{problem}"))
     if found.request_hash is not None:
         out.print(inert(f"first review request (operation set left out): {found.request_hash}"))
     out.print(inert(f"branches: {out_dir / BRANCHES_FILE}"))

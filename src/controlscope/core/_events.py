@@ -178,8 +178,9 @@ class BranchOrigin(BaseModel):
         prefix_hash: the SHA-256 of the recorded prefix (requests, answers, boundaries,
             decisions and calls up to the boundary, clock readings masked).
         mechanism: how the prefix state was rebuilt: ``replay`` (the prefix re-run in a fresh
-            workspace, every request and call checked; forking a paused worker is not
-            implemented).
+            workspace, every request and call checked) or ``fork`` (the prefix run once, every
+            request and call checked, and the paused trajectory forked at the boundary:
+            worker, controller and a copy of the workspace, ``controlscope.run._fork``).
         purpose: what the run is.
         operation: the recorded operation's index among the recording's reviewed boundaries,
             for a frozen operation replay.
@@ -190,7 +191,7 @@ class BranchOrigin(BaseModel):
     call_index: int | None = None
     boundary: int | None = None
     prefix_hash: str
-    mechanism: Literal["replay"] = "replay"
+    mechanism: Literal["replay", "fork"] = "replay"
     purpose: BranchPurpose
     operation: int | None = None
 

@@ -18,6 +18,11 @@ class Environment(Protocol):
             paper's local rule, appendix B).
         write_tools: the names of its tools that change the environment's state (a "writer
             block" of the local rule).
+
+    Optional: ``state_in_workspace = True`` on an environment whose whole state is its
+    workspace directory (its server keeps none in memory): its trajectories can then be forked
+    at a boundary, each branch with a copy of the workspace and a new server
+    (``controlscope.replay.branch``); without it branches replay their prefix.
     """
 
     name: str

@@ -312,6 +312,8 @@ class LocalModel:
                 cannot load the weights.
         """
         slot = self._slots[purpose]
+        if slot.process is not None and slot.process.owner != os.getpid():
+            slot.process = None  # a forked process (a branch by fork) starts its own
         if slot.process is None or slot.process.closed:
             slot.process = None
             config = {

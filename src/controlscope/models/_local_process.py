@@ -104,6 +104,8 @@ class ModelProcess:
         late: ProviderErrorKind = "runtime_crash",
     ) -> None:
         self.purpose = purpose
+        self.owner = os.getpid()
+        """The process that started the child (and alone speaks to it)."""
         self._buffer = b""
         self._stderr: IO[bytes] | None = None
         if capture_stderr:  # closed by close(); anonymous, so nothing is left on disk

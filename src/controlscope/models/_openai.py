@@ -319,6 +319,7 @@ class OpenAIModel:
         self.total_retries = 0
         self._client: openai.AsyncOpenAI | None = None
         self._loop: _EventLoop | None = None
+        self._pid = os.getpid()
         self._lock = threading.Lock()
 
     @property
@@ -331,8 +332,13 @@ class OpenAIModel:
         return f"openai:{self.model}"
 
     def _started(self) -> tuple[BlockingPortal, openai.AsyncOpenAI]:
-        """The model's event loop and HTTP client, started on first use."""
+        """The model's event loop and HTTP client, started on first use, and again in a
+        process forked from the one that started them (a branch by fork): the loop's thread
+        and the client's connections are that process's, so they are forgotten, not closed."""
         with self._lock:
+            if self._pid != os.getpid():
+                self._loop = self._client = None
+                self._pid = os.getpid()
             if self._loop is None or self._client is None:
                 import openai
 

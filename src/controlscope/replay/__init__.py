@@ -18,17 +18,19 @@ against it, up to a boundary where it records the shared state ``(h, s)`` and th
 Each writes ordinary run directories whose ``run_start`` names the source run, the boundary and
 the prefix hash. :func:`resolve_boundary` places ``midpoint`` (B.1), ``local-rule``
 (appendix B) and ``feedback-rule`` (A.3) boundaries from a recorded source trajectory.
-Branches start by prefix replay; they do not fork the paused worker yet (:data:`MECHANISM_NOTE`
-says why).
+:func:`branch` starts its branches by fork where it can (the prefix replayed once, the
+trajectory paused at the boundary forked once per branch: worker, controller and a copy of the
+workspace), else each by its own prefix replay (:data:`Mechanism`, :data:`MECHANISM_NOTES`).
 """
 
 from controlscope.replay._branch import (
     BOUNDARY_RULES,
     BRANCHES_FILE,
-    MECHANISM_NOTE,
+    MECHANISM_NOTES,
     BoundaryChoice,
     BranchResult,
     BranchSet,
+    Mechanism,
     branch,
     branch_schedule,
     resolve_boundary,
@@ -55,7 +57,7 @@ __all__ = [
     "BOUNDARY_RULES",
     "BRANCHES_FILE",
     "ENDPOINTS",
-    "MECHANISM_NOTE",
+    "MECHANISM_NOTES",
     "OLDEST_REPLAYABLE",
     "BoundaryChoice",
     "BranchResult",
@@ -64,6 +66,7 @@ __all__ = [
     "Endpoint",
     "EndpointRun",
     "FrozenOperation",
+    "Mechanism",
     "OperationReplay",
     "Plan",
     "PrefixHook",

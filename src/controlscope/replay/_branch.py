@@ -9,10 +9,12 @@ continuous rule), and the live planner plans. The first review requests of all b
 be identical except for the operation set offered: their hash (the request rendered for every
 operation) is compared across branches and recorded.
 
-Branches are started by replaying the prefix. The controller can fork a worker paused at a
-boundary (``WorkerProcess.fork``, through the fork supervisor: agent code still cannot create a
-process), but a branch does not use it yet: the controller's own state at the boundary (its
-history, hook, log, tool server and workspace) is not carried into the fork.
+Branches are started by fork where they can be (``mechanism="auto"``): the prefix is
+replayed once, checked, and the trajectory paused at the boundary is forked once per branch
+(worker, controller and workspace, :mod:`._fork`); the first review requests and workspaces
+are compared across branches exactly as for replayed ones. Where a fork cannot be used (the
+environment keeps state outside its workspace, the worker's forks are not supervised), every
+branch replays the prefix itself and the set says why (``mechanism_note``).
 """
 
 from __future__ import annotations
@@ -21,18 +23,23 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import ValidationError
 
 from controlscope.core import (
+    EVENTS_FILE,
+    BranchPointEvent,
     ChatModel,
     Condition,
+    RunEndEvent,
     Scope,
     ScopeName,
     SourceBoundary,
     lattice_operations,
 )
-from controlscope.record import RunSummary
+from controlscope.record import RunSummary, iter_events, summarize
+from controlscope.replay._fork import PREFIX_DIR, fork_branches
 from controlscope.replay._hook import Plan
 from controlscope.replay._recording import Recording, ReplayError
 from controlscope.replay._run import (
@@ -47,13 +54,17 @@ from controlscope.review import Reviewer
 from controlscope.run import place_schedule, read_source
 from controlscope.schedule import Never, Schedule, parse_schedule, schedule_name
 
-MECHANISM_NOTE = (
-    "prefix replay: each branch re-runs the recorded prefix in its own workspace, every request "
-    "and call checked (the controller can fork a worker paused at a boundary, but branches do "
-    "not use it yet: the controller's trajectory state at the boundary is not carried into a "
-    "fork)"
-)
-"""How branches are started, and why not yet by fork (printed by ``controlscope branch``)."""
+Mechanism = Literal["auto", "fork", "replay"]
+"""How branches start: by fork where possible, else by prefix replay (``auto``); by fork or
+not at all (``fork``); each by its own prefix replay (``replay``)."""
+
+MECHANISM_NOTES = {
+    "fork": "fork: the prefix replayed once (every request and call checked), then the "
+    "trajectory paused at the boundary forked once per branch (worker, controller, workspace)",
+    "replay": "prefix replay: each branch re-runs the recorded prefix in its own workspace, "
+    "every request and call checked",
+}
+"""How branches were started, in words (printed by ``controlscope branch``)."""
 
 BRANCHES_FILE = "branches.json"
 """The file ``branch`` writes in its output directory: the branch set as JSON."""
@@ -95,6 +106,9 @@ class BranchResult:
             readings agent code wrote).
         divergence: where the branch left the recording in its prefix (None when it did
             not).
+        mechanism: how it started: ``fork`` or ``replay``.
+        problem: why a forked branch's process ended abnormally (its summary then says its
+            log has no end), if it did.
     """
 
     scope: str
@@ -105,6 +119,8 @@ class BranchResult:
     state_hash: str | None
     files: dict[str, str]
     divergence: Divergence | None = None
+    mechanism: str = "replay"
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +133,9 @@ class BranchSet:
         position: the boundary's position among the recording's boundaries.
         prefix_hash: the recorded prefix's hash.
         schedule: the branches' schedule as recorded (e.g. ``once:7``).
-        mechanism: how the branches were started (``replay``).
+        mechanism: how the branches were started: ``fork``, ``replay``, or ``mixed`` (forking
+            stopped part way; each branch says how it started).
+        mechanism_note: why branches were not forked, when some were not.
         branches: the branches run, in order.
         request_hash: the first review request's hash every branch shares (None when they do
             not share one, or none was run).
@@ -136,6 +154,7 @@ class BranchSet:
     branches: tuple[BranchResult, ...]
     request_hash: str | None
     divergence: Divergence | None
+    mechanism_note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -251,11 +270,13 @@ def branch(
     draws: int = 1,
     schedule: str = "once",
     workspace_root: Path | None = None,
+    mechanism: Mechanism = "auto",
 ) -> BranchSet:
     """Start one branch per scope and reviewer draw from the same recorded prefix.
 
     Each branch is the run directory ``out/SCOPE-dDRAW`` (Keep runs one draw: it asks no
-    reviewer); ``out/branches.json`` holds the set.
+    reviewer); ``out/branches.json`` holds the set; branches started by fork share the
+    prefix replayed once in ``out/prefix`` (the module docstring).
 
     Args:
         recording: the recording, or its run directory.
@@ -269,6 +290,7 @@ def branch(
         draws: reviewer draws per scope (at least 1).
         schedule: what decides after the boundary (see :func:`branch_schedule`).
         workspace_root: where the branches' workspaces are made.
+        mechanism: how branches start (:data:`Mechanism`).
 
     Returns:
         The set; a divergence is reported in it, not raised.
@@ -277,42 +299,143 @@ def branch(
         ReplayError: bad input, before anything runs: see :func:`resolve_boundary`,
             :func:`branch_schedule` and :meth:`Recording.check_task`; an unknown scope or one
             outside the recording's lattice, or one given twice; a scope that reviews with no
-            reviewer; draws below 1; an ``out`` that holds branches.
+            reviewer; draws below 1; an ``out`` that holds branches; an unknown mechanism.
+            With ``mechanism="fork"``, also when the branches cannot be forked (the reason).
     """
+    if mechanism not in ("auto", "fork", "replay"):
+        raise ReplayError(f"mechanism is auto, fork or replay, not {mechanism!r}")
     rec = load(recording)
     choice = resolve_boundary(rec, at)
     name, after = branch_schedule(schedule, choice.call_index)
     conditions = _conditions(rec, scopes, draws, name, choice.source, reviewer)
-    _fresh_branches(out, [f"{scope}-d{draw}" for scope, draw, _ in conditions])
+    _fresh_branches(out, [f"{scope}-d{draw}" for scope, draw, _ in conditions] + [PREFIX_DIR])
     rec.check_task(workspace_root)
-    results: list[BranchResult] = []
+    plans = [
+        (scope, draw, Plan(position=choice.position, condition=condition, after=after()))
+        for scope, draw, condition in conditions
+    ]
+    forked: dict[str, BranchResult] = {}
     divergence: Divergence | None = None
-    for scope_name, draw, condition in conditions:
-        plan = Plan(position=choice.position, condition=condition, after=after())
-        run_dir = out / f"{scope_name}-d{draw}"
-        outcome = run_from_prefix(
-            rec,
-            plan,
-            out=run_dir,
-            purpose="branch",
-            planner=planner,
-            reviewer=reviewer,
-            workspace_root=workspace_root,
+    note = "replay was asked for"
+    if mechanism != "replay":
+        forked, note, divergence = by_fork(
+            rec, choice, plans, out, planner, reviewer, workspace_root
         )
-        results.append(_result(scope_name, draw, outcome))
-        divergence = outcome.divergence
+        if mechanism == "fork" and note:
+            raise ReplayError(f"the branches cannot be forked: {note}")
+    results: list[BranchResult] = []
+    for scope_name, draw, plan in plans if divergence is None else []:
+        found = forked.get(f"{scope_name}-d{draw}")
+        if found is None:
+            found = _result(
+                scope_name, draw, _replayed(rec, plan, out, planner, reviewer, workspace_root)
+            )
+        results.append(found)
+        divergence = found.divergence
         if divergence is not None:
             break
+    return _finish_set(rec, choice, name, out, results, divergence, note)
+
+
+def by_fork(
+    rec: Recording,
+    choice: BoundaryChoice,
+    plans: Sequence[tuple[str, int, Plan]],
+    out: Path,
+    planner: ChatModel | None,
+    reviewer: Reviewer | None,
+    workspace_root: Path | None,
+) -> tuple[dict[str, BranchResult], str, Divergence | None]:
+    """Start ``plans`` by fork from one replay of the prefix (:func:`fork_branches`).
+
+    Returns:
+        The forked branches by name (``SCOPE-dDRAW``), why the others were not forked (empty
+        when all were), and where the prefix left the recording (then nothing was forked).
+    """
+    targets = [(out / f"{scope}-d{draw}", plan) for scope, draw, plan in plans]
+    outcome, fanout = fork_branches(
+        rec,
+        targets,
+        position=choice.position,
+        out=out,
+        planner=planner,
+        reviewer=reviewer,
+        workspace_root=workspace_root,
+    )
+    if outcome is not None and outcome.divergence is not None:
+        return {}, "", outcome.divergence
+    found: dict[str, BranchResult] = {}
+    for (scope, draw, _), forked in zip(plans, fanout.branches, strict=True):
+        if forked.forked:
+            found[f"{scope}-d{draw}"] = _forked_result(scope, draw, forked.out, forked.problem)
+    return found, fanout.failure or "", None
+
+
+def _forked_result(scope: str, draw: int, run_dir: Path, problem: str | None) -> BranchResult:
+    """A forked branch as its run directory records it."""
+    events = list(iter_events(run_dir)) if (run_dir / EVENTS_FILE).is_file() else []
+    point = next((e for e in events if isinstance(e, BranchPointEvent)), None)
+    end = next((e for e in events if isinstance(e, RunEndEvent)), None)
+    divergence = None
+    if end is not None and end.end_reason == "replay_diverged":  # the recording answered on
+        where = point.call_index if point else None
+        divergence = Divergence(end.detail, "", None, None, where)
+    return BranchResult(
+        scope=scope,
+        draw=draw,
+        run_dir=run_dir,
+        summary=summarize(events) if events else None,
+        request_hash=point.request_hash if point else None,
+        state_hash=point.state_hash if point else None,
+        files=masked_files(point.file_hashes, point.clock_files) if point else {},
+        divergence=divergence,
+        mechanism="fork",
+        problem=problem,
+    )
+
+
+def _replayed(
+    rec: Recording,
+    plan: Plan,
+    out: Path,
+    planner: ChatModel | None,
+    reviewer: Reviewer | None,
+    workspace_root: Path | None,
+) -> Outcome:
+    scope = plan.condition.scope.name.lower()
+    return run_from_prefix(
+        rec,
+        plan,
+        out=out / f"{scope}-d{plan.condition.draw}",
+        purpose="branch",
+        planner=planner,
+        reviewer=reviewer,
+        workspace_root=workspace_root,
+    )
+
+
+def _finish_set(
+    rec: Recording,
+    choice: BoundaryChoice,
+    schedule: str,
+    out: Path,
+    results: list[BranchResult],
+    divergence: Divergence | None,
+    note: str,
+) -> BranchSet:
+    """The branch set, written to ``out/branches.json``."""
+    kinds = {r.mechanism for r in results}
     found = BranchSet(
         source_run=rec.run_dir,
         call_index=choice.call_index,
         position=choice.position,
         prefix_hash=rec.prefix_hash(choice.position),
-        schedule=name,
-        mechanism="replay",
+        schedule=schedule,
+        mechanism=kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "replay"),
         branches=tuple(results),
         request_hash=_shared(results),
         divergence=divergence or _unshared(results, choice.call_index),
+        mechanism_note=note,
     )
     _write(out, found)
     return found
@@ -500,6 +623,7 @@ def _write(out: Path, found: BranchSet) -> None:
         "prefix_hash": found.prefix_hash,
         "schedule": found.schedule,
         "mechanism": found.mechanism,
+        "mechanism_note": found.mechanism_note,
         "request_hash": found.request_hash,
         "divergence": found.divergence.message if found.divergence else None,
         "branches": [
@@ -512,6 +636,8 @@ def _write(out: Path, found: BranchSet) -> None:
                 "end_reason": b.summary.end_reason if b.summary else None,
                 "request_hash": b.request_hash,
                 "state_hash": b.state_hash,
+                "mechanism": b.mechanism,
+                "problem": b.problem,
             }
             for b in found.branches
         ],

@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from controlscope.core import (
     BlockResult,
@@ -42,6 +42,9 @@ from controlscope.replay._recording import RecordedReview, Recording
 from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer
 from controlscope.run import Controller, StopRun
 from controlscope.schedule import Never, Schedule, ScheduleContext
+
+if TYPE_CHECKING:
+    from controlscope.replay._fork import Fanout
 
 FROZEN_NOTE = "the recorded operation, frozen"
 """The answer text a frozen operation's proposal is recorded with."""
@@ -264,6 +267,8 @@ class PrefixHook:
         self._point_block: str | None = None
         self._replacement: str | None = None
         self._reported = {"planner": 0, "reviewer": 0}
+        self.fanout: Fanout | None = None
+        """The branches to fork at the plan's boundary (a trunk, :mod:`._fork`)."""
 
     # -- counts ------------------------------------------------------------------------------
 
@@ -304,7 +309,13 @@ class PrefixHook:
             if review is not None:
                 controller.condition = self.recording.condition_for(review)
         if self.position == self.plan.position:
+            if self.fanout is not None and self.fanout.child is None:
+                self.fanout.split(self, controller)  # returns in a forked branch only
             self._reach(controller, boundary)
+
+    def become(self, plan: Plan, reviewer: Reviewer | None) -> None:
+        """Go on as a branch forked at the plan's boundary: its plan and its reviewer."""
+        self.plan, self._branch_reviewer = plan, reviewer
 
     def after_call(self, controller: Controller, call: PrimitiveCall) -> None:
         """Check a prefix call's tool, final arguments and observation."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controlscope.core import EVENTS_FILE, BranchOrigin, BranchPurpose, ChatModel
 from controlscope.record import ReplayMismatch
@@ -13,6 +13,9 @@ from controlscope.replay._hook import FROZEN_NOTE, FrozenOperation, Plan, Prefix
 from controlscope.replay._recording import Recording, ReplayError
 from controlscope.review import Reviewer
 from controlscope.run import Observer, RunResult, run_trajectory
+
+if TYPE_CHECKING:
+    from controlscope.replay._fork import Fanout
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ def run_from_prefix(
     operation: int | None = None,
     workspace_root: Path | None = None,
     observer: Observer | None = None,
+    fanout: Fanout | None = None,
 ) -> Outcome:
     """Run one trajectory whose prefix answers from ``recording`` (see :class:`PrefixHook`).
 
@@ -113,12 +117,15 @@ def run_from_prefix(
         operation: the recorded operation a frozen replay repeats.
         workspace_root: where the fresh workspace is made.
         observer: called with every event after it is written.
+        fanout: branches to fork at the plan's boundary (this run is then their trunk; a
+            forked child ends its process when its branch is recorded, :mod:`._fork`).
 
     Returns:
         The outcome; a divergence ends the run ``replay_diverged`` and is reported, not
         raised.
     """
     hook = PrefixHook(recording, plan, reviewer=reviewer, planner=planner)
+    hook.fanout = fanout
     position = plan.position
     origin = BranchOrigin(
         source_run=str(recording.run_dir),
@@ -133,6 +140,7 @@ def run_from_prefix(
         shown = FrozenOperation(plan.frozen, FROZEN_NOTE)
     elif plan.review == "recorded" or purpose in ("prefix", "whole"):
         shown = hook.recorded_reviewer
+    failed = True
     try:
         result = run_trajectory(
             recording.env,
@@ -147,8 +155,13 @@ def run_from_prefix(
             hook=hook,
             origin=origin,
         )
+        failed = False
     except ReplayMismatch as err:
+        failed = False
         return Outcome(None, hook, _divergence(err, hook, recording), out)
+    finally:
+        if fanout is not None and fanout.child is not None:
+            fanout.exit_child(failed)  # a forked branch's process ends here
     return Outcome(result, hook, None, out)
 
 

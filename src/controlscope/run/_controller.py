@@ -41,6 +41,7 @@ from controlscope.planner import EXECUTE_PYTHON_SPEC, PlannedBlock
 from controlscope.record import RecordedActions
 from controlscope.review import DecisionRecord, PublicState, Reviewer, review_boundary
 from controlscope.run._ceiling import CeilingReviewer, call_within
+from controlscope.run._fork import ForkPoint
 from controlscope.run._hook import TrajectoryHook
 from controlscope.schedule import Schedule, ScheduleContext
 from controlscope.worker import EndPlan
@@ -108,6 +109,9 @@ class Controller:
         self.review_seconds = 0.0
         self.plan_error: str | None = None
         """Why the running plan ended in a plan error, if it did (reset at each reply)."""
+        self.fork_point: ForkPoint | None = None
+        """What a branch by fork replaces at a boundary (set by the trajectory once its
+        worker and server run)."""
 
     # -- BoundaryHandler -------------------------------------------------------------------
 

@@ -42,7 +42,6 @@ from controlscope.core import (
     Task,
     TaskError,
     ToolSchema,
-    ToolServer,
     ToolServerError,
     Verdict,
     WallClockExceeded,
@@ -64,6 +63,7 @@ from controlscope.record import (
 )
 from controlscope.review import ModelReviewer, Reviewer
 from controlscope.run._controller import Controller
+from controlscope.run._fork import ForkPoint, ServerSlot
 from controlscope.run._hook import StopRun, TrajectoryHook
 from controlscope.run._loop import Ending, run_loop, wall_budget
 from controlscope.schedule import parse_schedule
@@ -153,15 +153,15 @@ def run_trajectory(
     parts = _Parts(env, task, seed, planner, reviewer, condition, writer, observer, actions)
     parts.hook, parts.origin = hook, origin
     try:
-        return _record(parts, out_dir, workspace_root)
+        return _record(parts, workspace_root)
     except ReplayMismatch as err:
         # A replay that left its recording is no run to grade; its log ends saying so.
         _report_clock_differences(parts)
-        _end_ungraded(parts, out_dir, "replay_diverged", str(err))
+        _end_ungraded(parts, "replay_diverged", str(err))
         raise
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM (the CLI turns it into an interrupt): recorded, not graded.
-        _end_ungraded(parts, out_dir, "interrupted", "the run was interrupted")
+        _end_ungraded(parts, "interrupted", "the run was interrupted")
         raise
     except TaskError:
         # The task cannot be set up (bad input, nothing ran): no empty log blocks a retry.
@@ -170,15 +170,17 @@ def run_trajectory(
             writer.path.unlink(missing_ok=True)
         raise
     finally:
-        writer.close()
+        parts.close_log()
 
 
-def _record(parts: _Parts, out_dir: Path, workspace_root: Path | None) -> RunResult:
-    """Run and grade the task, record its end and its summary."""
+def _record(parts: _Parts, workspace_root: Path | None) -> RunResult:
+    """Run and grade the task, record its end and its summary (in the run directory the log
+    is in when the run ends: a branch by fork changes it, :mod:`controlscope.run._fork`)."""
     with running_until(parts.deadline, call_s=parts.condition.request_timeout_s):
         verdict, ending, hashes = _graded_run(parts, workspace_root)
     _report_clock_differences(parts)
     ending = _finish(parts, verdict, ending, hashes)
+    out_dir = parts.out_dir
     summary = summarize(iter_events(out_dir))
     write_summary(out_dir, summary)
     return RunResult(
@@ -218,11 +220,44 @@ class _Parts:
         self._writer, self._observer = writer, observer
         self._started = False
 
+    @property
+    def out_dir(self) -> Path:
+        """The run directory the log is written to."""
+        return self._writer.run_dir
+
     def sink(self, event: Event) -> None:
         """Write ``event`` to the log and show it to the observer."""
         written = self._writer.write(event)
         if self._observer is not None:
             self._observer(written)
+
+    def close_log(self) -> None:
+        """Close the log (idempotent)."""
+        self._writer.close()
+
+    def relog(
+        self,
+        out_dir: Path,
+        condition: Condition,
+        reviewer: Reviewer | None,
+        origin: BranchOrigin,
+    ) -> None:
+        """Go on as a branch recorded in ``out_dir`` (in a controller forked at a boundary,
+        :mod:`controlscope.run._fork`): ``run_start`` under the branch's condition, reviewer
+        and origin, then the events recorded so far after ``run_start``, in order.
+
+        Raises:
+            FileExistsError: ``out_dir`` already holds a log.
+        """
+        before = list(iter_events(self.out_dir))[1:]
+        self._writer.close()  # this process's copy; the trunk's log is the trunk's
+        self._writer = TrajectoryWriter(out_dir)
+        self.condition, self.reviewer, self.origin = condition, reviewer, origin
+        self.reviews = reviewer is not None and condition.schedule != "never"
+        self._started = False
+        self.start()
+        for event in before:
+            self.sink(event)
 
     def start(self) -> None:
         """Write ``run_start`` (once): the condition, the isolation and the server."""
@@ -325,11 +360,11 @@ def _report_clock_differences(parts: _Parts) -> None:
 def _serve(parts: _Parts, workspace: Path, answer_key: AnswerKey) -> Ending:
     """Start the environment's server and run the session; why the run ended."""
     try:
-        server = parts.env.start_server(workspace)
+        server = ServerSlot(parts.env.start_server(workspace))
     except ToolServerError as err:
         return Ending("environment_error", f"the tool server did not start: {err}")
     try:
-        parts.server_info = dict(getattr(server, "server_info", {}) or {})
+        parts.server_info = dict(getattr(server.held, "server_info", {}) or {})
         return _run_session(parts, server, workspace, answer_key)
     except (ReplayMismatch, KeyboardInterrupt):
         raise
@@ -363,11 +398,11 @@ def _verify(parts: _Parts, workspace: Path, answer_key: AnswerKey) -> Verdict:
         )
 
 
-def _end_ungraded(parts: _Parts, out_dir: Path, reason: EndReason, why: str) -> None:
+def _end_ungraded(parts: _Parts, reason: EndReason, why: str) -> None:
     """End a run that has no verdict: its ``run_end`` and its summary."""
     parts.start()
     parts.sink(RunEndEvent(end_reason=reason, detail=_recordable(why)))
-    write_summary(out_dir, summarize(iter_events(out_dir)))
+    write_summary(parts.out_dir, summarize(iter_events(parts.out_dir)))
 
 
 def _describe(err: BaseException) -> str:
@@ -379,7 +414,7 @@ def _describe(err: BaseException) -> str:
 
 
 def _run_session(
-    parts: _Parts, server: ToolServer, workspace: Path, answer_key: AnswerKey
+    parts: _Parts, server: ServerSlot, workspace: Path, answer_key: AnswerKey
 ) -> Ending:
     """Start the worker, record ``run_start``, run the planner loop; return why it ended.
     Ordinary recovery asks the verifier whether the goal is reached after each plan."""
@@ -416,6 +451,7 @@ def _run_session(
             hook=parts.hook,
         )
         controller.history = _opening(parts, tools, server.agent_roots or (str(workspace),))
+        controller.fork_point = ForkPoint(parts.env, session, server, workspace, parts.relog)
         if parts.hook is not None:
             parts.hook.attach(controller, workspace)
         session.start()

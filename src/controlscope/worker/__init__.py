@@ -20,7 +20,13 @@ the proxy generator.
 
 from controlscope.core import Isolation
 from controlscope.worker._clock import ExecutionClock
-from controlscope.worker._process import CONTROLLER_SPIN_S, WORKER_SPIN_S, WorkerStartError
+from controlscope.worker._process import (
+    CONTROLLER_SPIN_S,
+    WORKER_SPIN_S,
+    ForkError,
+    WorkerProcess,
+    WorkerStartError,
+)
 from controlscope.worker._proxies import ProxySet, generate_proxies
 from controlscope.worker._runtime import BudgetExhausted, ToolError
 from controlscope.worker._sandbox import isolation_available, resolve_isolation
@@ -34,10 +40,12 @@ __all__ = [
     "BudgetExhausted",
     "EndPlan",
     "ExecutionClock",
+    "ForkError",
     "Isolation",
     "Limits",
     "ProxySet",
     "ToolError",
+    "WorkerProcess",
     "WorkerSession",
     "WorkerStartError",
     "generate_proxies",

@@ -372,6 +372,17 @@ class WorkerProcess:
                 log.warning("could not remove the worker's directory %s: %s", tmpdir, exc)
         return proc is not None
 
+    def abandon(self) -> None:
+        """Forget the process without touching it: in a controller process forked while
+        this worker ran (a branch by fork), the worker, its channel and its files belong to
+        the controller that started it, which ends them. The inherited descriptors of the
+        channel are closed (this process must never speak on them)."""
+        if self._chan is not None:
+            self._chan.close()
+        self._proc = self._chan = self._handoff = self._supervisor = None
+        self._stderr = self._tmpdir = None
+        self._owns_supervisor, self._host_pid = False, None
+
     def memory_mb(self) -> float | None:
         """The worker's memory as :attr:`Limits.memory_mb` bounds it, in MiB: the peak resident
         memory of its processes plus what its memory-backed files hold (its ``/tmp`` and

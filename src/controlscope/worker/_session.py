@@ -55,6 +55,7 @@ from controlscope.worker._guard import private_runtime_problem
 from controlscope.worker._process import (
     CONTROLLER_SPIN_S,
     WORKER_SPIN_S,
+    ForkError,
     WorkerProcess,
     WorkerStartError,
 )
@@ -132,6 +133,7 @@ class WorkerSession:
     Attributes:
         isolation: the isolation really in force: ``bwrap`` or ``none``.
         seccomp: whether the running worker installed its seccomp filter.
+        forks: whether the running worker can be forked at a boundary (:meth:`fork`).
         clock: the task's execution clock: the one account of its execution-seconds budget.
         calls_made: primitive calls made so far in this task (all blocks).
         task_exec_s: execution seconds spent so far in this task (review time excluded).
@@ -178,6 +180,7 @@ class WorkerSession:
         self._seq = 0
         self._namespace_lost = False
         self._closed = False
+        self._driver: BlockDriver | None = None
 
     # -- properties --------------------------------------------------------------------------
     @property
@@ -268,6 +271,49 @@ class WorkerSession:
         self._sources.clear()
         if self._process.kill():
             self._namespace_lost = self._seq > 0
+
+    # -- forks (branches that start without re-running their prefix) -------------------------
+    @property
+    def forks(self) -> bool:
+        """Whether the running worker can be forked at a boundary (:meth:`fork`)."""
+        return self._process.forks
+
+    def fork(self, timeout_s: float = 10.0) -> WorkerProcess:
+        """Fork the worker paused at the current boundary (from the handler's
+        ``on_boundary``): the child waits for the answer to the same call, in the same
+        sandbox, with the same namespace (see :meth:`WorkerProcess.fork`).
+
+        Raises:
+            ForkError: the worker cannot be forked here, or the fork failed.
+        """
+        if self._driver is None:
+            raise ForkError("no block is running: a worker is forked at a boundary")
+        return self._process.fork(timeout_s)
+
+    def take_over(self, child: WorkerProcess, tools: ToolServer) -> None:
+        """Go on with ``child`` (a fork of this session's worker, made by :meth:`fork`) and
+        ``tools`` in place of the worker and the tool server, from the boundary the block is
+        paused at: in a controller process forked at that boundary (a branch by fork), whose
+        worker and server belong to the controller it was forked from (forgotten here, not
+        killed or closed).
+
+        Args:
+            child: the forked worker, waiting for the answer to the pending call.
+            tools: the branch's tool server (on the branch's copy of the workspace).
+
+        Raises:
+            RuntimeError: no block is paused at a boundary.
+        """
+        driver = self._driver
+        if driver is None:
+            raise RuntimeError("no block is paused at a boundary")
+        self._process.abandon()
+        self._process, self._tools = child, tools
+        driver.channel, driver.tools, driver.death_reason = (
+            child.channel,
+            tools,
+            child.death_reason,
+        )
 
     # -- running blocks ----------------------------------------------------------------------
     def run_reply(
@@ -366,6 +412,8 @@ class WorkerSession:
             self._kill()
             handler.on_block_end(block_result(blk, "killed", _failure(exc), self._clock.block_s))
             raise
+        finally:
+            self._driver = None
         if blk.replacement is not None:
             result = result.model_copy(update={"replaced_by": replacement_id(block_id)})
         return result, blk.replacement, blk.ended is not None
@@ -431,7 +479,7 @@ class WorkerSession:
 
     def _driver_for(self, blk: BlockState) -> BlockDriver:
         self._sources[blk.block_id] = blk.source  # its functions may make calls in later blocks
-        return BlockDriver(
+        self._driver = BlockDriver(
             blk=blk,
             channel=self._process.channel,
             clock=self._clock,
@@ -443,6 +491,7 @@ class WorkerSession:
             death_reason=self._process.death_reason,
             allowance=self._allowance,
         )
+        return self._driver
 
 
 def _failure(exc: BaseException) -> str:

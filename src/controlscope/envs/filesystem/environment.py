@@ -150,11 +150,15 @@ class FilesystemEnvironment:
         name: ``filesystem``.
         read_tools: the server's information-returning tools.
         write_tools: the server's writing tools.
+        state_in_workspace: the whole state is the workspace directory (the MCP filesystem
+            server keeps none of its own), so a trajectory can be forked at a boundary with a
+            copy of it and a new server (``controlscope.run._fork``).
     """
 
     name = "filesystem"
     read_tools = _planning.READ_TOOLS
     write_tools = _planning.WRITE_TOOLS
+    state_in_workspace = True
 
     def __init__(self) -> None:
         self._specs = load_tasks()

@@ -1,0 +1,256 @@
+"""Branches by fork: a trajectory paused at a boundary goes on in forked copies of itself.
+
+Every branch of a prefix starts from the same public state and environment state ``(h, s)``
+(paper sections 3.1 and A.4). Re-running the prefix for every branch reconstructs them; a fork
+copies them instead. At the boundary, with the worker paused waiting for the answer to the
+pending call, the controller process (the trunk) takes, for each branch in turn:
+
+1. a fork of the worker (:meth:`~controlscope.worker.WorkerSession.fork`: the fork supervisor
+   lets exactly this one through; agent code still cannot create a process), waiting for the
+   same answer in the same sandbox with the same namespace;
+2. a fork of itself (``os.fork``): the child controller holds the trajectory's whole state as
+   it stands (planner history, schedule, decisions, counts, the driver of the paused block)
+   and goes on as the branch: its log is the branch's run directory (``run_start`` under the
+   branch's condition, then the prefix's events as they were recorded), its worker the fork
+   of step 1, its tool server a new one on the workspace;
+3. the workspace as it was at the boundary: the child works in it; when the child has ended,
+   the trunk puts the boundary's copy back for the next branch.
+
+Branches run one after the other (each child is waited for, within the branch's wall-clock
+budget plus :data:`CHILD_GRACE_S`). A fork is only possible where the worker's forks are
+supervised (bwrap with the fork supervisor, Linux 5.9+) and where the environment's whole
+state is its workspace directory (``state_in_workspace``): a server that keeps state in memory
+would start afresh. :meth:`ForkPoint.unavailable` says why not; callers then replay the prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from controlscope._tree import copy_tree, remove_tree
+from controlscope.core import (
+    BranchOrigin,
+    Condition,
+    ToolResult,
+    ToolSchema,
+    ToolServer,
+    ToolServerError,
+)
+from controlscope.envs import Environment
+from controlscope.review import Reviewer
+from controlscope.worker import ForkError, WorkerProcess, WorkerSession
+
+CHILD_GRACE_S = 60.0
+"""Seconds a branch's process may outlive its wall-clock budget before it is killed."""
+
+INTERRUPT_GRACE_S = 5.0
+"""Seconds an interrupted trunk gives a branch's process to record its end."""
+
+
+class ServerSlot:
+    """The trajectory's tool server, which a branch by fork replaces (a
+    :class:`~controlscope.core.ToolServer` that forwards to the one it holds).
+
+    Args:
+        server: the server the trajectory starts with.
+    """
+
+    def __init__(self, server: ToolServer) -> None:
+        self.held = server
+        self.agent_roots = server.agent_roots
+        self.server_info = server.server_info
+
+    def hold(self, server: ToolServer) -> None:
+        """Forward to ``server`` from now on; the one held before is forgotten, not closed
+        (in a forked controller it is the trunk's)."""
+        self.held = server
+        self.agent_roots, self.server_info = server.agent_roots, server.server_info
+
+    def list_tools(self) -> list[ToolSchema]:
+        """The held server's tools."""
+        return self.held.list_tools()
+
+    def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+    ) -> ToolResult:
+        """One call on the held server (see :meth:`ToolServer.call`)."""
+        return self.held.call(name, arguments, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        """Stop the held server."""
+        self.held.close()
+
+
+class _Forgotten:
+    """The trunk's tool server as a forked child holds it until its own has started: never
+    spoken to and never closed (its session lives on a thread of the trunk's, absent here)."""
+
+    def __init__(self, server: ToolServer) -> None:
+        self.agent_roots, self.server_info = server.agent_roots, server.server_info
+
+    def list_tools(self) -> list[ToolSchema]:
+        raise ToolServerError("the branch's tool server did not start")
+
+    def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+    ) -> ToolResult:
+        raise ToolServerError("the branch's tool server did not start")
+
+    def close(self) -> None:
+        """Nothing: the server is the trunk's."""
+
+
+Relog = Callable[[Path, Condition, Reviewer | None, BranchOrigin], None]
+"""Switches the trajectory's log to a branch's run directory: ``run_start`` under the
+branch's condition, reviewer and origin, then the events recorded so far."""
+
+
+@dataclass
+class ForkPoint:
+    """What a branch by fork replaces in a trajectory paused at a boundary (module docstring).
+
+    Attributes:
+        env: the environment (it starts each branch's server).
+        session: the trajectory's worker session.
+        slot: the trajectory's tool server.
+        workspace: the task's workspace (the same path in every branch).
+        relog: switches the log to a branch's run directory.
+    """
+
+    env: Environment
+    session: WorkerSession
+    slot: ServerSlot
+    workspace: Path
+    relog: Relog
+    _saved: Path | None = None
+
+    def unavailable(self) -> str | None:
+        """Why branches cannot be forked from this trajectory (None when they can)."""
+        reason = env_unforkable(self.env)
+        if reason is not None:
+            return reason
+        if not self.session.forks:
+            return (
+                f"the worker's forks are not supervised here (isolation "
+                f"{self.session.isolation}; bwrap and Linux 5.9+ are needed)"
+            )
+        return None
+
+    def save(self) -> None:
+        """Copy the workspace as it stands at the boundary (once, before the first branch)."""
+        if self._saved is None:
+            saved = self.workspace.with_name(self.workspace.name + ".at-boundary")
+            copy_tree(self.workspace, saved)
+            self._saved = saved
+
+    def restore(self) -> None:
+        """Put the boundary's workspace back (after a branch changed or removed it)."""
+        assert self._saved is not None, "save() first"
+        remove_tree(self.workspace)
+        copy_tree(self._saved, self.workspace)
+
+    def discard(self) -> None:
+        """Remove the boundary's copy."""
+        saved, self._saved = self._saved, None
+        if saved is not None:
+            remove_tree(saved)
+
+    def fork(self) -> tuple[int, WorkerProcess]:
+        """Fork the worker and this process at the boundary.
+
+        Returns:
+            In the trunk, the child process's pid and the forked worker (the trunk kills it
+            once the child has ended); in the child, 0 and the forked worker, which the child
+            must then :meth:`take_over` with (and nothing else of the trunk's).
+
+        Raises:
+            ForkError: the worker or this process could not be forked.
+        """
+        worker = self.session.fork()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()  # what the trunk printed is not printed again by the child
+        try:
+            pid = os.fork()
+        except OSError as err:
+            worker.kill()
+            raise ForkError(f"the controller could not fork: {err}") from err
+        return pid, worker
+
+    def take_over(
+        self,
+        worker: WorkerProcess,
+        out_dir: Path,
+        condition: Condition,
+        reviewer: Reviewer | None,
+        origin: BranchOrigin,
+    ) -> None:
+        """In a forked child, go on as the branch: its log is ``out_dir`` (``run_start`` under
+        ``condition``, ``reviewer`` and ``origin``, then the prefix's events), its worker the
+        fork, its server a new one on the workspace; the trajectory then goes on from the
+        boundary.
+
+        Raises:
+            FileExistsError: ``out_dir`` holds a log.
+            ToolServerError: the branch's server did not start (the branch ends recorded).
+        """
+        self.slot.hold(_Forgotten(self.slot.held))  # the trunk's: never closed here
+        self.session.take_over(worker, self.slot)
+        self.relog(out_dir, condition, reviewer, origin)
+        self.slot.hold(self.env.start_server(self.workspace))
+
+    def wait(self, pid: int, worker: WorkerProcess, timeout_s: float) -> str | None:
+        """Wait for the branch's process ``pid`` (at most ``timeout_s``, then kill it), kill
+        its worker, and put the boundary's workspace back.
+
+        Returns:
+            Why the branch's process ended abnormally (killed, a signal, a non-zero status),
+            or None when it exited normally.
+        """
+        problem = _reap(pid, timeout_s)
+        worker.kill()
+        self.restore()
+        return problem
+
+
+def env_unforkable(env: Environment) -> str | None:
+    """Why no trajectory of ``env`` can be forked (its state is more than its workspace
+    directory: ``state_in_workspace`` is not set), or None."""
+    if getattr(env, "state_in_workspace", False):
+        return None
+    return (
+        f"the {env.name} environment's state is not only its workspace directory (its server "
+        "would start afresh in a fork)"
+    )
+
+
+def _reap(pid: int, timeout_s: float) -> str | None:
+    """Wait for the child ``pid``; kill it after ``timeout_s`` (or when this wait is
+    interrupted, once it has had :data:`INTERRUPT_GRACE_S` to record its end); what went
+    wrong, if anything."""
+    fd = os.pidfd_open(pid)
+    try:
+        try:
+            ended = bool(select.select([fd], [], [], max(timeout_s, 0.0))[0])
+        except BaseException:  # Ctrl-C reaches the child too: let it record its end
+            if not select.select([fd], [], [], INTERRUPT_GRACE_S)[0]:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
+        if not ended:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return f"the branch's process was killed after {timeout_s:g} s"
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    if os.WIFSIGNALED(status):
+        return f"the branch's process was killed by signal {os.WTERMSIG(status)}"
+    code = os.waitstatus_to_exitcode(status)
+    return None if code == 0 else f"the branch's process exited with status {code}"

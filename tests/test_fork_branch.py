@@ -1,0 +1,185 @@
+"""Branches started by fork (paper 3.1, A.4: every branch from the same ``(h, s)``), on real
+parts (the npm filesystem server, the isolated worker and its fork supervisor) with scripted
+models: the prefix replayed once, the trajectory paused at the boundary forked once per branch.
+
+A forked branch must be what a replayed branch of the same prefix is: the same first review
+request, the same workspace at the boundary and, when it goes on the same way, the same
+terminal files; a branch that changes the workspace or whose process dies must not reach the
+next branch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+import controlscope as cs
+from controlscope import replay
+from controlscope.cli import main as cli
+from controlscope.core import (
+    BranchPointEvent,
+    ModelRequest,
+    ModelResponse,
+    RunStartEvent,
+    ToolServerError,
+)
+from controlscope.envs.filesystem.environment import FilesystemEnvironment
+from controlscope.models import ScriptedModel
+from controlscope.review import ModelReviewer
+from controlscope.worker import WorkerSession
+from test_api import SOLVE, script
+from test_replay import fenced, first_review_request, record
+
+JUNK = """
+write_file(path="/workspace/junk.txt", content="not the task")
+"""
+REPLACE_JUNK = json.dumps({"reason": "other", "operation": "replace_workflow", "code": JUNK})
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Keep run of a correct program (7 calls; it succeeds)."""
+    tmp = tmp_path_factory.mktemp("fork-source")
+    return record(tmp, "keep", [fenced(SOLVE), "Done."], [], scope="keep", schedule="never")
+
+
+def branches(source: Path, out: Path, mechanism: str, **options: object) -> replay.BranchSet:
+    settings: dict[str, object] = {
+        "at": 2,
+        "scopes": ["full", "keep"],
+        "planner": ScriptedModel(["Done."] * 5),
+        "reviewer": ModelReviewer(ScriptedModel([REPLACE_JUNK] * 5)),
+    }
+    settings.update(options)
+    return replay.branch(source, out=out, mechanism=mechanism, **settings)  # type: ignore[arg-type]
+
+
+def test_forked_branches_are_what_replayed_branches_are(source: Path, tmp_path: Path) -> None:
+    """The same first review request, the same workspace at the boundary and the same
+    terminal files as branches that each replay the prefix; the Full branch's replacement
+    (which writes a file the task never asks for) does not reach the Keep branch after it."""
+    forked = branches(source, tmp_path / "fork", "fork")
+    replayed = branches(source, tmp_path / "replay", "replay")
+    assert forked.ok and replayed.ok, (forked.divergence, replayed.divergence)
+    assert (forked.mechanism, replayed.mechanism) == ("fork", "replay")
+    assert forked.request_hash == replayed.request_hash is not None
+    for f, r in zip(forked.branches, replayed.branches, strict=True):
+        assert (f.scope, f.mechanism, r.mechanism) == (r.scope, "fork", "replay")
+        assert (f.state_hash, f.files) == (r.state_hash, r.files)
+        assert f.summary is not None and r.summary is not None
+        assert f.summary.file_hashes == r.summary.file_hashes
+        assert f.summary.primitive_calls == r.summary.primitive_calls
+        if f.scope != "keep":  # Keep asks no reviewer
+            assert first_review_request(f.run_dir) == first_review_request(r.run_dir)
+    full, keep = forked.branches
+    assert full.summary is not None and "junk.txt" in full.summary.file_hashes
+    recorded = replay.Recording.load(source).final
+    assert keep.summary is not None and recorded is not None
+    assert keep.summary.file_hashes == recorded.file_hashes and keep.summary.success
+
+
+def test_a_forked_branch_records_its_prefix_and_its_origin(source: Path, tmp_path: Path) -> None:
+    found = branches(source, tmp_path / "b", "auto", scopes=["arg"], draws=2)
+    assert found.ok and found.mechanism == "fork" and found.mechanism_note == ""
+    assert [b.run_dir.name for b in found.branches] == ["arg-d0", "arg-d1"]
+    replayed = branches(source, tmp_path / "r", "replay", scopes=["arg"])
+    wanted = [e.type for e in cs.read_events(replayed.branches[0].run_dir)]
+    for b in found.branches:
+        log = cs.read_events(b.run_dir)
+        start = log[0]
+        assert isinstance(start, RunStartEvent) and start.branch is not None
+        assert (start.branch.mechanism, start.branch.purpose) == ("fork", "branch")
+        assert start.branch.prefix_hash == found.prefix_hash
+        assert start.scope.name.lower() == "arg" and start.config["draw"] == b.draw
+        assert [e.seq for e in log] == list(range(len(log)))
+        assert [e.type for e in log] == wanted  # the same events as a replayed branch
+        assert sum(isinstance(e, BranchPointEvent) for e in log) == 1
+    trunk = cs.read_summary(tmp_path / "b" / "prefix")
+    assert trunk.end_reason == "prefix_end" and trunk.complete
+    data = json.loads((tmp_path / "b" / replay.BRANCHES_FILE).read_text())
+    assert data["mechanism"] == "fork" and {b["mechanism"] for b in data["branches"]} == {"fork"}
+
+
+class DiesOnce:
+    """A planner whose first answer, in whichever process asks first, kills that process."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+        self.model_id = "scripted:dies-once"
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        if not self.marker.exists():
+            self.marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return ModelResponse(text="Done.")
+
+
+def test_a_branch_whose_process_dies_is_counted_and_the_next_is_unharmed(
+    source: Path, tmp_path: Path
+) -> None:
+    planner = DiesOnce(tmp_path / "died")
+    found = branches(source, tmp_path / "b", "fork", scopes=["keep", "arg"], planner=planner)
+    died, alive = found.branches
+    assert died.problem is not None and "signal 9" in died.problem
+    assert died.summary is not None and not died.summary.complete  # recorded, not lost
+    assert int((tmp_path / "died").read_text()) != os.getpid()  # it died in its own process
+    assert alive.problem is None and alive.summary is not None and alive.summary.complete
+    assert (alive.state_hash, alive.files) == (died.state_hash, died.files)
+    assert found.ok
+
+
+def test_branches_replay_their_prefix_where_a_fork_cannot_be_used(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(WorkerSession, "forks", property(lambda self: False))
+    found = branches(source, tmp_path / "auto", "auto", scopes=["keep"])
+    assert found.ok and found.mechanism == "replay"
+    assert "forks are not supervised" in found.mechanism_note
+    assert found.branches[0].summary is not None and found.branches[0].summary.success
+    with pytest.raises(replay.ReplayError, match="cannot be forked"):
+        branches(source, tmp_path / "forced", "fork", scopes=["keep"])
+    monkeypatch.undo()
+    monkeypatch.setattr(FilesystemEnvironment, "state_in_workspace", False)
+    found = branches(source, tmp_path / "env", "auto", scopes=["keep"])
+    assert found.mechanism == "replay" and "workspace directory" in found.mechanism_note
+    assert not (tmp_path / "env" / "prefix").exists()  # nothing ran for the fork
+
+
+def test_the_cli_says_how_branches_started(
+    source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["branch", str(source), "--at", "2", "--scope", "keep"]
+    argv += ["--model", script(tmp_path, "Done.")]
+    assert cli([*argv, "--out", str(tmp_path / "f")]) == 0
+    assert "mechanism: fork" in capsys.readouterr().out
+    assert cli([*argv, "--mechanism", "replay", "--out", str(tmp_path / "r")]) == 0
+    assert "mechanism: prefix replay" in capsys.readouterr().out
+    assert cli([*argv, "--mechanism", "sideways", "--out", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_branch_whose_server_does_not_start_ends_recorded_in_its_own_process(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure while a forked process takes over ends that branch, recorded; the process
+    never goes on as the trunk (the branch set is built once, here)."""
+    trunk = os.getpid()
+    start = FilesystemEnvironment.start_server
+
+    def start_in_trunk_only(self: FilesystemEnvironment, workspace: Path) -> object:
+        if os.getpid() != trunk:
+            raise ToolServerError("no server in a branch")
+        return start(self, workspace)
+
+    monkeypatch.setattr(FilesystemEnvironment, "start_server", start_in_trunk_only)
+    (tmp_path / "ws").mkdir()
+    found = branches(source, tmp_path / "b", "fork", workspace_root=tmp_path / "ws")
+    assert found.mechanism == "fork" and len(found.branches) == 2
+    for b in found.branches:
+        assert b.problem is None and b.summary is not None and b.summary.complete
+        assert b.summary.end_reason == "environment_error"
+    assert list((tmp_path / "ws").iterdir()) == []  # no workspace or boundary copy is left
