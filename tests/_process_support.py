@@ -106,3 +106,24 @@ class SignalWhenBusy(threading.Thread):
             self.sent = True
         except BaseException as err:  # reported by the test through .error
             self.error = err
+
+
+class _TornDown:
+    """Writes ``path`` when the interpreter's teardown collects it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __del__(self) -> None:
+        Path(self.path).write_text("torn down")
+
+
+_KEPT: list[_TornDown] = []
+
+
+def leave_for_teardown(marker: str) -> int:
+    """In a pool process: keep an object the interpreter's teardown would collect (writing
+    ``marker``), print a line left unflushed, and return the process's id."""
+    _KEPT.append(_TornDown(marker))
+    print("unflushed line from the pool", end="")
+    return os.getpid()

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import controlscope as cs
+from _process_support import leave_for_teardown
 from controlscope import panel as cp
 from controlscope._proc import alive, descendants
 from controlscope.analysis import report
@@ -243,6 +244,23 @@ def test_a_panel_killed_by_sigkill_resumes_and_loses_no_finished_run(tmp_path: P
     assert result.status.successes == {"keep": 0, "arg": 0, "full": 2}
     for directory in unfinished:
         assert cs.read_summary(directory).end_reason == "final_answer"  # run again, whole
+
+
+def test_a_pool_process_ends_without_the_interpreters_teardown(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The panel waits for its pool to end; a pool process skips the teardown of every module
+    its runs imported (about 0.5 s), but still flushes what it printed and ends with status 0."""
+    marker = tmp_path / "torn-down"
+    backend = cp.LocalBackend(1)
+    pool = backend._pool
+    pid = pool.submit(leave_for_teardown, str(marker)).result(timeout=120)
+    processes = list(pool._processes.values())  # type: ignore[attr-defined]
+    backend.close(cancel=False)
+    assert [p.pid for p in processes] == [pid]
+    assert [p.exitcode for p in processes] == [0]
+    assert not marker.exists()
+    assert "unflushed line from the pool" in capfd.readouterr().out
 
 
 def test_a_folder_of_another_config_is_refused_naming_the_difference(
