@@ -20,6 +20,7 @@ import pytest
 from _process_support import (
     SignalWhenBusy,
     alive,
+    cpu_seconds,
     model_children,
     wait_for,
     wait_until_busy,
@@ -86,15 +87,24 @@ def _first_model_process(run: subprocess.Popen[str]) -> int:
     return model_children(run.pid)[0]
 
 
+def _loading_cpu_seconds() -> float:
+    """CPU seconds a model process of MODEL takes here to start and load its weights (CPUs
+    differ: where llama.cpp repacks the weights for wider vector units, loading takes longer)."""
+    with LocalModel(MODEL) as model:
+        model.start("planner")
+        return cpu_seconds(model.pids["planner"])
+
+
 def test_planner_process_crash_ends_the_run_with_exit_3_recorded_and_graded(
     tmp_path: Path,
 ) -> None:
+    loading = _loading_cpu_seconds()
     out = tmp_path / "run"
     run = _controlscope_run(out, "--schedule", "never")
     try:
         child = _first_model_process(run)
-        # loading takes well under 2 CPU seconds; the planner's first prompt takes many more
-        wait_until_busy(child, cpu_s=2.5)
+        # past its loading, the planner's first prompt takes many more CPU seconds than 2.5
+        wait_until_busy(child, cpu_s=loading + 2.5)
         os.kill(child, signal.SIGSEGV)
         stdout, stderr = run.communicate(timeout=300)
     finally:
