@@ -431,10 +431,20 @@ def test_the_demo_is_a_panel_of_keep_arg_and_full_from_one_state() -> None:
 def test_the_demo_panel_runs_on_the_local_model_and_reports(tmp_path: Path) -> None:
     """The main job's panel, as `scripts/demo.sh` runs it, on the embedded model: every run ends
     recorded, Arg and Full start from Keep's source program and review every boundary, and the
-    report is written."""
+    report is written. The demo's file with the 0.5B model in place of the 1.5B one (the same
+    runtime and code path; the 1.5B model runs in the CLI's live-run test), with shorter answers
+    and at most three planning turns (the 0.5B model, unlike the 1.5B one, may plan until its
+    budget ends)."""
     root = Path(__file__).resolve().parents[1]
+    text = (root / "scripts" / "demo.toml").read_text()
+    for line in ('model = "local"\n', "[budgets]\n"):  # the demo's one model and its budgets
+        assert text.count(line) == 1 and "[reviewer]" not in text, line
+    text = text.replace('model = "local"\n', 'model = "local:0.5b"\nmax_tokens = 384\n')
+    text = text.replace("[budgets]\n", "[budgets]\nmax_turns = 3\n")
+    config = tmp_path / "demo.toml"
+    config.write_text(text + "[reviewer]\nmax_tokens = 192\n")
     out = tmp_path / "demo"
-    assert cli(["panel", str(root / "scripts" / "demo.toml"), "--out", str(out), "--quiet"]) == 0
+    assert cli(["panel", str(config), "--out", str(out), "--quiet"]) == 0
     unit = "student_database/english_talent/s0/p0"
     firsts = {}
     for name in ("keep", "arg-d0", "full-d0"):
