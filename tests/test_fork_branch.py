@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from controlscope.core import (
     ModelResponse,
     RunStartEvent,
     ToolServerError,
+    remaining_seconds,
 )
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models import ScriptedModel
@@ -183,3 +185,41 @@ def test_a_branch_whose_server_does_not_start_ends_recorded_in_its_own_process(
         assert b.problem is None and b.summary is not None and b.summary.complete
         assert b.summary.end_reason == "environment_error"
     assert list((tmp_path / "ws").iterdir()) == []  # no workspace or boundary copy is left
+
+
+class TimedReviewer:
+    """A reviewer model that notes, in its process, how much of the run's wall-clock ceiling
+    is left when it is first asked; in whichever process asks first it then takes
+    ``slow_s`` to answer."""
+
+    def __init__(self, folder: Path, slow_s: float) -> None:
+        self.folder, self.slow_s = folder, slow_s
+        self.model_id = "scripted:timed"
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        left = remaining_seconds()
+        note = self.folder / f"left-{os.getpid()}"
+        if not note.exists():
+            note.write_text(f"{time.monotonic()} {left}")
+            if len(list(self.folder.glob("left-*"))) == 1:
+                time.sleep(self.slow_s)
+        return ModelResponse(text=REPLACE_JUNK)
+
+
+def test_each_forked_branch_has_the_wall_clock_budget_left_at_the_boundary(
+    source: Path, tmp_path: Path
+) -> None:
+    """A branch's wall-clock ceiling is its own, as for a replayed branch: what the trunk had
+    left at the boundary, not what is left once the branches before it have run."""
+    slow_s = 6.0
+    reviewer = ModelReviewer(TimedReviewer(tmp_path, slow_s))
+    found = branches(source, tmp_path / "b", "fork", scopes=["full"], draws=2, reviewer=reviewer)
+    assert found.ok and found.mechanism == "fork"
+    notes = sorted(
+        (float(t), float(left))
+        for t, left in (p.read_text().split() for p in tmp_path.glob("left-*"))
+    )
+    assert len(notes) == 2  # one per branch's process
+    (first_t, first_left), (second_t, second_left) = notes
+    assert second_t - first_t > slow_s  # the second branch ran after the first's slow review
+    assert second_left > first_left - slow_s / 2

@@ -29,6 +29,7 @@ import os
 import select
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from controlscope._tree import copy_tree, remove_tree
 from controlscope.core import (
     BranchOrigin,
     Condition,
+    Deadline,
     ToolResult,
     ToolSchema,
     ToolServer,
@@ -122,6 +124,8 @@ class ForkPoint:
         slot: the trajectory's tool server.
         workspace: the task's workspace (the same path in every branch).
         relog: switches the log to a branch's run directory.
+        deadline: the trajectory's wall-clock ceiling (each branch gets what was left of it
+            at the boundary, as a branch that replays its prefix has its own).
     """
 
     env: Environment
@@ -129,7 +133,9 @@ class ForkPoint:
     slot: ServerSlot
     workspace: Path
     relog: Relog
+    deadline: Deadline | None = None
     _saved: Path | None = None
+    _left_s: float = 0.0
 
     def unavailable(self) -> str | None:
         """Why branches cannot be forked from this trajectory (None when they can)."""
@@ -149,6 +155,8 @@ class ForkPoint:
             saved = self.workspace.with_name(self.workspace.name + ".at-boundary")
             copy_tree(self.workspace, saved)
             self._saved = saved
+            if self.deadline is not None:
+                self._left_s = self.deadline.remaining()
 
     def restore(self) -> None:
         """Put the boundary's workspace back (after a branch changed or removed it)."""
@@ -193,13 +201,15 @@ class ForkPoint:
     ) -> None:
         """In a forked child, go on as the branch: its log is ``out_dir`` (``run_start`` under
         ``condition``, ``reviewer`` and ``origin``, then the prefix's events), its worker the
-        fork, its server a new one on the workspace; the trajectory then goes on from the
-        boundary.
+        fork, its server a new one on the workspace, its wall-clock ceiling what the trunk
+        had left at the boundary; the trajectory then goes on from the boundary.
 
         Raises:
             FileExistsError: ``out_dir`` holds a log.
             ToolServerError: the branch's server did not start (the branch ends recorded).
         """
+        if self.deadline is not None:  # the branches before this one ran on the trunk's clock
+            self.deadline.at = time.monotonic() + self._left_s
         self.slot.hold(_Forgotten(self.slot.held))  # the trunk's: never closed here
         self.session.take_over(worker, self.slot)
         self.relog(out_dir, condition, reviewer, origin)

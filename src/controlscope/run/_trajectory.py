@@ -451,7 +451,9 @@ def _run_session(
             hook=parts.hook,
         )
         controller.history = _opening(parts, tools, server.agent_roots or (str(workspace),))
-        controller.fork_point = ForkPoint(parts.env, session, server, workspace, parts.relog)
+        controller.fork_point = ForkPoint(
+            parts.env, session, server, workspace, parts.relog, parts.deadline
+        )
         if parts.hook is not None:
             parts.hook.attach(controller, workspace)
         session.start()
