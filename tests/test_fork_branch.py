@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import pytest
 
 import controlscope as cs
 from controlscope import replay
+from controlscope._proc import alive, cmdline, descendants
 from controlscope.cli import main as cli
 from controlscope.core import (
     BranchPointEvent,
@@ -223,3 +226,53 @@ def test_each_forked_branch_has_the_wall_clock_budget_left_at_the_boundary(
     (first_t, first_left), (second_t, second_left) = notes
     assert second_t - first_t > slow_s  # the second branch ran after the first's slow review
     assert second_left > first_left - slow_s / 2
+
+
+SLEEPER = 'print("started", flush=True)\nimport time\ntime.sleep(120)'
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to its process group"])
+def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_nothing(
+    source: Path, tmp_path: Path, how: str
+) -> None:
+    """Interrupted while a forked branch runs, the command ends (130), the running branch's
+    log and the trunk's end recorded with their summaries, and no process or workspace of
+    it is left (however the interrupt reaches it: to the command alone, or to its group)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    out = tmp_path / "b"
+    argv = [sys.executable, "-m", "controlscope.cli", "branch", str(source), "--at", "2"]
+    argv += ["--scope", "full", "--draws", "2", "--out", str(out)]
+    argv += ["--model", script(tmp_path, "Done."), "--reviewer-model"]
+    argv.append(script(tmp_path, json.dumps({**json.loads(REPLACE_JUNK), "code": SLEEPER})))
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": str(temp)},
+    )
+    try:
+        log = out / "full-d0" / "events.jsonl"
+        deadline = time.monotonic() + 60
+        while not (log.exists() and '"replaces":' in log.read_text()):
+            assert time.monotonic() < deadline, "the branch's replacement never started"
+            time.sleep(0.1)
+        time.sleep(0.5)
+        children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
+        if how.startswith("SIGTERM"):
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    for run in ("prefix", "full-d0"):
+        summary = cs.read_summary(out / run)
+        assert summary.complete and summary.end_reason == "interrupted", run
+    assert not (out / "full-d1").exists()  # never started
+    assert {pid: cmd for pid, cmd in children.items() if alive(pid)} == {}
+    assert list(temp.iterdir()) == []

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controlscope.core import BranchOrigin, ChatModel, ToolServerError
-from controlscope.record import iter_events, summarize, write_summary
+from controlscope.record import SUMMARY_FILE, iter_events, summarize, write_summary
 from controlscope.replay._hook import Plan, PrefixHook
 from controlscope.replay._recording import Recording
 from controlscope.replay._run import Outcome, run_from_prefix
@@ -96,7 +96,12 @@ class Fanout:
                     return
                 branch.forked = True
                 wall = branch.plan.condition.budgets.wall_seconds
-                branch.problem = point.wait(pid, worker, wall + CHILD_GRACE_S)
+                try:
+                    branch.problem = point.wait(pid, worker, wall + CHILD_GRACE_S)
+                except BaseException:  # interrupted: the branch is recorded as it ended
+                    if not (branch.out / SUMMARY_FILE).is_file():
+                        _close_record(branch.out)
+                    raise
                 if branch.problem is not None:
                     _close_record(branch.out)
         finally:

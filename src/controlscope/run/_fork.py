@@ -25,6 +25,7 @@ would start afresh. :meth:`ForkPoint.unavailable` says why not; callers then rep
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -54,6 +55,10 @@ CHILD_GRACE_S = 60.0
 
 INTERRUPT_GRACE_S = 5.0
 """Seconds an interrupted trunk gives a branch's process to record its end."""
+
+INTERRUPT_SETTLE_S = 1.0
+"""Seconds an interrupted trunk waits for a branch's process to end by itself (an interrupt
+of the whole process group reached it too) before interrupting it."""
 
 
 class ServerSlot:
@@ -223,8 +228,10 @@ class ForkPoint:
             Why the branch's process ended abnormally (killed, a signal, a non-zero status),
             or None when it exited normally.
         """
-        problem = _reap(pid, timeout_s)
-        worker.kill()
+        try:
+            problem = _reap(pid, timeout_s)
+        finally:
+            worker.kill()
         self.restore()
         return problem
 
@@ -242,15 +249,14 @@ def env_unforkable(env: Environment) -> str | None:
 
 def _reap(pid: int, timeout_s: float) -> str | None:
     """Wait for the child ``pid``; kill it after ``timeout_s`` (or when this wait is
-    interrupted, once it has had :data:`INTERRUPT_GRACE_S` to record its end); what went
-    wrong, if anything."""
+    interrupted, once it has been interrupted too and had :data:`INTERRUPT_GRACE_S` to
+    record its end); what went wrong, if anything."""
     fd = os.pidfd_open(pid)
     try:
         try:
             ended = bool(select.select([fd], [], [], max(timeout_s, 0.0))[0])
-        except BaseException:  # Ctrl-C reaches the child too: let it record its end
-            if not select.select([fd], [], [], INTERRUPT_GRACE_S)[0]:
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except BaseException:
+            _interrupt(fd)
             os.waitpid(pid, 0)
             raise
         if not ended:
@@ -264,3 +270,16 @@ def _reap(pid: int, timeout_s: float) -> str | None:
         return f"the branch's process was killed by signal {os.WTERMSIG(status)}"
     code = os.waitstatus_to_exitcode(status)
     return None if code == 0 else f"the branch's process exited with status {code}"
+
+
+def _interrupt(fd: int) -> None:
+    """Interrupt the child of pidfd ``fd`` as this process was (a Ctrl-C reaches both; a
+    SIGTERM sent to this process alone does not reach it): it records its end, or is killed
+    after :data:`INTERRUPT_GRACE_S`."""
+    if select.select([fd], [], [], INTERRUPT_SETTLE_S)[0]:
+        return  # the interrupt reached it too, and it has ended
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(fd, signal.SIGINT)
+    if not select.select([fd], [], [], INTERRUPT_GRACE_S)[0]:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
