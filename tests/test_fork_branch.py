@@ -28,6 +28,7 @@ from controlscope.core import (
     BranchPointEvent,
     ModelRequest,
     ModelResponse,
+    PrimitiveCallEvent,
     RunStartEvent,
     ToolServerError,
     remaining_seconds,
@@ -276,3 +277,41 @@ def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_not
     assert not (out / "full-d1").exists()  # never started
     assert {pid: cmd for pid, cmd in children.items() if alive(pid)} == {}
     assert list(temp.iterdir()) == []
+
+
+MARKS = """
+import os
+seen = sorted(p for p in ("/tmp/mark", "/dev/shm/mark", "/tmp/new/mark") if os.path.exists(p))
+for path in ("/tmp/mark", "/dev/shm/mark"):
+    with open(path, "w") as f:
+        f.write("branch")
+os.makedirs("/tmp/new", exist_ok=True)
+open("/tmp/new/mark", "w").close()
+os.remove("/tmp/kept")
+write_file(path="/workspace/seen.txt", content=repr(seen))
+"""
+
+
+def test_a_forked_branch_does_not_see_what_an_earlier_branch_left_in_the_worker_tmp(
+    tmp_path: Path,
+) -> None:
+    """The worker's ``/tmp`` and ``/dev/shm`` are part of the state at the boundary: each
+    forked branch starts with them as they were there (a file made before the boundary kept,
+    nothing an earlier branch wrote), as a branch that replays its prefix does."""
+    program = 'open("/tmp/kept", "w").write("prefix")\n' + SOLVE
+    source = record(tmp_path, "src", [fenced(program), "Done."], [], scope="keep")
+    marks = json.dumps({**json.loads(REPLACE_JUNK), "code": MARKS})
+    reviewer = ModelReviewer(ScriptedModel([marks] * 5))
+    for mechanism in ("fork", "replay"):
+        found = branches(
+            source, tmp_path / mechanism, mechanism, scopes=["full"], draws=3, reviewer=reviewer
+        )
+        assert found.ok and found.mechanism == mechanism
+        for b in found.branches:
+            seen = [
+                e.call.arguments["content"]
+                for e in cs.read_events(b.run_dir)
+                if isinstance(e, PrimitiveCallEvent) and e.call.tool == "write_file"
+            ]
+            assert seen[-1:] == ["[]"], (mechanism, b.draw)  # and /tmp/kept was there
+            assert b.summary is not None and b.summary.end_reason == "final_answer"

@@ -81,7 +81,11 @@ class Fanout:
         self.failure = "the trajectory has no fork point" if point is None else point.unavailable()
         if point is None or self.failure is not None:
             raise StopRun("prefix_end", f"no branch forked: {self.failure}")
-        point.save()
+        try:
+            point.save()
+        except (OSError, ForkError) as err:
+            self.failure = f"the state at the boundary could not be copied: {err}"
+            raise StopRun("prefix_end", f"no branch forked: {self.failure}") from err
         try:
             for branch in self.branches:
                 try:

@@ -14,7 +14,8 @@ pending call, the controller process (the trunk) takes, for each branch in turn:
    branch's condition, then the prefix's events as they were recorded), its worker the fork
    of step 1, its tool server a new one on the workspace;
 3. the workspace as it was at the boundary: the child works in it; when the child has ended,
-   the trunk puts the boundary's copy back for the next branch.
+   the trunk puts the boundary's copy back for the next branch, and so for the worker's
+   ``/tmp`` and ``/dev/shm``, which the worker's forks share (its sandbox's).
 
 Branches run one after the other (each child is waited for, within the branch's wall-clock
 budget plus :data:`CHILD_GRACE_S`). A fork is only possible where the worker's forks are
@@ -32,11 +33,11 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controlscope._tree import copy_tree, remove_tree
+from controlscope._tree import copy_tree, refill_tree, remove_tree
 from controlscope.core import (
     BranchOrigin,
     Condition,
@@ -141,6 +142,7 @@ class ForkPoint:
     deadline: Deadline | None = None
     _saved: Path | None = None
     _left_s: float = 0.0
+    _scratch: list[str] = field(default_factory=list)
 
     def unavailable(self) -> str | None:
         """Why branches cannot be forked from this trajectory (None when they can)."""
@@ -155,22 +157,41 @@ class ForkPoint:
         return None
 
     def save(self) -> None:
-        """Copy the workspace as it stands at the boundary (once, before the first branch)."""
-        if self._saved is None:
-            saved = self.workspace.with_name(self.workspace.name + ".at-boundary")
-            copy_tree(self.workspace, saved)
-            self._saved = saved
-            if self.deadline is not None:
-                self._left_s = self.deadline.remaining()
+        """Copy the workspace and the worker's scratch directories (its ``/tmp`` and
+        ``/dev/shm``, which its forks share) as they stand at the boundary (once, before the
+        first branch).
+
+        Raises:
+            OSError: a copy failed (nothing of it is left).
+            ForkError: the worker's scratch directories cannot be found.
+        """
+        if self._saved is not None:
+            return
+        saved = self.workspace.with_name(self.workspace.name + ".at-boundary")
+        self._scratch = self.session.scratch_dirs()
+        saved.mkdir()
+        try:
+            copy_tree(self.workspace, saved / "workspace")
+            for i, scratch in enumerate(self._scratch):
+                copy_tree(scratch, saved / f"scratch-{i}")
+        except OSError:
+            remove_tree(saved)
+            raise
+        self._saved = saved
+        if self.deadline is not None:
+            self._left_s = self.deadline.remaining()
 
     def restore(self) -> None:
-        """Put the boundary's workspace back (after a branch changed or removed it)."""
+        """Put the boundary's workspace and scratch directories back (after a branch changed
+        or removed them)."""
         assert self._saved is not None, "save() first"
         remove_tree(self.workspace)
-        copy_tree(self._saved, self.workspace)
+        copy_tree(self._saved / "workspace", self.workspace)
+        for i, scratch in enumerate(self._scratch):
+            refill_tree(self._saved / f"scratch-{i}", scratch)
 
     def discard(self) -> None:
-        """Remove the boundary's copy."""
+        """Remove the boundary's copies."""
         saved, self._saved = self._saved, None
         if saved is not None:
             remove_tree(saved)

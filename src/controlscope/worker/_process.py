@@ -266,6 +266,25 @@ class WorkerProcess:
             os.close(c_w)
         return child
 
+    def scratch_dirs(self) -> list[str]:
+        """The directories, as this process reaches them, that agent code writes besides the
+        workspace and that the worker's forks share: the sandbox's ``/tmp`` and ``/dev/shm``
+        under bwrap (through ``/proc``), the worker's own working directory without (where
+        agent code can write anywhere). Empty when no worker runs.
+
+        Raises:
+            ForkError: the worker's interpreter cannot be found.
+        """
+        if self._proc is None:
+            return []
+        if self.isolation == "none":
+            return [self._tmpdir] if self._tmpdir is not None else []
+        try:
+            host = self._host_pid = self._host_pid or self._locate()
+        except ProtocolViolation as exc:
+            raise ForkError(str(exc)) from exc
+        return [f"/proc/{host}/root/{mount}" for mount in ("tmp", "dev/shm")]
+
     def _locate(self) -> int:
         """The host pid of the worker's interpreter (under bwrap, below bwrap's processes)."""
         assert self._proc is not None

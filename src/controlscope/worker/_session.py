@@ -290,6 +290,16 @@ class WorkerSession:
             raise ForkError("no block is running: a worker is forked at a boundary")
         return self._process.fork(timeout_s)
 
+    def scratch_dirs(self) -> list[str]:
+        """The directories besides the workspace that agent code writes and the worker's forks
+        share (see :meth:`WorkerProcess.scratch_dirs`): a branch by fork puts them back as
+        they were at the boundary before the next branch.
+
+        Raises:
+            ForkError: the worker's interpreter cannot be found.
+        """
+        return self._process.scratch_dirs()
+
     def take_over(self, child: WorkerProcess, tools: ToolServer) -> None:
         """Go on with ``child`` (a fork of this session's worker, made by :meth:`fork`) and
         ``tools`` in place of the worker and the tool server, from the boundary the block is
