@@ -143,6 +143,32 @@ def test_a_paused_worker_forks_into_children_that_go_on_on_their_own(
         second.kill()
 
 
+def test_each_fork_finds_open_files_where_they_were_at_the_boundary(
+    worker: WorkerProcess,
+) -> None:
+    """A fork shares its parent's open file descriptions, positions included; a forked worker
+    gets its own, at the positions given (those at the boundary), whatever an earlier fork
+    read or wrote meanwhile; and the file's contents stay shared (it is one file)."""
+    opened = (
+        "import tempfile\nf = tempfile.TemporaryFile(buffering=0)\nf.write(b'abcdef')\nf.seek(2)\n"
+    )
+    pause(worker, opened + "r = noop()\n", 1)
+    at_boundary = worker.open_files()
+    assert len(at_boundary) == 1 and next(iter(at_boundary.values()))[1] == 2
+    first = worker.fork(files=at_boundary)
+    try:
+        assert finish(first, "go") == ""
+        assert run(first, "print(f.read(2))\nf.write(b'XY')", 2) == "b'cd'\n"
+        second = worker.fork(files=at_boundary)
+        try:
+            assert finish(second, "go") == ""
+            assert run(second, "print(f.read())", 2) == "b'cdXY'\n"
+        finally:
+            second.kill()
+    finally:
+        first.kill()
+
+
 def test_children_die_with_the_worker_they_were_forked_from(worker: WorkerProcess) -> None:
     pause(worker, "r = noop()\n", 1)
     child = worker.fork()

@@ -315,3 +315,28 @@ def test_a_forked_branch_does_not_see_what_an_earlier_branch_left_in_the_worker_
             ]
             assert seen[-1:] == ["[]"], (mechanism, b.draw)  # and /tmp/kept was there
             assert b.summary is not None and b.summary.end_reason == "final_answer"
+
+
+def test_a_file_agent_code_holds_open_is_at_its_boundary_position_in_each_branch(
+    tmp_path: Path,
+) -> None:
+    """A file opened before the boundary is at the position it had there in every forked
+    branch, as in a replayed one (a fork shares open files' positions with its parent, so an
+    earlier branch's reads moved them for the branches after it)."""
+    opened = 'f = open("/tmp/data", "w+")\nf.write("abcdef")\nf.seek(2)\n'
+    source = record(tmp_path, "src", [fenced(opened + SOLVE), "Done."], [], scope="keep")
+    reads = 'write_file(path="/workspace/read.txt", content=f.read())'
+    code = json.dumps({**json.loads(REPLACE_JUNK), "code": reads})
+    reviewer = ModelReviewer(ScriptedModel([code] * 5))
+    for mechanism in ("fork", "replay"):
+        found = branches(
+            source, tmp_path / mechanism, mechanism, scopes=["full"], draws=3, reviewer=reviewer
+        )
+        assert found.ok and found.mechanism == mechanism
+        for b in found.branches:
+            read = [
+                e.call.arguments["content"]
+                for e in cs.read_events(b.run_dir)
+                if isinstance(e, PrimitiveCallEvent) and e.call.tool == "write_file"
+            ]
+            assert read[-1:] == ["cdef"], (mechanism, b.draw)

@@ -50,6 +50,7 @@ from controlscope.core import (
 from controlscope.envs import Environment
 from controlscope.review import Reviewer
 from controlscope.worker import ForkError, WorkerProcess, WorkerSession
+from controlscope.worker._fork import OpenFiles
 
 CHILD_GRACE_S = 60.0
 """Seconds a branch's process may outlive its wall-clock budget before it is killed."""
@@ -143,6 +144,7 @@ class ForkPoint:
     _saved: Path | None = None
     _left_s: float = 0.0
     _scratch: list[str] = field(default_factory=list)
+    _files: OpenFiles = field(default_factory=dict)
 
     def unavailable(self) -> str | None:
         """Why branches cannot be forked from this trajectory (None when they can)."""
@@ -169,6 +171,7 @@ class ForkPoint:
             return
         saved = self.workspace.with_name(self.workspace.name + ".at-boundary")
         self._scratch = self.session.scratch_dirs()
+        self._files = self.session.open_files()
         saved.mkdir()
         try:
             copy_tree(self.workspace, saved / "workspace")
@@ -207,7 +210,7 @@ class ForkPoint:
         Raises:
             ForkError: the worker or this process could not be forked.
         """
-        worker = self.session.fork()
+        worker = self.session.fork(files=self._files)  # each fork: the boundary's positions
         for stream in (sys.stdout, sys.stderr):
             stream.flush()  # what the trunk printed is not printed again by the child
         try:
