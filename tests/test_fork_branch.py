@@ -148,6 +148,12 @@ def test_branches_replay_their_prefix_where_a_fork_cannot_be_used(
     assert found.branches[0].summary is not None and found.branches[0].summary.success
     with pytest.raises(replay.ReplayError, match="cannot be forked"):
         branches(source, tmp_path / "forced", "fork", scopes=["keep"])
+    assert not (tmp_path / "forced").exists()  # refused: nothing is left of the attempt
+    (tmp_path / "given").mkdir()
+    (tmp_path / "given" / "notes.txt").write_text("the user's")
+    with pytest.raises(replay.ReplayError, match="cannot be forked"):
+        branches(source, tmp_path / "given", "fork", scopes=["keep"])
+    assert [p.name for p in (tmp_path / "given").iterdir()] == ["notes.txt"]
     monkeypatch.undo()
     monkeypatch.setattr(FilesystemEnvironment, "state_in_workspace", False)
     found = branches(source, tmp_path / "env", "auto", scopes=["keep"])
