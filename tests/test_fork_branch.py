@@ -10,6 +10,7 @@ next branch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -238,13 +239,10 @@ def test_each_forked_branch_has_the_wall_clock_budget_left_at_the_boundary(
 SLEEPER = 'print("started", flush=True)\nimport time\ntime.sleep(120)'
 
 
-@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to its process group"])
-def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_nothing(
-    source: Path, tmp_path: Path, how: str
-) -> None:
-    """Interrupted while a forked branch runs, the command ends (130), the running branch's
-    log and the trunk's end recorded with their summaries, and no process or workspace of
-    it is left (however the interrupt reaches it: to the command alone, or to its group)."""
+def start_branching(source: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """``controlscope branch`` (two Full branches whose replacement sleeps), its temporary
+    folder ``tmp_path/temp``, once its first branch's replacement runs; the command's
+    process and its ``--out``."""
     temp = tmp_path / "temp"
     temp.mkdir()
     out = tmp_path / "b"
@@ -260,13 +258,26 @@ def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_not
         start_new_session=True,
         env={**os.environ, "TMPDIR": str(temp)},
     )
+    log = out / "full-d0" / "events.jsonl"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and '"replaces":' in log.read_text()):
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError("the branch's replacement never started")
+        time.sleep(0.1)
+    time.sleep(0.5)
+    return proc, out
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to its process group"])
+def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_nothing(
+    source: Path, tmp_path: Path, how: str
+) -> None:
+    """Interrupted while a forked branch runs, the command ends (130), the running branch's
+    log and the trunk's end recorded with their summaries, and no process or workspace of
+    it is left (however the interrupt reaches it: to the command alone, or to its group)."""
+    proc, out = start_branching(source, tmp_path)
     try:
-        log = out / "full-d0" / "events.jsonl"
-        deadline = time.monotonic() + 60
-        while not (log.exists() and '"replaces":' in log.read_text()):
-            assert time.monotonic() < deadline, "the branch's replacement never started"
-            time.sleep(0.1)
-        time.sleep(0.5)
         children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
         if how.startswith("SIGTERM"):
             proc.send_signal(signal.SIGTERM)
@@ -282,7 +293,32 @@ def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_not
         assert summary.complete and summary.end_reason == "interrupted", run
     assert not (out / "full-d1").exists()  # never started
     assert {pid: cmd for pid, cmd in children.items() if alive(pid)} == {}
-    assert list(temp.iterdir()) == []
+    assert list((tmp_path / "temp").iterdir()) == []
+
+
+def test_a_branch_whose_trunk_is_killed_records_its_interruption_and_leaves_nothing(
+    source: Path, tmp_path: Path
+) -> None:
+    """A trunk killed outright (SIGKILL: it records nothing more) takes the branch it is
+    running with it: that branch records its end as interrupted (not as a run that went on
+    after its worker died), and neither it, its processes nor the boundary's copies outlive
+    it."""
+    proc, out = start_branching(source, tmp_path)
+    try:
+        children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
+        proc.kill()
+        proc.communicate(timeout=60)
+        deadline = time.monotonic() + 60
+        while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        survivors = {pid: cmd for pid, cmd in children.items() if alive(pid)}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert survivors == {}
+    summary = cs.read_summary(out / "full-d0")
+    assert summary.complete and summary.end_reason == "interrupted"
+    assert list((tmp_path / "temp").iterdir()) == []
 
 
 MARKS = """
