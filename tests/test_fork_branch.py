@@ -160,6 +160,9 @@ def test_branches_replay_their_prefix_where_a_fork_cannot_be_used(
     found = branches(source, tmp_path / "env", "auto", scopes=["keep"])
     assert found.mechanism == "replay" and "workspace directory" in found.mechanism_note
     assert not (tmp_path / "env" / "prefix").exists()  # nothing ran for the fork
+    with pytest.raises(replay.ReplayError, match="workspace directory"):
+        branches(source, tmp_path / "env-forced", "fork", scopes=["keep"])
+    assert not (tmp_path / "env-forced").exists()
 
 
 def test_the_cli_says_how_branches_started(
