@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,7 @@ from controlscope.core import (
     ModelRequest,
     ModelResponse,
     PrimitiveCallEvent,
+    RunEndEvent,
     RunStartEvent,
     ToolServerError,
     remaining_seconds,
@@ -37,6 +39,7 @@ from controlscope.core import (
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models import ScriptedModel
 from controlscope.review import ModelReviewer
+from controlscope.run._fork import ForkPoint
 from controlscope.worker import WorkerSession
 from test_api import SOLVE, script
 from test_replay import fenced, first_review_request, record
@@ -385,3 +388,26 @@ def test_a_file_agent_code_holds_open_is_at_its_boundary_position_in_each_branch
                 if isinstance(e, PrimitiveCallEvent) and e.call.tool == "write_file"
             ]
             assert read[-1:] == ["cdef"], (mechanism, b.draw)
+
+
+def test_an_interrupt_reaching_a_branch_before_its_log_is_its_own_stays_out_of_the_trunks(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C that reaches a forked process before it has switched to its branch's log
+    (it still holds the trunk's) is recorded in the branch's log, not appended to the
+    trunk's."""
+    take_over = ForkPoint.take_over
+
+    def interrupted(self: ForkPoint, *args: Any, **kwargs: Any) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # only a forked process takes over
+        take_over(self, *args, **kwargs)
+
+    monkeypatch.setattr(ForkPoint, "take_over", interrupted)
+    found = branches(source, tmp_path / "b", "fork", scopes=["keep", "arg"])
+    trunk = cs.read_events(tmp_path / "b" / "prefix")
+    assert [e.seq for e in trunk] == list(range(len(trunk)))
+    ends = [e for e in trunk if isinstance(e, RunEndEvent)]
+    assert [e.end_reason for e in ends] == ["prefix_end"]
+    assert cs.read_summary(tmp_path / "b" / "prefix").end_reason == "prefix_end"
+    for b in found.branches:
+        assert b.summary is not None and b.summary.end_reason == "interrupted", b.scope

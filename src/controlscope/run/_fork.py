@@ -63,6 +63,10 @@ INTERRUPT_SETTLE_S = 1.0
 of the whole process group reached it too) before interrupting it."""
 
 
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
+"""The signals that interrupt a run (the CLI turns ``SIGTERM`` into an interrupt)."""
+
+
 class ServerSlot:
     """The trajectory's tool server, which a branch by fork replaces (a
     :class:`~controlscope.core.ToolServer` that forwards to the one it holds).
@@ -145,6 +149,7 @@ class ForkPoint:
     _left_s: float = 0.0
     _scratch: list[str] = field(default_factory=list)
     _files: OpenFiles = field(default_factory=dict)
+    _mask: set[int | signal.Signals] = field(default_factory=set)
 
     def unavailable(self) -> str | None:
         """Why branches cannot be forked from this trajectory (None when they can)."""
@@ -213,11 +218,17 @@ class ForkPoint:
         worker = self.session.fork(files=self._files)  # each fork: the boundary's positions
         for stream in (sys.stdout, sys.stderr):
             stream.flush()  # what the trunk printed is not printed again by the child
+        # An interrupt must not reach the child while it still holds the trunk's log, worker
+        # and server: the child takes it once it is the branch (take_over).
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
         try:
             pid = os.fork()
         except OSError as err:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
             worker.kill()
             raise ForkError(f"the controller could not fork: {err}") from err
+        if pid != 0:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
         return pid, worker
 
     def take_over(
@@ -237,11 +248,14 @@ class ForkPoint:
             FileExistsError: ``out_dir`` holds a log.
             ToolServerError: the branch's server did not start (the branch ends recorded).
         """
-        if self.deadline is not None:  # the branches before this one ran on the trunk's clock
-            self.deadline.at = time.monotonic() + self._left_s
-        self.slot.hold(_Forgotten(self.slot.held))  # the trunk's: never closed here
-        self.session.take_over(worker, self.slot)
-        self.relog(out_dir, condition, reviewer, origin)
+        try:
+            if self.deadline is not None:  # the branches before ran on the trunk's clock
+                self.deadline.at = time.monotonic() + self._left_s
+            self.slot.hold(_Forgotten(self.slot.held))  # the trunk's: never closed here
+            self.session.take_over(worker, self.slot)
+            self.relog(out_dir, condition, reviewer, origin)
+        finally:  # an interrupt that came since the fork is taken here, as the branch
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
         self.slot.hold(self.env.start_server(self.workspace))
 
     def wait(self, pid: int, worker: WorkerProcess, timeout_s: float) -> str | None:
