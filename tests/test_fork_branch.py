@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from controlscope._proc import alive, cmdline, descendants
 from controlscope.cli import main as cli
 from controlscope.core import (
     BranchPointEvent,
+    Event,
     ModelRequest,
     ModelResponse,
     PrimitiveCallEvent,
@@ -38,7 +40,9 @@ from controlscope.core import (
 )
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models import ScriptedModel
+from controlscope.record import LogError
 from controlscope.review import ModelReviewer
+from controlscope.run import _trajectory as trajectory
 from controlscope.run._fork import ForkPoint
 from controlscope.worker import WorkerSession
 from test_api import SOLVE, script
@@ -411,3 +415,28 @@ def test_an_interrupt_reaching_a_branch_before_its_log_is_its_own_stays_out_of_t
     assert cs.read_summary(tmp_path / "b" / "prefix").end_reason == "prefix_end"
     for b in found.branches:
         assert b.summary is not None and b.summary.end_reason == "interrupted", b.scope
+
+
+def test_a_branch_that_fails_before_its_log_is_its_own_leaves_the_trunks_log_alone(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forked process that fails while it switches to its branch's log (here: reading the
+    prefix's events) ends recorded in its own log; nothing of it reaches the
+    trunk's log."""
+    trunk_pid = os.getpid()
+    real = trajectory.iter_events
+
+    def unreadable_in_a_branch(run_dir: Path) -> Iterator[Event]:
+        if os.getpid() != trunk_pid:
+            raise LogError("the prefix's log cannot be read here")
+        return real(run_dir)
+
+    monkeypatch.setattr(trajectory, "iter_events", unreadable_in_a_branch)
+    found = branches(source, tmp_path / "b", "fork", scopes=["keep"])
+    trunk = cs.read_events(tmp_path / "b" / "prefix")
+    assert [e.seq for e in trunk] == list(range(len(trunk)))
+    ends = [e for e in trunk if isinstance(e, RunEndEvent)]
+    assert [e.end_reason for e in ends] == ["prefix_end"]
+    (keep,) = found.branches  # its own log says how it ended
+    assert keep.summary is not None and keep.summary.end_reason == "error"
+    assert "cannot be read here" in cs.read_events(keep.run_dir)[-1].model_dump_json()
