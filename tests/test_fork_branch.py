@@ -41,6 +41,7 @@ from controlscope.core import (
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models import ScriptedModel
 from controlscope.record import LogError
+from controlscope.record import iter_events as record_iter_events
 from controlscope.review import ModelReviewer
 from controlscope.run import _trajectory as trajectory
 from controlscope.run._fork import ForkPoint
@@ -421,10 +422,9 @@ def test_a_branch_that_fails_before_its_log_is_its_own_leaves_the_trunks_log_alo
     source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A forked process that fails while it switches to its branch's log (here: reading the
-    prefix's events) ends recorded in its own log; nothing of it reaches the
-    trunk's log."""
+    prefix's events) ends recorded in its own log; nothing of it reaches the trunk's log."""
     trunk_pid = os.getpid()
-    real = trajectory.iter_events
+    real = record_iter_events  # what the trajectory module reads logs with
 
     def unreadable_in_a_branch(run_dir: Path) -> Iterator[Event]:
         if os.getpid() != trunk_pid:
