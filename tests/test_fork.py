@@ -143,6 +143,82 @@ def test_a_paused_worker_forks_into_children_that_go_on_on_their_own(
         second.kill()
 
 
+def test_each_fork_finds_open_files_where_they_were_at_the_boundary(
+    worker: WorkerProcess,
+) -> None:
+    """A fork shares its parent's open file descriptions, positions included; a forked worker
+    gets its own, at the positions given (those at the boundary), whatever an earlier fork
+    read or wrote meanwhile; and the file's contents stay shared (it is one file)."""
+    opened = (
+        "import tempfile\nf = tempfile.TemporaryFile(buffering=0)\nf.write(b'abcdef')\nf.seek(2)\n"
+    )
+    pause(worker, opened + "r = noop()\n", 1)
+    at_boundary = worker.open_files()
+    assert len(at_boundary) == 1 and next(iter(at_boundary.values()))[1] == 2
+    first = worker.fork(files=at_boundary)
+    try:
+        assert finish(first, "go") == ""
+        assert run(first, "print(f.read(2))\nf.write(b'XY')", 2) == "b'cd'\n"
+        second = worker.fork(files=at_boundary)
+        try:
+            assert finish(second, "go") == ""
+            assert run(second, "print(f.read())", 2) == "b'cdXY'\n"
+        finally:
+            second.kill()
+    finally:
+        first.kill()
+
+
+#: A forked worker trying to reach the worker it was forked from (whose pid the filters it
+#: inherited name as "the worker itself"): its limits, signals to it and to their group.
+AT_PARENT = """
+import ctypes, os, resource
+libc = ctypes.CDLL(None, use_errno=True)
+tgkill = {'x86_64': 234, 'aarch64': 131}[os.uname().machine]
+parent, group = os.getppid(), os.getpgid(0)
+def attempt(name, fn):
+    try:
+        r = fn()
+    except OSError as exc:
+        print('refused', name, exc.errno)
+        return
+    print('refused' if isinstance(r, int) and r < 0 else 'REACHED', name)
+attempt('prlimit', lambda: resource.prlimit(parent, resource.RLIMIT_NOFILE, (20, 20)))
+attempt('kill', lambda: os.kill(parent, 0))
+attempt('kill-group', lambda: os.kill(0, 0))
+attempt('killpg', lambda: os.killpg(group, 0) if group > 1 else os.kill(0, 0))
+attempt('tgkill', lambda: libc.syscall(tgkill, parent, parent, 0))
+resource.setrlimit(resource.RLIMIT_NOFILE, (30, 30))  # its own limits are its own
+print(resource.getrlimit(resource.RLIMIT_NOFILE))
+"""
+
+
+def test_a_forked_worker_cannot_reach_the_worker_it_was_forked_from(
+    worker: WorkerProcess,
+) -> None:
+    """The filters a fork inherits allow signals and limits aimed at "the worker itself",
+    named by the pid of the worker it was forked from: a forked worker must not use that to
+    signal it or change its limits (which every later fork would inherit)."""
+    pause(worker, "import resource\nr = noop()\n", 1)
+    limits = run_after(worker.fork(), AT_PARENT)
+    lines = limits.splitlines()
+    assert [ln.split()[0] for ln in lines[:5]] == ["refused"] * 5, limits
+    assert lines[5] == "(30, 30)"
+    after = run_after(worker.fork(), "print(resource.getrlimit(resource.RLIMIT_NOFILE))")
+    assert after == f"{Limits().open_files, Limits().open_files}\n"
+    assert finish(worker, "go") == ""  # the worker itself is unharmed
+    assert run(worker, "print(resource.getrlimit(resource.RLIMIT_NOFILE))", 2) == after
+
+
+def run_after(child: WorkerProcess, code: str) -> str:
+    """Answer a forked child's pending call, run ``code`` in it, kill it; its output."""
+    try:
+        assert finish(child, "go") == ""
+        return run(child, code, 2)
+    finally:
+        child.kill()
+
+
 def test_children_die_with_the_worker_they_were_forked_from(worker: WorkerProcess) -> None:
     pause(worker, "r = noop()\n", 1)
     child = worker.fork()

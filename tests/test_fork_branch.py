@@ -10,26 +10,41 @@ next branch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import controlscope as cs
 from controlscope import replay
+from controlscope._proc import alive, cmdline, descendants
 from controlscope.cli import main as cli
 from controlscope.core import (
     BranchPointEvent,
+    Event,
     ModelRequest,
     ModelResponse,
+    PrimitiveCallEvent,
+    RunEndEvent,
     RunStartEvent,
     ToolServerError,
+    remaining_seconds,
 )
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models import ScriptedModel
+from controlscope.record import LogError
+from controlscope.record import iter_events as record_iter_events
 from controlscope.review import ModelReviewer
+from controlscope.run import _trajectory as trajectory
+from controlscope.run._fork import ForkPoint
 from controlscope.worker import WorkerSession
 from test_api import SOLVE, script
 from test_replay import fenced, first_review_request, record
@@ -142,11 +157,20 @@ def test_branches_replay_their_prefix_where_a_fork_cannot_be_used(
     assert found.branches[0].summary is not None and found.branches[0].summary.success
     with pytest.raises(replay.ReplayError, match="cannot be forked"):
         branches(source, tmp_path / "forced", "fork", scopes=["keep"])
+    assert not (tmp_path / "forced").exists()  # refused: nothing is left of the attempt
+    (tmp_path / "given").mkdir()
+    (tmp_path / "given" / "notes.txt").write_text("the user's")
+    with pytest.raises(replay.ReplayError, match="cannot be forked"):
+        branches(source, tmp_path / "given", "fork", scopes=["keep"])
+    assert [p.name for p in (tmp_path / "given").iterdir()] == ["notes.txt"]
     monkeypatch.undo()
     monkeypatch.setattr(FilesystemEnvironment, "state_in_workspace", False)
     found = branches(source, tmp_path / "env", "auto", scopes=["keep"])
     assert found.mechanism == "replay" and "workspace directory" in found.mechanism_note
     assert not (tmp_path / "env" / "prefix").exists()  # nothing ran for the fork
+    with pytest.raises(replay.ReplayError, match="workspace directory"):
+        branches(source, tmp_path / "env-forced", "fork", scopes=["keep"])
+    assert not (tmp_path / "env-forced").exists()
 
 
 def test_the_cli_says_how_branches_started(
@@ -183,3 +207,236 @@ def test_a_branch_whose_server_does_not_start_ends_recorded_in_its_own_process(
         assert b.problem is None and b.summary is not None and b.summary.complete
         assert b.summary.end_reason == "environment_error"
     assert list((tmp_path / "ws").iterdir()) == []  # no workspace or boundary copy is left
+
+
+class TimedReviewer:
+    """A reviewer model that notes, in its process, how much of the run's wall-clock ceiling
+    is left when it is first asked; in whichever process asks first it then takes
+    ``slow_s`` to answer."""
+
+    def __init__(self, folder: Path, slow_s: float) -> None:
+        self.folder, self.slow_s = folder, slow_s
+        self.model_id = "scripted:timed"
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        left = remaining_seconds()
+        note = self.folder / f"left-{os.getpid()}"
+        if not note.exists():
+            note.write_text(f"{time.monotonic()} {left}")
+            if len(list(self.folder.glob("left-*"))) == 1:
+                time.sleep(self.slow_s)
+        return ModelResponse(text=REPLACE_JUNK)
+
+
+def test_each_forked_branch_has_the_wall_clock_budget_left_at_the_boundary(
+    source: Path, tmp_path: Path
+) -> None:
+    """A branch's wall-clock ceiling is its own, as for a replayed branch: what the trunk had
+    left at the boundary, not what is left once the branches before it have run."""
+    slow_s = 6.0
+    reviewer = ModelReviewer(TimedReviewer(tmp_path, slow_s))
+    found = branches(source, tmp_path / "b", "fork", scopes=["full"], draws=2, reviewer=reviewer)
+    assert found.ok and found.mechanism == "fork"
+    notes = sorted(
+        (float(t), float(left))
+        for t, left in (p.read_text().split() for p in tmp_path.glob("left-*"))
+    )
+    assert len(notes) == 2  # one per branch's process
+    (first_t, first_left), (second_t, second_left) = notes
+    assert second_t - first_t > slow_s  # the second branch ran after the first's slow review
+    assert second_left > first_left - slow_s / 2
+
+
+SLEEPER = 'print("started", flush=True)\nimport time\ntime.sleep(120)'
+
+
+def start_branching(source: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """``controlscope branch`` (two Full branches whose replacement sleeps), its temporary
+    folder ``tmp_path/temp``, once its first branch's replacement runs; the command's
+    process and its ``--out``."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    out = tmp_path / "b"
+    argv = [sys.executable, "-m", "controlscope.cli", "branch", str(source), "--at", "2"]
+    argv += ["--scope", "full", "--draws", "2", "--out", str(out)]
+    argv += ["--model", script(tmp_path, "Done."), "--reviewer-model"]
+    argv.append(script(tmp_path, json.dumps({**json.loads(REPLACE_JUNK), "code": SLEEPER})))
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": str(temp)},
+    )
+    log = out / "full-d0" / "events.jsonl"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and '"replaces":' in log.read_text()):
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError("the branch's replacement never started")
+        time.sleep(0.1)
+    time.sleep(0.5)
+    return proc, out
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to its process group"])
+def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_nothing(
+    source: Path, tmp_path: Path, how: str
+) -> None:
+    """Interrupted while a forked branch runs, the command ends (130), the running branch's
+    log and the trunk's end recorded with their summaries, and no process or workspace of
+    it is left (however the interrupt reaches it: to the command alone, or to its group)."""
+    proc, out = start_branching(source, tmp_path)
+    try:
+        children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
+        if how.startswith("SIGTERM"):
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    for run in ("prefix", "full-d0"):
+        summary = cs.read_summary(out / run)
+        assert summary.complete and summary.end_reason == "interrupted", run
+    assert not (out / "full-d1").exists()  # never started
+    assert {pid: cmd for pid, cmd in children.items() if alive(pid)} == {}
+    assert list((tmp_path / "temp").iterdir()) == []
+
+
+def test_a_branch_whose_trunk_is_killed_records_its_interruption_and_leaves_nothing(
+    source: Path, tmp_path: Path
+) -> None:
+    """A trunk killed outright (SIGKILL: it records nothing more) takes the branch it is
+    running with it: that branch records its end as interrupted (not as a run that went on
+    after its worker died), and neither it, its processes nor the boundary's copies outlive
+    it."""
+    proc, out = start_branching(source, tmp_path)
+    try:
+        children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
+        proc.kill()
+        proc.communicate(timeout=60)
+        deadline = time.monotonic() + 60
+        while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        survivors = {pid: cmd for pid, cmd in children.items() if alive(pid)}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert survivors == {}
+    summary = cs.read_summary(out / "full-d0")
+    assert summary.complete and summary.end_reason == "interrupted"
+    assert list((tmp_path / "temp").iterdir()) == []
+
+
+MARKS = """
+import os
+seen = sorted(p for p in ("/tmp/mark", "/dev/shm/mark", "/tmp/new/mark") if os.path.exists(p))
+for path in ("/tmp/mark", "/dev/shm/mark"):
+    with open(path, "w") as f:
+        f.write("branch")
+os.makedirs("/tmp/new", exist_ok=True)
+open("/tmp/new/mark", "w").close()
+os.remove("/tmp/kept")
+write_file(path="/workspace/seen.txt", content=repr(seen))
+"""
+
+
+def test_a_forked_branch_does_not_see_what_an_earlier_branch_left_in_the_worker_tmp(
+    tmp_path: Path,
+) -> None:
+    """The worker's ``/tmp`` and ``/dev/shm`` are part of the state at the boundary: each
+    forked branch starts with them as they were there (a file made before the boundary kept,
+    nothing an earlier branch wrote), as a branch that replays its prefix does."""
+    program = 'open("/tmp/kept", "w").write("prefix")\n' + SOLVE
+    source = record(tmp_path, "src", [fenced(program), "Done."], [], scope="keep")
+    marks = json.dumps({**json.loads(REPLACE_JUNK), "code": MARKS})
+    reviewer = ModelReviewer(ScriptedModel([marks] * 5))
+    for mechanism in ("fork", "replay"):
+        found = branches(
+            source, tmp_path / mechanism, mechanism, scopes=["full"], draws=3, reviewer=reviewer
+        )
+        assert found.ok and found.mechanism == mechanism
+        for b in found.branches:
+            seen = [
+                e.call.arguments["content"]
+                for e in cs.read_events(b.run_dir)
+                if isinstance(e, PrimitiveCallEvent) and e.call.tool == "write_file"
+            ]
+            assert seen[-1:] == ["[]"], (mechanism, b.draw)  # and /tmp/kept was there
+            assert b.summary is not None and b.summary.end_reason == "final_answer"
+
+
+def test_a_file_agent_code_holds_open_is_at_its_boundary_position_in_each_branch(
+    tmp_path: Path,
+) -> None:
+    """A file opened before the boundary is at the position it had there in every forked
+    branch, as in a replayed one (a fork shares open files' positions with its parent, so an
+    earlier branch's reads moved them for the branches after it)."""
+    opened = 'f = open("/tmp/data", "w+")\nf.write("abcdef")\nf.seek(2)\n'
+    source = record(tmp_path, "src", [fenced(opened + SOLVE), "Done."], [], scope="keep")
+    reads = 'write_file(path="/workspace/read.txt", content=f.read())'
+    code = json.dumps({**json.loads(REPLACE_JUNK), "code": reads})
+    reviewer = ModelReviewer(ScriptedModel([code] * 5))
+    for mechanism in ("fork", "replay"):
+        found = branches(
+            source, tmp_path / mechanism, mechanism, scopes=["full"], draws=3, reviewer=reviewer
+        )
+        assert found.ok and found.mechanism == mechanism
+        for b in found.branches:
+            read = [
+                e.call.arguments["content"]
+                for e in cs.read_events(b.run_dir)
+                if isinstance(e, PrimitiveCallEvent) and e.call.tool == "write_file"
+            ]
+            assert read[-1:] == ["cdef"], (mechanism, b.draw)
+
+
+def test_an_interrupt_reaching_a_branch_before_its_log_is_its_own_stays_out_of_the_trunks(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C that reaches a forked process before it has switched to its branch's log
+    (it still holds the trunk's) is recorded in the branch's log, not appended to the
+    trunk's."""
+    take_over = ForkPoint.take_over
+
+    def interrupted(self: ForkPoint, *args: Any, **kwargs: Any) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # only a forked process takes over
+        take_over(self, *args, **kwargs)
+
+    monkeypatch.setattr(ForkPoint, "take_over", interrupted)
+    found = branches(source, tmp_path / "b", "fork", scopes=["keep", "arg"])
+    trunk = cs.read_events(tmp_path / "b" / "prefix")
+    assert [e.seq for e in trunk] == list(range(len(trunk)))
+    ends = [e for e in trunk if isinstance(e, RunEndEvent)]
+    assert [e.end_reason for e in ends] == ["prefix_end"]
+    assert cs.read_summary(tmp_path / "b" / "prefix").end_reason == "prefix_end"
+    for b in found.branches:
+        assert b.summary is not None and b.summary.end_reason == "interrupted", b.scope
+
+
+def test_a_branch_that_fails_before_its_log_is_its_own_leaves_the_trunks_log_alone(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forked process that fails while it switches to its branch's log (here: reading the
+    prefix's events) ends recorded in its own log; nothing of it reaches the trunk's log."""
+    trunk_pid = os.getpid()
+    real = record_iter_events  # what the trajectory module reads logs with
+
+    def unreadable_in_a_branch(run_dir: Path) -> Iterator[Event]:
+        if os.getpid() != trunk_pid:
+            raise LogError("the prefix's log cannot be read here")
+        return real(run_dir)
+
+    monkeypatch.setattr(trajectory, "iter_events", unreadable_in_a_branch)
+    found = branches(source, tmp_path / "b", "fork", scopes=["keep"])
+    trunk = cs.read_events(tmp_path / "b" / "prefix")
+    assert [e.seq for e in trunk] == list(range(len(trunk)))
+    ends = [e for e in trunk if isinstance(e, RunEndEvent)]
+    assert [e.end_reason for e in ends] == ["prefix_end"]
+    (keep,) = found.branches  # its own log says how it ended
+    assert keep.summary is not None and keep.summary.end_reason == "error"
+    assert "cannot be read here" in cs.read_events(keep.run_dir)[-1].model_dump_json()

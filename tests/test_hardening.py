@@ -26,7 +26,7 @@ from controlscope.core import (
     ToolSchema,
 )
 from controlscope.worker import Limits, WorkerSession
-from controlscope.worker._hardening import seccomp_program, syscall_table
+from controlscope.worker._hardening import forked_program, seccomp_program, syscall_table
 
 #: Raw syscall numbers agent code uses below Python (x86_64, aarch64).
 SIGNAL_CALLS = {
@@ -231,6 +231,7 @@ def test_the_allow_list_matches_libseccomp() -> None:
 
 def test_unsupported_machines_get_no_filter() -> None:
     assert seccomp_program("sparc", 1) is None and syscall_table("sparc") is None
+    assert forked_program("sparc") is None
 
 
 if __name__ == "__main__":  # pragma: no cover - a manual check

@@ -11,7 +11,8 @@ only, iteratively:
 - :func:`walk_tree` keeps one open descriptor per level of the current path and stops descending
   at a depth bound, which it reports;
 - :func:`copy_tree` copies one with GNU ``cp`` (which walks it with descriptors too), sharing
-  the files' blocks (reflinks) where the file system can.
+  the files' blocks (reflinks) where the file system can; :func:`refill_tree` puts a copy's
+  contents back in a directory that must stay (a mount point).
 
 This module imports nothing from controlscope: the worker, the environments and the run use it.
 """
@@ -26,7 +27,14 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["MAX_WALK_DEPTH", "Entry", "copy_tree", "remove_tree", "walk_tree"]
+__all__ = [
+    "MAX_WALK_DEPTH",
+    "Entry",
+    "copy_tree",
+    "refill_tree",
+    "remove_tree",
+    "walk_tree",
+]
 
 MAX_WALK_DEPTH = 256
 """Levels below the root that :func:`walk_tree` descends (far more than any task needs, and
@@ -51,6 +59,11 @@ def copy_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """
     if os.path.lexists(dst):
         raise FileExistsError(f"{dst} exists")
+    _cp(src, dst)
+
+
+def _cp(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """``cp -a`` ``src`` to ``dst`` (into it, when it is a directory that exists)."""
     cp = shutil.which("cp")
     if cp is None:
         raise OSError("cp is not installed")
@@ -62,6 +75,27 @@ def copy_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[-500:]
         raise OSError(f"cannot copy {src} to {dst}: {detail!r}")
+
+
+def refill_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Make the existing directory ``dst`` hold what ``src`` holds, as :func:`copy_tree`
+    copies it; ``dst`` itself stays (it may be a mount point, such as a sandbox's ``/tmp``).
+
+    Raises:
+        OSError: an entry of ``dst`` cannot be removed, or the copy failed.
+    """
+    top = os.open(dst, _DIR_FLAGS)
+    try:
+        with os.scandir(top) as entries:
+            found = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        for name, is_dir in found:
+            if is_dir:
+                remove_tree(os.path.join(dst, name))
+            else:
+                os.unlink(name, dir_fd=top)
+    finally:
+        os.close(top)
+    _cp(src, dst)
 
 
 def remove_tree(path: str | os.PathLike[str]) -> None:

@@ -27,6 +27,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from controlscope._tree import remove_tree
 from controlscope.core import (
     EVENTS_FILE,
     BranchPointEvent,
@@ -300,7 +301,8 @@ def branch(
             :func:`branch_schedule` and :meth:`Recording.check_task`; an unknown scope or one
             outside the recording's lattice, or one given twice; a scope that reviews with no
             reviewer; draws below 1; an ``out`` that holds branches; an unknown mechanism.
-            With ``mechanism="fork"``, also when the branches cannot be forked (the reason).
+            With ``mechanism="fork"``, also when the branches cannot be forked (the reason;
+            what the attempt wrote is removed).
     """
     if mechanism not in ("auto", "fork", "replay"):
         raise ReplayError(f"mechanism is auto, fork or replay, not {mechanism!r}")
@@ -308,8 +310,10 @@ def branch(
     choice = resolve_boundary(rec, at)
     name, after = branch_schedule(schedule, choice.call_index)
     conditions = _conditions(rec, scopes, draws, name, choice.source, reviewer)
-    _fresh_branches(out, [f"{scope}-d{draw}" for scope, draw, _ in conditions] + [PREFIX_DIR])
+    names = [f"{scope}-d{draw}" for scope, draw, _ in conditions] + [PREFIX_DIR]
+    _fresh_branches(out, names)
     rec.check_task(workspace_root)
+    made = [out / n for n in names if not (out / n).exists()] + ([] if out.exists() else [out])
     plans = [
         (scope, draw, Plan(position=choice.position, condition=condition, after=after()))
         for scope, draw, condition in conditions
@@ -322,6 +326,9 @@ def branch(
             rec, choice, plans, out, planner, reviewer, workspace_root
         )
         if mechanism == "fork" and note:
+            for path in made:  # refused: nothing is left of the attempt
+                if path.is_dir():
+                    remove_tree(path)
             raise ReplayError(f"the branches cannot be forked: {note}")
     results: list[BranchResult] = []
     for scope_name, draw, plan in plans if divergence is None else []:

@@ -12,13 +12,15 @@ back before the next.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from controlscope.core import BranchOrigin, ChatModel, ToolServerError
-from controlscope.record import iter_events, summarize, write_summary
+from controlscope.record import SUMMARY_FILE, iter_events, summarize, write_summary
 from controlscope.replay._hook import Plan, PrefixHook
 from controlscope.replay._recording import Recording
 from controlscope.replay._run import Outcome, run_from_prefix
@@ -26,6 +28,8 @@ from controlscope.review import Reviewer
 from controlscope.run import Controller, StopRun
 from controlscope.run._fork import CHILD_GRACE_S, ForkPoint, env_unforkable
 from controlscope.worker import ForkError, WorkerProcess
+
+_PR_SET_PDEATHSIG = 1
 
 PREFIX_DIR = "prefix"
 """The run directory, under a branch set's directory, of the trunk: the prefix replayed once."""
@@ -69,6 +73,8 @@ class Fanout:
         self.branches = branches
         self.child: ForkedBranch | None = None
         self.failure: str | None = None
+        self._trunk = os.getpid()
+        self._point: ForkPoint | None = None
 
     def split(self, hook: PrefixHook, controller: Controller) -> None:
         """Fork every branch at this boundary, one after the other; return in a child (as its
@@ -81,7 +87,12 @@ class Fanout:
         self.failure = "the trajectory has no fork point" if point is None else point.unavailable()
         if point is None or self.failure is not None:
             raise StopRun("prefix_end", f"no branch forked: {self.failure}")
-        point.save()
+        try:
+            point.save()
+        except (OSError, ForkError) as err:
+            self.failure = f"the state at the boundary could not be copied: {err}"
+            raise StopRun("prefix_end", f"no branch forked: {self.failure}") from err
+        self._trunk, self._point = os.getpid(), point
         try:
             for branch in self.branches:
                 try:
@@ -93,12 +104,9 @@ class Fanout:
                     self.child = branch  # happens from here on
                     hook.become(branch.plan, branch.reviewer)
                     _take_over(point, worker, branch)
+                    _die_with(self._trunk)
                     return
-                branch.forked = True
-                wall = branch.plan.condition.budgets.wall_seconds
-                branch.problem = point.wait(pid, worker, wall + CHILD_GRACE_S)
-                if branch.problem is not None:
-                    _close_record(branch.out)
+                _wait_for(point, branch, pid, worker)
         finally:
             if self.child is None:
                 point.discard()
@@ -111,7 +119,11 @@ class Fanout:
 
     def exit_child(self, failed: bool) -> None:
         """End a forked child, once its branch is recorded (never returns; nothing of the
-        trunk's exit handlers runs twice)."""
+        trunk's exit handlers runs twice). A child whose trunk died first removes the
+        boundary's copies (the trunk would have)."""
+        if os.getppid() != self._trunk and self._point is not None:
+            with contextlib.suppress(OSError):
+                self._point.discard()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
@@ -130,6 +142,32 @@ def _take_over(point: ForkPoint, worker: WorkerProcess, branch: ForkedBranch) ->
         point.take_over(worker, branch.out, condition, branch.reviewer, branch.origin)
     except ToolServerError as err:
         raise StopRun("environment_error", f"the tool server did not start: {err}") from err
+
+
+def _wait_for(point: ForkPoint, branch: ForkedBranch, pid: int, worker: WorkerProcess) -> None:
+    """The trunk's side of a fork: wait for the branch's process ``pid`` to end, within the
+    branch's wall-clock budget plus :data:`CHILD_GRACE_S`; a branch whose process ended
+    abnormally, or was interrupted with the trunk, is recorded as far as its log goes."""
+    branch.forked = True
+    wall = branch.plan.condition.budgets.wall_seconds
+    try:
+        branch.problem = point.wait(pid, worker, wall + CHILD_GRACE_S)
+    except BaseException:  # interrupted: the branch is recorded as it ended
+        if not (branch.out / SUMMARY_FILE).is_file():
+            _close_record(branch.out)
+        raise
+    if branch.problem is not None:
+        _close_record(branch.out)
+
+
+def _die_with(trunk: int) -> None:
+    """Make this forked process interrupted (``SIGINT``: it records its end) when the trunk
+    ``trunk`` dies, and at once if it has died already (a trunk killed outright records
+    nothing more and cannot end its branch)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+    if os.getppid() != trunk:
+        raise KeyboardInterrupt("the trunk died")
 
 
 def _close_record(out: Path) -> None:

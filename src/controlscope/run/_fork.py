@@ -14,7 +14,8 @@ pending call, the controller process (the trunk) takes, for each branch in turn:
    branch's condition, then the prefix's events as they were recorded), its worker the fork
    of step 1, its tool server a new one on the workspace;
 3. the workspace as it was at the boundary: the child works in it; when the child has ended,
-   the trunk puts the boundary's copy back for the next branch.
+   the trunk puts the boundary's copy back for the next branch, and so for the worker's
+   ``/tmp`` and ``/dev/shm``, which the worker's forks share (its sandbox's).
 
 Branches run one after the other (each child is waited for, within the branch's wall-clock
 budget plus :data:`CHILD_GRACE_S`). A fork is only possible where the worker's forks are
@@ -25,19 +26,22 @@ would start afresh. :meth:`ForkPoint.unavailable` says why not; callers then rep
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controlscope._tree import copy_tree, remove_tree
+from controlscope._tree import copy_tree, refill_tree, remove_tree
 from controlscope.core import (
     BranchOrigin,
     Condition,
+    Deadline,
     ToolResult,
     ToolSchema,
     ToolServer,
@@ -46,12 +50,21 @@ from controlscope.core import (
 from controlscope.envs import Environment
 from controlscope.review import Reviewer
 from controlscope.worker import ForkError, WorkerProcess, WorkerSession
+from controlscope.worker._fork import OpenFiles
 
 CHILD_GRACE_S = 60.0
 """Seconds a branch's process may outlive its wall-clock budget before it is killed."""
 
 INTERRUPT_GRACE_S = 5.0
 """Seconds an interrupted trunk gives a branch's process to record its end."""
+
+INTERRUPT_SETTLE_S = 1.0
+"""Seconds an interrupted trunk waits for a branch's process to end by itself (an interrupt
+of the whole process group reached it too) before interrupting it."""
+
+
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
+"""The signals that interrupt a run (the CLI turns ``SIGTERM`` into an interrupt)."""
 
 
 class ServerSlot:
@@ -122,6 +135,8 @@ class ForkPoint:
         slot: the trajectory's tool server.
         workspace: the task's workspace (the same path in every branch).
         relog: switches the log to a branch's run directory.
+        deadline: the trajectory's wall-clock ceiling (each branch gets what was left of it
+            at the boundary, as a branch that replays its prefix has its own).
     """
 
     env: Environment
@@ -129,7 +144,12 @@ class ForkPoint:
     slot: ServerSlot
     workspace: Path
     relog: Relog
+    deadline: Deadline | None = None
     _saved: Path | None = None
+    _left_s: float = 0.0
+    _scratch: list[str] = field(default_factory=list)
+    _files: OpenFiles = field(default_factory=dict)
+    _mask: set[int | signal.Signals] = field(default_factory=set)
 
     def unavailable(self) -> str | None:
         """Why branches cannot be forked from this trajectory (None when they can)."""
@@ -144,20 +164,42 @@ class ForkPoint:
         return None
 
     def save(self) -> None:
-        """Copy the workspace as it stands at the boundary (once, before the first branch)."""
-        if self._saved is None:
-            saved = self.workspace.with_name(self.workspace.name + ".at-boundary")
-            copy_tree(self.workspace, saved)
-            self._saved = saved
+        """Copy the workspace and the worker's scratch directories (its ``/tmp`` and
+        ``/dev/shm``, which its forks share) as they stand at the boundary (once, before the
+        first branch).
+
+        Raises:
+            OSError: a copy failed (nothing of it is left).
+            ForkError: the worker's scratch directories cannot be found.
+        """
+        if self._saved is not None:
+            return
+        saved = self.workspace.with_name(self.workspace.name + ".at-boundary")
+        self._scratch = self.session.scratch_dirs()
+        self._files = self.session.open_files()
+        saved.mkdir()
+        try:
+            copy_tree(self.workspace, saved / "workspace")
+            for i, scratch in enumerate(self._scratch):
+                copy_tree(scratch, saved / f"scratch-{i}")
+        except OSError:
+            remove_tree(saved)
+            raise
+        self._saved = saved
+        if self.deadline is not None:
+            self._left_s = self.deadline.remaining()
 
     def restore(self) -> None:
-        """Put the boundary's workspace back (after a branch changed or removed it)."""
+        """Put the boundary's workspace and scratch directories back (after a branch changed
+        or removed them)."""
         assert self._saved is not None, "save() first"
         remove_tree(self.workspace)
-        copy_tree(self._saved, self.workspace)
+        copy_tree(self._saved / "workspace", self.workspace)
+        for i, scratch in enumerate(self._scratch):
+            refill_tree(self._saved / f"scratch-{i}", scratch)
 
     def discard(self) -> None:
-        """Remove the boundary's copy."""
+        """Remove the boundary's copies."""
         saved, self._saved = self._saved, None
         if saved is not None:
             remove_tree(saved)
@@ -173,14 +215,20 @@ class ForkPoint:
         Raises:
             ForkError: the worker or this process could not be forked.
         """
-        worker = self.session.fork()
+        worker = self.session.fork(files=self._files)  # each fork: the boundary's positions
         for stream in (sys.stdout, sys.stderr):
             stream.flush()  # what the trunk printed is not printed again by the child
+        # An interrupt must not reach the child while it still holds the trunk's log, worker
+        # and server: the child takes it once it is the branch (take_over).
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
         try:
             pid = os.fork()
         except OSError as err:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
             worker.kill()
             raise ForkError(f"the controller could not fork: {err}") from err
+        if pid != 0:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
         return pid, worker
 
     def take_over(
@@ -193,16 +241,21 @@ class ForkPoint:
     ) -> None:
         """In a forked child, go on as the branch: its log is ``out_dir`` (``run_start`` under
         ``condition``, ``reviewer`` and ``origin``, then the prefix's events), its worker the
-        fork, its server a new one on the workspace; the trajectory then goes on from the
-        boundary.
+        fork, its server a new one on the workspace, its wall-clock ceiling what the trunk
+        had left at the boundary; the trajectory then goes on from the boundary.
 
         Raises:
             FileExistsError: ``out_dir`` holds a log.
             ToolServerError: the branch's server did not start (the branch ends recorded).
         """
-        self.slot.hold(_Forgotten(self.slot.held))  # the trunk's: never closed here
-        self.session.take_over(worker, self.slot)
-        self.relog(out_dir, condition, reviewer, origin)
+        try:
+            if self.deadline is not None:  # the branches before ran on the trunk's clock
+                self.deadline.at = time.monotonic() + self._left_s
+            self.slot.hold(_Forgotten(self.slot.held))  # the trunk's: never closed here
+            self.session.take_over(worker, self.slot)
+            self.relog(out_dir, condition, reviewer, origin)
+        finally:  # an interrupt that came since the fork is taken here, as the branch
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
         self.slot.hold(self.env.start_server(self.workspace))
 
     def wait(self, pid: int, worker: WorkerProcess, timeout_s: float) -> str | None:
@@ -213,8 +266,10 @@ class ForkPoint:
             Why the branch's process ended abnormally (killed, a signal, a non-zero status),
             or None when it exited normally.
         """
-        problem = _reap(pid, timeout_s)
-        worker.kill()
+        try:
+            problem = _reap(pid, timeout_s)
+        finally:
+            worker.kill()
         self.restore()
         return problem
 
@@ -232,15 +287,14 @@ def env_unforkable(env: Environment) -> str | None:
 
 def _reap(pid: int, timeout_s: float) -> str | None:
     """Wait for the child ``pid``; kill it after ``timeout_s`` (or when this wait is
-    interrupted, once it has had :data:`INTERRUPT_GRACE_S` to record its end); what went
-    wrong, if anything."""
+    interrupted, once it has been interrupted too and had :data:`INTERRUPT_GRACE_S` to
+    record its end); what went wrong, if anything."""
     fd = os.pidfd_open(pid)
     try:
         try:
             ended = bool(select.select([fd], [], [], max(timeout_s, 0.0))[0])
-        except BaseException:  # Ctrl-C reaches the child too: let it record its end
-            if not select.select([fd], [], [], INTERRUPT_GRACE_S)[0]:
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except BaseException:
+            _interrupt(fd)
             os.waitpid(pid, 0)
             raise
         if not ended:
@@ -254,3 +308,16 @@ def _reap(pid: int, timeout_s: float) -> str | None:
         return f"the branch's process was killed by signal {os.WTERMSIG(status)}"
     code = os.waitstatus_to_exitcode(status)
     return None if code == 0 else f"the branch's process exited with status {code}"
+
+
+def _interrupt(fd: int) -> None:
+    """Interrupt the child of pidfd ``fd`` as this process was (a Ctrl-C reaches both; a
+    SIGTERM sent to this process alone does not reach it): it records its end, or is killed
+    after :data:`INTERRUPT_GRACE_S`."""
+    if select.select([fd], [], [], INTERRUPT_SETTLE_S)[0]:
+        return  # the interrupt reached it too, and it has ended
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(fd, signal.SIGINT)
+    if not select.select([fd], [], [], INTERRUPT_GRACE_S)[0]:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)

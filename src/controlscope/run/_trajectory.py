@@ -15,6 +15,7 @@ A.1):
 
 from __future__ import annotations
 
+import itertools
 import math
 import tempfile
 import traceback
@@ -249,14 +250,14 @@ class _Parts:
         Raises:
             FileExistsError: ``out_dir`` already holds a log.
         """
-        before = list(iter_events(self.out_dir))[1:]
-        self._writer.close()  # this process's copy; the trunk's log is the trunk's
-        self._writer = TrajectoryWriter(out_dir)
+        trunk = self.out_dir
+        self._writer.close()  # this process's copy, first: nothing more of it reaches the
+        self._writer = TrajectoryWriter(out_dir)  # trunk's log, whatever fails from here on
         self.condition, self.reviewer, self.origin = condition, reviewer, origin
         self.reviews = reviewer is not None and condition.schedule != "never"
         self._started = False
         self.start()
-        for event in before:
+        for event in itertools.islice(iter_events(trunk), 1, None):
             self.sink(event)
 
     def start(self) -> None:
@@ -451,7 +452,9 @@ def _run_session(
             hook=parts.hook,
         )
         controller.history = _opening(parts, tools, server.agent_roots or (str(workspace),))
-        controller.fork_point = ForkPoint(parts.env, session, server, workspace, parts.relog)
+        controller.fork_point = ForkPoint(
+            parts.env, session, server, workspace, parts.relog, parts.deadline
+        )
         if parts.hook is not None:
             parts.hook.attach(controller, workspace)
         session.start()

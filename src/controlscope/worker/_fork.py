@@ -24,7 +24,9 @@ import errno
 import logging
 import os
 import select
+import stat
 import threading
+from collections.abc import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,66 @@ class _AddFd(ctypes.Structure):
         ("newfd", ctypes.c_uint32),
         ("newfd_flags", ctypes.c_uint32),
     ]
+
+
+OpenFiles = dict[int, tuple[int, int]]
+"""A worker's open regular files: descriptor number -> (open flags, position)."""
+
+#: Open flags not to pass on when a file is opened again through ``/proc`` (creation flags,
+#: ``O_TMPFILE``'s, and ``O_NOFOLLOW``: the ``/proc`` entry is a link).
+_REOPEN_DROP = (
+    os.O_CREAT
+    | os.O_EXCL
+    | os.O_TRUNC
+    | os.O_NOCTTY
+    | os.O_CLOEXEC
+    | os.O_TMPFILE
+    | os.O_DIRECTORY
+    | os.O_NOFOLLOW
+)
+
+
+def open_files(pid: int) -> OpenFiles:
+    """The regular files process ``pid`` holds open at descriptor 3 and above, each one's open
+    flags and position, as ``/proc`` shows them (files it cannot read are left out)."""
+    found: OpenFiles = {}
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for name in names:
+        number = int(name)
+        try:
+            if number < 3 or not stat.S_ISREG(os.stat(f"/proc/{pid}/fd/{number}").st_mode):
+                continue
+            with open(f"/proc/{pid}/fdinfo/{number}", encoding="ascii") as info:
+                fields = dict(line.split(":", 1) for line in info if ":" in line)
+            found[number] = (int(fields["flags"].strip(), 8), int(fields["pos"].strip()))
+        except (OSError, KeyError, ValueError):
+            continue
+    return found
+
+
+def fresh_descriptions(pid: int, files: OpenFiles) -> list[tuple[int, int, int]]:
+    """New open file descriptions of process ``pid``'s open ``files`` (the same files, flags
+    and the positions ``files`` gives), for a forked worker not to share its parent's
+    positions (a fork shares them): ``(descriptor here, number there, descriptor flags)``
+    each, to install with :meth:`ForkSupervisor.allow` (the caller closes the descriptors).
+    A file that cannot be opened again is left shared."""
+    fresh: list[tuple[int, int, int]] = []
+    for number, (flags, pos) in sorted(files.items()):
+        try:
+            fd = os.open(f"/proc/{pid}/fd/{number}", (flags & ~_REOPEN_DROP) | os.O_CLOEXEC)
+        except OSError as exc:
+            log.debug("descriptor %d of %d stays shared: %s", number, pid, exc)
+            continue
+        try:
+            os.lseek(fd, pos, os.SEEK_SET)
+        except OSError:
+            os.close(fd)
+            continue
+        fresh.append((fd, number, flags & os.O_CLOEXEC))
+    return fresh
 
 
 def plain_fork(flags: int) -> bool:
@@ -132,15 +194,24 @@ class ForkSupervisor:
         if taken is not None:
             self.refuse(taken)
 
-    def allow(self, notif_id: int, numbers: tuple[int, int], ends: tuple[int, int]) -> None:
+    def allow(
+        self,
+        notif_id: int,
+        numbers: tuple[int, int],
+        ends: tuple[int, int],
+        files: Sequence[tuple[int, int, int]] = (),
+    ) -> None:
         """Put ``ends[i]`` at descriptor ``numbers[i]`` in the calling worker (inherited by
-        the child) and let the held call go on.
+        the child), and each of ``files`` (``(descriptor here, number there, descriptor
+        flags)``, see :func:`fresh_descriptions`) in place of what it has there, and let the
+        held call go on.
 
         Raises:
             OSError: the descriptors could not be installed (the call is then refused).
         """
-        for end, number in zip(ends, numbers, strict=True):
-            add = _AddFd(notif_id, _ADDFD_FLAG_SETFD, end, number, 0)
+        installs = [(end, number, 0) for end, number in zip(ends, numbers, strict=True)]
+        for end, number, fd_flags in [*installs, *files]:
+            add = _AddFd(notif_id, _ADDFD_FLAG_SETFD, end, number, fd_flags)
             if self._libc.ioctl(self._listener, _ADDFD, ctypes.byref(add)) < 0:
                 code = ctypes.get_errno()
                 self.refuse(notif_id)

@@ -114,6 +114,8 @@ CLONE_THREAD = 0x00010000
 #: that returns a user-notification listener.
 _SECCOMP_NR = {"x86_64": 317, "aarch64": 277}
 _SET_MODE_FILTER, _FLAG_NEW_LISTENER = 1, 1 << 3
+#: ``prctl``'s way of adding a filter (``seccomp(2)`` is refused once the allow-list is in).
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 #: ``fcntl`` and ``ioctl`` commands refused: pipe buffers beyond the default (kernel memory
 #: outside every bound), and typing into or controlling a terminal.
 _F_SETPIPE_SZ, _TIOCSTI, _TIOCLINUX = 1031, 0x5412, 0x541C
@@ -211,6 +213,46 @@ def fork_notify_program(machine: str) -> bytes | None:
     program = [(_LD, 0, 0, 4), (_JEQ, 1, 0, _AUDIT_ARCH[machine]), (_RET, 0, 0, _ALLOW)]
     program += [(_LD, 0, 0, 0), *_fork_like(table[1]["clone"], _USER_NOTIF), (_RET, 0, 0, _ALLOW)]
     return b"".join(struct.pack("<HBBI", *ins) for ins in program)
+
+
+def forked_program(machine: str) -> bytes | None:
+    """The filter a forked worker adds over those it inherited, which name the worker it was
+    forked from as "the worker itself" (its pid and group): ``kill`` and ``tgkill`` fail
+    with ``EPERM`` (the inherited filters let them reach only that worker, its group or
+    itself as that worker), ``prlimit64`` is allowed on itself only (``0``).
+
+    Returns:
+        The program (8 bytes per instruction), or None for an unsupported machine.
+    """
+    table = syscall_table(machine)
+    if table is None:
+        return None
+    checked = table[1]
+    program = [(_LD, 0, 0, 4), (_JEQ, 1, 0, _AUDIT_ARCH[machine]), (_RET, 0, 0, _KILL)]
+    program.append((_LD, 0, 0, 0))
+    for name in ("kill", "tgkill"):
+        program += [(_JEQ, 0, 1, checked[name]), (_RET, 0, 0, _EPERM)]
+    program += _only_if(checked["prlimit64"], 0, (0,))
+    program.append((_RET, 0, 0, _ALLOW))
+    return b"".join(struct.pack("<HBBI", *ins) for ins in program)
+
+
+def _confine_fork() -> bool:
+    """Add :func:`forked_program` in a forked worker (with ``prctl``: the inherited filters
+    refuse ``seccomp(2)``). True once it is in force."""
+    import ctypes
+
+    program = forked_program(os.uname().machine)
+    if program is None:
+        return False
+
+    class _Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_char_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0)
 
 
 def _fork_like(clone: int, action: int) -> list[Instruction]:

@@ -24,7 +24,7 @@ from controlscope._tree import remove_tree
 from controlscope.core import Isolation
 from controlscope.worker import _sandbox
 from controlscope.worker._channel import Channel, ChannelTimeout, ProtocolViolation, WorkerGone
-from controlscope.worker._fork import ForkSupervisor
+from controlscope.worker._fork import ForkSupervisor, OpenFiles, fresh_descriptions, open_files
 from controlscope.worker._proxies import ProxySet
 from controlscope.worker._types import Limits
 
@@ -212,7 +212,20 @@ class WorkerProcess:
             self._supervisor = ForkSupervisor(fds[0])
             self._owns_supervisor = True
 
-    def fork(self, timeout_s: float = 10.0) -> WorkerProcess:
+    def open_files(self) -> OpenFiles:
+        """The regular files the worker holds open (agent code's), with their flags and
+        positions (see :func:`~controlscope.worker._fork.open_files`); empty when no worker
+        runs or it cannot be found.
+        """
+        if self._proc is None:
+            return {}
+        try:
+            host = self._host_pid = self._host_pid or self._locate()
+        except ProtocolViolation:
+            return {}
+        return open_files(host)
+
+    def fork(self, timeout_s: float = 10.0, files: OpenFiles | None = None) -> WorkerProcess:
         """Fork this worker, paused at a boundary (waiting for the answer to a call), into a
         child worker on a channel of its own; both then wait for the answer to that call.
 
@@ -225,6 +238,10 @@ class WorkerProcess:
 
         Args:
             timeout_s: bound on each step (the worker's messages, the fork call).
+            files: the worker's open files with the positions the child is to find them at
+                (:meth:`open_files` at the boundary; default: as they are now). The child
+                gets open file descriptions of its own (the worker too: its old ones are
+                replaced), so that its reads and writes do not move another fork's positions.
 
         Returns:
             The child, a running :class:`WorkerProcess` (kill it with :meth:`kill`).
@@ -247,7 +264,12 @@ class WorkerProcess:
             self.channel.send({"t": "fork", "nonce": nonce}, timeout_s)
             numbers = _numbers(self.channel.recv(timeout_s), nonce)
             held = supervisor.take(timeout_s)
-            supervisor.allow(held, numbers, (c_r, c_w))
+            fresh = fresh_descriptions(host, open_files(host) if files is None else files)
+            try:
+                supervisor.allow(held, numbers, (c_r, c_w), fresh)
+            finally:
+                for fd, _number, _flags in fresh:
+                    os.close(fd)
             child_ns = _forked(self.channel.recv(timeout_s), nonce)
             child = self._adopt(host, child_ns, Channel(p_r, p_w, spin_s=self._spin_s))
             if _forked(child.channel.recv(timeout_s), nonce) != 0:
@@ -265,6 +287,25 @@ class WorkerProcess:
             os.close(c_r)
             os.close(c_w)
         return child
+
+    def scratch_dirs(self) -> list[str]:
+        """The directories, as this process reaches them, that agent code writes besides the
+        workspace and that the worker's forks share: the sandbox's ``/tmp`` and ``/dev/shm``
+        under bwrap (through ``/proc``), the worker's own working directory without (where
+        agent code can write anywhere). Empty when no worker runs.
+
+        Raises:
+            ForkError: the worker's interpreter cannot be found.
+        """
+        if self._proc is None:
+            return []
+        if self.isolation == "none":
+            return [self._tmpdir] if self._tmpdir is not None else []
+        try:
+            host = self._host_pid = self._host_pid or self._locate()
+        except ProtocolViolation as exc:
+            raise ForkError(str(exc)) from exc
+        return [f"/proc/{host}/root/{mount}" for mount in ("tmp", "dev/shm")]
 
     def _locate(self) -> int:
         """The host pid of the worker's interpreter (under bwrap, below bwrap's processes)."""

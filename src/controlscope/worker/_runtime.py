@@ -79,6 +79,7 @@ if __name__ != "__main__":  # imported by the controller; in the worker the bund
     from controlscope.worker._hardening import (
         _apply_rlimits,
         _apply_seccomp,
+        _confine_fork,
         _drop_capabilities,
         _getframe,
         _gettrace,
@@ -147,6 +148,7 @@ class Runtime:
         self.proxy_codes: dict[int, str] = {}
         self.tool_params: dict[str, list[list[str]]] = {}
         self.seed = 0
+        self.seccomp = False
         self.hidden: set[str] = set()
         self.capture = _Capture(20_000)
         self.main_ident = threading.get_ident()
@@ -244,6 +246,7 @@ class Runtime:
             seccomp = forks = False
             if handoff is not None:
                 os.close(handoff)  # the controller then knows: no supervised forks
+        self.seccomp = seccomp
         sys.stdout = sys.stderr = self._devnull
         self.send({"t": "ready", "seccomp": seccomp, "fork": forks, "pid": os.getpid()})
 
@@ -408,6 +411,8 @@ class Runtime:
             done = {"pid": pid} if pid > 0 else {"error": error}
             self.send({"t": "forked", "nonce": nonce, **done})
             return
+        if self.seccomp and not _confine_fork():
+            os._exit(70)  # never run on as "the worker itself" (the controller sees no fork)
         random.setstate(state)
         os.close(self.rfd)
         os.close(self.wfd)

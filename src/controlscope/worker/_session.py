@@ -51,6 +51,7 @@ from controlscope.worker._driver import (
     StaleMessage,
     block_result,
 )
+from controlscope.worker._fork import OpenFiles
 from controlscope.worker._guard import private_runtime_problem
 from controlscope.worker._process import (
     CONTROLLER_SPIN_S,
@@ -278,17 +279,33 @@ class WorkerSession:
         """Whether the running worker can be forked at a boundary (:meth:`fork`)."""
         return self._process.forks
 
-    def fork(self, timeout_s: float = 10.0) -> WorkerProcess:
+    def fork(self, timeout_s: float = 10.0, files: OpenFiles | None = None) -> WorkerProcess:
         """Fork the worker paused at the current boundary (from the handler's
         ``on_boundary``): the child waits for the answer to the same call, in the same
-        sandbox, with the same namespace (see :meth:`WorkerProcess.fork`).
+        sandbox, with the same namespace, its open files where ``files`` (:meth:`open_files`
+        at the boundary) has them (see :meth:`WorkerProcess.fork`).
 
         Raises:
             ForkError: the worker cannot be forked here, or the fork failed.
         """
         if self._driver is None:
             raise ForkError("no block is running: a worker is forked at a boundary")
-        return self._process.fork(timeout_s)
+        return self._process.fork(timeout_s, files)
+
+    def open_files(self) -> OpenFiles:
+        """The regular files agent code holds open in the worker, with their flags and
+        positions (see :meth:`WorkerProcess.open_files`)."""
+        return self._process.open_files()
+
+    def scratch_dirs(self) -> list[str]:
+        """The directories besides the workspace that agent code writes and the worker's forks
+        share (see :meth:`WorkerProcess.scratch_dirs`): a branch by fork puts them back as
+        they were at the boundary before the next branch.
+
+        Raises:
+            ForkError: the worker's interpreter cannot be found.
+        """
+        return self._process.scratch_dirs()
 
     def take_over(self, child: WorkerProcess, tools: ToolServer) -> None:
         """Go on with ``child`` (a fork of this session's worker, made by :meth:`fork`) and
