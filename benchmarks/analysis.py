@@ -10,14 +10,15 @@
   median of ``--repeats`` pairs (each in fresh folders, the order alternating so neither count
   always pays the cold start). Target: at least 1.7 (on 2 cores).
 
-  24 units (72 runs) by default, about 22 s with one worker on 2 cores: a panel pays about
+  24 units (72 runs) by default, about 23 s with one worker on 2 cores: a panel pays about
   0.9 s once whatever its worker count (its pool processes start, spawned, and import what a
   run needs: 0.7 s; each one's first run probes bubblewrap and imports the rest: 0.15 to
   0.2 s), against 0.29 s a run afterwards (one worker, quiet machine, 1 December 2026). The
-  8 units measured before (24 runs, 7.8 s with one worker) spent 12% of their one-worker
-  time on that one-off start, which the second worker cannot share: a ratio of 1.53 there
-  is about 1.58 at 24 units from the same runs, and a user's panel has hundreds to thousands of
-  runs (the paper's AppWorld panel alone has 1,755 units).
+  8 units measured before (24 runs, 7.8 to 8.6 s with one worker) spent 11-12% of their
+  one-worker time on that one-off start, which the second worker cannot share, and a user's
+  panel has hundreds to thousands of runs (the paper's AppWorld panel alone has 1,755
+  units). Measured on a quiet machine the same day, median of 3 pairs: 1.53 at 8 units and
+  1.56 at 24 before pool processes kept to cores of their own, 1.73 and 1.81 after.
 * ``cpu_per_wall_1_worker``: CPU seconds per wall second of the one-worker panel: the
   controller, the pool process, the isolated worker and the MCP server together, counted in a
   cgroup of the benchmark's own where the machine lets it make one (cgroup v1 ``cpuacct`` or
