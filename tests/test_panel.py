@@ -263,6 +263,47 @@ def test_a_pool_process_ends_without_the_interpreters_teardown(
     assert "unflushed line from the pool" in capfd.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("workers", "cores", "shares"),
+    [
+        (2, [1, 0], ((0,), (1,))),
+        (3, range(7), ((0, 1), (2, 3), (4, 5, 6))),
+        (2, [0, 2, 4, 6], ((0, 2), (4, 6))),
+        (1, [0, 1], ()),
+        (3, [0, 1], ()),
+    ],
+)
+def test_pool_processes_get_disjoint_core_shares_when_there_are_enough_cores(
+    workers: int, cores: list[int], shares: tuple[tuple[int, ...], ...]
+) -> None:
+    assert cp.core_shares(workers, cores) == shares
+
+
+def test_each_pool_process_keeps_to_its_own_cores(tmp_path: Path) -> None:
+    """Two pool processes on a machine of two or more cores: each keeps to its own share (and
+    so do the processes its runs start); on one core neither is kept to anything."""
+    usable = os.sched_getaffinity(0)
+    shares = cp.core_shares(2, sorted(usable))
+    backend = cp.LocalBackend(2)
+    pool = backend._pool
+    try:
+        for future in [pool.submit(os.getpid) for _ in range(2)]:
+            future.result(timeout=120)
+        pids = [p.pid for p in pool._processes.values()]  # type: ignore[attr-defined]
+        assert len(pids) == 2
+        deadline = time.monotonic() + 120  # both have run their initializer by then
+        seen = [os.sched_getaffinity(pid) for pid in pids]
+        while shares and any(s == usable for s in seen) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            seen = [os.sched_getaffinity(pid) for pid in pids]
+    finally:
+        backend.close(cancel=False)
+    if shares:
+        assert sorted(tuple(sorted(s)) for s in seen) == sorted(shares)
+    else:
+        assert seen == [usable, usable]
+
+
 def test_a_folder_of_another_config_is_refused_naming_the_difference(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

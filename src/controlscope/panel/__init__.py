@@ -15,7 +15,13 @@ or on Ray, resumable (paper sections 3.2, 4 and A.5).
   :func:`read_record` read a panel folder back (the report does).
 """
 
-from controlscope.panel._backends import Backend, LocalBackend, RayBackend, machine_cores
+from controlscope.panel._backends import (
+    Backend,
+    LocalBackend,
+    RayBackend,
+    core_shares,
+    machine_cores,
+)
 from controlscope.panel._config import (
     STARTS,
     BudgetSettings,
@@ -100,6 +106,7 @@ __all__ = [
     "anchor_paths",
     "condition_label",
     "config_problem",
+    "core_shares",
     "default_workers",
     "difference",
     "execute",

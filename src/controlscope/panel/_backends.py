@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
@@ -46,9 +47,41 @@ def machine_cores() -> int:
         return os.cpu_count() or 1
 
 
+def core_shares(workers: int, cores: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Each pool process's own cores: ``cores`` cut into ``workers`` consecutive shares as
+    even as can be (7 cores for 3 workers: 2, 2 and 3).
+
+    Args:
+        workers: pool processes.
+        cores: the CPU numbers the panel's process may use.
+
+    Returns:
+        One tuple of CPU numbers per pool process; empty (the processes are not kept to
+        cores) for a single worker, which may use every core, or for more workers than
+        cores, which must share them.
+    """
+    ordered = sorted(cores)
+    if workers < 2 or workers > len(ordered):
+        return ()
+    bounds = [len(ordered) * i // workers for i in range(workers + 1)]
+    return tuple(tuple(ordered[bounds[i] : bounds[i + 1]]) for i in range(workers))
+
+
+def _usable_cores() -> tuple[int, ...]:
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux: no affinity to set either
+        return ()
+
+
 class LocalBackend:
     """A process pool sized to the machine; each run isolated as a single run is (its own
     worker process, tool server and workspace).
+
+    With at least as many cores as pool processes, each process and everything its runs start
+    keep to a share of the cores of their own (:func:`core_shares`): a run is a chain of
+    processes that wake one another at every primitive call (worker, controller, tool
+    server), and two such chains left to migrate across the same cores stall each other.
 
     Args:
         workers: pool processes.
@@ -57,11 +90,13 @@ class LocalBackend:
 
     def __init__(self, workers: int, threads: int | None = None) -> None:
         self.slots = workers
+        context = multiprocessing.get_context("spawn")
+        shares = core_shares(workers, _usable_cores())
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=context,
             initializer=start_pool_process,
-            initargs=(threads,),
+            initargs=(threads, shares, context.Value("i", 0) if shares else None),
         )
 
     def submit(self, job: RunJob) -> Future[RunRecord]:

@@ -19,9 +19,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from controlscope._tree import remove_tree
 from controlscope.core import ChatModel
@@ -40,6 +42,9 @@ from controlscope.run import (
     read_source,
     run_prepared,
 )
+
+if TYPE_CHECKING:
+    from multiprocessing.sharedctypes import Synchronized
 
 BRANCH_AT: dict[str, int | str] = {
     "first_boundary": 1,
@@ -191,12 +196,26 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def start_pool_process(threads: int | None) -> None:
+def start_pool_process(
+    threads: int | None,
+    shares: Sequence[Sequence[int]] = (),
+    started: Synchronized[int] | None = None,
+) -> None:
     """Set up a pool process: SIGTERM ends its run like Ctrl-C does (recorded as interrupted,
     its processes and workspace cleaned up), and a watcher ends the process when the panel's
     process dies (even by SIGKILL), so no run outlives its panel; ``threads`` sets the local
     model's threads (None: its default). The process ends without the interpreter's teardown
-    (:func:`_exit_now`)."""
+    (:func:`_exit_now`).
+
+    Args:
+        threads: the local model's threads (None: its default).
+        shares: the pool's core shares, one per process (empty: not kept to cores).
+        started: the pool's count of processes started so far, shared by them (with
+            ``shares``): the n-th process to start keeps to share n (its threads and every
+            process its runs start inherit it).
+    """
+    if shares and started is not None:
+        _keep_to_share(shares, started)
     signal.signal(signal.SIGTERM, _interrupt)
     if threads is not None:
         os.environ.setdefault("CONTROLSCOPE_THREADS", str(threads))
@@ -204,6 +223,16 @@ def start_pool_process(threads: int | None) -> None:
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     if multiprocessing.parent_process() is not None:  # never in a panel's own process
         atexit.register(_exit_now)
+
+
+def _keep_to_share(shares: Sequence[Sequence[int]], started: Synchronized[int]) -> None:
+    """Keep this process to the next share of cores (a share no longer usable, after the
+    machine's CPU set changed, leaves it free)."""
+    with started.get_lock():
+        index = started.value
+        started.value += 1
+    with contextlib.suppress(OSError):
+        os.sched_setaffinity(0, shares[index % len(shares)])
 
 
 def _exit_now() -> None:
