@@ -345,6 +345,15 @@ write_file(path="/workspace/seen.txt", content=repr(seen))
 """
 
 
+def written(run_dir: Path) -> list[str]:
+    """The contents of a run's ``write_file`` calls, in order."""
+    return [
+        e.call.arguments["content"]
+        for e in cs.read_events(run_dir)
+        if isinstance(e, PrimitiveCallEvent) and e.call.tool == "write_file"
+    ]
+
+
 def test_a_forked_branch_does_not_see_what_an_earlier_branch_left_in_the_worker_tmp(
     tmp_path: Path,
 ) -> None:
@@ -361,12 +370,7 @@ def test_a_forked_branch_does_not_see_what_an_earlier_branch_left_in_the_worker_
         )
         assert found.ok and found.mechanism == mechanism
         for b in found.branches:
-            seen = [
-                e.call.arguments["content"]
-                for e in cs.read_events(b.run_dir)
-                if isinstance(e, PrimitiveCallEvent) and e.call.tool == "write_file"
-            ]
-            assert seen[-1:] == ["[]"], (mechanism, b.draw)  # and /tmp/kept was there
+            assert written(b.run_dir)[-1:] == ["[]"], (mechanism, b.draw)  # and /tmp/kept was there
             assert b.summary is not None and b.summary.end_reason == "final_answer"
 
 
@@ -387,12 +391,7 @@ def test_a_file_agent_code_holds_open_is_at_its_boundary_position_in_each_branch
         )
         assert found.ok and found.mechanism == mechanism
         for b in found.branches:
-            read = [
-                e.call.arguments["content"]
-                for e in cs.read_events(b.run_dir)
-                if isinstance(e, PrimitiveCallEvent) and e.call.tool == "write_file"
-            ]
-            assert read[-1:] == ["cdef"], (mechanism, b.draw)
+            assert written(b.run_dir)[-1:] == ["cdef"], (mechanism, b.draw)
 
 
 def test_an_interrupt_reaching_a_branch_before_its_log_is_its_own_stays_out_of_the_trunks(
