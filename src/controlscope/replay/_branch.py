@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NoReturn
 
 from pydantic import ValidationError
 
@@ -313,7 +313,7 @@ def branch(
     names = [f"{scope}-d{draw}" for scope, draw, _ in conditions] + [PREFIX_DIR]
     _fresh_branches(out, names)
     rec.check_task(workspace_root)
-    made = [out / n for n in names if not (out / n).exists()] + ([] if out.exists() else [out])
+    made = _absent(out, names)
     plans = [
         (scope, draw, Plan(position=choice.position, condition=condition, after=after()))
         for scope, draw, condition in conditions
@@ -326,10 +326,7 @@ def branch(
             rec, choice, plans, out, planner, reviewer, workspace_root
         )
         if mechanism == "fork" and note:
-            for path in made:  # refused: nothing is left of the attempt
-                if path.is_dir():
-                    remove_tree(path)
-            raise ReplayError(f"the branches cannot be forked: {note}")
+            _refuse_fork(made, note)
     results: list[BranchResult] = []
     for scope_name, draw, plan in plans if divergence is None else []:
         found = forked.get(f"{scope_name}-d{draw}")
@@ -342,6 +339,23 @@ def branch(
         if divergence is not None:
             break
     return _finish_set(rec, choice, name, out, results, divergence, note)
+
+
+def _absent(out: Path, names: Sequence[str]) -> list[Path]:
+    """The folders of ``out/NAME`` (and ``out`` itself) that do not exist yet."""
+    return [out / n for n in names if not (out / n).exists()] + ([] if out.exists() else [out])
+
+
+def _refuse_fork(made: Sequence[Path], note: str) -> NoReturn:
+    """Remove what a refused fork attempt made (``made``) and say why it was refused.
+
+    Raises:
+        ReplayError: always, naming ``note``.
+    """
+    for path in made:
+        if path.is_dir():
+            remove_tree(path)
+    raise ReplayError(f"the branches cannot be forked: {note}")
 
 
 def by_fork(
