@@ -354,6 +354,22 @@ def written(run_dir: Path) -> list[str]:
     ]
 
 
+def three_full_branches_each_way(
+    source: Path, tmp_path: Path, code: str
+) -> Iterator[tuple[str, replay.BranchResult]]:
+    """Three Full branches of ``source`` at its second call whose reviewer replaces the rest
+    with ``code``, started by fork and then by prefix replay: (mechanism, branch) each."""
+    replace = json.dumps({**json.loads(REPLACE_JUNK), "code": code})
+    reviewer = ModelReviewer(ScriptedModel([replace] * 5))
+    for mechanism in ("fork", "replay"):
+        found = branches(
+            source, tmp_path / mechanism, mechanism, scopes=["full"], draws=3, reviewer=reviewer
+        )
+        assert found.ok and found.mechanism == mechanism
+        for b in found.branches:
+            yield mechanism, b
+
+
 def test_a_forked_branch_does_not_see_what_an_earlier_branch_left_in_the_worker_tmp(
     tmp_path: Path,
 ) -> None:
@@ -362,16 +378,9 @@ def test_a_forked_branch_does_not_see_what_an_earlier_branch_left_in_the_worker_
     nothing an earlier branch wrote), as a branch that replays its prefix does."""
     program = 'open("/tmp/kept", "w").write("prefix")\n' + SOLVE
     source = record(tmp_path, "src", [fenced(program), "Done."], [], scope="keep")
-    marks = json.dumps({**json.loads(REPLACE_JUNK), "code": MARKS})
-    reviewer = ModelReviewer(ScriptedModel([marks] * 5))
-    for mechanism in ("fork", "replay"):
-        found = branches(
-            source, tmp_path / mechanism, mechanism, scopes=["full"], draws=3, reviewer=reviewer
-        )
-        assert found.ok and found.mechanism == mechanism
-        for b in found.branches:
-            assert written(b.run_dir)[-1:] == ["[]"], (mechanism, b.draw)  # and /tmp/kept was there
-            assert b.summary is not None and b.summary.end_reason == "final_answer"
+    for mechanism, b in three_full_branches_each_way(source, tmp_path, MARKS):
+        assert written(b.run_dir)[-1:] == ["[]"], (mechanism, b.draw)  # and /tmp/kept was there
+        assert b.summary is not None and b.summary.end_reason == "final_answer"
 
 
 def test_a_file_agent_code_holds_open_is_at_its_boundary_position_in_each_branch(
@@ -383,15 +392,8 @@ def test_a_file_agent_code_holds_open_is_at_its_boundary_position_in_each_branch
     opened = 'f = open("/tmp/data", "w+")\nf.write("abcdef")\nf.seek(2)\n'
     source = record(tmp_path, "src", [fenced(opened + SOLVE), "Done."], [], scope="keep")
     reads = 'write_file(path="/workspace/read.txt", content=f.read())'
-    code = json.dumps({**json.loads(REPLACE_JUNK), "code": reads})
-    reviewer = ModelReviewer(ScriptedModel([code] * 5))
-    for mechanism in ("fork", "replay"):
-        found = branches(
-            source, tmp_path / mechanism, mechanism, scopes=["full"], draws=3, reviewer=reviewer
-        )
-        assert found.ok and found.mechanism == mechanism
-        for b in found.branches:
-            assert written(b.run_dir)[-1:] == ["cdef"], (mechanism, b.draw)
+    for mechanism, b in three_full_branches_each_way(source, tmp_path, reads):
+        assert written(b.run_dir)[-1:] == ["cdef"], (mechanism, b.draw)
 
 
 def test_an_interrupt_reaching_a_branch_before_its_log_is_its_own_stays_out_of_the_trunks(
