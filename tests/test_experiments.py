@@ -90,6 +90,20 @@ def test_table1_resolves_the_papers_panels() -> None:
         )
     )
     assert ce.unserved(list(given.items())) == []
+    alone = dict(
+        ce.resolve(
+            ce.load_experiment("table1_sustained"),
+            "quick",
+            {"reasoning": "openai:r1", "fast": "openai:f1"},
+            options={"reasoning": {"reasoning_effort": "high"}},
+        )
+    )  # the reasoning role's options reach its panels' reviews and nothing else
+    assert alone["p2_reasoning"].reviewer.options == {"reasoning_effort": "high"}
+    assert alone["p2_fast_auto"].reviewer.options is None
+    assert all(c.planner.options is None for c in alone.values())
+    assert ce.unserved(list(alone.items())) == []
+    with pytest.raises(ce.ExperimentError, match=r"role 'judge'.*its roles: planner, fast"):
+        ce.role_options(ce.load_experiment("table4_midpoint"), {"judge": {"x": 1}})
 
 
 @pytest.mark.network
@@ -193,6 +207,9 @@ def test_the_command_lists_refuses_in_one_line_and_says_a_panel_file_is_not_one(
         (["experiment", "table4_midpoint", "--workers", "0"], "--workers must be at least 1"),
         (["experiment", "table4_midpoint", "--model", "judge=local"], "role 'judge' is not"),
         (["experiment", "table4_midpoint", "--size", "huge"], "invalid choice"),
+        (["experiment", "table4_midpoint", "--option", "fast"], "expects ROLE:KEY=JSON"),
+        (["experiment", "table4_midpoint", "--option", "fast:top_k"], "expects KEY=VALUE"),
+        (["experiment", "table4_midpoint", "--option", "judge:x=1"], "does not use it"),
         (["panel", str(REPO / "examples" / "table1_sustained.toml"), "--out", str(tmp_path)],
          "is an experiment file, not a panel file"),
     ]:  # fmt: skip
@@ -306,6 +323,7 @@ def test_table4_runs_by_the_command_resumes_and_refuses_another_size(
     given = models(tmp_path)
     argv = ["experiment", "table4_midpoint", "--out", str(out), "--quiet", "--workers", "2"]
     argv += ["--model", given["*"], "--model", f"planner={given['planner']}"]
+    argv += ["--option", "fast:top_k=5", "--option", "fast:note=as text"]
     assert cli(argv) == 0  # quick size: the one split task, 12 calls
     printed = capsys.readouterr().out
     assert "table table4:" in printed and "paper-vs-ours.md" in printed
@@ -316,13 +334,18 @@ def test_table4_runs_by_the_command_resumes_and_refuses_another_size(
     for panel in ("one_time", "continuous"):
         config = cp.read_manifest(out / "panels" / panel).config
         assert config.start == "midpoint" and config.sources == [1]
+        assert config.reviewer.options == {"top_k": 5, "note": "as text"}
+        assert config.planner.options is None
     once = report(out / "panels" / "one_time", write=False).tables["resources"]
     assert set(once.loc[once["scope"] != "keep", "reviews"]) == {1}  # one review at the midpoint
     assert (out / "figures" / "continuous_tokens.png").exists()
     assert "| table4 | Full | Continuous | 14/20 |" in (out / "paper-vs-ours.md").read_text()
     before = (out / "panels" / "continuous" / "runs").stat().st_mtime_ns
     experiment = ce.load_experiment("table4_midpoint")
-    again = ce.run_experiment(experiment, out, models=given, resamples=100)
+    with pytest.raises(ce.ExperimentError, match="config_hash is"):  # the options differ
+        ce.run_experiment(experiment, out, models=given, resamples=100)
+    options = {"fast": {"top_k": 5, "note": "as text"}}
+    again = ce.run_experiment(experiment, out, models=given, options=options, resamples=100)
     assert all(p.status.skipped == p.status.total for p in again.panels.values())
     assert (out / "panels" / "continuous" / "runs").stat().st_mtime_ns == before
     with pytest.raises(ce.ExperimentError, match="size is 'quick' there, 'paper' here"):

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
 
 from controlscope.cli._console import fail, inert, path_option
+from controlscope.cli._run_args import key_values
 from controlscope.experiments import (
     SIZES,
     ExperimentError,
@@ -42,6 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ROLE=SPEC",
         help="a role's model (repeatable); SPEC alone sets every role (default: local)",
     )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="ROLE:KEY=JSON",
+        help="a provider option passed with a role's requests (repeatable), e.g. "
+        "reasoning:reasoning_effort=high",
+    )
     parser.add_argument("--base-url", default=None, help="endpoint of openai specs")
     parser.add_argument(
         "--out", type=path_option, default=None, help="output folder (default: experiments/NAME)"
@@ -65,6 +75,24 @@ def parse_models(given: list[str]) -> dict[str, str]:
             raise ValueError(f"--model {item!r}: give ROLE=SPEC or SPEC")
         models[role.strip()] = spec.strip()
     return models
+
+
+def parse_options(given: list[str]) -> dict[str, dict[str, Any]]:
+    """``--option ROLE:KEY=JSON`` items as role -> provider options (values read as JSON
+    when they parse, else as text).
+
+    Raises:
+        ValueError: an item without a role, a key or ``=``.
+    """
+    by_role: dict[str, list[str]] = {}
+    for item in given:
+        role, sep, rest = item.partition(":")
+        if not sep or not role.strip() or "=" in role:
+            raise ValueError(f"--option expects ROLE:KEY=JSON, got {item!r}")
+        by_role.setdefault(role.strip(), []).append(rest)
+    return {
+        role: key_values("--option", items, json_values=True) for role, items in by_role.items()
+    }
 
 
 class _Live:
@@ -107,16 +135,20 @@ def main(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         return fail(console, "experiment", f"--workers must be at least 1, not {args.workers}", 2)
     try:
-        models = parse_models(args.model)
         experiment = load_experiment(args.name)
         out = args.out or f"experiments/{experiment.name}"
-        options = {"size": args.size, "models": models, "base_url": args.base_url}
+        given = {
+            "size": args.size,
+            "models": parse_models(args.model),
+            "base_url": args.base_url,
+            "options": parse_options(args.option),
+        }
         if args.quiet:
-            result = run_experiment(experiment, out, workers=args.workers, **options)
+            result = run_experiment(experiment, out, workers=args.workers, **given)
         else:
             with _Live(console) as live:
                 result = run_experiment(
-                    experiment, out, workers=args.workers, observer=live, **options
+                    experiment, out, workers=args.workers, observer=live, **given
                 )
     except (ExperimentError, ValueError) as err:
         return fail(console, "experiment", str(err), 2)

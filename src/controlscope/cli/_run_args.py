@@ -134,7 +134,7 @@ def _budget_arguments(parser: argparse.ArgumentParser) -> None:
     budgets("--worker-memory-mb", type=int, default=None, help="worker memory, all (default 2048)")
 
 
-def _pairs(option: str, items: list[str], *, json_values: bool) -> dict[str, Any]:
+def key_values(option: str, items: list[str], *, json_values: bool) -> dict[str, Any]:
     """``KEY=VALUE`` items as a dict; values read as JSON when they parse, else as text (or,
     without ``json_values``, as integers when they look like one).
 
@@ -163,12 +163,12 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         ValueError: a malformed ``--param`` or ``--*-option``.
         pydantic.ValidationError: a value out of range.
     """
-    params = _pairs("--param", args.param, json_values=False)
+    params = key_values("--param", args.param, json_values=False)
     if args.students is not None:
         params["students"] = args.students
     given = {k: v for k, v in vars(args).items() if k in RunSpec.model_fields and v is not None}
     given.pop("params", None)
     for role in ("planner", "reviewer"):
-        options = _pairs(f"--{role}-option", getattr(args, f"{role}_option"), json_values=True)
+        options = key_values(f"--{role}-option", getattr(args, f"{role}_option"), json_values=True)
         given[f"{role}_options"] = options or None
     return RunSpec(params=params, **given)

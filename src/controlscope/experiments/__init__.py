@@ -11,7 +11,7 @@ reported value where the paper reports one. It is a thin layer: the panels run t
 
 - :func:`list_experiments` and :func:`load_experiment` (:class:`ExperimentError`, one line);
 - :func:`resolve`: the panels' configurations at a size (``quick`` or ``paper``) with the
-  roles' models;
+  roles' models and their provider options;
 - :func:`run_experiment`: run (or resume) every panel and replay into ``OUT/`` and write its
   tables, figures, ``paper-vs-ours.md`` and ``report.md`` (:func:`write_results`).
 """
@@ -42,6 +42,7 @@ from controlscope.experiments._resolve import (
     deep_merge,
     resolve,
     role_models,
+    role_options,
     unserved,
 )
 from controlscope.experiments._runner import (
@@ -81,6 +82,7 @@ __all__ = [
     "read_replays",
     "resolve",
     "role_models",
+    "role_options",
     "run_experiment",
     "run_replays",
     "unserved",

@@ -64,6 +64,30 @@ def role_models(experiment: Experiment, models: Mapping[str, str] | None) -> dic
     return {role: given.get(role, every).strip() for role in roles}
 
 
+def role_options(
+    experiment: Experiment, options: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """The roles' provider options, checked: role -> options passed with every request of
+    that role (a reasoning mode for the ``reasoning`` role, e.g. ``{"reasoning_effort":
+    "high"}``; paper 4, M18). A panel's own ``reviewer.options`` in the file win.
+
+    Raises:
+        ExperimentError: a role the experiment does not use, or options that are not a table.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    roles = experiment.experiment.roles
+    for role, given in (options or {}).items():
+        if role not in roles:
+            raise ExperimentError(
+                f"options of role {role!r}: {experiment.name} does not use it; its roles: "
+                + ", ".join(roles)
+            )
+        if not isinstance(given, Mapping):
+            raise ExperimentError(f"options of role {role!r}: give a table of provider options")
+        out[role] = copy.deepcopy(dict(given))
+    return out
+
+
 def resolve(
     experiment: Experiment,
     size: Size = "quick",
@@ -71,6 +95,7 @@ def resolve(
     overrides: Mapping[str, Any] | None = None,
     *,
     base_url: str | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[tuple[str, PanelConfig]]:
     """Each panel's configuration, checked (nothing runs; tasks are checked against the
     environment by :func:`controlscope.panel.plan_panel` when a panel runs).
@@ -89,17 +114,20 @@ def resolve(
         overrides: panel keys deep-merged last into every panel (tests shrink an experiment
             with them).
         base_url: the OpenAI-compatible endpoint of ``openai`` specs.
+        options: role -> provider options (see :func:`role_options`): the planner role's
+            go with every planning request, a panel's reviewer role's with its reviews.
 
     Returns:
         ``(panel name, configuration)`` in the experiment's order.
 
     Raises:
-        ExperimentError: an unknown size or role, or a panel that does not check (one line:
-            the panel and key named).
+        ExperimentError: an unknown size or role, options of a role not used, or a panel
+            that does not check (one line: the panel and key named).
     """
     if size not in SIZES:
         raise ExperimentError(f"unknown size {size!r}; sizes: {', '.join(SIZES)}")
     specs = role_models(experiment, models)
+    extra = role_options(experiment, options)
     sized = deep_merge(experiment.base, experiment.sizes.get(size))
     out = []
     for entry in experiment.panels:
@@ -110,6 +138,9 @@ def resolve(
         }
         if base_url is not None:
             roles["planner"]["base_url"] = base_url
+        for part, role in (("planner", "planner"), ("reviewer", entry.reviewer)):
+            if role in extra:
+                roles[part]["options"] = extra[role]
         if entry.sources is not None:
             roles["sources"] = entry.sources
         data = deep_merge(roles, sized, entry.set, entry.sizes.get(size), overrides)

@@ -27,7 +27,13 @@ import pandas as pd
 
 from controlscope.experiments._config import Experiment, ExperimentError, Size
 from controlscope.experiments._replays import read_replays, run_replays
-from controlscope.experiments._resolve import SHARED_CACHE, resolve, role_models, unserved
+from controlscope.experiments._resolve import (
+    SHARED_CACHE,
+    resolve,
+    role_models,
+    role_options,
+    unserved,
+)
 from controlscope.experiments._write import (
     FIGURES_DIR,
     PAPER_VS_OURS,
@@ -138,6 +144,7 @@ def run_experiment(
     overrides: Mapping[str, Any] | None = None,
     observer: ExperimentObserver | None = None,
     resamples: int = 10_000,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ExperimentResult:
     """Run (or resume) an experiment into ``out`` and write its results.
 
@@ -154,6 +161,9 @@ def run_experiment(
         overrides: panel keys deep-merged last into every panel.
         observer: called with each panel's name and status as it runs.
         resamples: bootstrap resamples of the tables' intervals.
+        options: role -> provider options (a reasoning mode for the ``reasoning`` role:
+            ``{"reasoning": {"reasoning_effort": "high"}}``; see
+            :func:`controlscope.experiments.role_options`).
 
     Returns:
         What ran and what was written.
@@ -165,13 +175,15 @@ def run_experiment(
     """
     folder = Path(out).resolve()
     specs = role_models(experiment, models)
-    configs = resolve(experiment, size, specs, overrides, base_url=base_url)
+    extra = role_options(experiment, options)
+    configs = resolve(experiment, size, specs, overrides, base_url=base_url, options=extra)
     meta = {
         "name": experiment.name,
         "size": size,
         "models": specs,
         "base_url": base_url,
         "overrides": dict(overrides or {}),
+        "options": extra,
         "config_hash": config_hash(configs, experiment),
     }
     _planned(experiment, configs)
@@ -256,7 +268,14 @@ def write_results(
         raise ExperimentError(
             f"{folder} holds no experiment run ({EXPERIMENT_FILE}: {err})"
         ) from None
-    configs = resolve(experiment, meta["size"], meta["models"], meta.get("overrides"))
+    configs = resolve(
+        experiment,
+        meta["size"],
+        meta["models"],
+        meta.get("overrides"),
+        base_url=meta.get("base_url"),
+        options=meta.get("options"),
+    )
     reports = panel_reports(folder, experiment, resamples=resamples, seed=seed)
     replays = read_replays(folder / "replays")
     tables: dict[str, Path] = {}
