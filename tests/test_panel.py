@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +263,38 @@ def test_a_pool_process_ends_without_the_interpreters_teardown(
     assert [p.exitcode for p in processes] == [0]
     assert not marker.exists()
     assert "unflushed line from the pool" in capfd.readouterr().out
+
+
+def test_a_cancelled_pool_kills_a_process_that_outlives_sigterm() -> None:
+    """A pool process that ignores SIGTERM (busy in a run that will not stop) is killed once its
+    grace has passed, so cancelling a panel ends instead of waiting on it forever."""
+    backend = cp.LocalBackend(1, grace_s=1.0)
+    pool = backend._pool
+    pool.submit(signal.signal, signal.SIGTERM, signal.SIG_IGN).result(timeout=120)
+    stuck = pool.submit(time.sleep, 600)
+    processes = list(pool._processes.values())  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 60
+    while not stuck.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    started = time.monotonic()
+    backend.close(cancel=True)
+    assert time.monotonic() - started < 30
+    assert [p.exitcode for p in processes] == [-signal.SIGKILL]
+    assert isinstance(stuck.exception(timeout=0), BrokenProcessPool)
+
+
+def test_a_cancelled_pool_lets_a_process_that_obeys_sigterm_end_itself() -> None:
+    """An idle pool process handles SIGTERM (the panel's interrupt) and ends before its grace,
+    without being killed."""
+    backend = cp.LocalBackend(1, grace_s=60.0)
+    pool = backend._pool
+    pool.submit(os.getpid).result(timeout=120)
+    processes = list(pool._processes.values())  # type: ignore[attr-defined]
+    started = time.monotonic()
+    backend.close(cancel=True)
+    assert time.monotonic() - started < 30
+    assert [p.exitcode for p in processes] != [-signal.SIGKILL]
+    assert all(p.exitcode is not None for p in processes)
 
 
 @pytest.mark.parametrize(

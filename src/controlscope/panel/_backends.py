@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
@@ -74,6 +75,10 @@ def _usable_cores() -> tuple[int, ...]:
         return ()
 
 
+_SETTLE_S = 10.0
+"""Seconds the pool's own thread gets to collect its processes once every one has ended."""
+
+
 class LocalBackend:
     """A process pool sized to the machine; each run isolated as a single run is (its own
     worker process, tool server and workspace).
@@ -86,10 +91,13 @@ class LocalBackend:
     Args:
         workers: pool processes.
         threads: the embedded model's threads in each (None: its default).
+        grace_s: seconds a cancelled pool's processes get to record their runs' ends
+            after SIGTERM before they are killed (:meth:`close`).
     """
 
-    def __init__(self, workers: int, threads: int | None = None) -> None:
+    def __init__(self, workers: int, threads: int | None = None, grace_s: float = 30.0) -> None:
         self.slots = workers
+        self._grace_s = grace_s
         context = multiprocessing.get_context("spawn")
         shares = core_shares(workers, _usable_cores())
         self._pool = ProcessPoolExecutor(
@@ -118,14 +126,32 @@ class LocalBackend:
 
     def close(self, *, cancel: bool) -> None:
         """Shut the pool down; with ``cancel``, SIGTERM its processes first (their runs end
-        recorded as interrupted)."""
-        if cancel:
-            processes = getattr(self._pool, "_processes", None) or {}
-            for process in list(processes.values()):
-                with contextlib.suppress(OSError):
-                    if process.pid is not None:
-                        os.kill(process.pid, signal.SIGTERM)
-        self._pool.shutdown(wait=True, cancel_futures=cancel)
+        recorded as interrupted), give them ``grace_s`` seconds to exit, then SIGKILL any
+        that has not (a process that outlives SIGTERM would otherwise hold the shutdown
+        forever)."""
+        if not cancel:
+            self._pool.shutdown(wait=True)
+            return
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        manager = getattr(self._pool, "_executor_manager_thread", None)
+        for process in processes:
+            _send(process.pid, signal.SIGTERM)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + self._grace_s
+        while time.monotonic() < deadline and any(p.is_alive() for p in processes):
+            time.sleep(0.1)
+        for process in processes:
+            if process.is_alive():
+                _send(process.pid, signal.SIGKILL)
+        if manager is not None:  # it joins the processes and settles their futures
+            manager.join(timeout=_SETTLE_S)
+
+
+def _send(pid: int | None, signum: int) -> None:
+    """Signal a pool process that may have ended already."""
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signum)
 
 
 class RayBackend:
