@@ -8,7 +8,7 @@ import os
 import random
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -343,7 +343,7 @@ def test_normalise_observation_masks_readings_cut_by_a_size_bound() -> None:
         return out
 
     # the run these readings come from started on 30 Nov 2026: its own clock's readings
-    started = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc).timestamp()
+    started = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()
     first, second = cuts(info("12:30:53")), cuts(info("12:31:07"))
     assert len(first) > 30
     for a, b in zip(first, second, strict=True):
