@@ -29,10 +29,14 @@ from controlscope._proc import alive, cmdline, descendants
 from controlscope.cli import main as cli
 from controlscope.core import (
     BranchPointEvent,
+    Condition,
     Event,
+    Keep,
     ModelRequest,
     ModelResponse,
     PrimitiveCallEvent,
+    RealizedOperationEvent,
+    ReplaceWorkflow,
     RunEndEvent,
     RunStartEvent,
     ToolServerError,
@@ -42,12 +46,12 @@ from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models import ScriptedModel
 from controlscope.record import LogError
 from controlscope.record import iter_events as record_iter_events
-from controlscope.review import ModelReviewer
+from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer
 from controlscope.run import _trajectory as trajectory
 from controlscope.run._fork import ForkPoint
 from controlscope.worker import WorkerSession
 from test_api import SOLVE, script
-from test_replay import fenced, first_review_request, record
+from test_replay import KEEP, after_point, fenced, first_review_request, record
 
 JUNK = """
 write_file(path="/workspace/junk.txt", content="not the task")
@@ -117,6 +121,56 @@ def test_a_forked_branch_records_its_prefix_and_its_origin(source: Path, tmp_pat
     assert trunk.end_reason == "prefix_end" and trunk.complete
     data = json.loads((tmp_path / "b" / replay.BRANCHES_FILE).read_text())
     assert data["mechanism"] == "fork" and {b["mechanism"] for b in data["branches"]} == {"fork"}
+
+
+class ReplacesFirst:
+    """A Python reviewer that keeps state: it replaces the rest of the block at its first
+    review and keeps at every later one."""
+
+    def __init__(self) -> None:
+        self.reviews = 0
+
+    def propose(self, state: PublicState, condition: Condition) -> Proposal:
+        self.reviews += 1
+        if self.reviews == 1:
+            return Proposal(operation=ReplaceWorkflow(code=JUNK), raw="replace")
+        return Proposal(operation=Keep(), raw="keep")
+
+
+@pytest.mark.parametrize("kind", ["scripted model", "python reviewer"])
+def test_both_mechanisms_give_each_branch_the_reviewer_as_it_was_at_the_boundary(
+    source: Path, tmp_path: Path, kind: str
+) -> None:
+    """A reviewer that keeps state (a scripted model's next answer, a Python reviewer's
+    count) gives each branch what it gave the first, whether the branches were forked or
+    each replayed its prefix: both draws replace, and the branches of both mechanisms are
+    equal."""
+
+    def reviewer() -> Reviewer:
+        if kind == "python reviewer":
+            return ReplacesFirst()
+        return ModelReviewer(ScriptedModel([REPLACE_JUNK, *[KEEP] * 5]))
+
+    found = {
+        mechanism: branches(
+            source, tmp_path / mechanism, mechanism, scopes=["full"], draws=2,
+            reviewer=reviewer(),
+        )
+        for mechanism in ("fork", "replay")
+    }  # fmt: skip
+    assert [f.mechanism for f in found.values()] == ["fork", "replay"]
+    for mechanism, branch_set in found.items():
+        assert branch_set.ok, (mechanism, branch_set.divergence)
+        for b in branch_set.branches:
+            realized = [e.operation.kind for e in after_point(b.run_dir)
+                        if isinstance(e, RealizedOperationEvent)]  # fmt: skip
+            assert realized == ["replace_workflow"], (mechanism, b.draw)
+            assert b.summary is not None and "junk.txt" in b.summary.file_hashes
+    forked, replayed = (found[m].branches for m in ("fork", "replay"))
+    for f, r in zip(forked, replayed, strict=True):
+        assert f.summary is not None and r.summary is not None
+        assert f.summary.file_hashes == r.summary.file_hashes
+        assert f.summary.primitive_calls == r.summary.primitive_calls
 
 
 class DiesOnce:
