@@ -86,6 +86,8 @@ def _child(
         outcome = ("raised", err)
     finally:
         with contextlib.suppress(BaseException):
+            signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)  # nothing stops the exit now
+        with contextlib.suppress(BaseException):
             try:
                 pickle.dump(outcome, box)
             except Exception:  # an unpicklable result: the parent reads the log

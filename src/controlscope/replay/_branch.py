@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -437,20 +438,29 @@ def _replayed(
     branch does."""
     scope, draw = plan.condition.scope.name.lower(), plan.condition.draw
     run_dir = out / f"{scope}-d{draw}"
+    if workspace_root is not None:
+        workspace_root.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="cs-branch-", dir=workspace_root))
 
     def replayed() -> BranchResult:
-        outcome = run_from_prefix(
-            rec,
-            plan,
-            out=run_dir,
-            purpose="branch",
-            planner=planner,
-            reviewer=reviewer,
-            workspace_root=workspace_root,
-        )
+        try:
+            outcome = run_from_prefix(
+                rec,
+                plan,
+                out=run_dir,
+                purpose="branch",
+                planner=planner,
+                reviewer=reviewer,
+                workspace_root=root,
+            )
+        finally:  # the branch removed its workspace; its root goes too (a killed parent won't)
+            remove_tree(root)
         return _result(scope, draw, outcome)
 
-    found, problem = run_apart(replayed, plan.condition.budgets.wall_seconds)
+    try:
+        found, problem = run_apart(replayed, plan.condition.budgets.wall_seconds)
+    finally:  # what a branch whose process died left of its workspace
+        remove_tree(root)
     if found is None:  # its process died: recorded as far as its log goes
         close_record(run_dir)
         return _logged_result(scope, draw, run_dir, problem, "replay")
