@@ -25,6 +25,9 @@ from controlscope.panel._folder import LOCK_FILE, PanelError
 MAX_HOLDER_BYTES = 4096
 """The most of the lock file read to name its holder."""
 
+MAX_NAME_CHARS = 100
+"""The most of a holder's host name or start time shown (the lock file is anyone's to edit)."""
+
 
 class PanelBusy(PanelError):
     """Another panel command holds the panel folder (it runs the same runs).
@@ -40,8 +43,8 @@ class PanelBusy(PanelError):
     def __init__(self, panel: Path, holder: dict[str, object]) -> None:
         pid, host, since = holder.get("pid"), holder.get("host"), holder.get("since")
         self.pid = pid if isinstance(pid, int) else None
-        self.host = host if isinstance(host, str) else ""
-        self.since = since if isinstance(since, str) else ""
+        self.host = host[:MAX_NAME_CHARS] if isinstance(host, str) else ""
+        self.since = since[:MAX_NAME_CHARS] if isinstance(since, str) else ""
         who = (
             f"pid {self.pid} on {self.host or 'an unknown host'} since {self.since or '?'}"
             if self.pid is not None
