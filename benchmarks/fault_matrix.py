@@ -5,7 +5,9 @@ server or a stdio MCP server that misbehaves on purpose, scripted or loopback mo
 ``controlscope run`` in a subprocess, or one ``python -m controlscope.record`` on a hostile log.
 The classes are those of the robustness contract (``docs/architecture.md``, "Execution contract"):
 exceptions of parts, untrusted text in the terminal, memory, the seccomp filter, deadlines,
-agent-made sizes, agent-made trees, the log reader, bad options, MCP sessions.
+agent-made sizes, agent-made trees, the log reader, bad options, MCP sessions, and panels (two
+``controlscope panel`` commands on one folder: the second refused in one line, exit 2, the first
+finishing with every run counted).
 
 For each case it checks that the outcome is recorded as the contract says (a run: ``run_end``
 and ``summary.json``; bad input: exit status 2 and no log; a hostile log: exit status 2), that it
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import controlscope as cs
+from controlscope import panel as cp
 from controlscope._proc import alive, cmdline, descendants, status_kib
 from controlscope.core import (
     Condition,
@@ -136,6 +139,7 @@ class Case:
     cli: list[str] | None = None  # a subprocess run; its expected exit status in `status`
     status: int = 0
     log: Callable[[Path], None] | None = None  # a hostile log for python -m controlscope.record
+    own: Callable[[Path], tuple[bool, str]] | None = None  # a case that runs itself
 
 
 def block(code: str, isolation: str = "bwrap", **kw: Any) -> dict[str, Any]:
@@ -275,7 +279,46 @@ def cases(mute: Mute) -> list[Case]:
              **block("spawn()\ndie()")),
         Case("server never starts", "mcp", env=NeverStarts, answers=["Done."]),
         Case("server leaves a grandchild", "mcp", env=Misbehaving, **block("print(spawn())")),
+        # 11. panels
+        Case("two panels on one folder", "panels", own=two_panels, wall_s=240),
     ]  # fmt: skip
+
+
+PANEL_PROGRAM = "import time\ntime.sleep(1.5)\nprint(list_directory(path='/workspace'))"
+
+
+def two_panels(work: Path) -> tuple[bool, str]:
+    """Two ``controlscope panel`` commands on one folder: the second must exit 2 in one line
+    while the first runs, and the first must finish with every run counted."""
+    planner, reviewer = work / "planner.json", work / "reviewer.json"
+    planner.write_text(json.dumps({"by": "turn", "answers": [fenced(PANEL_PROGRAM), "Done."]}))
+    reviewer.write_text(json.dumps([json.dumps({"reason": "fine", "operation": "keep"})] * 20))
+    config = work / "panel.toml"
+    config.write_text(
+        f'tasks = ["{TASK}"]\nseeds = [0, 1]\nscopes = ["keep", "full"]\nstart = "whole"\n'
+        f'[planner]\nmodel = "scripted:{planner}"\n[reviewer]\nmodel = "scripted:{reviewer}"\n'
+        "[execution]\nworkers = 1\n"
+    )
+    folder = work / "panel"
+    command = [sys.executable, "-m", "controlscope.cli", "panel", str(config), "--out",
+               str(folder), "--quiet"]  # fmt: skip
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((folder / "runs").rglob("events.jsonl")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        first.communicate(timeout=200)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    plan = cp.read_manifest(folder).plan
+    counted = sum(cp.finished(folder, run.id) is not None for run in plan.runs)
+    refused = second.returncode == 2 and len(second.stderr.strip().splitlines()) == 1
+    clean = "Traceback" not in second.stderr + str(first.stderr)
+    recorded = refused and clean and first.returncode == 0 and counted == len(plan.runs)
+    return recorded, f"exits {first.returncode}/{second.returncode}, {counted} counted"
 
 
 # ------------------------------------------------------------------------------- measuring
@@ -339,7 +382,9 @@ def run_case(case: Case, work: Path) -> dict[str, Any]:
     before = set(descendants(os.getpid()))
     monitor = MemoryMonitor()
     started = time.monotonic()
-    if case.log is not None:
+    if case.own is not None:
+        recorded, reason = case.own(work)
+    elif case.log is not None:
         recorded, reason = _reader_case(case, work)
     elif case.cli is not None:
         recorded, reason = _cli_case(case, work)
@@ -351,7 +396,7 @@ def run_case(case: Case, work: Path) -> dict[str, Any]:
     for pid in left:  # so that one case's leftovers do not count against the next
         with _suppress():
             os.kill(pid, 9)
-    budget = case.wall_s if case.log is None and case.cli is None else 30.0
+    budget = case.wall_s if case.log is None and case.cli is None else 30.0  # own: wall_s
     return {
         "name": case.name,
         "fault": case.fault,

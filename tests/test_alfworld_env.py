@@ -24,7 +24,7 @@ import controlscope as cs
 from controlscope import replay
 from controlscope.analysis import effort
 from controlscope.cli import main as cli
-from controlscope.core import TaskError
+from controlscope.core import ModelRequest, ModelResponse, TaskError
 from controlscope.envs import get_environment
 from controlscope.envs.alfworld import (
     ACTIONS,
@@ -430,13 +430,20 @@ def test_keep_arg_and_full_branch_from_the_same_state(alfworld_env: Path, tmp_pa
             "code": plan_program([calls[-1]]),
         }
     )
+
+    def decide(request: ModelRequest) -> ModelResponse:
+        """Replace where Full is offered, else patch (every branch gets the reviewer as it was
+        at the boundary, so its answer follows the scope, not the branches before it)."""
+        offered = json.dumps([request.tools, request.json_schema], default=str)
+        return ModelResponse(text=replace if "replace_workflow" in offered else patch)
+
     found = replay.branch(
         source.run_dir,
         at=len(calls) - 1,
         scopes=["keep", "arg", "full"],
         out=tmp_path / "branches",
         planner=ScriptedModel([fix]),
-        reviewer=ModelReviewer(ScriptedModel([patch, replace])),
+        reviewer=ModelReviewer(ScriptedModel([decide])),
     )
     assert found.ok, found.divergence
     assert len({b.state_hash for b in found.branches}) == 1  # the same s

@@ -29,10 +29,14 @@ from controlscope._proc import alive, cmdline, descendants
 from controlscope.cli import main as cli
 from controlscope.core import (
     BranchPointEvent,
+    Condition,
     Event,
+    Keep,
     ModelRequest,
     ModelResponse,
     PrimitiveCallEvent,
+    RealizedOperationEvent,
+    ReplaceWorkflow,
     RunEndEvent,
     RunStartEvent,
     ToolServerError,
@@ -42,12 +46,12 @@ from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.models import ScriptedModel
 from controlscope.record import LogError
 from controlscope.record import iter_events as record_iter_events
-from controlscope.review import ModelReviewer
+from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer
 from controlscope.run import _trajectory as trajectory
 from controlscope.run._fork import ForkPoint
 from controlscope.worker import WorkerSession
 from test_api import SOLVE, script
-from test_replay import fenced, first_review_request, record
+from test_replay import KEEP, after_point, fenced, first_review_request, record
 
 JUNK = """
 write_file(path="/workspace/junk.txt", content="not the task")
@@ -119,6 +123,56 @@ def test_a_forked_branch_records_its_prefix_and_its_origin(source: Path, tmp_pat
     assert data["mechanism"] == "fork" and {b["mechanism"] for b in data["branches"]} == {"fork"}
 
 
+class ReplacesFirst:
+    """A Python reviewer that keeps state: it replaces the rest of the block at its first
+    review and keeps at every later one."""
+
+    def __init__(self) -> None:
+        self.reviews = 0
+
+    def propose(self, state: PublicState, condition: Condition) -> Proposal:
+        self.reviews += 1
+        if self.reviews == 1:
+            return Proposal(operation=ReplaceWorkflow(code=JUNK), raw="replace")
+        return Proposal(operation=Keep(), raw="keep")
+
+
+@pytest.mark.parametrize("kind", ["scripted model", "python reviewer"])
+def test_both_mechanisms_give_each_branch_the_reviewer_as_it_was_at_the_boundary(
+    source: Path, tmp_path: Path, kind: str
+) -> None:
+    """A reviewer that keeps state (a scripted model's next answer, a Python reviewer's
+    count) gives each branch what it gave the first, whether the branches were forked or
+    each replayed its prefix: both draws replace, and the branches of both mechanisms are
+    equal."""
+
+    def reviewer() -> Reviewer:
+        if kind == "python reviewer":
+            return ReplacesFirst()
+        return ModelReviewer(ScriptedModel([REPLACE_JUNK, *[KEEP] * 5]))
+
+    found = {
+        mechanism: branches(
+            source, tmp_path / mechanism, mechanism, scopes=["full"], draws=2,
+            reviewer=reviewer(),
+        )
+        for mechanism in ("fork", "replay")
+    }  # fmt: skip
+    assert [f.mechanism for f in found.values()] == ["fork", "replay"]
+    for mechanism, branch_set in found.items():
+        assert branch_set.ok, (mechanism, branch_set.divergence)
+        for b in branch_set.branches:
+            realized = [e.operation.kind for e in after_point(b.run_dir)
+                        if isinstance(e, RealizedOperationEvent)]  # fmt: skip
+            assert realized == ["replace_workflow"], (mechanism, b.draw)
+            assert b.summary is not None and "junk.txt" in b.summary.file_hashes
+    forked, replayed = (found[m].branches for m in ("fork", "replay"))
+    for f, r in zip(forked, replayed, strict=True):
+        assert f.summary is not None and r.summary is not None
+        assert f.summary.file_hashes == r.summary.file_hashes
+        assert f.summary.primitive_calls == r.summary.primitive_calls
+
+
 class DiesOnce:
     """A planner whose first answer, in whichever process asks first, kills that process."""
 
@@ -133,11 +187,15 @@ class DiesOnce:
         return ModelResponse(text="Done.")
 
 
+@pytest.mark.parametrize("mechanism", ["fork", "replay"])
 def test_a_branch_whose_process_dies_is_counted_and_the_next_is_unharmed(
-    source: Path, tmp_path: Path
+    source: Path, tmp_path: Path, mechanism: str
 ) -> None:
+    """A replayed branch runs in a process of its own too: its death is the branch's, not the
+    command's."""
     planner = DiesOnce(tmp_path / "died")
-    found = branches(source, tmp_path / "b", "fork", scopes=["keep", "arg"], planner=planner)
+    found = branches(source, tmp_path / "b", mechanism, scopes=["keep", "arg"], planner=planner)
+    assert found.mechanism == mechanism
     died, alive = found.branches
     assert died.problem is not None and "signal 9" in died.problem
     assert died.summary is not None and not died.summary.complete  # recorded, not lost
@@ -250,7 +308,9 @@ def test_each_forked_branch_has_the_wall_clock_budget_left_at_the_boundary(
 SLEEPER = 'print("started", flush=True)\nimport time\ntime.sleep(120)'
 
 
-def start_branching(source: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+def start_branching(
+    source: Path, tmp_path: Path, mechanism: str = "auto"
+) -> tuple[subprocess.Popen[str], Path]:
     """``controlscope branch`` (two Full branches whose replacement sleeps), its temporary
     folder ``tmp_path/temp``, once its first branch's replacement runs; the command's
     process and its ``--out``."""
@@ -258,7 +318,7 @@ def start_branching(source: Path, tmp_path: Path) -> tuple[subprocess.Popen[str]
     temp.mkdir()
     out = tmp_path / "b"
     argv = [sys.executable, "-m", "controlscope.cli", "branch", str(source), "--at", "2"]
-    argv += ["--scope", "full", "--draws", "2", "--out", str(out)]
+    argv += ["--scope", "full", "--draws", "2", "--out", str(out), "--mechanism", mechanism]
     argv += ["--model", script(tmp_path, "Done."), "--reviewer-model"]
     argv.append(script(tmp_path, json.dumps({**json.loads(REPLACE_JUNK), "code": SLEEPER})))
     proc = subprocess.Popen(
@@ -280,14 +340,16 @@ def start_branching(source: Path, tmp_path: Path) -> tuple[subprocess.Popen[str]
     return proc, out
 
 
+@pytest.mark.parametrize("mechanism", ["fork", "replay"])
 @pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to its process group"])
 def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_nothing(
-    source: Path, tmp_path: Path, how: str
+    source: Path, tmp_path: Path, how: str, mechanism: str
 ) -> None:
-    """Interrupted while a forked branch runs, the command ends (130), the running branch's
-    log and the trunk's end recorded with their summaries, and no process or workspace of
-    it is left (however the interrupt reaches it: to the command alone, or to its group)."""
-    proc, out = start_branching(source, tmp_path)
+    """Interrupted while a branch runs in its own process (forked at the boundary, or before
+    it replays its prefix), the command ends (130), the running branch's log and the trunk's
+    end recorded with their summaries, and no process or workspace of it is left (however the
+    interrupt reaches it: to the command alone, or to its group)."""
+    proc, out = start_branching(source, tmp_path, mechanism)
     try:
         children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
         if how.startswith("SIGTERM"):
@@ -299,7 +361,7 @@ def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_not
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
-    for run in ("prefix", "full-d0"):
+    for run in ("prefix", "full-d0") if mechanism == "fork" else ("full-d0",):
         summary = cs.read_summary(out / run)
         assert summary.complete and summary.end_reason == "interrupted", run
     assert not (out / "full-d1").exists()  # never started
@@ -307,14 +369,15 @@ def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_not
     assert list((tmp_path / "temp").iterdir()) == []
 
 
+@pytest.mark.parametrize("mechanism", ["fork", "replay"])
 def test_a_branch_whose_trunk_is_killed_records_its_interruption_and_leaves_nothing(
-    source: Path, tmp_path: Path
+    source: Path, tmp_path: Path, mechanism: str
 ) -> None:
     """A trunk killed outright (SIGKILL: it records nothing more) takes the branch it is
     running with it: that branch records its end as interrupted (not as a run that went on
     after its worker died), and neither it, its processes nor the boundary's copies outlive
     it."""
-    proc, out = start_branching(source, tmp_path)
+    proc, out = start_branching(source, tmp_path, mechanism)
     try:
         children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
         proc.kill()

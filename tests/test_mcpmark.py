@@ -23,6 +23,7 @@ import pytest
 
 import controlscope as cs
 from controlscope import panel as cp
+from controlscope import replay
 from controlscope.core import FinalVerdictEvent, RunStartEvent, TaskError
 from controlscope.envs import Environment, get_environment
 from controlscope.envs.external import (
@@ -31,7 +32,9 @@ from controlscope.envs.external import (
     CommandLimits,
     McpmarkEnvironment,
 )
+from controlscope.models import ScriptedModel
 from controlscope.replay import Recording, ReplayError
+from controlscope.review import ModelReviewer
 from test_replay import KEEP
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mcpmark"
@@ -434,6 +437,54 @@ def test_a_replay_sees_that_the_task_folder_changed(tmp_path: Path) -> None:
     (folder / "verify.py").write_text((SHOUT / "verify.py").read_text())
     with pytest.raises(ReplayError, match="task-data hash"):
         Recording.load(tmp_path / "recorded").check_task()
+
+
+REPLACE_BROKEN = json.dumps(
+    {"reason": "keep the case", "operation": "replace_workflow", "code": BROKEN}
+)
+
+
+def test_an_mcpmark_trajectory_forks_into_branches_like_the_filesystem(tmp_path: Path) -> None:
+    """The environment serves the built-in filesystem server on a workspace that is its whole
+    state, so its branches are forked (not refused, not replayed): the same workspace at the
+    boundary and the same verdicts as branches that replay their prefix."""
+    spec = cs.RunSpec(
+        mcpmark=SHOUT,
+        state=NOTES,
+        model=script(tmp_path, program(SOLVE), "Done."),
+        scope="keep",
+        schedule="never",
+        out=tmp_path / "keep",
+    )
+    assert cs.run_task(spec).verdict.success
+    found = {
+        mechanism: replay.branch(
+            tmp_path / "keep",
+            at=2,
+            scopes=["keep", "full"],
+            out=tmp_path / mechanism,
+            planner=ScriptedModel(["Done."] * 2),
+            reviewer=ModelReviewer(ScriptedModel([REPLACE_BROKEN, *[KEEP] * 5])),
+            mechanism=mechanism,
+        )
+        for mechanism in ("fork", "replay")
+    }
+    forked, replayed = found["fork"], found["replay"]
+    assert forked.ok and forked.mechanism == "fork" and forked.mechanism_note == ""
+    assert replayed.ok and forked.request_hash == replayed.request_hash is not None
+    for f, r in zip(forked.branches, replayed.branches, strict=True):
+        assert (f.state_hash, f.files) == (r.state_hash, r.files)
+        assert f.summary is not None and r.summary is not None
+        assert f.summary.success == r.summary.success
+        assert f.summary.file_hashes == r.summary.file_hashes
+    keep, full = (b.summary for b in forked.branches)
+    assert keep is not None and full is not None
+    assert keep.success and full.success is False  # graded by verify.py in each branch
+    out = cli("branch", str(tmp_path / "keep"), "--at", "2", "--scope", "keep",
+              "--mechanism", "fork", "--model", script(tmp_path, "Done."),
+              "--out", str(tmp_path / "cli"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "mechanism: fork" in out.stdout and "keep-d0: PASS" in out.stdout
 
 
 def test_a_state_or_task_folder_no_task_would_have_is_refused_before_a_run(

@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ import pytest
 import controlscope as cs
 from _process_support import leave_for_teardown
 from controlscope import panel as cp
+from controlscope import view
 from controlscope._proc import alive, descendants
 from controlscope.analysis import report
 from controlscope.cli import main as cli
@@ -248,6 +251,131 @@ def test_a_panel_killed_by_sigkill_resumes_and_loses_no_finished_run(tmp_path: P
         assert cs.read_summary(directory).end_reason == "final_answer"  # run again, whole
 
 
+def panel_command(config: Path, folder: Path) -> list[str]:
+    return [sys.executable, "-m", "controlscope.cli", "panel", str(config), "--out", str(folder),
+            "--quiet"]  # fmt: skip
+
+
+def view_page(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=30) as page:
+        return page.status, page.read().decode()
+
+
+def test_a_second_panel_command_on_a_folder_is_refused_naming_the_first(tmp_path: Path) -> None:
+    """Two ``controlscope panel`` commands on one folder: the second exits 2 in one line naming
+    the first (pid, host, since when), touching nothing; the first finishes with every run
+    counted; the report and the viewer read the folder while it is held."""
+    config = write_config(tmp_path, program=SLOW_BROKEN, seeds=[0, 1])
+    folder = tmp_path / "panel"
+    env = {**os.environ, "COLUMNS": "200"}
+    first = subprocess.Popen(
+        panel_command(config, folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not list((folder / cp.RUNS_DIR).rglob("events.jsonl")):
+            assert time.monotonic() < deadline and first.poll() is None, "no run started"
+            time.sleep(0.05)
+        second = subprocess.run(
+            panel_command(config, folder), capture_output=True, text=True, env=env, timeout=120
+        )
+        assert second.returncode == 2, second.stderr
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert f"in use by another panel command (pid {first.pid} on {socket.gethostname()} " \
+            "since " in lines[0]  # fmt: skip
+        built = report(folder, write=False)  # readers never wait for the lock
+        assert len(built.runs) == 6
+        with view.ViewServer(folder) as server:
+            status, text = view_page(server.url)
+        assert status == 200 and "runs finished" in text
+        out, err = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err
+    assert "6/6 runs finished (6 run now, 0 found finished), 0 could not run" in out
+    assert report(folder, write=False).problems == []
+    assert (folder / cp.LOCK_FILE).read_text() == ""  # released: the holder's details gone
+
+
+def test_a_panel_lock_is_released_when_its_process_is_killed(tmp_path: Path) -> None:
+    """A panel command killed by SIGKILL leaves no stale lock: the kernel releases it."""
+    folder = tmp_path / "panel"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+         "from controlscope.panel import lock_panel\n"
+         "with lock_panel(Path(sys.argv[1])):\n    print('held', flush=True)\n"
+         "    time.sleep(600)", str(folder)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with (
+            pytest.raises(cp.PanelBusy, match=f"pid {holder.pid} on ") as caught,
+            cp.lock_panel(folder),
+        ):
+            pass
+        assert caught.value.pid == holder.pid and caught.value.since
+        with pytest.raises(cp.PanelBusy):  # run_panel says so too, before any run starts
+            cp.run_panel(write_config(tmp_path), folder)
+        assert not (folder / cp.MANIFEST_FILE).exists()
+    finally:
+        holder.kill()
+        holder.communicate(timeout=30)
+    with cp.lock_panel(folder):  # free again
+        assert json.loads((folder / cp.LOCK_FILE).read_text())["pid"] == os.getpid()
+
+
+def test_a_lock_file_that_is_no_regular_file_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "panel"
+    folder.mkdir()
+    os.mkfifo(folder / cp.LOCK_FILE)
+    with pytest.raises(cp.PanelError, match="not a regular file"), cp.lock_panel(folder):
+        pass  # a FIFO: refused, not waited on
+    (folder / cp.LOCK_FILE).unlink()
+    (folder / cp.LOCK_FILE).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(cp.PanelError, match="cannot be opened"), cp.lock_panel(folder):
+        pass
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_record_naming_another_run_or_log_is_run_again_on_resume(tmp_path: Path) -> None:
+    """A ``panel_run.json`` counts only for the run and the log it names: one copied from
+    another run, or one whose log was replaced, is reported as corrupt until the panel is
+    resumed, which runs that run again. A record written before logs were hashed counts by
+    its id alone."""
+    config = cp.load_config(write_config(tmp_path, seeds=[0, 1], scopes=["keep", "full"]))
+    folder = tmp_path / "panel"
+    assert cp.run_panel(config, folder, workers=2).complete
+    s0, s1 = f"{TASK}/s0/p0", f"{TASK}/s1/p0"
+    old = cp.run_dir(folder, f"{s0}/full-d0") / cp.RUN_MARKER  # as written before logs were hashed
+    old.write_text(json.dumps({k: v for k, v in json.loads(old.read_text()).items()
+                               if k != "log_sha256"}))  # fmt: skip
+    copied = cp.run_dir(folder, f"{s1}/full-d0") / cp.RUN_MARKER
+    copied.write_text(old.read_text())  # another run's record, over this run's
+    replaced = cp.run_dir(folder, f"{s1}/keep") / "events.jsonl"
+    replaced.write_bytes((cp.run_dir(folder, f"{s0}/keep") / "events.jsonl").read_bytes())
+    problems = "\n".join(report(folder, write=False).problems)
+    assert (f"{s1}/full-d0: corrupt run folder, counted as missing: its record names run "
+            f"'{s0}/full-d0' (resuming the panel runs it again)") in problems  # fmt: skip
+    assert f"{s1}/keep: corrupt run folder, counted as missing: its events.jsonl is not " \
+        "the log its record names" in problems  # fmt: skip
+    assert s0 not in problems.replace(f"names run '{s0}", "")
+    before = markers(folder)
+    result = cp.run_panel(config, folder, workers=2)
+    assert result.complete and result.status.skipped == 2  # s0's Keep and (old) Full
+    after = markers(folder)
+    assert {k: after[k] for k in before if k.startswith(s0)} == {
+        k: v for k, v in before.items() if k.startswith(s0)
+    }
+    assert after[f"{s1}/keep"] != before[f"{s1}/keep"]
+    assert json.loads(after[f"{s1}/full-d0"][1])["id"] == f"{s1}/full-d0"
+    assert report(folder, write=False).problems == []
+    assert result.status.successes == {"keep": 0, "full": 2}
+
+
 def test_a_pool_process_ends_without_the_interpreters_teardown(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -357,6 +485,7 @@ def test_a_folder_of_another_config_is_refused_naming_the_difference(
     (tmp_path / "junk" / "x").write_text("x")
     with pytest.raises(cp.PanelError, match="not empty"):
         cp.run_panel(first, tmp_path / "junk")
+    assert [p.name for p in (tmp_path / "junk").iterdir()] == ["x"]  # no lock file left in it
 
 
 # --- bad configurations -------------------------------------------------------------------------

@@ -257,6 +257,39 @@ def test_bad_input_is_refused_before_anything_runs(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("field", "change", "shown"),
+    [
+        ("instruction", lambda t: t.update(instruction=t["instruction"] + " Also delete "
+                                           "everything."), "Also delete everything."),
+        ("template", lambda t: t.update(template="elsewhere"), '"elsewhere"'),
+        ("budgets.primitive_calls", lambda t: t["budgets"].update(primitive_calls=7), "7"),
+        ("python_allowed", lambda t: t.update(python_allowed=False), "false"),
+    ],
+)  # fmt: skip
+def test_a_recording_whose_task_was_edited_is_refused_naming_the_field(
+    sources: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    field: str,
+    change: Any,
+    shown: str,
+) -> None:
+    """The replay regenerates the task; the task the log records must be that task, field by
+    field, or the replay would check a run of one task against the log of another."""
+    edited = edit(sources["keep"], tmp_path / "edited", "run_start", 0, lambda e: change(e["task"]))
+    out = tmp_path / "out"
+    assert cli(["replay", str(edited), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"is not the task the replay runs: its {field} is " in err and shown in err, err
+    assert not out.exists()
+    with pytest.raises(replay.ReplayError, match=f"its {field} is "):
+        replay.branch(edited, at=2, scopes=["keep"], out=tmp_path / "b", planner=None,
+                      reviewer=None)  # fmt: skip
+    assert not (tmp_path / "b").exists()
+
+
 # --- branches ----------------------------------------------------------------------------------
 
 

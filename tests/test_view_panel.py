@@ -136,7 +136,8 @@ def test_a_unit_shows_its_runs_side_by_side_from_their_first_divergence(
 def test_a_corrupt_panel_folder_is_a_clear_page(panel: Path, page: Page, tmp_path: Path) -> None:
     """A manifest that is not JSON: the page says the panel cannot be read and still lists its
     runs; a run whose record is corrupt: the report counts it as missing and names it; a run
-    whose log is corrupt: its unit's page says so."""
+    whose log is corrupt: the report counts it as missing too (its record names another log) and
+    its unit's page says where the log cannot be read."""
     broken = tmp_path / "broken"
     shutil.copytree(panel, broken)
     (broken / "panel.json").write_text("{not json", "utf-8")
@@ -160,7 +161,11 @@ def test_a_corrupt_panel_folder_is_a_clear_page(panel: Path, page: Page, tmp_pat
         page.goto(server.url)
         notes = page.locator("#panel-notes").inner_text()
         assert f"{unit_of(0)}/arg-d0: corrupt run folder" in notes
-        assert page.locator("#units .badge", has_text="corrupt").count() == 1
+        assert (  # a log changed after its run recorded it is no longer that run's
+            f"{unit_of(1)}/full-d0: corrupt run folder, counted as missing: its events.jsonl "
+            "is not the log its record names" in notes
+        )
+        assert page.locator("#units .badge", has_text="corrupt").count() == 2
         page.goto(server.url + "unit/" + unit_of(1))
         problem = page.locator(".problem").first.inner_text()
         assert problem.startswith("full-d0") or "full-d0" in problem

@@ -27,6 +27,7 @@ from controlscope.panel import (
     RunRecord,
     read_manifest,
     read_record,
+    record_problem,
     run_dir,
 )
 from controlscope.record import LogError, RunSummary, read_summary
@@ -109,8 +110,9 @@ def read_panel(panel: str | Path) -> PanelRuns:
     until its goal, Figure 2; None when unknown).
 
     A run whose folder (its links followed) leads out of the panel folder (an id with
-    ``..``, a link) is not read, and one whose record names another run is not counted: each
-    counts as corrupt, with the reason.
+    ``..``, a link) is not read, and one whose record names another run or another log
+    (:func:`~controlscope.panel.record_problem`) is not counted: each counts as corrupt, with
+    the reason, until the panel is resumed (which runs the latter again).
 
     Raises:
         PanelError: the folder has no readable manifest, or its plan holds no run.
@@ -147,9 +149,12 @@ def _row(panel: Path, run: PlannedRun, root: Path) -> tuple[dict[str, Any], str]
     except (OSError, ValueError) as err:
         row["status"] = "corrupt"
         return row, f"corrupt run folder, counted as missing: {_first_line(err)}"
-    if record.id != run.id:  # a folder copied into another run's place
+    wrong = record_problem(directory, run.id, record)  # copied from another run, or its log
+    if wrong is not None:  # replaced: the panel runs it again when resumed
         row["status"] = "corrupt"
-        return row, f"corrupt run folder, counted as missing: its record names run {record.id!r}"
+        return row, (
+            f"corrupt run folder, counted as missing: {wrong} (resuming the panel runs it again)"
+        )
     if record.status != "done":
         row["status"] = "ineligible" if record.status == "ineligible" else "missing"
         return row, f"{row['status']}: {record.detail}"

@@ -9,8 +9,10 @@ or on Ray, resumable (paper sections 3.2, 4 and A.5).
   does): each unit's Keep run first (it samples the source program and is reused by every
   reviewer draw), then its reviewing scopes from its state (whole runs sharing planning
   through the exact-request cache, or branches of its recorded prefix); finished runs are
-  skipped, unfinished ones run again; a folder of another configuration is refused
-  (:class:`PanelError`, the difference named);
+  skipped, unfinished ones run again (a record counts only for the run and the log it names,
+  :func:`record_problem`); a folder of another configuration is refused
+  (:class:`PanelError`, the difference named); one command at a time holds a folder
+  (:func:`lock_panel`; another is refused with :class:`PanelBusy`, its holder named);
 - :class:`PanelProgress` shows the progress live; :func:`read_manifest` and
   :func:`read_record` read a panel folder back (the report does).
 """
@@ -40,6 +42,7 @@ from controlscope.panel._config import (
 from controlscope.panel._config import Backend as BackendName
 from controlscope.panel._folder import (
     CACHE_FILE,
+    LOCK_FILE,
     MANIFEST_FILE,
     RUN_MARKER,
     RUNS_DIR,
@@ -52,8 +55,10 @@ from controlscope.panel._folder import (
     open_panel,
     read_manifest,
     read_record,
+    record_problem,
     run_dir,
 )
+from controlscope.panel._lock import PanelBusy, lock_panel
 from controlscope.panel._plan import (
     KEEP,
     PanelPlan,
@@ -76,6 +81,7 @@ from controlscope.panel._unit import RunJob, execute
 __all__ = [
     "CACHE_FILE",
     "KEEP",
+    "LOCK_FILE",
     "MANIFEST_FILE",
     "RUNS_DIR",
     "RUN_MARKER",
@@ -87,6 +93,7 @@ __all__ = [
     "ConfigError",
     "ExecutionSettings",
     "LocalBackend",
+    "PanelBusy",
     "PanelConfig",
     "PanelError",
     "PanelManifest",
@@ -112,6 +119,7 @@ __all__ = [
     "execute",
     "finished",
     "load_config",
+    "lock_panel",
     "machine_cores",
     "make_backend",
     "open_panel",
@@ -119,6 +127,7 @@ __all__ = [
     "plan_panel",
     "read_manifest",
     "read_record",
+    "record_problem",
     "run_dir",
     "run_panel",
     "run_spec",

@@ -4,24 +4,31 @@
 
     PANEL/
       panel.json          the manifest: the configuration, what identifies it, the plan
+      panel.lock          held by the one panel command running on the folder
       cache.sqlite        the exact-request cache planning goes through (paper A.5)
       runs/TASK/sSEED/pSOURCE/keep/        events.jsonl, summary.json, panel_run.json
       runs/TASK/sSEED/pSOURCE/full-d0/     ...
 
 A run is finished when its ``panel_run.json`` exists, written atomically after its log and
-summary: a run killed at any point has none and is run again from nothing; a finished run is
-never touched again. A folder whose manifest holds another configuration is refused with the
-first difference named.
+summary, and names the run: its id, and the SHA-256 of its log (``events.jsonl``) as written. A
+run killed at any point has none and is run again from nothing; a record that names another
+run, or another log (copied from elsewhere, or a log changed since), does not count: the run
+is run again on resumption (:func:`record_problem` says why). A record written before logs
+were hashed names its run by its id alone. A finished run is never touched again. A folder
+whose manifest holds another configuration is refused with the first difference named.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from controlscope.core import EVENTS_FILE
 from controlscope.panel._config import PanelConfig
 from controlscope.panel._plan import PanelPlan
 from controlscope.record import LogError, read_regular
@@ -37,6 +44,10 @@ RUN_MARKER = "panel_run.json"
 
 CACHE_FILE = "cache.sqlite"
 """The panel's exact-request cache."""
+
+LOCK_FILE = "panel.lock"
+"""The panel folder's lock file (:func:`controlscope.panel.lock_panel`; it stays, the lock on
+it comes and goes)."""
 
 MAX_MANIFEST_BYTES = 256 * 1024 * 1024
 """The largest ``panel.json`` :func:`read_manifest` reads (a plan of a million runs fits)."""
@@ -71,6 +82,9 @@ class RunRecord(BaseModel):
         request_hash: a branch's first review request hash (operation set left out).
         state_hash: a branch's workspace hash at its boundary.
         seconds: wall seconds the run took.
+        log_sha256: the SHA-256 of the run's log (``events.jsonl``) as the run left it; None
+            when it wrote none (a run found ineligible before it started), and in records
+            written before logs were hashed (such a record names its run by ``id`` alone).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -83,6 +97,7 @@ class RunRecord(BaseModel):
     request_hash: str | None = None
     state_hash: str | None = None
     seconds: float = 0.0
+    log_sha256: str | None = None
 
 
 class PanelManifest(BaseModel):
@@ -133,8 +148,7 @@ def open_panel(panel: Path, config: PanelConfig, plan: PanelPlan) -> PanelManife
         PanelError: ``panel`` is a file, holds files but no manifest, or its manifest holds
             another configuration or plan (the first difference is named).
     """
-    if panel.exists() and not panel.is_dir():
-        raise PanelError(f"{panel} exists and is not a directory")
+    check_folder(panel)
     manifest = PanelManifest(config=config, plan=plan)
     if (panel / MANIFEST_FILE).exists():
         found = read_manifest(panel)
@@ -147,11 +161,24 @@ def open_panel(panel: Path, config: PanelConfig, plan: PanelPlan) -> PanelManife
                 "resume with the same configuration or choose a new --out"
             )
         return found
-    if panel.exists() and any(panel.iterdir()):
-        raise PanelError(f"{panel} is not empty and holds no panel; choose a new --out")
     (panel / RUNS_DIR).mkdir(parents=True, exist_ok=True)
     _write_atomic(panel / MANIFEST_FILE, manifest.model_dump_json(indent=2))
     return manifest
+
+
+def check_folder(panel: Path) -> None:
+    """Refuse a folder that cannot hold a panel: a file, or a folder holding files but no
+    manifest (its lock file aside); a missing folder is fine (it is made).
+
+    Raises:
+        PanelError: what is wrong, in one line.
+    """
+    if panel.exists() and not panel.is_dir():
+        raise PanelError(f"{panel} exists and is not a directory")
+    if (panel / MANIFEST_FILE).exists() or not panel.exists():
+        return
+    if any(p.name != LOCK_FILE for p in panel.iterdir()):
+        raise PanelError(f"{panel} is not empty and holds no panel; choose a new --out")
 
 
 def difference(there: Any, here: Any, where: str = "") -> str | None:
@@ -170,12 +197,67 @@ def difference(there: Any, here: Any, where: str = "") -> str | None:
 
 def finished(panel: Path, run_id: str) -> RunRecord | None:
     """The record of a finished run (``done`` or ``ineligible``); None when the run has not
-    finished (no record, an unreadable one, or ``error``: it runs again)."""
+    finished (no record, an unreadable one, one that names another run or another log, see
+    :func:`record_problem`, or ``error``: it runs again)."""
+    directory = run_dir(panel, run_id)
     try:
-        record = read_record(run_dir(panel, run_id))
+        record = read_record(directory)
     except (OSError, ValueError):
         return None
+    if record_problem(directory, run_id, record) is not None:
+        return None
     return record if record.status in ("done", "ineligible") else None
+
+
+def record_problem(directory: Path, run_id: str, record: RunRecord) -> str | None:
+    """Why ``record``, read from ``directory``, is not the record of run ``run_id`` there
+    (copied from another run, or its log replaced since); None when it is.
+
+    A record must name the run (``id``) and, when it holds a log hash, the log the directory
+    holds (``events.jsonl``, its SHA-256). A record without a log hash (the run wrote no log,
+    or the record was written before logs were hashed) is checked by its id alone.
+
+    Args:
+        directory: the run directory the record was read from.
+        run_id: the run the directory belongs to.
+        record: the record read.
+
+    Returns:
+        The problem in words (``its record names run 'X'``...), or None.
+    """
+    if record.id != run_id:
+        return f"its record names run {record.id!r}"
+    if record.log_sha256 is None:
+        return None
+    try:
+        found = log_sha256(directory)
+    except (OSError, LogError) as err:
+        return f"its log cannot be read to check it against its record: {err}"
+    if found is None:
+        return f"its record names a log, and it has no {EVENTS_FILE}"
+    if found != record.log_sha256:
+        return (
+            f"its {EVENTS_FILE} is not the log its record names (SHA-256 {found[:12]}..., "
+            f"recorded {record.log_sha256[:12]}...)"
+        )
+    return None
+
+
+def log_sha256(directory: Path) -> str | None:
+    """The SHA-256 of the run log in ``directory`` (64 hex digits); None when it has none.
+
+    Raises:
+        LogError: the log is not a regular file (a FIFO is refused, not waited on).
+        OSError: it cannot be read.
+    """
+    try:
+        fd = os.open(directory / EVENTS_FILE, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LogError(f"{directory / EVENTS_FILE} is not a regular file")
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read_record(directory: Path) -> RunRecord:

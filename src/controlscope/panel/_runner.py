@@ -3,7 +3,8 @@
 Each unit's Keep run goes first (it samples the source program and is the baseline every
 reviewer draw reuses); the unit's reviewing scopes start once it has finished, from its state.
 Runs already finished in the panel folder are skipped; unfinished ones run again from
-nothing.
+nothing. One panel command at a time runs on a folder: it holds the folder's lock
+(:func:`~controlscope.panel.lock_panel`) for its whole life.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from pathlib import Path
 
 from controlscope.panel._backends import Backend, LocalBackend, RayBackend, machine_cores
 from controlscope.panel._config import PanelConfig, load_config
-from controlscope.panel._folder import RunRecord, finished, open_panel, run_dir, write_record
+from controlscope.panel._folder import (
+    RunRecord,
+    check_folder,
+    finished,
+    open_panel,
+    run_dir,
+    write_record,
+)
+from controlscope.panel._lock import lock_panel
 from controlscope.panel._plan import PanelPlan, PlannedRun, condition_label, plan_panel
 from controlscope.panel._unit import RunJob
 
@@ -134,13 +143,28 @@ def run_panel(
     Raises:
         ConfigError: the configuration cannot run (checked before any run starts).
         PanelError: ``out`` holds another panel (the difference named) or is unusable.
+        PanelBusy: another panel command runs on ``out`` (a :class:`PanelError` naming its
+            pid, host and since when); the folder is held for this call's whole life.
         KeyboardInterrupt: interrupted; running runs end recorded as interrupted and run
             again on resumption.
     """
     cfg = config if isinstance(config, PanelConfig) else load_config(Path(config))
     plan = plan_panel(cfg)
     panel = Path(out).resolve()
-    open_panel(panel, cfg, plan)
+    check_folder(panel)  # before the lock file is made in it
+    with lock_panel(panel):
+        open_panel(panel, cfg, plan)
+        return _run(panel, cfg, plan, workers, observer)
+
+
+def _run(
+    panel: Path,
+    cfg: PanelConfig,
+    plan: PanelPlan,
+    workers: int | None,
+    observer: PanelObserver | None,
+) -> PanelResult:
+    """Run the plan's unfinished runs into the locked, opened panel folder."""
     status = PanelStatus(total=len(plan.runs))
     records: dict[str, RunRecord] = {}
     for run in plan.runs:

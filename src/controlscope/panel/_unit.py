@@ -30,8 +30,9 @@ from controlscope.core import ChatModel
 from controlscope.envs import get_environment
 from controlscope.models import CachedModel, RequestCache
 from controlscope.panel._config import PanelConfig
-from controlscope.panel._folder import CACHE_FILE, RunRecord, run_dir, write_record
+from controlscope.panel._folder import CACHE_FILE, RunRecord, log_sha256, run_dir, write_record
 from controlscope.panel._plan import KEEP, PlannedRun, run_spec
+from controlscope.record import LogError
 from controlscope.replay import Recording, ReplayError, resolve_boundary, run_branch
 from controlscope.review import ModelReviewer
 from controlscope.run import (
@@ -75,7 +76,8 @@ def execute(job: RunJob) -> RunRecord:
 
     An earlier unfinished attempt in the directory is removed first. Whatever fails in the
     run is recorded in the run's log by the run itself (paper A.4); what prevents it from
-    running at all is recorded as ``error`` (run again on resumption).
+    running at all is recorded as ``error`` (run again on resumption). The record names the
+    run's log by its SHA-256, so that it counts for this log only.
 
     Returns:
         The run's record, as written.
@@ -89,7 +91,12 @@ def execute(job: RunJob) -> RunRecord:
         record = _execute(job, directory)
     except Exception as err:  # recorded; the panel goes on with its other runs
         record = RunRecord(id=job.run.id, status="error", detail=f"{type(err).__name__}: {err}")
-    record = record.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
+    update: dict[str, object] = {"seconds": round(time.monotonic() - started, 3)}
+    try:  # the record names its log: a record copied from elsewhere does not count
+        update["log_sha256"] = log_sha256(directory)
+    except (OSError, LogError) as err:
+        update.update(status="error", detail=f"its log cannot be read: {err}")
+    record = record.model_copy(update=update)
     write_record(directory, record)
     return record
 

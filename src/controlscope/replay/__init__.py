@@ -3,7 +3,8 @@
 
 A :class:`Recording` is a recorded run read once (refused when it cannot be replayed: a schema
 version this code does not replay, a truncated log, a diverged replay; :meth:`Recording.check_task`
-refuses a task whose generator changed). One mechanism serves every use: a trajectory whose
+refuses a recorded task that is not the task today, field by field, and a task whose generator
+changed). One mechanism serves every use: a trajectory whose
 prefix answers from the recording, every request, boundary, decision and primitive call checked
 against it, up to a boundary where it records the shared state ``(h, s)`` and then
 

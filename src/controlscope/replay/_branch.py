@@ -15,11 +15,19 @@ replayed once, checked, and the trajectory paused at the boundary is forked once
 are compared across branches exactly as for replayed ones. Where a fork cannot be used (the
 environment keeps state outside its workspace, the worker's forks are not supervised), every
 branch replays the prefix itself and the set says why (``mechanism_note``).
+
+Either way each branch starts from the reviewer and the planner as they were at the boundary
+(which the recording reaches without them): a forked branch runs in a copy of the trunk's
+process, a replayed one in a process forked before it starts (:mod:`._apart`), so a reviewer
+that keeps state (a scripted model, a Python reviewer) gives every branch what it would have
+given the first, whichever mechanism ran it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +48,8 @@ from controlscope.core import (
     lattice_operations,
 )
 from controlscope.record import RunSummary, iter_events, summarize
-from controlscope.replay._fork import PREFIX_DIR, fork_branches
+from controlscope.replay._apart import run_apart
+from controlscope.replay._fork import PREFIX_DIR, close_record, fork_branches
 from controlscope.replay._hook import Plan
 from controlscope.replay._recording import Recording, ReplayError
 from controlscope.replay._run import (
@@ -108,8 +117,8 @@ class BranchResult:
         divergence: where the branch left the recording in its prefix (None when it did
             not).
         mechanism: how it started: ``fork`` or ``replay``.
-        problem: why a forked branch's process ended abnormally (its summary then says its
-            log has no end), if it did.
+        problem: why the branch's process ended abnormally (its summary then says its log
+            has no end), if it did.
     """
 
     scope: str
@@ -287,7 +296,8 @@ def branch(
         planner: the live planner after the boundary; None: the recording answers on (a
             branch that leaves the recorded trajectory then diverges).
         reviewer: the branches' reviewer (each draw's requests carry its draw index); needed
-            unless every scope is Keep.
+            unless every scope is Keep. Each branch gets it as it is now (and so the planner):
+            what one branch does to its state never reaches the next, whatever the mechanism.
         draws: reviewer draws per scope (at least 1).
         schedule: what decides after the boundary (see :func:`branch_schedule`).
         workspace_root: where the branches' workspaces are made.
@@ -331,9 +341,7 @@ def branch(
     for scope_name, draw, plan in plans if divergence is None else []:
         found = forked.get(f"{scope_name}-d{draw}")
         if found is None:
-            found = _result(
-                scope_name, draw, _replayed(rec, plan, out, planner, reviewer, workspace_root)
-            )
+            found = _replayed(rec, plan, out, planner, reviewer, workspace_root)
         results.append(found)
         divergence = found.divergence
         if divergence is not None:
@@ -388,12 +396,14 @@ def by_fork(
     found: dict[str, BranchResult] = {}
     for (scope, draw, _), forked in zip(plans, fanout.branches, strict=True):
         if forked.forked:
-            found[f"{scope}-d{draw}"] = _forked_result(scope, draw, forked.out, forked.problem)
+            found[f"{scope}-d{draw}"] = _logged_result(scope, draw, forked.out, forked.problem)
     return found, fanout.failure or "", None
 
 
-def _forked_result(scope: str, draw: int, run_dir: Path, problem: str | None) -> BranchResult:
-    """A forked branch as its run directory records it."""
+def _logged_result(
+    scope: str, draw: int, run_dir: Path, problem: str | None, mechanism: str = "fork"
+) -> BranchResult:
+    """A branch run in a process of its own, as its run directory records it."""
     events = list(iter_events(run_dir)) if (run_dir / EVENTS_FILE).is_file() else []
     point = next((e for e in events if isinstance(e, BranchPointEvent)), None)
     end = next((e for e in events if isinstance(e, RunEndEvent)), None)
@@ -410,7 +420,7 @@ def _forked_result(scope: str, draw: int, run_dir: Path, problem: str | None) ->
         state_hash=point.state_hash if point else None,
         files=masked_files(point.file_hashes, point.clock_files) if point else {},
         divergence=divergence,
-        mechanism="fork",
+        mechanism=mechanism,
         problem=problem,
     )
 
@@ -422,17 +432,39 @@ def _replayed(
     planner: ChatModel | None,
     reviewer: Reviewer | None,
     workspace_root: Path | None,
-) -> Outcome:
-    scope = plan.condition.scope.name.lower()
-    return run_from_prefix(
-        rec,
-        plan,
-        out=out / f"{scope}-d{plan.condition.draw}",
-        purpose="branch",
-        planner=planner,
-        reviewer=reviewer,
-        workspace_root=workspace_root,
-    )
+) -> BranchResult:
+    """One branch by its own prefix replay, in a process of its own (:mod:`._apart`): it
+    starts from the reviewer and planner as they were before the first branch, as a forked
+    branch does."""
+    scope, draw = plan.condition.scope.name.lower(), plan.condition.draw
+    run_dir = out / f"{scope}-d{draw}"
+    if workspace_root is not None:
+        workspace_root.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="cs-branch-", dir=workspace_root))
+
+    def replayed() -> BranchResult:
+        try:
+            outcome = run_from_prefix(
+                rec,
+                plan,
+                out=run_dir,
+                purpose="branch",
+                planner=planner,
+                reviewer=reviewer,
+                workspace_root=root,
+            )
+        finally:  # the branch removed its workspace; its root goes too (a killed parent won't)
+            remove_tree(root)
+        return _result(scope, draw, outcome)
+
+    try:
+        found, problem = run_apart(replayed, plan.condition.budgets.wall_seconds)
+    finally:  # what a branch whose process died left of its workspace
+        remove_tree(root)
+    if found is None:  # its process died: recorded as far as its log goes
+        close_record(run_dir)
+        return _logged_result(scope, draw, run_dir, problem, "replay")
+    return found if problem is None else dataclasses.replace(found, problem=problem)
 
 
 def _finish_set(

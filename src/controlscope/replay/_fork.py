@@ -104,7 +104,7 @@ class Fanout:
                     self.child = branch  # happens from here on
                     hook.become(branch.plan, branch.reviewer)
                     _take_over(point, worker, branch)
-                    _die_with(self._trunk)
+                    die_with(self._trunk)
                     return
                 _wait_for(point, branch, pid, worker)
         finally:
@@ -154,13 +154,13 @@ def _wait_for(point: ForkPoint, branch: ForkedBranch, pid: int, worker: WorkerPr
         branch.problem = point.wait(pid, worker, wall + CHILD_GRACE_S)
     except BaseException:  # interrupted: the branch is recorded as it ended
         if not (branch.out / SUMMARY_FILE).is_file():
-            _close_record(branch.out)
+            close_record(branch.out)
         raise
     if branch.problem is not None:
-        _close_record(branch.out)
+        close_record(branch.out)
 
 
-def _die_with(trunk: int) -> None:
+def die_with(trunk: int) -> None:
     """Make this forked process interrupted (``SIGINT``: it records its end) when the trunk
     ``trunk`` dies, and at once if it has died already (a trunk killed outright records
     nothing more and cannot end its branch)."""
@@ -170,7 +170,7 @@ def _die_with(trunk: int) -> None:
         raise KeyboardInterrupt("the trunk died")
 
 
-def _close_record(out: Path) -> None:
+def close_record(out: Path) -> None:
     """A branch whose process died: its summary from its log as far as it goes (it says the
     log has no ``run_end``), so that the branch is counted, not lost."""
     if (out / "events.jsonl").is_file():

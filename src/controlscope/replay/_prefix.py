@@ -86,8 +86,9 @@ def replay_prefix(
 
     Raises:
         ReplayError: a recording that cannot be replayed (see :meth:`Recording.load`), a
-            boundary beyond the recorded ones, a task whose generator changed, an ``out``
-            that holds a run; nothing has run.
+            boundary beyond the recorded ones, a recorded task that is not the task today
+            (an edited ``run_start``: the field named) or whose generator changed
+            (:meth:`Recording.check_task`), an ``out`` that holds a run; nothing has run.
     """
     rec = load(recording)
     position = _end_position(rec, until)

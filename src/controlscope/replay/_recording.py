@@ -3,9 +3,10 @@ needs from its log (paper sections 3.3 and A.4).
 
 :meth:`Recording.load` refuses what cannot be replayed before anything runs: a log of a schema
 version this code does not replay, a truncated log, a replay that diverged, a condition this
-version cannot rebuild. :meth:`Recording.check_task` sets the task up once and compares its
-data with the recorded task-data hash, so a generator that changed since the recording is
-refused too.
+version cannot rebuild. :meth:`Recording.check_task` compares the task the log records with
+the task the environment defines today (its instruction and every other field), then sets the
+task up once and compares its data with the recorded task-data hash, so an edited log or a
+generator that changed since the recording is refused too.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from controlscope.core import (
     Task,
     TaskError,
     changed_data,
+    clip_text,
 )
 from controlscope.envs import Environment, get_environment
 from controlscope.record import (
@@ -50,6 +52,7 @@ from controlscope.record import (
     LogError,
     RecordedActions,
     TruncatedLogWarning,
+    first_difference,
     map_strings,
     read_events,
 )
@@ -275,7 +278,9 @@ class Recording:
         return digest.hexdigest()
 
     def check_task(self, workspace_root: Path | None = None) -> str | None:
-        """Set the task up once and compare its data with the recorded task-data hash.
+        """Compare the recorded task with the task today, field by field (its instruction,
+        parameters, budgets...), then set it up once and compare its data with the recorded
+        task-data hash.
 
         Args:
             workspace_root: where the scratch workspace is made (a temporary directory when
@@ -286,9 +291,10 @@ class Recording:
             was recorded: the check is then left to the replay's observations).
 
         Raises:
-            ReplayError: the task's data differ from the recording's (its generator changed,
-                or its files: :func:`~controlscope.core.changed_data`), or the task cannot be
-                set up.
+            ReplayError: a field of the recorded task differs from today's (named, both
+                values shown: an edited ``run_start``, or a task defined otherwise today); the
+                task's data differ from the recording's (its generator changed, or its files:
+                :func:`~controlscope.core.changed_data`); or the task cannot be set up.
         """
         changed = changed_data(self.start.task, self.task)
         if changed:
@@ -296,6 +302,7 @@ class Recording:
                 f"the task {self.task.id}'s files changed since {self.run_dir} was recorded: "
                 f"{', '.join(changed)}"
             )
+        self._check_task_fields()
         recorded = self.start.task_data_hash
         if recorded is None:
             return None
@@ -314,6 +321,36 @@ class Recording:
                 f"{recorded[:12]}… recorded, {today[:12]}… today): its generator changed"
             )
         return today
+
+    def _check_task_fields(self) -> None:
+        """The task the log records (``run_start``'s) is the task the replay runs: its
+        instruction and every other field the log holds (a field written before it was
+        recorded is left out).
+
+        Raises:
+            ReplayError: the first field that differs, with both values (the log was edited,
+                or the environment defines the task otherwise today).
+        """
+        recorded = self.start.task
+        fields = sorted(recorded.model_fields_set)
+        found = first_difference(
+            recorded.model_dump(mode="json", include=set(fields)),
+            self.task.model_dump(mode="json", include=set(fields)),
+        )
+        if found is None:
+            return
+        where, there, here = found
+        raise ReplayError(
+            f"the task {recorded.id!r} recorded in {self.run_dir} is not the task the replay "
+            f"runs: its {where} is {_shown(there)} in the log, {_shown(here)} as "
+            f"{self.env.name} defines it today (the log was edited, or the task changed)"
+        )
+
+
+def _shown(value: Any) -> str:
+    """A recorded or regenerated value, in one line and at most about 160 characters (its head
+    and its tail: an edit at the end of an instruction shows)."""
+    return clip_text(json.dumps(value, ensure_ascii=False), 160)
 
 
 def _read(path: Path) -> list[Event]:

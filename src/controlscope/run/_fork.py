@@ -63,7 +63,7 @@ INTERRUPT_SETTLE_S = 1.0
 of the whole process group reached it too) before interrupting it."""
 
 
-_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
+INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM})
 """The signals that interrupt a run (the CLI turns ``SIGTERM`` into an interrupt)."""
 
 
@@ -220,7 +220,7 @@ class ForkPoint:
             stream.flush()  # what the trunk printed is not printed again by the child
         # An interrupt must not reach the child while it still holds the trunk's log, worker
         # and server: the child takes it once it is the branch (take_over).
-        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
         try:
             pid = os.fork()
         except OSError as err:
@@ -267,7 +267,7 @@ class ForkPoint:
             or None when it exited normally.
         """
         try:
-            problem = _reap(pid, timeout_s)
+            problem = reap(pid, timeout_s)
         finally:
             worker.kill()
         self.restore()
@@ -285,10 +285,17 @@ def env_unforkable(env: Environment) -> str | None:
     )
 
 
-def _reap(pid: int, timeout_s: float) -> str | None:
-    """Wait for the child ``pid``; kill it after ``timeout_s`` (or when this wait is
-    interrupted, once it has been interrupted too and had :data:`INTERRUPT_GRACE_S` to
-    record its end); what went wrong, if anything."""
+def reap(pid: int, timeout_s: float) -> str | None:
+    """Wait for the branch's process ``pid`` (a child of this one); kill it after
+    ``timeout_s`` (or when this wait is interrupted, once it has been interrupted too and had
+    :data:`INTERRUPT_GRACE_S` to record its end).
+
+    Returns:
+        What went wrong (killed, a signal, a non-zero status), or None.
+
+    Raises:
+        KeyboardInterrupt: this wait was interrupted (the child has ended by then).
+    """
     fd = os.pidfd_open(pid)
     try:
         try:

@@ -47,10 +47,15 @@ class McpmarkEnvironment(WorkspaceTasks):
         read_tools: the filesystem server's information-returning tools.
         write_tools: the filesystem server's writing tools.
         verify_limits: the verifiers' time, memory and output limits.
+        state_in_workspace: the whole state is the workspace directory (the pinned filesystem
+            server, as the built-in environment's, keeps none of its own; ``verify.py`` reads
+            the workspace alone), so a trajectory can be forked at a boundary with a copy of
+            it and a new server (``controlscope.run._fork``).
     """
 
     read_tools = _planning.READ_TOOLS
     write_tools = _planning.WRITE_TOOLS
+    state_in_workspace = True
 
     def __init__(self, path: str | Path, *, verify_limits: CommandLimits = VERIFY_LIMITS) -> None:
         """Find the tasks.
