@@ -30,7 +30,8 @@ from controlscope.core._bounds import MAX_DATA_DEPTH
 
 MAX_CONFIG_BYTES = 1 << 20
 """The largest configuration read (1 MiB): a panel's, an experiment's or a task spec's TOML
-file, a person writes it and it lists tasks and conditions, never data."""
+file (a person writes it; it lists tasks and conditions, never data), and an experiment
+folder's ``experiment.json``."""
 
 MAX_SCRIPT_BYTES = 64 << 20
 """The largest scripted model file read (64 MiB): its answers, each at most a log line."""
