@@ -5,9 +5,10 @@ server or a stdio MCP server that misbehaves on purpose, scripted or loopback mo
 ``controlscope run`` in a subprocess, or one ``python -m controlscope.record`` on a hostile log.
 The classes are those of the robustness contract (``docs/architecture.md``, "Execution contract"):
 exceptions of parts, untrusted text in the terminal, memory, the seccomp filter, deadlines,
-agent-made sizes, agent-made trees, the log reader, bad options, MCP sessions, and panels (two
+agent-made sizes, agent-made trees, the log reader, bad options, MCP sessions, panels (two
 ``controlscope panel`` commands on one folder: the second refused in one line, exit 2, the first
-finishing with every run counted).
+finishing with every run counted), and the files a user names (a FIFO, a link to
+``/dev/zero``, TOML or JSON nested 5,000 deep, given to each reader's command).
 
 For each case it checks that the outcome is recorded as the contract says (a run: ``run_end``
 and ``summary.json``; bad input: exit status 2 and no log; a hostile log: exit status 2), that it
@@ -20,16 +21,20 @@ Prints one line per case, then as its LAST line one JSON object: ``cases``, ``en
 ``worker_memory_limit_mb`` and ``failed`` (the names of cases that missed a target).
 Targets: every case recorded and within its deadline, 0 leftovers, memory at most 512.
 
-Usage: ``python benchmarks/fault_matrix.py [--only SUBSTRING]``.
+Usage: ``python benchmarks/fault_matrix.py [--only SUBSTRING]`` (``--only "input file"``: the files
+a user names).
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import logging
 import os
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -138,6 +143,8 @@ class Case:
     wall_s: float = 60.0
     cli: list[str] | None = None  # a subprocess run; its expected exit status in `status`
     status: int = 0
+    verb: str = "run"  # the command `cli` is given to
+    files: Callable[[Path], None] | None = None  # puts the command's input files in its folder
     log: Callable[[Path], None] | None = None  # a hostile log for python -m controlscope.record
     own: Callable[[Path], tuple[bool, str]] | None = None  # a case that runs itself
 
@@ -196,6 +203,74 @@ LOCAL_CHAIN = (
 
 def forge(frame: bytes) -> str:
     return FORGE.replace("FRAME", repr(frame))
+
+
+DEEP_TOML = "x = " + "[" * 5000 + "]" * 5000 + "\n"
+DEEP_JSON = "[" * 5000 + "]" * 5000 + "\n"
+SPEC = ROOT / "tests" / "fixtures" / "task_specs"
+MCPMARK_TASK = ROOT / "tests" / "fixtures" / "mcpmark" / "tasks" / "filesystem" / "standard"
+
+
+def copy_spec(work: Path) -> None:
+    """The notebook task spec, its task's instruction read from ``task.md``."""
+    shutil.copytree(SPEC, work / "spec")
+    spec = work / "spec" / "notebook.toml"
+    text = spec.read_text()
+    spec.write_text(text[: text.index("instruction = ")] + 'instruction_file = "task.md"\n')
+
+
+def copy_task(work: Path) -> None:
+    """An MCPMark task folder without its meta.json."""
+    shutil.copytree(MCPMARK_TASK / "notes" / "shout", work / "task")
+    (work / "task" / "meta.json").unlink()
+
+
+#: reader -> (verb, its file in the case's folder, deep text or None, arguments, other files)
+READERS: dict[str, tuple[str, str, str | None, list[str], Callable[[Path], None] | None]] = {
+    "scripted model": ("run", "script.json", DEEP_JSON,
+                       ["--task", TASK, "--model", "scripted:{file}", "--quiet", "--out", "{out}"],
+                       None),
+    "panel file": ("panel", "panel.toml", DEEP_TOML, ["{file}", "--out", "{out}"], None),
+    "task spec": ("run", "spec/spec.toml", DEEP_TOML,
+                  ["--task-spec", "{file}", "--task", "t", "--model", "scripted:none", "--quiet",
+                   "--out", "{out}"], None),
+    "experiment file": ("experiment", "mine.toml", DEEP_TOML, ["{file}", "--out", "{out}"], None),
+    "instruction file": ("tasks", "spec/task.md", None,
+                         ["--task-spec", "{work}/spec/notebook.toml"], copy_spec),
+    "MCPMark meta.json": ("tasks", "task/meta.json", DEEP_JSON, ["--mcpmark", "{work}/task"],
+                          copy_task),
+}  # fmt: skip
+
+
+def put_input(work: Path, name: str, kind: str, deep: str, others: Callable[[Path], None] | None
+              ) -> None:  # fmt: skip
+    """Make the case's files in ``work``: ``others``, then at ``name`` a FIFO, a link to
+    /dev/zero or the ``deep`` text."""
+    if others is not None:
+        others(work)
+    path = work / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "/dev/zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_text(deep)
+
+
+def input_file_cases() -> list[Case]:
+    """Each reader's command given a FIFO, a link to /dev/zero and nesting 5,000 deep (TOML or
+    JSON as it reads): one line, exit status 2, nothing run."""
+    found = []
+    for reader, (verb, name, deep, args, others) in READERS.items():
+        for kind in ("FIFO", "/dev/zero", "deep") if deep is not None else ("FIFO", "/dev/zero"):
+            files = functools.partial(
+                put_input, name=name, kind=kind, deep=deep or "", others=others
+            )
+            cli = [a.replace("{file}", f"{{work}}/{name}") for a in args]
+            label = f"input file, {reader}: {'nested 5000 deep' if kind == 'deep' else kind}"
+            found.append(Case(label, "files", cli=cli, status=2, verb=verb, files=files))
+    return found
 
 
 def cases(mute: Mute) -> list[Case]:
@@ -281,6 +356,8 @@ def cases(mute: Mute) -> list[Case]:
         Case("server leaves a grandchild", "mcp", env=Misbehaving, **block("print(spawn())")),
         # 11. panels
         Case("two panels on one folder", "panels", own=two_panels, wall_s=240),
+        # 12. files a user names
+        *input_file_cases(),
     ]  # fmt: skip
 
 
@@ -444,14 +521,21 @@ def _run_case(case: Case, work: Path) -> tuple[bool, str]:
 
 def _cli_case(case: Case, work: Path) -> tuple[bool, str]:
     out = work / "cli"
-    args = [a.replace("{out}", str(out)) for a in case.cli or []]
-    proc = subprocess.run(
-        [sys.executable, "-m", "controlscope.cli", "run", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    args = [a.replace("{out}", str(out)).replace("{work}", str(work)) for a in case.cli or []]
+    if case.files is not None:
+        case.files(work)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "controlscope.cli", case.verb, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            # a reader that read /dev/zero whole would fail here, not take the machine's memory
+            preexec_fn=_bound_memory if case.files is not None else None,
+        )
+    except subprocess.TimeoutExpired:  # killed: a reader that waits on a FIFO, say
+        return False, "no exit in 120 s"
     clean = "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr
     if case.status == 2:
         one_line = len(proc.stderr.strip().splitlines()) == 1
@@ -459,6 +543,10 @@ def _cli_case(case: Case, work: Path) -> tuple[bool, str]:
     else:
         recorded = proc.returncode == case.status and (out / SUMMARY_FILE).is_file()
     return recorded and clean, f"exit {proc.returncode}"
+
+
+def _bound_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 
 
 def _reader_case(case: Case, work: Path) -> tuple[bool, str]:

@@ -21,6 +21,10 @@ records defined here:
 - reading model text: :func:`fences` (CommonMark's fenced code blocks), :func:`program_fence`
   (the program of a reply), :func:`unfence`, :func:`fence`, :func:`find_json_object`,
   :func:`decode_json`; untrusted text as one inert line, :func:`escape_untrusted`;
+- files a user names, read bounded (regular files only, a ceiling per kind, nesting refused):
+  :func:`open_regular`, :func:`read_regular`, :func:`read_text`, :func:`read_toml`,
+  :func:`read_json`, :class:`InputFileError`, :data:`MAX_CONFIG_BYTES`,
+  :data:`MAX_SCRIPT_BYTES`, :data:`MAX_FILE_DEPTH`;
 - the run's wall-clock ceiling: :class:`Deadline`, :func:`remaining_seconds`, and each model
   call's deadline, :func:`call_seconds`;
 - bounds on data from outside (agent code, models, servers): :func:`data_problem`,
@@ -118,6 +122,17 @@ from controlscope.core._execution import (
     ReplaceBoundary,
     View,
 )
+from controlscope.core._files import (
+    MAX_CONFIG_BYTES,
+    MAX_FILE_DEPTH,
+    MAX_SCRIPT_BYTES,
+    InputFileError,
+    open_regular,
+    read_json,
+    read_regular,
+    read_text,
+    read_toml,
+)
 from controlscope.core._models import (
     DEFAULT_MAX_TOKENS,
     PROVIDER_ERROR_KINDS,
@@ -194,7 +209,6 @@ from controlscope.core._text import (
     json_value_at,
     own_turn,
     program_fence,
-    read_toml,
     unfence,
 )
 from controlscope.core._tools import (
@@ -219,8 +233,11 @@ __all__ = [
     "FALLBACK_KINDS",
     "LATTICES",
     "LATTICE_OPERATIONS",
+    "MAX_CONFIG_BYTES",
     "MAX_DATA_DEPTH",
+    "MAX_FILE_DEPTH",
     "MAX_NAME_CHARS",
+    "MAX_SCRIPT_BYTES",
     "OPERATION_KINDS",
     "PLANNER_FORMATS",
     "PROVIDER_ERROR_KINDS",
@@ -258,6 +275,7 @@ __all__ = [
     "FallbackKind",
     "Fence",
     "FinalVerdictEvent",
+    "InputFileError",
     "Isolation",
     "IsolationRequest",
     "Keep",
@@ -339,11 +357,15 @@ __all__ = [
     "lattice_operations",
     "model_call_event",
     "name_problem",
+    "open_regular",
     "own_turn",
     "program_fence",
     "provider_error_kind",
     "python_name",
     "python_signature",
+    "read_json",
+    "read_regular",
+    "read_text",
     "read_toml",
     "refuse_json_constant",
     "remaining_seconds",

@@ -1,6 +1,5 @@
 """Reading model text: fenced code blocks and JSON objects, one implementation for every layer;
-untrusted text made inert for a terminal or an error message (:func:`escape_untrusted`); and
-configuration files read as TOML (:func:`read_toml`).
+and untrusted text made inert for a terminal or an error message (:func:`escape_untrusted`).
 
 Fences follow CommonMark's rules for fenced code blocks (https://spec.commonmark.org/0.31.2/,
 section 4.5), read line by line:
@@ -19,12 +18,9 @@ Unlike CommonMark, any indentation of a fence is accepted (models fence code ins
 from __future__ import annotations
 
 import json
-import os
 import re
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from controlscope.core._bounds import data_problem, finite_json_float, refuse_json_constant
@@ -290,17 +286,3 @@ def escape_untrusted(text: str) -> str:
     return "".join(
         ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
     )
-
-
-def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A TOML file's table (a panel's, an experiment's or a task spec's configuration).
-
-    Raises:
-        ValueError: one line, ``PATH: cannot read it: why`` or ``PATH: not TOML: why``.
-    """
-    try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read it: {err.strerror or err}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not TOML: {err}") from None

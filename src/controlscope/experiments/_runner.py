@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from controlscope.core import MAX_CONFIG_BYTES, InputFileError, read_json
 from controlscope.experiments._config import Experiment, ExperimentError, Size
 from controlscope.experiments._replays import read_replays, run_replays
 from controlscope.experiments._resolve import (
@@ -114,9 +115,9 @@ def _open(out: Path, meta: dict[str, Any]) -> None:
     path = out / EXPERIMENT_FILE
     if path.is_file():
         try:
-            found = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise ExperimentError(f"{path} cannot be read: {err}") from None
+            found = read_json(path, MAX_CONFIG_BYTES)
+        except InputFileError as err:
+            raise ExperimentError(str(err)) from None
         keys = ("name", "size", "models", "config_hash")  # the first difference in this order
         where = next(
             (d for k in keys if (d := difference(found.get(k), meta[k], k)) is not None), None
@@ -263,8 +264,8 @@ def write_results(
     """
     folder = Path(out)
     try:
-        meta = json.loads((folder / EXPERIMENT_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+        meta = read_json(folder / EXPERIMENT_FILE, MAX_CONFIG_BYTES)
+    except InputFileError as err:
         raise ExperimentError(
             f"{folder} holds no experiment run ({EXPERIMENT_FILE}: {err})"
         ) from None

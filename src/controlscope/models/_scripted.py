@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from controlscope.core import ModelRequest, ModelResponse
+from controlscope.core import MAX_SCRIPT_BYTES, ModelRequest, ModelResponse, read_json
 from controlscope.models._chat_format import parse_tool_call
 
 __all__ = ["ScriptExhausted", "ScriptItem", "ScriptedModel"]
@@ -160,15 +161,19 @@ class ScriptedModel:
         :class:`ModelResponse` objects in JSON; or ``{"by": "turn", "answers": [...]}`` for
         answers by conversation turn (see the class).
 
+        The file is read as a bounded regular file (:func:`controlscope.core.read_json`, at
+        most :data:`~controlscope.core.MAX_SCRIPT_BYTES`).
+
         Raises:
-            ValueError: when the file is not such a list; the message names the file and item.
-            OSError: when the file cannot be read.
+            FileNotFoundError: nothing at ``path``.
+            ValueError: when the file is not such a list; the message names the file and item
+                (:class:`~controlscope.core.InputFileError`: not a regular file, too long, not
+                UTF-8, not JSON, nested too deeply, or it cannot be opened).
         """
         source = Path(path)
-        try:
-            data = json.loads(source.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{source}: not JSON: {exc}") from exc
+        if not os.path.lexists(source):
+            raise FileNotFoundError(f"no scripted model file {source}")
+        data = read_json(source, MAX_SCRIPT_BYTES)
         by: Literal["request", "turn"] = "request"
         if isinstance(data, dict) and set(data) == {"by", "answers"} and data["by"] == "turn":
             by, data = "turn", data["answers"]

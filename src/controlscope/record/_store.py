@@ -27,7 +27,16 @@ from typing import IO, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from controlscope.core import EVENT_ADAPTER, EVENTS_FILE, SCHEMA_VERSION, Event, upgrade_event
+from controlscope.core import (
+    EVENT_ADAPTER,
+    EVENTS_FILE,
+    SCHEMA_VERSION,
+    Event,
+    InputFileError,
+    open_regular,
+    upgrade_event,
+)
+from controlscope.core import read_regular as _read_regular
 from controlscope.record._summary import RunSummary
 
 SUMMARY_FILE = "summary.json"
@@ -352,39 +361,33 @@ def _parse_line(raw: bytes, path: Path, number: int, is_last: bool) -> Event | _
 
 
 def _open_regular(path: Path, max_bytes: int | None = None) -> BinaryIO:
-    """Open ``path`` for reading if it is a regular file (a link to one is followed).
-
-    Opened without blocking, so a FIFO in its place is refused instead of waited on.
+    """Open ``path`` for reading if it is a regular file (:func:`controlscope.core.open_regular`:
+    a FIFO in its place is refused, not waited on).
 
     Raises:
         FileNotFoundError: nothing at ``path``.
         LogError: a FIFO, device, directory or socket, or a file over ``max_bytes``.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise LogError(f"{path} is not a regular file; refusing to read it")
-        if max_bytes is not None and info.st_size > max_bytes:
-            raise LogError(f"{path} holds {info.st_size} bytes, more than {max_bytes}")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+        return open_regular(path, max_bytes)
+    except InputFileError as err:
+        raise LogError(str(err)) from None
 
 
 def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``max_bytes`` (a link to one
-    is followed); opened without blocking, so a FIFO in its place is refused, not waited on.
+    is followed; :func:`controlscope.core.read_regular`: a FIFO in its place is refused, not
+    waited on).
 
     Raises:
         FileNotFoundError: nothing at ``path``.
-        OSError: it cannot be opened (a directory, no permission...).
-        LogError: a FIFO, device or socket, or a file over ``max_bytes``.
+        OSError: it cannot be opened (no permission...).
+        LogError: a FIFO, device, directory or socket, or a file over ``max_bytes``.
     """
-    with _open_regular(Path(path), max_bytes) as f:
-        return f.read(max_bytes + 1)
+    try:
+        return _read_regular(path, max_bytes)
+    except InputFileError as err:
+        raise LogError(str(err)) from None
 
 
 def write_summary(run_dir: str | os.PathLike[str], summary: RunSummary) -> Path:

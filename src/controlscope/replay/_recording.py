@@ -33,6 +33,7 @@ from controlscope.core import (
     Event,
     FallbackKind,
     FinalVerdictEvent,
+    InputFileError,
     ModelCallEvent,
     ModelRequest,
     ModelResponse,
@@ -45,6 +46,7 @@ from controlscope.core import (
     TaskError,
     changed_data,
     clip_text,
+    open_regular,
 )
 from controlscope.envs import Environment, get_environment
 from controlscope.record import (
@@ -379,9 +381,16 @@ def _read(path: Path) -> list[Event]:
 
 
 def _first_version(log: Path) -> int | None:
-    """The ``schema_version`` of the log's first line as written (reading upgrades it)."""
-    with log.open("rb") as f:
-        line = f.readline(MAX_EVENT_BYTES + 1)
+    """The ``schema_version`` of the log's first line as written (reading upgrades it).
+
+    Raises:
+        ReplayError: the log is not a regular file (a FIFO is refused, not waited on).
+    """
+    try:
+        with open_regular(log) as f:
+            line = f.readline(MAX_EVENT_BYTES + 1)
+    except (OSError, InputFileError) as err:
+        raise ReplayError(f"the log cannot be read: {err}") from None
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):  # not JSON, or nested deeper than json parses

@@ -13,8 +13,6 @@ Each run is read with :func:`read_run` (its first page: a page holds
 from __future__ import annotations
 
 import json
-import os
-import stat
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +21,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from controlscope.core import EVENTS_FILE, PrimitiveCall, PrimitiveCallEvent
+from controlscope.core import (
+    EVENTS_FILE,
+    InputFileError,
+    PrimitiveCall,
+    PrimitiveCallEvent,
+    read_regular,
+)
 from controlscope.record import LogError, TruncatedLogWarning, iter_events
 from controlscope.replay import BRANCHES_FILE
 from controlscope.view._paths import inside
@@ -132,19 +136,12 @@ def _branch_names(folder: Path) -> list[str]:
 
 def read_branches_file(folder: Path) -> tuple[dict[str, Any], str | None]:
     """``folder/branches.json`` as a JSON object, and the reason when it cannot be read."""
-    path = folder / BRANCHES_FILE
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        raw = read_regular(folder / BRANCHES_FILE, MAX_BRANCHES_BYTES)
     except OSError as err:
         return {}, f"{BRANCHES_FILE} cannot be opened: {err.strerror}"
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BRANCHES_BYTES:
-            return (
-                {},
-                f"{BRANCHES_FILE} is not a regular file of at most {MAX_BRANCHES_BYTES} bytes",
-            )
-        raw = f.read(MAX_BRANCHES_BYTES + 1)
+    except InputFileError:
+        return {}, f"{BRANCHES_FILE} is not a regular file of at most {MAX_BRANCHES_BYTES} bytes"
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as err:

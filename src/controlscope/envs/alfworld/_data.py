@@ -12,12 +12,12 @@ playable valid_seen games in 76 scenes and 134 valid_unseen games in 4 scenes (p
 from __future__ import annotations
 
 import functools
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlscope.core import TaskError
+from controlscope.core import TaskError, read_json
+from controlscope.envs.alfworld._game import MAX_GAME_BYTES
 
 __all__ = [
     "COHORTS",
@@ -139,10 +139,9 @@ def _record(cohort: str, task_folder: str, trial: Path) -> GameRecord | None:
     if not traj.is_file() or not game.is_file():
         return None
     try:
-        data = json.loads(traj.read_text(encoding="utf-8"))
+        data = read_json(traj, MAX_GAME_BYTES)
         task_type, scene = str(data["task_type"]), int(data["scene"]["scene_num"])
-        with game.open(encoding="utf-8") as f:
-            solvable = json.load(f).get("solvable")
+        solvable = read_json(game, MAX_GAME_BYTES).get("solvable")
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise AlfworldDataError(f"{trial}: its game files cannot be read: {err}") from err
     if solvable is not True or task_type not in TASK_TYPES:

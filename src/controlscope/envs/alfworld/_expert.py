@@ -14,13 +14,12 @@ as a program through the MCP server (tests and ``benchmarks/alfworld_env.py``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controlscope.core import TaskError
-from controlscope.envs.alfworld._game import GameFile
+from controlscope.core import TaskError, read_json
+from controlscope.envs.alfworld._game import MAX_GAME_BYTES, GameFile
 
 __all__ = ["Call", "ExpertPlan", "expert_plan", "mangle", "plan_program"]
 
@@ -157,7 +156,7 @@ def expert_plan(game: GameFile, traj_data: Path) -> ExpertPlan:
         TaskError: unreadable trajectory data, or a step that does not fit the game.
     """
     try:
-        data = json.loads(traj_data.read_text(encoding="utf-8"))
+        data = read_json(traj_data, MAX_GAME_BYTES)
         steps = [h["planner_action"] for h in data["plan"]["high_pddl"]]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise TaskError(f"{traj_data}: no expert plan: {err}") from err

@@ -20,9 +20,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from controlscope.core import TaskError
+from controlscope.core import TaskError, read_json
 
-__all__ = ["PUT_TEMPLATES", "GameFile"]
+__all__ = ["MAX_GAME_BYTES", "PUT_TEMPLATES", "GameFile"]
+
+MAX_GAME_BYTES = 16 << 20
+"""The largest ALFWorld data file read (a game file, a ``traj_data.json``): the published ones
+are under 1 MiB; each is read as a bounded regular file (:func:`controlscope.core.read_json`)."""
 
 PUT_TEMPLATES = ("put {o} in/on {r}", "move {o} to {r}")
 """The game's command for putting an object down: ``put ... in/on`` in the published games,
@@ -53,7 +57,7 @@ class GameFile:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         try:
-            self.data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
+            self.data: dict[str, Any] = read_json(self.path, MAX_GAME_BYTES)
             problem = str(self.data["pddl_problem"])
             self._grammar = _grammar_rules(str(self.data["grammar"]))
         except (OSError, ValueError, KeyError, TypeError) as err:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from controlscope._tree import remove_tree, walk_tree
-from controlscope.core import TaskError
+from controlscope.core import InputFileError, TaskError, open_regular, read_text
 from controlscope.envs.filesystem.workspace import file_hashes
 
 __all__ = [
@@ -116,20 +116,17 @@ def check_tree(root: Path, what: str, *, max_entries: int, max_bytes: int) -> No
 
 
 def small_text(path: Path) -> str:
-    """A task's text file (an instruction, ``meta.json``), at most :data:`MAX_TEXT_BYTES`.
+    """A task's text file (an instruction, ``meta.json``), a regular file of at most
+    :data:`MAX_TEXT_BYTES` (:func:`controlscope.core.read_text`: a FIFO or a device is refused,
+    never waited on or read).
 
     Raises:
-        TaskError: it cannot be read, is not UTF-8 or is longer.
+        TaskError: it cannot be read, is not a regular file, is not UTF-8 or is longer.
     """
     try:
-        with Path(path).open("rb") as f:
-            data = f.read(MAX_TEXT_BYTES + 1)
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise TaskError(f"{path} cannot be read as UTF-8 text: {err}") from None
-    if len(data) > MAX_TEXT_BYTES:
-        raise TaskError(f"{path} is longer than {MAX_TEXT_BYTES} bytes")
-    return text
+        return read_text(path, MAX_TEXT_BYTES)
+    except InputFileError as err:
+        raise TaskError(str(err)) from None
 
 
 def check_state(path: Path, what: str) -> Path:
@@ -152,16 +149,18 @@ def check_state(path: Path, what: str) -> Path:
 
 
 def file_digest(path: Path) -> str:
-    """SHA-256 of one file's bytes (hex).
+    """SHA-256 of one regular file's bytes (hex); a FIFO or a device is refused, never read.
 
     Raises:
-        TaskError: it cannot be read.
+        TaskError: it cannot be read or is not a regular file.
     """
     try:
-        with Path(path).open("rb") as f:
+        with open_regular(path) as f:
             return hashlib.file_digest(f, "sha256").hexdigest()
     except OSError as err:
         raise TaskError(f"cannot read {path}: {err}") from None
+    except InputFileError as err:
+        raise TaskError(str(err)) from None
 
 
 def copy_tree(source: Path, target: Path, *, timeout_s: float = COPY_TIMEOUT_S) -> None:

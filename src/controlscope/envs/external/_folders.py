@@ -138,7 +138,7 @@ def _hashes(folder: Path) -> dict[str, str]:
 
 def _meta(folder: Path) -> dict[str, Any]:
     path = folder / "meta.json"
-    if not path.is_file():
+    if not os.path.lexists(path):  # anything else there is read, or refused by the reader
         return {}
     try:
         meta = decode_json(small_text(path))

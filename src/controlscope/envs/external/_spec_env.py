@@ -67,7 +67,7 @@ class SpecEnvironment(WorkspaceTasks):
                 task (the home folder, ``/``, a shared temporary folder).
         """
         file = Path(path).expanduser()
-        if not file.is_file():
+        if not os.path.lexists(file):  # anything else there is read, or refused by the reader
             raise TaskError(f"no task spec file {file}")
         self.path = file.resolve()
         broad = broad_folder(self.path.parent)
