@@ -35,6 +35,7 @@ import os
 import queue
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,7 +60,13 @@ if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
     from openai.types.chat import ChatCompletion
 
-__all__ = ["JsonFormat", "MaxTokensField", "OpenAIModel", "request_to_openai"]
+__all__ = [
+    "JsonFormat",
+    "MaxTokensField",
+    "OpenAIModel",
+    "base_url_problem",
+    "request_to_openai",
+]
 
 JsonFormat = Literal["json_schema", "json_object"]
 """How a schema-constrained answer is asked for (see :func:`request_to_openai`)."""
@@ -72,6 +79,30 @@ DEFAULT_REQUEST_TIMEOUT_S = 600.0
 
 _PLACEHOLDER_KEY = "not-needed"
 """Sent when no key is configured: local OpenAI-compatible servers ignore the key."""
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the base URL of an OpenAI-compatible endpoint, or None when it can:
+    it must be ``http`` or ``https`` and name a host (``http://HOST:PORT/v1``), so a mistyped
+    one is refused before any request instead of failing every attempt.
+
+    Args:
+        url: the base URL as given (``--base-url``, ``OPENAI_BASE_URL``, a panel's
+            ``base_url``).
+
+    Returns:
+        None, or the problem in words.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        parts.port  # noqa: B018 - reading it checks it (a port that is not 0-65535 raises)
+    except ValueError as err:
+        return f"{url!r} is not a URL ({err})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"{url!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)"
+    if not parts.hostname:
+        return f"{url!r} names no host (e.g. http://127.0.0.1:8000/v1)"
+    return None
 
 
 def request_to_openai(
@@ -268,7 +299,8 @@ class OpenAIModel:
         total_retries: retries (attempts after a failed one) since construction.
 
     Raises:
-        ValueError: when no model name is given or configured, or a setting is out of range.
+        ValueError: when no model name is given or configured, a setting is out of range, or
+            the base URL is not an http(s) URL naming a host (:func:`base_url_problem`).
     """
 
     def __init__(
@@ -306,6 +338,9 @@ class OpenAIModel:
             )
         self.model = name
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        problem = None if self.base_url is None else base_url_problem(self.base_url)
+        if problem is not None:
+            raise ValueError(f"base URL {problem}")
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY
         self.timeout_s = float(timeout_s)
         self.request_timeout_s = float(request_timeout_s)

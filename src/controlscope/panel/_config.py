@@ -75,6 +75,7 @@ from controlscope.core import (
     read_toml,
 )
 from controlscope.envs import ENVIRONMENT_KINDS
+from controlscope.models import base_url_problem
 from controlscope.replay import ReplayError, branch_schedule
 from controlscope.run import ViewBounds
 from controlscope.schedule import schedule_name
@@ -138,6 +139,14 @@ class PlannerSettings(_Section):
     temperature: Temperature | None = None
     max_tokens: TokenCap | None = None
     options: dict[str, Any] | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        problem = None if value is None else base_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class ReviewerSettings(_Section):

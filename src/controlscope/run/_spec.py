@@ -69,7 +69,7 @@ from controlscope.core import (
 )
 from controlscope.envs import Environment, get_environment
 from controlscope.envs.external import grant_network
-from controlscope.models import CacheError, WeightsError
+from controlscope.models import CacheError, WeightsError, base_url_problem
 from controlscope.record import RecordedActions
 from controlscope.run._models import RunModels, build_models
 from controlscope.run._replay_check import check_replay, recorded_settings, recorded_start
@@ -124,7 +124,8 @@ class RunSpec(BaseModel):
         model: the planner's model spec (``local``, ``local:0.5b``, ``PATH.gguf``,
             ``openai:NAME``, ``replay:DIR``; see :func:`controlscope.models.make_model`).
         reviewer_model: the reviewer's model spec; None means the planner's.
-        base_url: the OpenAI-compatible endpoint for ``openai`` specs.
+        base_url: the OpenAI-compatible endpoint for ``openai`` specs (``http`` or ``https``,
+            naming a host).
         planner_format: how the planner emits code; None: ``fenced`` for local models,
             ``tools`` otherwise (a replay: the recording's).
         review_mode: how the reviewer answers; None: ``json`` for local models, ``tools``
@@ -302,6 +303,14 @@ class RunSpec(BaseModel):
         if value is not None and not value.strip():
             raise ValueError("is blank; give a value")
         return value.strip() if value is not None else None
+
+    @field_validator("base_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        problem = None if value is None else base_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("mcpmark", "state", "task_spec", "source_run", "cache", "out", mode="before")
     @classmethod
