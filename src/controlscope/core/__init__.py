@@ -10,7 +10,8 @@ records defined here:
   :data:`AnswerKey`, :class:`TaskError`, :func:`changed_data`, :func:`name_problem` (what a
   task id may be);
 - models: :class:`ModelRequest`, :class:`ModelResponse`, :class:`Message`, :class:`ToolCall`,
-  :class:`ToolSpec`, :class:`Usage`, :class:`ProviderError`, :class:`ChatModel`;
+  :class:`ToolSpec`, :class:`Usage`, :class:`ProviderError`, :class:`ChatModel`, the largest
+  answer taken in (:data:`MAX_RESPONSE_BYTES`, :func:`response_size_problem`);
 - operations: :class:`Scope`, :data:`Lattice`, :class:`OperationSet` (a scope's operations in
   a lattice), :class:`Keep`, :class:`PatchArguments`, :class:`PatchBlockData`,
   :class:`ReplaceWorkflow`, :data:`Operation`, :class:`Validation`;
@@ -178,6 +179,7 @@ from controlscope.core._files import (
 )
 from controlscope.core._models import (
     DEFAULT_MAX_TOKENS,
+    MAX_RESPONSE_BYTES,
     PROVIDER_ERROR_KINDS,
     ChatModel,
     Message,
@@ -190,6 +192,7 @@ from controlscope.core._models import (
     ToolSpec,
     Usage,
     provider_error_kind,
+    response_size_problem,
 )
 from controlscope.core._operations import (
     FALLBACK_KINDS,
@@ -287,6 +290,7 @@ __all__ = [
     "MAX_PORT",
     "MAX_REPAIRS",
     "MAX_RESAMPLES",
+    "MAX_RESPONSE_BYTES",
     "MAX_SCRIPT_BYTES",
     "MAX_SECONDS",
     "MAX_SEED",
@@ -449,6 +453,7 @@ __all__ = [
     "read_toml",
     "refuse_json_constant",
     "remaining_seconds",
+    "response_size_problem",
     "running_until",
     "schema_problem",
     "schema_validator",
