@@ -14,7 +14,8 @@ records defined here:
   answer taken in (:data:`MAX_RESPONSE_BYTES`, :func:`response_size_problem`);
 - operations: :class:`Scope`, :data:`Lattice`, :class:`OperationSet` (a scope's operations in
   a lattice), :class:`Keep`, :class:`PatchArguments`, :class:`PatchBlockData`,
-  :class:`ReplaceWorkflow`, :data:`Operation`, :class:`Validation`;
+  :class:`ReplaceWorkflow`, :data:`Operation`, :class:`Validation`, the longest code an
+  operation carries (:data:`MAX_CODE_CHARS`, :func:`recorded_operation`);
 - the condition: :class:`Condition`, :class:`ViewLimits`, :class:`SourceBoundary`;
 - execution: :class:`Boundary`, :class:`CallSite`, :class:`PrimitiveCall`, :class:`BlockResult`;
 - events: one pydantic model per event type, :data:`Event`, :data:`EVENT_ADAPTER`; where a
@@ -198,6 +199,7 @@ from controlscope.core._operations import (
     FALLBACK_KINDS,
     LATTICE_OPERATIONS,
     LATTICES,
+    MAX_CODE_CHARS,
     OPERATION_KINDS,
     REQUIRED_SCOPE,
     SCOPE_NAMES,
@@ -215,6 +217,7 @@ from controlscope.core._operations import (
     ScopeName,
     Validation,
     lattice_operations,
+    recorded_operation,
 )
 from controlscope.core._schema import (
     answer_schema_error,
@@ -282,6 +285,7 @@ __all__ = [
     "MAX_BLOCKS",
     "MAX_BLOCK_REQUESTS",
     "MAX_CALLS",
+    "MAX_CODE_CHARS",
     "MAX_CONFIG_BYTES",
     "MAX_DATA_DEPTH",
     "MAX_DRAWS",
@@ -451,6 +455,7 @@ __all__ = [
     "read_regular",
     "read_text",
     "read_toml",
+    "recorded_operation",
     "refuse_json_constant",
     "remaining_seconds",
     "response_size_problem",
