@@ -1,14 +1,17 @@
 """Fault matrix: faults of parts, hostile blocks and bad input, each run to its end in time.
 
 Every case is one run (the real worker under a 512 MiB memory bound, the real npm filesystem
-server or a stdio MCP server that misbehaves on purpose, scripted or loopback models), one
-``controlscope run`` in a subprocess, or one ``python -m controlscope.record`` on a hostile log.
-The classes are those of the robustness contract (``docs/architecture.md``, "Execution contract"):
-exceptions of parts, untrusted text in the terminal, memory, the seccomp filter, deadlines,
-agent-made sizes, agent-made trees, the log reader, bad options, MCP sessions, panels (two
-``controlscope panel`` commands on one folder: the second refused in one line, exit 2, the first
-finishing with every run counted), and the files a user names (a FIFO, a link to
-``/dev/zero``, TOML or JSON nested 5,000 deep, given to each reader's command).
+server or a stdio MCP server that misbehaves on purpose, scripted or loopback models, a custom
+reviewer), one ``controlscope`` command in a subprocess (``run``, or another verb), or one
+``python -m controlscope.record`` on a hostile log. The classes are those of the robustness
+contract (``docs/architecture.md``, "Execution contract"): exceptions of parts (a model run dry,
+a 200 MB answer), untrusted text in the terminal, memory, the seccomp filter, deadlines,
+agent- and reviewer-made sizes, agent-made trees, the log reader, bad options and loose input
+(numbers over their ceilings, a base URL that is not one, too broad a root, an empty host, an
+unknown model), MCP sessions, panels (two ``controlscope panel`` commands on one folder: the
+second refused in one line, exit 2, the first finishing with every run counted), and the files a
+user names (a FIFO, a link to ``/dev/zero``, TOML or JSON nested 5,000 deep, given to each
+reader's command).
 
 For each case it checks that the outcome is recorded as the contract says (a run: ``run_end``
 and ``summary.json``; bad input: exit status 2 and no log; a hostile log: exit status 2), that it
@@ -64,9 +67,11 @@ from controlscope.record import SUMMARY_FILE, read_events
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from fixtures.big_server import BigServer  # noqa: E402 - a 200 MB answer
 from fixtures.misbehaving import Misbehaving, Mute  # noqa: E402 - the tests' misbehaving parts
 
 TASK = "file_context/file_splitting"
+MAIN_JOB = ROOT / "tests" / "fixtures" / "main_job"
 MEMORY_MB = 512
 MARGIN_S = 5.0
 
@@ -111,6 +116,13 @@ class RaisingReviewer:
         raise ValueError("a bug in a reviewer")
 
 
+class HugeReviewer:
+    """A reviewer of the user's own proposing a 2,000,000-line replacement."""
+
+    def propose(self, state: cs.PublicState, condition: cs.Condition) -> cs.Proposal:
+        return cs.Proposal(operation=cs.core.ReplaceWorkflow(code="x = 1\n" * 2_000_000))
+
+
 def deep_tool_call() -> ModelResponse:
     value: Any = "x"
     for _ in range(300):
@@ -141,7 +153,7 @@ class Case:
     isolation: str = "bwrap"
     exec_s: float = 60.0
     wall_s: float = 60.0
-    cli: list[str] | None = None  # a subprocess run; its expected exit status in `status`
+    cli: list[str] | None = None  # a subprocess of `verb`; its expected exit status in `status`
     status: int = 0
     verb: str = "run"  # the command `cli` is given to
     files: Callable[[Path], None] | None = None  # puts the command's input files in its folder
@@ -273,9 +285,19 @@ def input_file_cases() -> list[Case]:
     return found
 
 
-def cases(mute: Mute) -> list[Case]:
+def write_file(work: Path, name: str, text: str) -> None:
+    """A command's input file ``name`` in the case's folder ``work``."""
+    (work / name).write_text(text)
+
+
+def cases(mute: Mute, big: BigServer) -> list[Case]:
     """The corpus: at least one case per class, most classes several."""
     cli_base = ["--task", TASK, "--model", "scripted:none", "--quiet"]
+    dry = ["--task", TASK, "--model", "scripted:{work}/one.json", "--quiet", "--schedule", "never"]
+    one = functools.partial(write_file, name="one.json", text=json.dumps([fenced("print(1)")]))
+    panel = functools.partial(
+        write_file, name="panel.toml", text=f'tasks = ["{TASK}"]\ndraws = 100000000000\n'
+    )
     return [
         # 1. exceptions of parts
         Case("model raises", "exceptions", planner=Raising),
@@ -293,6 +315,10 @@ def cases(mute: Mute) -> list[Case]:
             b'{"t":"call","tool":"read_text_file","args":{"path":1e999},"line":1}'))),
         Case("arguments nested 300 deep", "exceptions", **block(DEEP_ARGS)),
         Case("model tool call nested 300 deep", "exceptions", answers=[deep_tool_call()]),
+        Case("scripted model runs out (CLI)", "exceptions", status=3, files=one,
+             cli=[*dry, "--out", "{out}"]),
+        Case("200 MB model answer", "exceptions",
+             planner=lambda: OpenAIModel("big-model", base_url=big.base_url)),
         Case("verifier raises", "exceptions", env=BadVerifier, answers=["Done."]),
         # 2. untrusted text in the terminal
         Case("markup in the task id", "markup", cli=["--task", "[/bold]x", "--out", "{out}"],
@@ -331,6 +357,9 @@ def cases(mute: Mute) -> list[Case]:
         Case("30 MB write_file", "sizes", **block(BIG_WRITE)),
         Case("5 MB print", "sizes", **block("print('y' * 5_000_000)")),
         Case("5 MB tool result", "sizes", env=Misbehaving, **block("huge(chars=5_000_000)")),
+        Case("2,000,000-line replacement", "sizes", reviewer=HugeReviewer,
+             schedule="every_boundary",
+             answers=[fenced("list_directory(path='/workspace')"), "Done."]),
         # 7. agent-made trees
         Case("directory chain 1900 deep", "trees", **block(CHAIN)),
         Case("chain in the worker's /tmp (none)", "trees", **block(LOCAL_CHAIN, "none")),
@@ -347,6 +376,20 @@ def cases(mute: Mute) -> list[Case]:
         Case("--out ''", "options", cli=[*cli_base, "--out", ""], status=2),
         Case("--max-wall-seconds inf", "options", status=2,
              cli=[*cli_base, "--max-wall-seconds", "inf", "--out", "{out}"]),
+        Case("--worker-memory-mb 1e15", "options", status=2, files=one,
+             cli=[*dry, "--worker-memory-mb", "1000000000000000", "--out", "{out}"]),
+        Case("--max-seconds 1e9", "options", status=2, files=one,
+             cli=[*dry, "--max-seconds", "1e9", "--out", "{out}"]),
+        Case("--base-url notaurl", "options", status=2, cli=[
+            "--task", TASK, "--model", "openai:m", "--base-url", "notaurl", "--out", "{out}"]),
+        Case("branch --draws 1e9", "options", status=2, verb="branch", cli=[
+            str(MAIN_JOB), "--at", "0", "--draws", "1000000000", "--out", "{out}"]),
+        Case("panel draws = 1e11", "options", status=2, verb="panel", files=panel,
+             cli=["{work}/panel.toml", "--out", "{out}"]),
+        Case("tasks --mcpmark /", "options", status=2, verb="tasks", cli=["--mcpmark", "/"]),
+        Case("view --host ''", "options", status=2, verb="view", cli=["{work}", "--host", ""]),
+        Case("model pull --model bogus", "options", status=2, verb="model",
+             cli=["pull", "--model", "bogus"]),
         # 10. MCP sessions
         Case("server writes invalid UTF-8", "mcp", env=Misbehaving, **block("bad_utf8()")),
         Case("server writes a non-JSON line", "mcp", env=Misbehaving, **block("bad_json()")),
@@ -537,11 +580,12 @@ def _cli_case(case: Case, work: Path) -> tuple[bool, str]:
     except subprocess.TimeoutExpired:  # killed: a reader that waits on a FIFO, say
         return False, "no exit in 120 s"
     clean = "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr
+    one_line = len(proc.stderr.strip().splitlines()) == 1
     if case.status == 2:
-        one_line = len(proc.stderr.strip().splitlines()) == 1
         recorded = proc.returncode == 2 and one_line and not (out / "events.jsonl").exists()
     else:
         recorded = proc.returncode == case.status and (out / SUMMARY_FILE).is_file()
+        recorded = recorded and (case.status == 0 or one_line)
     return recorded and clean, f"exit {proc.returncode}"
 
 
@@ -580,9 +624,10 @@ def main() -> None:
     warnings.simplefilter("ignore")  # the loud warning of isolation "none"
     logging.disable(logging.WARNING)
     mute = Mute()
+    big = BigServer("chunked")
     results = []
     with tempfile.TemporaryDirectory(prefix="fault-matrix-") as tmp:
-        for i, case in enumerate(c for c in cases(mute) if args.only in c.name):
+        for i, case in enumerate(c for c in cases(mute, big) if args.only in c.name):
             work = Path(tmp) / f"case{i}"
             work.mkdir()
             outcome = run_case(case, work)
@@ -594,6 +639,7 @@ def main() -> None:
                 flush=True,
             )
     Silent.release.set()
+    big.close()
     failed = [
         r["name"]
         for r in results

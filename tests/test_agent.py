@@ -483,9 +483,13 @@ def test_schedules_after_a_replacement(
 
 
 def test_a_model_that_fails_unexpectedly_ends_the_run_recorded_and_graded(tmp_path: Path) -> None:
-    """Not a provider error: a scripted planner that runs out of answers raises its own error."""
-    result = run(tmp_path, [fenced(SOLVE)])  # no second answer
-    assert result.end_reason == "error" and "ScriptExhausted" in result.detail
+    """Not a provider error: a planner whose client raises an error of its own."""
+
+    def broken(request: ModelRequest) -> ModelResponse:
+        raise RuntimeError("a bug in the model client")
+
+    result = run(tmp_path, [fenced(SOLVE), broken])
+    assert result.end_reason == "error" and "a bug in the model client" in result.detail
     assert result.verdict.success  # the workspace was graded as it stands
     events = read_events(result.run_dir)
     assert events[-1].type == "run_end" and events[-2].type == "final_verdict"

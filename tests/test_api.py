@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 import controlscope as cs
 from controlscope._proc import alive, cmdline, descendants
+from controlscope.cli import main
 from controlscope.core import Condition, ReplaceWorkflow
 from controlscope.models import ScriptedModel
 
@@ -182,30 +183,23 @@ def test_a_planner_object_can_be_passed_in(tmp_path: Path) -> None:
     assert result.verdict.success and result.summary.models["planner"] == "mine"
 
 
-def test_cli_exit_status_4_for_a_part_that_fails_unexpectedly(tmp_path: Path) -> None:
-    model = script(tmp_path, f"```python\n{SOLVE}\n```")  # runs out after one answer
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controlscope.cli",
-            "run",
-            "--task",
-            TASK,
-            "--model",
-            model,
-            "--schedule",
-            "never",
-            "--quiet",
-            "--out",
-            str(tmp_path / "r"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert cli.returncode == 4, cli.stderr
-    assert "the run failed (recorded)" in cli.stderr and "ScriptExhausted" in cli.stderr
+def test_cli_exit_status_4_for_a_part_that_fails_unexpectedly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = script(tmp_path, f"```python\n{SOLVE}\n```", "Done.")
+    answer = ScriptedModel.complete
+
+    def broken(self: ScriptedModel, request: cs.ModelRequest) -> cs.ModelResponse:
+        if self.requests:  # the second planning turn: a bug in the model's client
+            raise RuntimeError("a bug in the model client")
+        return answer(self, request)
+
+    monkeypatch.setattr(ScriptedModel, "complete", broken)
+    argv = ["run", "--task", TASK, "--model", model, "--schedule", "never", "--quiet"]
+    code = main([*argv, "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "the run failed (recorded)" in err and "a bug in the model client" in err
     summary = cs.read_summary(tmp_path / "r")
     assert summary.end_reason == "error" and summary.success is True
 

@@ -204,7 +204,7 @@ def test_the_command_lists_refuses_in_one_line_and_says_a_panel_file_is_not_one(
     for argv, message in [
         (["experiment", "table9"], "no experiment named 'table9'; known: "),
         (["experiment", "table4_midpoint", "--model", "fast="], "give ROLE=SPEC"),
-        (["experiment", "table4_midpoint", "--workers", "0"], "--workers must be at least 1"),
+        (["experiment", "table4_midpoint", "--workers", "0"], "--workers: expected an integer"),
         (["experiment", "table4_midpoint", "--model", "judge=local"], "role 'judge' is not"),
         (["experiment", "table4_midpoint", "--size", "huge"], "invalid choice"),
         (["experiment", "table4_midpoint", "--option", "fast"], "expects ROLE:KEY=JSON"),

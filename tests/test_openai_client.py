@@ -24,6 +24,7 @@ import jsonschema
 import pytest
 
 from controlscope.core import (
+    MAX_RESPONSE_BYTES,
     Deadline,
     Message,
     ModelRequest,
@@ -32,8 +33,9 @@ from controlscope.core import (
     ToolSpec,
     running_until,
 )
-from controlscope.models import OpenAIModel
+from controlscope.models import OpenAIModel, base_url_problem
 from controlscope.models._openai import request_to_openai
+from fixtures.big_server import BigServer
 from fixtures.slow_server import SlowServer
 
 Action = tuple[int, dict[str, Any] | bytes, dict[str, str]] | str
@@ -69,6 +71,7 @@ class FakeEndpoint:
     def __init__(self) -> None:
         self.script: list[Action] = []
         self.bodies: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.release = threading.Event()
         endpoint = self
 
@@ -78,6 +81,7 @@ class FakeEndpoint:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 endpoint.bodies.append(json.loads(self.rfile.read(length)))
+                endpoint.headers.append({k.lower(): v for k, v in self.headers.items()})
                 action: Action = (
                     endpoint.script.pop(0)
                     if endpoint.script
@@ -365,6 +369,73 @@ def test_configuration_from_environment(
     monkeypatch.delenv("CONTROLSCOPE_MODEL")
     with pytest.raises(ValueError, match="CONTROLSCOPE_MODEL"):
         OpenAIModel()
+
+
+@pytest.mark.parametrize(
+    "url", ["notaurl", "localhost:8000", "ftp://host/v1", "http://", "http://h:99999/"]
+)
+def test_a_base_url_that_is_not_an_http_url_with_a_host_is_refused_before_any_request(
+    endpoint: FakeEndpoint, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    assert base_url_problem(url) is not None
+    with pytest.raises(ValueError, match="base URL"):
+        OpenAIModel("m", base_url=url)
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    with pytest.raises(ValueError, match="base URL"):
+        OpenAIModel("m")
+    assert endpoint.bodies == []
+    for good in (endpoint.base_url, "https://api.example.com/v1", "http://[::1]:8000/v1"):
+        assert base_url_problem(good) is None
+
+
+@pytest.mark.parametrize("mode", ["chunked", "announced"])
+def test_an_answer_over_the_bound_is_response_too_large_read_no_further_and_not_retried(
+    mode: str,
+) -> None:
+    """200 MB sent (its length announced or not): the client reads at most
+    MAX_RESPONSE_BYTES of it and fails at once with ``response_too_large``."""
+    server = BigServer(mode)  # type: ignore[arg-type]
+    model = OpenAIModel("big-model", base_url=server.base_url, max_retries=3, backoff_s=0.01)
+    try:
+        with pytest.raises(ProviderError) as caught:
+            model.complete(user("hi"))
+    finally:
+        model.close()
+        server.close()
+    assert caught.value.kind == "response_too_large", caught.value
+    assert "response too large" in str(caught.value)
+    assert model.last_attempts == 1 and server.requests == 1
+    assert server.sent < 100_000_000  # the rest was never read (socket buffers aside)
+
+
+def test_an_answer_just_under_the_bound_is_read_whole() -> None:
+    server = BigServer("chunked", size=MAX_RESPONSE_BYTES - 1024)
+    model = OpenAIModel("big-model", base_url=server.base_url, max_retries=0)
+    try:
+        response = model.complete(user("hi"))
+    finally:
+        model.close()
+        server.close()
+    assert response.text is not None and len(response.text) == MAX_RESPONSE_BYTES - 1024
+
+
+def test_a_compressed_answer_is_refused_its_size_cannot_be_bounded() -> None:
+    server = BigServer("gzip")
+    model = OpenAIModel("big-model", base_url=server.base_url, max_retries=2, backoff_s=0.01)
+    try:
+        with pytest.raises(ProviderError, match="compressed") as caught:
+            model.complete(user("hi"))
+    finally:
+        model.close()
+        server.close()
+    assert caught.value.kind == "response_too_large" and model.last_attempts == 1
+
+
+def test_answers_are_asked_for_uncompressed(endpoint: FakeEndpoint) -> None:
+    model = make(endpoint)
+    model.complete(user("hi"))
+    model.close()
+    assert endpoint.headers[-1].get("accept-encoding") == "identity"
 
 
 # --- errors by meaning (the body first), one deadline per call, schemas enforced or refused ---

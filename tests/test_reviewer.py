@@ -657,8 +657,20 @@ def test_provider_error_falls_back_to_keep(fs_tools: tuple[ToolSchema, ...]) -> 
 
 
 def test_other_model_exceptions_propagate(fs_tools: tuple[ToolSchema, ...]) -> None:
-    with pytest.raises(Exception, match="exhausted"):
-        review(ScriptedModel([]), Scope.FULL, make_state(fs_tools))
+    def broken(request: ModelRequest) -> ModelResponse:
+        raise RuntimeError("a bug in the model client")
+
+    with pytest.raises(RuntimeError, match="a bug in the model client"):
+        review(ScriptedModel([broken]), Scope.FULL, make_state(fs_tools))
+
+
+def test_an_exhausted_script_is_a_provider_error_fallback(
+    fs_tools: tuple[ToolSchema, ...],
+) -> None:
+    outcome = review(ScriptedModel([]), Scope.FULL, make_state(fs_tools))
+    assert outcome.fallback == "provider_error" and outcome.realized == Keep()
+    assert outcome.proposal.error_kind == "other"
+    assert "scripted model exhausted" in (outcome.proposal.error or "")
 
 
 def test_granted_keep_makes_no_model_call(fs_tools: tuple[ToolSchema, ...]) -> None:

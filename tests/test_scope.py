@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from controlscope.core import (
+    MAX_CODE_CHARS,
     OPERATION_KINDS,
     REQUIRED_SCOPE,
     Boundary,
@@ -802,6 +803,28 @@ def test_replacement_accepted(code: str) -> None:
     assert_accepted(
         check(ReplaceWorkflow(code=code), Scope.FULL, ToolSchema(name="read_text_file"))
     )
+
+
+def test_code_over_the_bound_is_refused_before_it_is_parsed_and_recorded_clipped() -> None:
+    tool = ToolSchema(name="read_text_file")
+    limit = MAX_CODE_CHARS
+    over = "x = '" + "a" * (limit - 6) + "'\n"  # one statement that parses: its size alone
+    for proposal, scope in (
+        (ReplaceWorkflow(code=over), Scope.FULL),
+        (PatchBlockData(code=over), Scope.PARAMS),
+    ):
+        v = check(proposal, scope, tool)
+        assert_rejected(v, "too_large")
+        assert f"{len(over):,} characters" in v.detail
+        assert v.proposal is not None and v.proposal.kind == proposal.kind
+        kept = v.proposal.code  # type: ignore[union-attr]
+        assert len(kept) < limit + 100 and kept.startswith("x = 'a") and "chars cut" in kept
+    at_the_bound = over.replace("a", "", 1)
+    assert (len(over), len(at_the_bound)) == (limit + 1, limit)
+    assert_accepted(check(ReplaceWorkflow(code=at_the_bound), Scope.FULL, tool))
+    out_of_scope = check(ReplaceWorkflow(code=over), Scope.ARG, tool)  # recorded clipped too
+    assert_rejected(out_of_scope, "out_of_scope")
+    assert len(out_of_scope.proposal.code) < limit + 100  # type: ignore[union-attr]
 
 
 # --------------------------------------------------------------------------- final arguments

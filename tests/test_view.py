@@ -398,7 +398,7 @@ def test_the_command_refuses_bad_input_with_one_line(
     assert cli(["view", str(tmp_path / "missing")]) == 2
     assert "is not a folder" in capsys.readouterr().err
     assert cli(["view", str(runs["keep"]), "--port", "70000"]) == 2
-    assert "between 0 and 65535" in capsys.readouterr().err
+    assert "from 0 to 65,535" in capsys.readouterr().err
     assert cli(["view", str(tmp_path), "--export", str(tmp_path / "out")]) == 2
     assert "is not a run directory" in capsys.readouterr().err
     assert cli(["view", str(runs["keep"]), "--export", str(tmp_path / "site")]) == 0

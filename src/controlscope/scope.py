@@ -20,6 +20,7 @@ import jsonschema.protocols
 import referencing.exceptions
 
 from controlscope.core import (
+    MAX_CODE_CHARS,
     Boundary,
     Keep,
     Operation,
@@ -32,6 +33,7 @@ from controlscope.core import (
     ToolParam,
     ToolSchema,
     Validation,
+    recorded_operation,
     schema_validator,
     tool_params,
 )
@@ -243,7 +245,7 @@ def _reject(
 ) -> Validation:
     return Validation(
         granted=granted,
-        proposal=proposal,
+        proposal=recorded_operation(proposal),
         accepted=False,
         reason=reason,
         detail=detail,
@@ -498,7 +500,9 @@ def validate_operation(
     2. The operation is not in the granted set -> ``out_of_scope`` (under the default lattice
        Full grants keep, patch_arguments and replace_workflow, not patch_block_data). Scopes
        nest within a lattice, so a larger grant accepts every operation a smaller one does.
-    3. ``keep`` is always accepted.
+    3. ``keep`` is always accepted; a ``patch_block_data`` or ``replace_workflow`` whose code
+       is longer than :data:`~controlscope.core.MAX_CODE_CHARS` -> ``too_large`` (before it
+       is parsed; the recorded proposal holds its code clipped).
     4. ``patch_arguments`` (Arg):
 
        - no argument named -> ``empty_patch``;
@@ -571,6 +575,16 @@ def _judge(
         )
     if isinstance(proposal, Keep):
         return _accept(scope, proposal)
+    if isinstance(proposal, PatchBlockData | ReplaceWorkflow) and (
+        len(proposal.code) > MAX_CODE_CHARS
+    ):
+        return _reject(
+            scope,
+            proposal,
+            "too_large",
+            f"the {proposal.kind} code holds {len(proposal.code):,} characters; at most "
+            f"{MAX_CODE_CHARS:,} (as many as a tool result keeps)",
+        )
     if isinstance(proposal, PatchArguments):
         return _check_patch_arguments(proposal, scope, boundary, tool)
     if isinstance(proposal, PatchBlockData):

@@ -29,7 +29,7 @@ from controlscope.analysis._tables import (
     table1,
     unshared_requests,
 )
-from controlscope.core import escape_untrusted
+from controlscope.core import Coverage, Resamples, Seed, escape_untrusted, range_problem
 
 ReportFormat = Literal["markdown", "latex"]
 """The report document's format."""
@@ -125,9 +125,10 @@ def report(
         panel: the panel folder (its runs need not all have finished: the missing ones are
             counted and named).
         out: where to write; None: ``PANEL/report``.
-        resamples: cluster-bootstrap resamples (paper: 10,000 here by default).
-        seed: the bootstrap's seed.
-        level: the intervals' coverage.
+        resamples: cluster-bootstrap resamples (paper: 10,000 here by default; at most
+            :data:`~controlscope.core.MAX_RESAMPLES`).
+        seed: the bootstrap's seed (0 to :data:`~controlscope.core.MAX_SEED`).
+        level: the intervals' coverage (above 0, below 1).
         cluster: ``category``, ``template`` or ``task``; None: the panel's (``category`` for
             the filesystem, paper section 3.2).
         fmt: ``markdown`` or ``latex``.
@@ -138,12 +139,19 @@ def report(
 
     Raises:
         PanelError: ``panel`` is not a panel folder.
-        ValueError: an unknown ``cluster``, ``resamples`` below 1 or ``level`` outside (0, 1).
+        ValueError: an unknown ``cluster``, or ``resamples``, ``seed`` or ``level`` out of
+            its range.
     """
     if cluster not in (None, "category", "template", "task"):
         raise ValueError(f"cluster must be category, template or task, not {cluster!r}")
-    if resamples < 1 or not 0.0 < level < 1.0:
-        raise ValueError(f"need resamples >= 1 and 0 < level < 1, got {resamples}, {level}")
+    for name, setting, value in (
+        ("resamples", Resamples, resamples),
+        ("seed", Seed, seed),
+        ("level", Coverage, level),
+    ):
+        problem = range_problem(name, setting, value)
+        if problem is not None:
+            raise ValueError(problem)
     found = read_panel(panel)
     chosen = cluster or found.plan.cluster
     built = _build(found, chosen, resamples=resamples, seed=seed, level=level)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from controlscope.cli._console import fail, inert, path_option
+from controlscope.cli._console import NumberOption, fail, inert, path_option
 from controlscope.cli._live_models import add_model_arguments, build_live
+from controlscope.core import Draws
 from controlscope.replay import (
     BRANCHES_FILE,
     MECHANISM_NOTES,
@@ -37,7 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(A.3)",
     )
     parser.add_argument("--scope", default="keep,arg,full", help="scopes, comma-separated")
-    parser.add_argument("--draws", type=int, default=1, help="reviewer draws per scope")
+    draws = NumberOption(Draws)
+    parser.add_argument(
+        "--draws", type=draws, default=1, help=f"reviewer draws per scope ({draws.span})"
+    )
     parser.add_argument(
         "--schedule",
         default="once",

@@ -18,8 +18,9 @@ from typing import Any
 
 from rich.console import Console
 
-from controlscope.cli._console import fail, inert, path_option
+from controlscope.cli._console import NumberOption, fail, inert, path_option
 from controlscope.cli._run_args import key_values
+from controlscope.core import Workers
 from controlscope.experiments import (
     SIZES,
     ExperimentError,
@@ -56,7 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=path_option, default=None, help="output folder (default: experiments/NAME)"
     )
-    parser.add_argument("--workers", type=int, default=None, help="runs at a time")
+    workers = NumberOption(Workers)
+    parser.add_argument(
+        "--workers", type=workers, default=None, help=f"runs at a time ({workers.span})"
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress")
 
 
@@ -132,8 +136,6 @@ def main(args: argparse.Namespace) -> int:
     if args.name == "list":
         _list()
         return 0
-    if args.workers is not None and args.workers < 1:
-        return fail(console, "experiment", f"--workers must be at least 1, not {args.workers}", 2)
     try:
         experiment = load_experiment(args.name)
         out = args.out or f"experiments/{experiment.name}"

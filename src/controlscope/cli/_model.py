@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from controlscope.core import escape_untrusted
 from controlscope.models import (
     DEFAULT_MODEL,
     KNOWN_MODELS,
+    UnknownWeights,
     WeightsError,
     ensure_weights,
     weights_dir,
@@ -32,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``controlscope model pull|list``; return the exit status (1 on a WeightsError)."""
+    """Run ``controlscope model pull|list``; return the exit status: 2 when ``--model`` names
+    no weights (neither a known model nor a GGUF file), 1 when they cannot be fetched or
+    checked."""
     if args.model_command == "list":
         for model in KNOWN_MODELS.values():
             path = weights_dir() / model.file_name
@@ -42,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         path = ensure_weights(args.model, progress=not args.quiet)
     except WeightsError as exc:
-        print(f"controlscope model: {exc}", file=sys.stderr)
-        return 1
+        print(f"controlscope model: {escape_untrusted(str(exc))}", file=sys.stderr)
+        return 2 if isinstance(exc, UnknownWeights) else 1
     print(path)
     return 0

@@ -15,7 +15,8 @@ import argparse
 
 from rich.console import Console
 
-from controlscope.cli._console import fail, inert, path_option
+from controlscope.cli._console import NumberOption, fail, inert, path_option
+from controlscope.core import Workers
 from controlscope.panel import (
     ConfigError,
     PanelError,
@@ -30,8 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``panel``'s options."""
     parser.add_argument("config", type=path_option, metavar="CONFIG.toml", help="the panel's file")
     parser.add_argument("--out", type=path_option, required=True, help="the panel folder")
+    workers = NumberOption(Workers)
     parser.add_argument(
-        "--workers", type=int, default=None, help="runs at a time (default: sized to the machine)"
+        "--workers",
+        type=workers,
+        default=None,
+        help=f"runs at a time (default: sized to the machine; {workers.span})",
     )
     parser.add_argument("--quiet", action="store_true", help="no live progress")
 
@@ -39,8 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run the panel; return the exit status (see the module docstring)."""
     console = Console(stderr=True, soft_wrap=True)
-    if args.workers is not None and args.workers < 1:
-        return fail(console, "panel", f"--workers must be at least 1, not {args.workers}", 2)
     try:
         config = load_config(args.config)
         if args.quiet:

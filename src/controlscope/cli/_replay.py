@@ -12,8 +12,9 @@ import argparse
 
 from rich.console import Console
 
-from controlscope.cli._console import fail, inert, path_option
+from controlscope.cli._console import NumberOption, fail, inert, path_option
 from controlscope.cli._live_models import add_model_arguments, build_live
+from controlscope.core import CallIndex
 from controlscope.replay import (
     OperationReplay,
     PrefixReplay,
@@ -27,8 +28,13 @@ from controlscope.replay import (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``replay``'s options."""
     parser.add_argument("run_dir", type=path_option, metavar="RUN_DIR", help="the recorded run")
-    parser.add_argument("--until", type=int, default=None, help="stop at boundary K (call index)")
-    parser.add_argument("--operation", type=int, default=None, help="recorded operation N")
+    index = NumberOption(CallIndex)
+    parser.add_argument(
+        "--until", type=index, default=None, help=f"stop at boundary K (call index; {index.span})"
+    )
+    parser.add_argument(
+        "--operation", type=index, default=None, help=f"recorded operation N ({index.span})"
+    )
     parser.add_argument(
         "--endpoint",
         choices=("candidate", "retained", "shared-patch"),
@@ -61,20 +67,16 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _check_options(args: argparse.Namespace) -> None:
-    """Options that go together.
+    """Options that go together (their ranges are checked as they are parsed).
 
     Raises:
-        ReplayError: ``--until`` with ``--operation``, one of ``--operation`` and
-            ``--endpoint`` without the other, or a negative number.
+        ReplayError: ``--until`` with ``--operation``, or one of ``--operation`` and
+            ``--endpoint`` without the other.
     """
     if (args.operation is None) != (args.endpoint is None):
         raise ReplayError("--operation N and --endpoint go together")
     if args.operation is not None and args.until is not None:
         raise ReplayError("--until replays a prefix; --operation replays at its own boundary")
-    for name in ("until", "operation"):
-        value = getattr(args, name)
-        if value is not None and value < 0:
-            raise ReplayError(f"--{name} must be at least 0, not {value}")
 
 
 def _operation(args: argparse.Namespace, recording: Recording) -> OperationReplay:

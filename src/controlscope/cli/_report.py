@@ -16,7 +16,8 @@ import json
 from rich.console import Console
 
 from controlscope.analysis import Report, report
-from controlscope.cli._console import fail, inert, path_option
+from controlscope.cli._console import NumberOption, fail, inert, path_option
+from controlscope.core import Coverage, Resamples, Seed
 from controlscope.panel import PanelError
 
 
@@ -24,9 +25,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``report``'s options."""
     parser.add_argument("panel", type=path_option, metavar="PANEL_DIR", help="the panel folder")
     parser.add_argument("--out", type=path_option, default=None, help="default: PANEL_DIR/report")
-    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples")
-    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
-    parser.add_argument("--level", type=float, default=0.95, help="intervals' coverage")
+    resamples, seed, level = NumberOption(Resamples), NumberOption(Seed), NumberOption(Coverage)
+    parser.add_argument(
+        "--resamples",
+        type=resamples,
+        default=10_000,
+        help=f"bootstrap resamples ({resamples.span})",
+    )
+    parser.add_argument("--seed", type=seed, default=0, help=f"the bootstrap's seed ({seed.span})")
+    parser.add_argument(
+        "--level", type=level, default=0.95, help=f"intervals' coverage ({level.span})"
+    )
     parser.add_argument(
         "--cluster",
         choices=("category", "template", "task"),

@@ -1,20 +1,48 @@
 """``controlscope run``'s options, in groups, and the :class:`~controlscope.run.RunSpec` they
-describe (one option per spec field, dashes for underscores)."""
+describe (one option per spec field, dashes for underscores; a number option's help ends with
+the range its spec field declares)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 from controlscope import core
-from controlscope.cli._console import path_option
+from controlscope.cli._console import path_option, range_words
+from controlscope.envs.filesystem.tasks.student_database import MAX_STUDENTS
 from controlscope.run import RunSpec
+
+_Add = Callable[..., Any]
+
+
+@functools.cache
+def _spec_schema() -> dict[str, Any]:
+    properties: dict[str, Any] = RunSpec.model_json_schema()["properties"]
+    return properties
+
+
+def _ranged(group: argparse._ArgumentGroup) -> _Add:
+    """The group's ``add_argument``, adding to a number option's help the range of its
+    :class:`RunSpec` field (declared once, in :mod:`controlscope.core`), which the spec
+    checks."""
+
+    def add(flag: str, *args: Any, **kwargs: Any) -> Any:
+        field = _spec_schema().get(flag.removeprefix("--").replace("-", "_"))
+        span = range_words(field) if kwargs.get("type") in (int, float) and field else ""
+        if span:
+            given = kwargs.get("help")
+            kwargs["help"] = f"{given}; {span}" if given else span
+        return group.add_argument(flag, *args, **kwargs)
+
+    return add
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``run``'s options, grouped: task, condition, models, sampling, budgets, output."""
-    task = parser.add_argument_group("task").add_argument
+    task = _ranged(parser.add_argument_group("task"))
     task("--task", default=None, help="task id, e.g. student_database/english_talent")
     task("--env", default="filesystem", help="environment (default: filesystem)")
     task("--mcpmark", type=path_option, default=None, help="an MCPMark task folder (or checkout)")
@@ -24,7 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     task("--task-spec", type=path_option, default=None, help="a TOML task spec (any MCP server)")
     task("--allow-network", action="store_true", help="a task spec's server may use the network")
     task("--seed", type=int, default=0, help="data seed (student tasks: the subset seed)")
-    task("--students", type=int, default=None, help="number of students (student tasks)")
+    task(
+        "--students",
+        type=int,
+        default=None,
+        help=f"number of students (student tasks; at most {MAX_STUDENTS:,})",
+    )
     task("--param", action="append", default=[], metavar="KEY=VALUE", help="a task parameter")
 
     _condition_arguments(parser)
@@ -93,7 +126,7 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache", type=path_option, default=None, help="an SQLite exact-request cache file to use"
     )
 
-    sampling = parser.add_argument_group("sampling").add_argument
+    sampling = _ranged(parser.add_argument_group("sampling"))
     sampling("--temperature", type=float, default=None, help="default 0.7")
     sampling("--planner-temperature", type=float, default=None, help="default: --temperature")
     sampling("--max-tokens", type=int, default=None, help="per-request token cap")
@@ -112,7 +145,7 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _budget_arguments(parser: argparse.ArgumentParser) -> None:
     """The budgets' options."""
-    budgets = parser.add_argument_group("budgets").add_argument
+    budgets = _ranged(parser.add_argument_group("budgets"))
     budgets("--max-calls", type=int, default=None, help="primitive-call budget (default 100)")
     budgets("--max-turns", type=int, default=None, help="planning-turn budget (default 100)")
     budgets("--max-seconds", type=float, default=None, help="execution seconds (default 1800)")

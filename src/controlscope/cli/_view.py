@@ -15,18 +15,17 @@ from urllib.parse import urlsplit
 
 from rich.console import Console
 
-from controlscope.cli._console import fail, path_option
+from controlscope.cli._console import NumberOption, fail, path_option
+from controlscope.core import Port
 from controlscope.view import DEFAULT_HOST, ViewError, export, find_target, is_loopback, serve
 
 
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is between 0 and 65535, not {port}")
-    return port
+def _host(text: str) -> str:
+    """``--host``: an address; a blank one is refused (it would listen on every interface,
+    where the viewer answers any Host name)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty host; name an address (default 127.0.0.1)")
+    return text.strip()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a run directory, a branch set, a panel or a folder of runs",
     )
-    parser.add_argument("--port", type=_port, default=0, help="port (default: a free one)")
-    parser.add_argument("--host", default=DEFAULT_HOST, help=f"address (default {DEFAULT_HOST})")
+    port = NumberOption(Port)
+    parser.add_argument(
+        "--port", type=port, default=0, help=f"port (default: a free one; {port.span})"
+    )
+    parser.add_argument(
+        "--host", type=_host, default=DEFAULT_HOST, help=f"address (default {DEFAULT_HOST})"
+    )
     parser.add_argument(
         "--export", type=path_option, default=None, metavar="DIR", help="write static pages to DIR"
     )

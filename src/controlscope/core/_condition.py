@@ -10,11 +10,18 @@ one from user options.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from controlscope.core._ceilings import (
+    DrawIndex,
+    Seconds,
+    SourceIndex,
+    Temperature,
+    TokenCap,
+    WorkerMemoryMb,
+)
 from controlscope.core._execution import ReplaceBoundary, View
 from controlscope.core._models import DEFAULT_MAX_TOKENS
 from controlscope.core._operations import (
@@ -267,9 +274,10 @@ class Condition(BaseModel):
             None when they were chosen one by one.
 
     Raises:
-        pydantic.ValidationError: a value out of range (negative temperature, draw or budget, a
-            token cap below 1, a non-finite number), a scope the lattice does not have, or a
-            reviewer protocol whose settings the condition does not have.
+        pydantic.ValidationError: a value out of its range (a negative temperature, draw or
+            budget, a token cap below 1, a value above its ceiling such as :data:`MAX_TOKENS`
+            or :data:`MAX_WORKER_MEMORY_MB`, a non-finite number), a scope the lattice does
+            not have, or a reviewer protocol whose settings the condition does not have.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -282,32 +290,25 @@ class Condition(BaseModel):
     planner_format: PlannerFormat = "tools"
     review_mode: DecisionMode = "tools"
     reviewer_tool_choice: ReviewToolChoice = "auto"
-    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    planner_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1)
-    reviewer_max_tokens: int | None = Field(default=None, ge=1)
+    temperature: Temperature = 0.7
+    planner_temperature: Temperature | None = None
+    max_tokens: TokenCap = DEFAULT_MAX_TOKENS
+    reviewer_max_tokens: TokenCap | None = None
     planner_options: dict[str, Any] = Field(default_factory=dict)
     reviewer_options: dict[str, Any] = Field(default_factory=dict)
-    draw: int = Field(default=0, ge=0)
-    source_program: int = Field(default=0, ge=0)
+    draw: DrawIndex = 0
+    source_program: SourceIndex = 0
     source: SourceBoundary | None = None
     budgets: TaskBudgets = Field(default_factory=TaskBudgets)
-    block_exec_s: float | None = Field(default=None, gt=0.0)
-    request_timeout_s: float | None = Field(default=None, gt=0.0)
+    block_exec_s: Seconds | None = None
+    request_timeout_s: Seconds | None = None
     isolation: IsolationRequest = "auto"
-    worker_memory_mb: int = Field(default=2048, ge=128)
+    worker_memory_mb: WorkerMemoryMb = 2048
     review_fallback: ReviewFallback = "keep"
     reviewer_protocol: ReviewerProtocol | None = None
     block_allowance: BlockAllowance = "shared"
     runtime_guard: bool = False
     app_protocol: AppProtocol | None = None
-
-    @field_validator("temperature", "planner_temperature", "block_exec_s", "request_timeout_s")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        return value
 
     @model_validator(mode="after")
     def _scope_in_lattice(self) -> Condition:

@@ -87,7 +87,9 @@ older ones (:func:`upgrade_event`).
     replacement gets of its block's allowance (``block_allowance``) and the private-runtime
     guard; a block result records its allowance, whether a replacement renewed it, and a
     refusal (a quota rejection or the guard); a run can end ``budget:blocks``. Older logs
-    read with no block caps and no refusals.
+    read with no block caps and no refusals. Later within 7: a provider error can be
+    ``response_too_large`` and a validation ``too_large`` (values only; every earlier log
+    reads as before).
 ==  ========================================================================================
 """
 

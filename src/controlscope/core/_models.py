@@ -9,6 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field
 DEFAULT_MAX_TOKENS = 16_384
 """Per-request token cap (paper section 4 and table 5)."""
 
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+"""The largest answer a model may give, in bytes: an endpoint's body, the local model's message,
+a scripted or replayed response's text and tool calls (UTF-8). It is twice what the largest
+token cap (:data:`~controlscope.core.MAX_TOKENS`) generates at four characters a token, and
+leaves room in the log's one event per model call (at most 32 MiB) for the request beside it.
+A larger answer is a ``response_too_large`` :class:`ProviderError`."""
+
 
 class ToolCall(BaseModel):
     """A tool call the model emitted.
@@ -146,6 +153,7 @@ ProviderErrorKind = Literal[
     "context_length",
     "schema_unsupported",
     "runtime_crash",
+    "response_too_large",
     "other",
 ]
 """What a failed model request failed of, by meaning (the same kind on every model path, read
@@ -160,9 +168,35 @@ from the provider's error body where it has one, not from its transport status a
 - ``schema_unsupported``: the answer's JSON schema cannot be enforced by this provider (never
   retried; the request fails rather than being answered unconstrained);
 - ``runtime_crash``: the local model's process crashed, exited or broke its protocol;
+- ``response_too_large``: the answer is larger than :data:`MAX_RESPONSE_BYTES` (never retried;
+  nothing of it is used);
 - ``other``: anything else (a malformed response, weights that cannot be loaded)."""
 
 PROVIDER_ERROR_KINDS: tuple[ProviderErrorKind, ...] = get_args(ProviderErrorKind)
+
+
+def response_size_problem(response: ModelResponse, limit: int = MAX_RESPONSE_BYTES) -> str | None:
+    """Why ``response`` is too large to take in, or None: its text and tool calls (names and
+    argument text) hold more than ``limit`` bytes of UTF-8.
+
+    Args:
+        response: an answer (scripted, replayed, or built from an endpoint's).
+        limit: the most bytes (default :data:`MAX_RESPONSE_BYTES`).
+
+    Returns:
+        None, or ``"response too large: ..."``.
+    """
+    parts = [response.text or ""]
+    parts += [text for call in response.tool_calls for text in (call.name, call.arguments)]
+    size = 0
+    for part in parts:
+        size += len(part) if len(part) > limit or part.isascii() else len(part.encode("utf-8"))
+        if size > limit:
+            return (
+                f"response too large: the answer holds more than {limit:,} bytes of text and "
+                "tool calls"
+            )
+    return None
 
 
 def provider_error_kind(value: object) -> ProviderErrorKind:

@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from controlscope.core._bounds import clip_text
+
 
 class Scope(enum.IntEnum):
     """Granted scope, ordered by inclusion (paper section 3.1); the operations each grants
@@ -100,6 +102,23 @@ Operation = Annotated[
     Keep | PatchArguments | PatchBlockData | ReplaceWorkflow, Field(discriminator="kind")
 ]
 """A reviewer's operation at a boundary, one per scope level; ``kind`` tells which."""
+
+MAX_CODE_CHARS = 1_000_000
+"""The most characters of code one operation may carry (a replacement, a rewritten block):
+as many as a tool result keeps. A longer one is refused (``too_large``) before it is parsed,
+and recorded clipped (:func:`recorded_operation`)."""
+
+
+def recorded_operation(operation: Operation | None) -> Operation | None:
+    """``operation`` as a refused proposal is recorded: code longer than
+    :data:`MAX_CODE_CHARS` clipped to it (its head and tail kept, the cut marked, so the
+    log's one event holds it); any other operation as it is."""
+    if isinstance(operation, PatchBlockData | ReplaceWorkflow) and (
+        len(operation.code) > MAX_CODE_CHARS
+    ):
+        return operation.model_copy(update={"code": clip_text(operation.code, MAX_CODE_CHARS)})
+    return operation
+
 
 Lattice = Literal["default", "v2"]
 """Which nesting of scopes a run uses: ``default`` is Keep ⊂ Arg ⊂ Full with Full = {keep,
@@ -231,6 +250,7 @@ def lattice_operations(scope: Scope, lattice: Lattice) -> tuple[OperationKind, .
 
 RejectionReason = Literal[
     "out_of_scope",
+    "too_large",
     "unknown_argument",
     "schema_violation",
     "code_parameter",
@@ -243,7 +263,8 @@ RejectionReason = Literal[
 """Why a proposal was rejected (it is then executed as ``Keep``).
 
 ``malformed`` means the review held no parseable operation; ``data_not_editable`` a
-``patch_block_data`` at a call whose data it cannot edit (``Boundary.params_refusal``)."""
+``patch_block_data`` at a call whose data it cannot edit (``Boundary.params_refusal``);
+``too_large`` code longer than :data:`MAX_CODE_CHARS`."""
 
 
 class Validation(BaseModel):

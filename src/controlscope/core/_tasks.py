@@ -6,6 +6,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from controlscope.core._ceilings import (
+    BlockBudget,
+    BlockRequests,
+    CallBudget,
+    Repairs,
+    Seconds,
+    TurnBudget,
+)
+
 DEFAULT_WALL_SECONDS = 10_800.0
 """The default wall-clock ceiling of a run (three hours: the execution budget, a hundred planning
 turns and a review at each of a hundred calls, on a slow local model)."""
@@ -46,11 +55,11 @@ class TaskBudgets(BaseModel):
     wall-clock ceiling, which counts everything (planning, reviews, execution, waits).
 
     Attributes:
-        primitive_calls: primitive calls per task (at least 1).
-        planning_turns: ordinary planning turns per task (at least 1).
-        execution_seconds: execution seconds per task (positive and finite).
-        wall_seconds: wall-clock seconds the whole run may take (positive and finite); nothing
-            of the run outlives it.
+        primitive_calls: primitive calls per task (1 to :data:`MAX_CALLS`).
+        planning_turns: ordinary planning turns per task (1 to :data:`MAX_TURNS`).
+        execution_seconds: execution seconds per task (above 0, at most :data:`MAX_SECONDS`).
+        wall_seconds: wall-clock seconds the whole run may take (above 0, at most
+            :data:`MAX_SECONDS`); nothing of the run outlives it.
         repairs: ordinary repairs after a failed plan (paper section 4: ALFWorld allows five);
             None: no recovery protocol, ordinary planning alone (the MCP environments). With a
             number, each planner reply is a plan: when it ends and the verifier does not yet
@@ -66,13 +75,13 @@ class TaskBudgets(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
-    primitive_calls: int = Field(default=100, ge=1)
-    planning_turns: int = Field(default=100, ge=1)
-    execution_seconds: float = Field(default=1800.0, gt=0.0, allow_inf_nan=False)
-    wall_seconds: float = Field(default=DEFAULT_WALL_SECONDS, gt=0.0, allow_inf_nan=False)
-    repairs: int | None = Field(default=None, ge=0)
-    blocks: int | None = Field(default=None, ge=1)
-    block_requests: int | None = Field(default=None, ge=1)
+    primitive_calls: CallBudget = 100
+    planning_turns: TurnBudget = 100
+    execution_seconds: Seconds = 1800.0
+    wall_seconds: Seconds = DEFAULT_WALL_SECONDS
+    repairs: Repairs | None = None
+    blocks: BlockBudget | None = None
+    block_requests: BlockRequests | None = None
 
 
 class Task(BaseModel):

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from controlscope.core import read_toml
+from controlscope.core import MAX_CALLS, MAX_SECONDS, DrawIndex, SourceIndex, read_toml
 from controlscope.panel import config_problem
 from controlscope.replay import Endpoint
 
@@ -91,7 +91,7 @@ class Header(_Strict):
     title: str
     reproduces: str
     needs: str
-    quick_minutes: float | None = Field(default=None, gt=0.0)
+    quick_minutes: Annotated[float, Field(gt=0.0, le=MAX_SECONDS / 60)] | None = None
     roles: list[str] = Field(default_factory=lambda: [_PLANNER, "fast", "reasoning"])
 
     @model_validator(mode="after")
@@ -117,7 +117,7 @@ class PanelEntry(_Strict):
 
     name: str
     reviewer: str
-    sources: list[int] | None = None
+    sources: list[SourceIndex] | None = None
     set: dict[str, Any] = Field(default_factory=dict)
     sizes: dict[Size, dict[str, Any]] = Field(default_factory=dict)
 
@@ -175,16 +175,16 @@ class Cell(_Strict):
     text: str | None = None
     panel: str | None = None
     scope: str = "full"
-    draw: Annotated[int, Field(ge=0)] | Literal["all"] = 0
-    source: int | None = Field(default=None, ge=0)
+    draw: DrawIndex | Literal["all"] = 0
+    source: SourceIndex | None = None
     split: str | None = None
     tasks: list[str] | None = None
     versus: str | None = None
     column: str | list[str] | None = None
-    k: int | None = Field(default=None, ge=0)
+    k: Annotated[int, Field(ge=0, le=MAX_CALLS)] | None = None
     replay: str | None = None
     field: ReplayField = "goal_reached"
-    program: int | None = Field(default=None, ge=0)
+    program: SourceIndex | None = None
     paper: str | None = None
 
     @model_validator(mode="after")

@@ -25,7 +25,14 @@ from typing import Any
 
 import pandas as pd
 
-from controlscope.core import MAX_CONFIG_BYTES, InputFileError, read_json
+from controlscope.core import (
+    MAX_CONFIG_BYTES,
+    InputFileError,
+    Resamples,
+    Workers,
+    range_problem,
+    read_json,
+)
 from controlscope.experiments._config import Experiment, ExperimentError, Size
 from controlscope.experiments._replays import read_replays, run_replays
 from controlscope.experiments._resolve import (
@@ -134,6 +141,17 @@ def _open(out: Path, meta: dict[str, Any]) -> None:
     path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
+def _check_numbers(workers: int | None, resamples: int) -> None:
+    """Raise ExperimentError when ``workers`` or ``resamples`` is out of its range."""
+    for name, setting, value in (
+        ("workers", Workers, workers),
+        ("resamples", Resamples, resamples),
+    ):
+        problem = None if value is None else range_problem(name, setting, value)
+        if problem is not None:
+            raise ExperimentError(problem)
+
+
 def run_experiment(
     experiment: Experiment,
     out: str | os.PathLike[str],
@@ -170,10 +188,12 @@ def run_experiment(
         What ran and what was written.
 
     Raises:
-        ExperimentError: a panel that does not check or cannot plan (before any run), or
-            ``out`` holding another experiment run (the difference named).
+        ExperimentError: a panel that does not check or cannot plan (before any run),
+            ``workers`` or ``resamples`` out of its range, or ``out`` holding another
+            experiment run (the difference named).
         KeyboardInterrupt: interrupted; the same call resumes.
     """
+    _check_numbers(workers, resamples)
     folder = Path(out).resolve()
     specs = role_models(experiment, models)
     extra = role_options(experiment, options)

@@ -9,7 +9,9 @@ in :mod:`controlscope.core`. Here:
   embedded model: llama.cpp runs in one child process per purpose), :class:`ScriptedModel` and
   :class:`ReplayModel` (test doubles); :func:`make_model` builds any of them from a spec;
 - wrappers: :class:`CachedModel` over a :class:`RequestCache` (exact-request cache);
-- weights: :func:`ensure_weights` assembles and checks the embedded model's GGUF.
+- weights: :func:`ensure_weights` assembles and checks the embedded model's GGUF;
+- :func:`base_url_problem`: what is wrong with an endpoint's base URL (checked before any
+  request).
 
 Importing this package is cheap: neither ``openai`` nor ``llama_cpp`` is imported until used
 (``llama_cpp`` only ever in the local model's child processes).
@@ -19,13 +21,14 @@ from controlscope.models._cache import CachedModel, CacheError, RequestCache, re
 from controlscope.models._chat_format import parse_tool_call
 from controlscope.models._factory import make_model
 from controlscope.models._local import GenerationStats, LocalModel
-from controlscope.models._openai import OpenAIModel
+from controlscope.models._openai import OpenAIModel, base_url_problem
 from controlscope.models._replay import ReplayExhausted, ReplayMismatch, ReplayModel
 from controlscope.models._scripted import ScriptedModel, ScriptExhausted
 from controlscope.models._weights import (
     DEFAULT_MODEL,
     KNOWN_MODELS,
     KnownModel,
+    UnknownWeights,
     WeightsError,
     ensure_weights,
     weights_dir,
@@ -46,7 +49,9 @@ __all__ = [
     "RequestCache",
     "ScriptExhausted",
     "ScriptedModel",
+    "UnknownWeights",
     "WeightsError",
+    "base_url_problem",
     "ensure_weights",
     "make_model",
     "parse_tool_call",

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from controlscope.core import (
+    MAX_RESPONSE_BYTES,
     ProviderError,
     ProviderErrorKind,
     escape_untrusted,
@@ -34,6 +35,10 @@ from controlscope.core import (
 __all__ = ["ModelProcess"]
 
 _CHILD_MODULE = "controlscope.models._local_child"
+MAX_MESSAGE_BYTES = 8 * MAX_RESPONSE_BYTES
+"""The longest line the child may write: an answer of :data:`MAX_RESPONSE_BYTES` JSON-escaped
+(at most six bytes a byte) with its fields, or a long prompt's token ids; a longer one is a
+``response_too_large`` error (the child is killed)."""
 _STDERR_TAIL_BYTES = 4096
 _STDERR_TAIL_CHARS = 700
 _CLOSE_GRACE_S = 3.0
@@ -72,6 +77,10 @@ class _Gone(Exception):
     """The child closed its end of a pipe (it exited or died)."""
 
 
+class _TooLong(Exception):
+    """The child wrote a line longer than :data:`MAX_MESSAGE_BYTES`."""
+
+
 class ModelProcess:
     """One running llama.cpp child serving one purpose context.
 
@@ -106,7 +115,7 @@ class ModelProcess:
         self.purpose = purpose
         self.owner = os.getpid()
         """The process that started the child (and alone speaks to it)."""
-        self._buffer = b""
+        self._buffer = bytearray()
         self._stderr: IO[bytes] | None = None
         if capture_stderr:  # closed by close(); anonymous, so nothing is left on disk
             self._stderr = tempfile.TemporaryFile(prefix="controlscope-llama-")  # noqa: SIM115
@@ -174,7 +183,9 @@ class ModelProcess:
 
         Raises:
             ProviderError: ``runtime_crash`` when the child died or exited, ``late`` when it
-                did not answer in time; the child is then killed and this object closed. Any
+                did not answer in time, ``response_too_large`` when it wrote a line longer
+                than :data:`MAX_MESSAGE_BYTES`; the child is then killed and this object
+                closed. Any
                 other exception (e.g. KeyboardInterrupt) also kills the child before it
                 propagates: the exchange's state is unknown.
         """
@@ -200,6 +211,10 @@ class ModelProcess:
         except json.JSONDecodeError as err:
             self._terminate()
             raise self._crash(f"broke the protocol ({err})", doing) from None
+        except _TooLong:
+            self._terminate()
+            words = f"wrote a message longer than {MAX_MESSAGE_BYTES:,} bytes (response too large)"
+            raise self._crash(words, doing, kind="response_too_large") from None
         except BaseException:
             self.kill()
             raise
@@ -218,14 +233,18 @@ class ModelProcess:
             view = view[sent:]
 
     def _read_line(self, deadline: float) -> bytes:
-        while b"\n" not in self._buffer:
+        buffer, start = self._buffer, 0
+        while (end := buffer.find(b"\n", start)) < 0:  # each byte looked at once
+            if len(buffer) > MAX_MESSAGE_BYTES:
+                raise _TooLong
+            start = len(buffer)
             self._wait(self._out_fd, select.POLLIN, deadline)
             chunk = os.read(self._out_fd, 1 << 16)
             if not chunk:
                 raise _Gone
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line
+            buffer += chunk
+        self._buffer = buffer[end + 1 :]
+        return bytes(buffer[:end])
 
     @staticmethod
     def _wait(fd: int, event: int, deadline: float) -> None:

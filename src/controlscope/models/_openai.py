@@ -22,7 +22,9 @@ raised, so the agent can apply the paper's rules (section 4: a review-stage erro
 recorded keep, a planner-stage error ends the trajectory).
 
 Every answer to a ``json_schema`` request is validated against the schema
-(``ModelResponse.schema_error``): what an endpoint enforces cannot be seen from outside.
+(``ModelResponse.schema_error``): what an endpoint enforces cannot be seen from outside. No
+answer is read past :data:`~controlscope.core.MAX_RESPONSE_BYTES` (a ``response_too_large``
+error, :mod:`controlscope.models._bounded_http`).
 
 The ``openai`` package is imported on first use, so importing this module stays cheap.
 """
@@ -35,11 +37,13 @@ import os
 import queue
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from controlscope.core import (
+    MAX_RESPONSE_BYTES,
     ModelRequest,
     ModelResponse,
     ProviderError,
@@ -49,6 +53,7 @@ from controlscope.core import (
     answer_schema_error,
     call_seconds,
 )
+from controlscope.models._bounded_http import ResponseTooLarge, bounded_client
 from controlscope.models._chat_format import message_to_openai, parse_tool_call, tools_to_openai
 from controlscope.models._grammar import grammar_problem
 from controlscope.models._provider_errors import error_meaning
@@ -59,7 +64,13 @@ if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
     from openai.types.chat import ChatCompletion
 
-__all__ = ["JsonFormat", "MaxTokensField", "OpenAIModel", "request_to_openai"]
+__all__ = [
+    "JsonFormat",
+    "MaxTokensField",
+    "OpenAIModel",
+    "base_url_problem",
+    "request_to_openai",
+]
 
 JsonFormat = Literal["json_schema", "json_object"]
 """How a schema-constrained answer is asked for (see :func:`request_to_openai`)."""
@@ -72,6 +83,30 @@ DEFAULT_REQUEST_TIMEOUT_S = 600.0
 
 _PLACEHOLDER_KEY = "not-needed"
 """Sent when no key is configured: local OpenAI-compatible servers ignore the key."""
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the base URL of an OpenAI-compatible endpoint, or None when it can:
+    it must be ``http`` or ``https`` and name a host (``http://HOST:PORT/v1``), so a mistyped
+    one is refused before any request instead of failing every attempt.
+
+    Args:
+        url: the base URL as given (``--base-url``, ``OPENAI_BASE_URL``, a panel's
+            ``base_url``).
+
+    Returns:
+        None, or the problem in words.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        parts.port  # noqa: B018 - reading it checks it (a port that is not 0-65535 raises)
+    except ValueError as err:
+        return f"{url!r} is not a URL ({err})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"{url!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)"
+    if not parts.hostname:
+        return f"{url!r} names no host (e.g. http://127.0.0.1:8000/v1)"
+    return None
 
 
 def request_to_openai(
@@ -190,6 +225,8 @@ def _classify(exc: BaseException) -> _Verdict | None:
     """
     import openai
 
+    if _too_large(exc) is not None:  # read no further than MAX_RESPONSE_BYTES
+        return _Verdict("response_too_large")
     if isinstance(exc, json.JSONDecodeError):  # a 2xx answer whose body is not JSON
         return _Verdict("other")
     if not isinstance(exc, openai.OpenAIError):
@@ -204,6 +241,16 @@ def _classify(exc: BaseException) -> _Verdict | None:
         after = _retry_after_s(exc.response.headers) if meaning.retryable else None
         return _Verdict(meaning.kind, status, meaning.retryable, after)
     return _Verdict("other")  # e.g. a response that fails the SDK's validation
+
+
+def _too_large(exc: BaseException | None) -> ResponseTooLarge | None:
+    """The :class:`ResponseTooLarge` behind ``exc`` (itself, or what an SDK wrapped it in)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, ResponseTooLarge):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -268,7 +315,8 @@ class OpenAIModel:
         total_retries: retries (attempts after a failed one) since construction.
 
     Raises:
-        ValueError: when no model name is given or configured, or a setting is out of range.
+        ValueError: when no model name is given or configured, a setting is out of range, or
+            the base URL is not an http(s) URL naming a host (:func:`base_url_problem`).
     """
 
     def __init__(
@@ -306,6 +354,9 @@ class OpenAIModel:
             )
         self.model = name
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        problem = None if self.base_url is None else base_url_problem(self.base_url)
+        if problem is not None:
+            raise ValueError(f"base URL {problem}")
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY
         self.timeout_s = float(timeout_s)
         self.request_timeout_s = float(request_timeout_s)
@@ -348,6 +399,7 @@ class OpenAIModel:
                     base_url=self.base_url,
                     timeout=openai.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
                     max_retries=0,
+                    http_client=bounded_client(MAX_RESPONSE_BYTES),
                 )
             return self._loop.portal, self._client
 
@@ -410,7 +462,9 @@ class OpenAIModel:
                 ``rate_limit``, ``server``, ``connection`` after the last attempt;
                 ``context_length``, ``schema_unsupported`` (also before sending, for a schema
                 llama.cpp's grammar would not enforce in ``json_object`` format),
-                ``bad_request`` at once; ``other`` for a malformed response.
+                ``bad_request`` at once; ``response_too_large`` at once for an answer over
+                :data:`~controlscope.core.MAX_RESPONSE_BYTES` (read no further,
+                :mod:`controlscope.models._bounded_http`); ``other`` for a malformed response.
         """
 
         if self.json_format == "json_object" and request.json_schema is not None:
@@ -552,8 +606,9 @@ class _Call:
         if verdict is None:
             return outcome
         tail = f" after {tried}" if verdict.retryable else ""
+        why = _too_large(outcome) or outcome
         return ProviderError(
-            f"{verdict.kind} error from {name} at {url}{tail}: {outcome}",
+            f"{verdict.kind} error from {name} at {url}{tail}: {why}",
             status=verdict.status,
             kind=verdict.kind,
         )

@@ -22,6 +22,7 @@ from controlscope.core import (
     ModelRequest,
     ModelResponse,
     ProviderError,
+    response_size_problem,
 )
 from controlscope.record import (
     ABSENT,
@@ -112,7 +113,9 @@ class ReplayModel:
         Raises:
             ReplayMismatch: when the request differs; names the first differing field.
             ReplayExhausted: when the recording has no further request.
-            ProviderError: when the recorded call failed with one.
+            ProviderError: when the recorded call failed with one; ``response_too_large`` when
+                the recorded response is larger than
+                :data:`~controlscope.core.MAX_RESPONSE_BYTES` (as a live model's would be).
         """
         with self._lock:
             index = self.position
@@ -133,6 +136,9 @@ class ReplayModel:
             self.position += 1
         if isinstance(outcome, ProviderError):
             raise ProviderError(str(outcome), status=outcome.status, kind=outcome.kind)
+        problem = response_size_problem(outcome)
+        if problem is not None:
+            raise ProviderError(f"{problem} (recorded answer {index})", kind="response_too_large")
         return outcome.model_copy(update={"replayed": True})
 
     @classmethod

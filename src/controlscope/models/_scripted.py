@@ -21,7 +21,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from controlscope.core import MAX_SCRIPT_BYTES, ModelRequest, ModelResponse, read_json
+from controlscope.core import (
+    MAX_SCRIPT_BYTES,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    read_json,
+    response_size_problem,
+)
 from controlscope.models._chat_format import parse_tool_call
 
 __all__ = ["ScriptExhausted", "ScriptItem", "ScriptedModel"]
@@ -30,8 +37,10 @@ ScriptItem = ModelResponse | str | Callable[[ModelRequest], ModelResponse]
 """One scripted answer: a response, a text answer, or a function of the request."""
 
 
-class ScriptExhausted(RuntimeError):
-    """The scripted model was asked more often than it has answers.
+class ScriptExhausted(ProviderError):
+    """The scripted model was asked more often than it has answers: a provider error (kind
+    ``other``), so a run records it as any model's failure (a planner's ends the run, a
+    reviewer's is a recorded ``provider_error`` fallback).
 
     Attributes:
         given: how many answers the script holds.
@@ -44,7 +53,8 @@ class ScriptExhausted(RuntimeError):
             tail = f"; the unanswered request ends with a {last.role} message {last.content[:80]!r}"
         super().__init__(
             f"scripted model exhausted: it was given {given} answer(s) and was asked for "
-            f"answer {given + 1}{tail}"
+            f"answer {given + 1}{tail}",
+            kind="other",
         )
         self.given = given
 
@@ -102,6 +112,8 @@ class ScriptedModel:
 
         Raises:
             ScriptExhausted: when every answer has been used; it names how many were given.
+            ProviderError: ``response_too_large`` for an answer larger than
+                :data:`~controlscope.core.MAX_RESPONSE_BYTES` (as a live model's would be).
             TypeError: when a callable answer returns something other than a ModelResponse.
         """
         with self._lock:
@@ -123,6 +135,9 @@ class ScriptedModel:
                     f"script answer {index} (a callable) returned {type(response).__name__}, "
                     "not a ModelResponse"
                 )
+        problem = response_size_problem(response)
+        if problem is not None:
+            raise ProviderError(f"{problem} (script answer {index})", kind="response_too_large")
         if not response.model:
             response = response.model_copy(update={"model": self._model_id})
         return response

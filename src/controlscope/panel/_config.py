@@ -39,7 +39,6 @@ key and the problem.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,20 +46,36 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from controlscope.core import (
     AppProtocol,
+    BlockBudget,
+    BlockRequests,
+    CallBudget,
+    CpusPerRun,
     DecisionMode,
+    Draws,
     IsolationRequest,
     Lattice,
     PlannerFormat,
+    Repairs,
     ReplaceBoundary,
     ReviewerProtocol,
     ReviewToolChoice,
     Scope,
+    Seconds,
+    Seed,
+    SourceIndex,
+    SourcePrograms,
+    Temperature,
+    TokenCap,
+    TurnBudget,
     View,
+    WorkerMemoryMb,
+    Workers,
     app_protocol_defaults,
     lattice_operations,
     read_toml,
 )
 from controlscope.envs import ENVIRONMENT_KINDS
+from controlscope.models import base_url_problem
 from controlscope.replay import ReplayError, branch_schedule
 from controlscope.run import ViewBounds
 from controlscope.schedule import schedule_name
@@ -106,12 +121,6 @@ class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def _finite(value: float | None) -> float | None:
-    if value is not None and not math.isfinite(value):
-        raise ValueError("must be a finite number")
-    return value
-
-
 class PlannerSettings(_Section):
     """The planner (it writes the source programs and does the ordinary planning).
 
@@ -127,11 +136,17 @@ class PlannerSettings(_Section):
     model: str = "local"
     base_url: str | None = None
     format: PlannerFormat | None = None
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: Temperature | None = None
+    max_tokens: TokenCap | None = None
     options: dict[str, Any] | None = None
 
-    _check_temperature = field_validator("temperature")(_finite)
+    @field_validator("base_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        problem = None if value is None else base_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class ReviewerSettings(_Section):
@@ -155,31 +170,28 @@ class ReviewerSettings(_Section):
     mode: DecisionMode | None = None
     tool_choice: ReviewToolChoice | None = None
     protocol: ReviewerProtocol | None = None
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: Temperature | None = None
+    max_tokens: TokenCap | None = None
     options: dict[str, Any] | None = None
     view: View = "with_feedback"
     view_bounds: ViewBounds | None = None
-
-    _check_temperature = field_validator("temperature")(_finite)
 
 
 class BudgetSettings(_Section):
     """Budgets of every run (paper section 4); None keeps the task's (100 calls, 100 turns,
     1,800 execution seconds, ALFWorld's five ordinary repairs) and the 10,800 s wall-clock
-    ceiling."""
+    ceiling. Each is checked against the range a run spec's option has (the ceilings of
+    :mod:`controlscope.core`, e.g. :data:`~controlscope.core.MAX_CALLS`)."""
 
-    max_calls: int | None = Field(default=None, ge=1)
-    max_turns: int | None = Field(default=None, ge=1)
-    max_seconds: float | None = Field(default=None, gt=0.0)
-    max_repairs: int | None = Field(default=None, ge=0)
-    max_wall_seconds: float | None = Field(default=None, gt=0.0)
-    max_blocks: int | None = Field(default=None, ge=1)
-    max_block_requests: int | None = Field(default=None, ge=1)
-    block_exec_s: float | None = Field(default=None, gt=0.0)
-    worker_memory_mb: int = Field(default=2048, ge=128)
-
-    _check = field_validator("max_seconds", "max_wall_seconds", "block_exec_s")(_finite)
+    max_calls: CallBudget | None = None
+    max_turns: TurnBudget | None = None
+    max_seconds: Seconds | None = None
+    max_repairs: Repairs | None = None
+    max_wall_seconds: Seconds | None = None
+    max_blocks: BlockBudget | None = None
+    max_block_requests: BlockRequests | None = None
+    block_exec_s: Seconds | None = None
+    worker_memory_mb: WorkerMemoryMb = 2048
 
 
 class ExecutionSettings(_Section):
@@ -201,8 +213,8 @@ class ExecutionSettings(_Section):
     """
 
     backend: Backend = "local"
-    workers: int | None = Field(default=None, ge=1)
-    cpus_per_run: float = Field(default=1.0, gt=0.0)
+    workers: Workers | None = None
+    cpus_per_run: CpusPerRun = 1.0
     isolation: IsolationRequest = "auto"
     cache: bool = True
     cache_file: str | None = None
@@ -227,13 +239,16 @@ class PanelConfig(_Section):
         python_allowed_only: leave out tasks whose instruction restricts Python (paper
             section 4 and appendix B: the main filesystem comparison excludes four).
         params: task parameters by task id or category (an id's override its category's).
-        seeds: the tasks' data seeds; each seed is a unit of its own.
-        source_programs: source programs per task (P1, P2, ...: the planner's draw).
+        seeds: the tasks' data seeds (0 to :data:`~controlscope.core.MAX_SEED`); each seed is
+            a unit of its own.
+        source_programs: source programs per task (P1, P2, ...: the planner's draw; at most
+            :data:`~controlscope.core.MAX_SOURCE_PROGRAMS`).
         sources: which source-program indices the panel runs (P1 = 0); None: every one of
             ``range(source_programs)``. A panel of P2 alone (``sources = [1]``) shares P2's
             planning with another panel's through a shared cache (paper 4, Table 1).
         scopes: the scopes compared; ``keep`` is required (the baseline every unit reuses).
-        draws: reviewer draws per reviewing scope.
+        draws: reviewer draws per reviewing scope (at most
+            :data:`~controlscope.core.MAX_DRAWS`).
         lattice: ``default`` or ``v2``.
         schedule: when reviewing scopes review; a branched start takes ``once`` or a
             continuous schedule; under a ``whole`` start a bare ``once`` or ``midpoint`` is
@@ -258,11 +273,11 @@ class PanelConfig(_Section):
     exclude: list[str] = Field(default_factory=list)
     python_allowed_only: bool = True
     params: dict[str, dict[str, int | str]] = Field(default_factory=dict)
-    seeds: list[int] = Field(default_factory=lambda: [0])
-    source_programs: int = Field(default=1, ge=1)
-    sources: list[int] | None = None
+    seeds: list[Seed] = Field(default_factory=lambda: [0])
+    source_programs: SourcePrograms = 1
+    sources: list[SourceIndex] | None = None
     scopes: list[str] = Field(default_factory=lambda: ["keep", "arg", "full"])
-    draws: int = Field(default=1, ge=1)
+    draws: Draws = 1
     lattice: Lattice = "default"
     schedule: str = "continuous"
     start: Start = "whole"

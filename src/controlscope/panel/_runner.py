@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controlscope.core import Workers, range_problem
 from controlscope.panel._backends import Backend, LocalBackend, RayBackend, machine_cores
-from controlscope.panel._config import PanelConfig, load_config
+from controlscope.panel._config import ConfigError, PanelConfig, load_config
 from controlscope.panel._folder import (
     RunRecord,
     check_folder,
@@ -134,20 +135,25 @@ def run_panel(
         config: the configuration, or its TOML file.
         out: the panel folder (created; an existing one must hold the same configuration).
         workers: runs at a time on the local backend (None: the configuration's, else sized
-            to the machine, see :func:`default_workers`).
+            to the machine, see :func:`default_workers`; at most
+            :data:`~controlscope.core.MAX_WORKERS`).
         observer: called with the status whenever it changes (e.g. a live display).
 
     Returns:
         Every run's record.
 
     Raises:
-        ConfigError: the configuration cannot run (checked before any run starts).
+        ConfigError: the configuration cannot run, or ``workers`` is out of its range
+            (checked before any run starts).
         PanelError: ``out`` holds another panel (the difference named) or is unusable.
         PanelBusy: another panel command runs on ``out`` (a :class:`PanelError` naming its
             pid, host and since when); the folder is held for this call's whole life.
         KeyboardInterrupt: interrupted; running runs end recorded as interrupted and run
             again on resumption.
     """
+    problem = None if workers is None else range_problem("workers", Workers, workers)
+    if problem is not None:
+        raise ConfigError(problem)
     cfg = config if isinstance(config, PanelConfig) else load_config(Path(config))
     plan = plan_panel(cfg)
     panel = Path(out).resolve()

@@ -41,11 +41,13 @@ from controlscope.core import (
     BranchPointEvent,
     ChatModel,
     Condition,
+    Draws,
     RunEndEvent,
     Scope,
     ScopeName,
     SourceBoundary,
     lattice_operations,
+    range_problem,
 )
 from controlscope.record import RunSummary, iter_events, summarize
 from controlscope.replay._apart import run_apart
@@ -298,7 +300,7 @@ def branch(
         reviewer: the branches' reviewer (each draw's requests carry its draw index); needed
             unless every scope is Keep. Each branch gets it as it is now (and so the planner):
             what one branch does to its state never reaches the next, whatever the mechanism.
-        draws: reviewer draws per scope (at least 1).
+        draws: reviewer draws per scope (1 to :data:`~controlscope.core.MAX_DRAWS`).
         schedule: what decides after the boundary (see :func:`branch_schedule`).
         workspace_root: where the branches' workspaces are made.
         mechanism: how branches start (:data:`Mechanism`).
@@ -310,7 +312,7 @@ def branch(
         ReplayError: bad input, before anything runs: see :func:`resolve_boundary`,
             :func:`branch_schedule` and :meth:`Recording.check_task`; an unknown scope or one
             outside the recording's lattice, or one given twice; a scope that reviews with no
-            reviewer; draws below 1; an ``out`` that holds branches; an unknown mechanism.
+            reviewer; draws out of range; an ``out`` that holds branches; an unknown mechanism.
             With ``mechanism="fork"``, also when the branches cannot be forked (the reason;
             what the attempt wrote is removed).
     """
@@ -588,8 +590,9 @@ def _conditions(
     reviewer: Reviewer | None,
 ) -> list[tuple[str, int, Condition]]:
     """Each branch's scope name, draw and condition, checked before anything runs."""
-    if draws < 1:
-        raise ReplayError(f"--draws must be at least 1, not {draws}")
+    problem = range_problem("draws", Draws, draws)
+    if problem is not None:
+        raise ReplayError(problem)
     if not scopes:
         raise ReplayError("give at least one scope")
     out: list[tuple[str, int, Condition]] = []

@@ -30,6 +30,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from controlscope.core import (
+    MAX_RESPONSE_BYTES,
     ChatModel,
     Condition,
     Event,
@@ -46,7 +47,9 @@ from controlscope.core import (
     ScopeName,
     Validation,
     ValidationEvent,
+    clip_text,
     model_call_event,
+    recorded_operation,
 )
 from controlscope.review._operations import decision_schema, operation_tools, parse_decision
 from controlscope.review._state import PublicState
@@ -272,7 +275,7 @@ def _judge(
             detail=f"review-stage provider error ({proposal.error_kind}): {proposal.error}",
             realized=Keep(),
         )
-    _emit(log, ProposalEvent(call_index=call_index, raw=proposal.raw, operation=proposal.operation))
+    _emit(log, _proposal_event(call_index, proposal))
     validation = validate_operation(
         proposal.operation, condition.operations, boundary=state.boundary, tool=state.tool_schema
     )
@@ -280,6 +283,17 @@ def _judge(
         validation = validation.model_copy(update={"detail": proposal.problem})
     _emit(log, ValidationEvent(call_index=call_index, validation=validation))
     return validation
+
+
+def _proposal_event(call_index: int, proposal: Proposal) -> ProposalEvent:
+    """The proposal as recorded: an operation's code longer than
+    :data:`~controlscope.core.MAX_CODE_CHARS` clipped (it is refused, ``too_large``), and the
+    raw answer to what a model may answer (a custom reviewer's may be anything), so the log's
+    one event holds them."""
+    raw = None if proposal.raw is None else clip_text(proposal.raw, MAX_RESPONSE_BYTES)
+    return ProposalEvent(
+        call_index=call_index, raw=raw, operation=recorded_operation(proposal.operation)
+    )
 
 
 def _fallback_kind(proposal: Proposal, validation: Validation) -> FallbackKind | None:

@@ -15,7 +15,6 @@ Validation happens in two steps, both before any model is called:
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -35,30 +34,42 @@ from controlscope.core import (
     APP_PROTOCOLS,
     REVIEWER_PROTOCOLS,
     AppProtocol,
+    BlockBudget,
+    BlockRequests,
+    CallBudget,
     Condition,
     DecisionMode,
+    DrawIndex,
     IsolationRequest,
     Lattice,
     PlannerFormat,
     ProviderError,
+    Repairs,
     ReplaceBoundary,
     ReviewerProtocol,
     ReviewToolChoice,
     Scope,
     ScopeName,
+    Seconds,
+    Seed,
     SourceBoundary,
+    SourceIndex,
     Task,
     TaskBudgets,
     TaskError,
+    Temperature,
+    TokenCap,
+    TurnBudget,
     View,
     ViewLimits,
+    WorkerMemoryMb,
     app_protocol_conflict,
     app_protocol_defaults,
     lattice_operations,
 )
 from controlscope.envs import Environment, get_environment
 from controlscope.envs.external import grant_network
-from controlscope.models import CacheError, WeightsError
+from controlscope.models import CacheError, WeightsError, base_url_problem
 from controlscope.record import RecordedActions
 from controlscope.run._models import RunModels, build_models
 from controlscope.run._replay_check import check_replay, recorded_settings, recorded_start
@@ -93,6 +104,10 @@ class RunSpec(BaseModel):
             such a spec is refused).
         params: the task's generator parameters (e.g. ``{"students": 25}``).
         seed: the task's data seed (0 to 2**63 - 1; for the student tasks the subset seed).
+            Every number is checked against its range before anything runs (the ceilings of
+            :mod:`controlscope.core`: :data:`~controlscope.core.MAX_CALLS` calls,
+            :data:`~controlscope.core.MAX_SECONDS` seconds,
+            :data:`~controlscope.core.MAX_TOKENS` tokens...).
         scope: the granted scope (``keep``, ``arg``, ``params``, ``full``; paper section 3.1).
         lattice: ``default`` (Keep ⊂ Arg ⊂ Full, paper 3.1) or ``v2`` (Keep ⊂ Arg ⊂ Params ⊂
             Full, A.2); ``params`` exists only under ``v2``.
@@ -109,7 +124,8 @@ class RunSpec(BaseModel):
         model: the planner's model spec (``local``, ``local:0.5b``, ``PATH.gguf``,
             ``openai:NAME``, ``replay:DIR``; see :func:`controlscope.models.make_model`).
         reviewer_model: the reviewer's model spec; None means the planner's.
-        base_url: the OpenAI-compatible endpoint for ``openai`` specs.
+        base_url: the OpenAI-compatible endpoint for ``openai`` specs (``http`` or ``https``,
+            naming a host).
         planner_format: how the planner emits code; None: ``fenced`` for local models,
             ``tools`` otherwise (a replay: the recording's).
         review_mode: how the reviewer answers; None: ``json`` for local models, ``tools``
@@ -155,7 +171,9 @@ class RunSpec(BaseModel):
         request_timeout_s: seconds one model call may take, every attempt, wait and the whole
             answer counted; None: each model's own (600 s). Recorded in the condition.
         isolation: the worker isolation asked for.
-        worker_memory_mb: the worker's whole memory in MiB (at least 128).
+        worker_memory_mb: the worker's whole memory in MiB (from
+            :data:`~controlscope.core.MIN_WORKER_MEMORY_MB` to
+            :data:`~controlscope.core.MAX_WORKER_MEMORY_MB`).
         cache: an SQLite exact-request cache file shared between runs; None for none.
         out: the run directory to write (must not hold a recorded run).
         environment: the environment's name as the run resolves it (a property):
@@ -174,7 +192,7 @@ class RunSpec(BaseModel):
     task_spec: Path | None = None
     allow_network: bool = False
     params: dict[str, int | str] = Field(default_factory=dict)
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    seed: Seed = 0
     scope: ScopeName = Scope.FULL
     lattice: Lattice = "default"
     schedule: str = "continuous"
@@ -189,26 +207,26 @@ class RunSpec(BaseModel):
     review_mode: DecisionMode | None = None
     reviewer_tool_choice: ReviewToolChoice | None = None
     reviewer_protocol: ReviewerProtocol | None = None
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    planner_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    max_tokens: int | None = Field(default=None, ge=1)
-    reviewer_max_tokens: int | None = Field(default=None, ge=1)
+    temperature: Temperature | None = None
+    planner_temperature: Temperature | None = None
+    max_tokens: TokenCap | None = None
+    reviewer_max_tokens: TokenCap | None = None
     planner_options: dict[str, Any] | None = None
     reviewer_options: dict[str, Any] | None = None
-    draw: int | None = Field(default=None, ge=0)
-    source_program: int | None = Field(default=None, ge=0)
-    max_calls: int | None = Field(default=None, ge=1)
-    max_turns: int | None = Field(default=None, ge=1)
-    max_seconds: float | None = Field(default=None, gt=0.0)
-    max_repairs: int | None = Field(default=None, ge=0)
-    max_wall_seconds: float | None = Field(default=None, gt=0.0)
-    max_blocks: int | None = Field(default=None, ge=1)
-    max_block_requests: int | None = Field(default=None, ge=1)
+    draw: DrawIndex | None = None
+    source_program: SourceIndex | None = None
+    max_calls: CallBudget | None = None
+    max_turns: TurnBudget | None = None
+    max_seconds: Seconds | None = None
+    max_repairs: Repairs | None = None
+    max_wall_seconds: Seconds | None = None
+    max_blocks: BlockBudget | None = None
+    max_block_requests: BlockRequests | None = None
     app_protocol: AppProtocol | None = None
-    block_exec_s: float | None = Field(default=None, gt=0.0)
-    request_timeout_s: float | None = Field(default=None, gt=0.0)
+    block_exec_s: Seconds | None = None
+    request_timeout_s: Seconds | None = None
     isolation: IsolationRequest = "auto"
-    worker_memory_mb: int = Field(default=2048, ge=128)
+    worker_memory_mb: WorkerMemoryMb = 2048
     cache: Path | None = None
     out: Path
 
@@ -221,20 +239,6 @@ class RunSpec(BaseModel):
     @classmethod
     def _canonical_schedule(cls, value: str) -> str:
         return schedule_name(value)
-
-    @field_validator(
-        "temperature",
-        "planner_temperature",
-        "max_seconds",
-        "max_wall_seconds",
-        "block_exec_s",
-        "request_timeout_s",
-    )
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        return value
 
     @model_validator(mode="after")
     def _one_task(self) -> RunSpec:
@@ -299,6 +303,14 @@ class RunSpec(BaseModel):
         if value is not None and not value.strip():
             raise ValueError("is blank; give a value")
         return value.strip() if value is not None else None
+
+    @field_validator("base_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        problem = None if value is None else base_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("mcpmark", "state", "task_spec", "source_run", "cache", "out", mode="before")
     @classmethod

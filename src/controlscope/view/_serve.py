@@ -33,14 +33,18 @@ class ViewServer:
 
     Args:
         path: a run directory, a branch set, a panel or a folder of runs.
-        host: the address to listen on (loopback by default).
+        host: the address to listen on (loopback by default; not blank: an empty host
+            would listen on every interface).
         port: the port; 0 picks a free one.
 
     Raises:
-        ViewError: the address cannot be bound (the port is taken, the host is not local).
+        ViewError: a blank host, or the address cannot be bound (the port is taken, the host
+            is not local).
     """
 
     def __init__(self, path: str | Path, *, host: str = DEFAULT_HOST, port: int = 0) -> None:
+        if not host.strip():
+            raise ViewError("an empty host would listen on every interface; name an address")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

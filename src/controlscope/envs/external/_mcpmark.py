@@ -17,7 +17,7 @@ from controlscope._bwrap import base_interpreter
 from controlscope.core import AnswerKey, Check, PlannerFormat, Task, TaskError, Verdict
 from controlscope.envs._confine import CommandLimits, executable_paths
 from controlscope.envs._mcp import McpToolServer
-from controlscope.envs.external._files import check_state, copy_tree
+from controlscope.envs.external._files import broad_folder, check_state, copy_tree
 from controlscope.envs.external._folders import (
     STATES_DIR,
     McpmarkFolder,
@@ -66,12 +66,20 @@ class McpmarkEnvironment(WorkspaceTasks):
             verify_limits: the verifiers' limits.
 
         Raises:
-            TaskError: no such folder; a task folder without ``description.md`` or
+            TaskError: no such folder; a folder far broader than a checkout (``/``, the home
+                folder or one above it, a shared temporary folder: :func:`broad_folder`),
+                refused before it is searched; a task folder without ``description.md`` or
                 ``verify.py``, or with a bad ``meta.json``; no task folder below ``path``.
         """
         root = Path(path).expanduser()
         if not root.is_dir():
             raise TaskError(f"no folder {root} (give an MCPMark task folder or checkout)")
+        broad = broad_folder(root)
+        if broad is not None:  # searched, its every folder would be listed and hashed
+            raise TaskError(
+                f"{root.resolve()} is {broad}, not an MCPMark task folder or checkout; "
+                "give the checkout (or a task folder)"
+            )
         self.root = root.resolve()
         self.name = f"mcpmark:{self.root}"
         self.verify_limits = verify_limits

@@ -54,10 +54,17 @@ from controlscope.envs.filesystem.tasks._taskkit import (
     write_text,
 )
 
-__all__ = ["DUPLICATE_NAME", "ENGLISH_TALENT", "GRADE_BASED_SCORE", "letter_grade"]
+__all__ = [
+    "DUPLICATE_NAME",
+    "ENGLISH_TALENT",
+    "GRADE_BASED_SCORE",
+    "MAX_STUDENTS",
+    "letter_grade",
+]
 
 _DEFAULT_STUDENTS = 150
-_MAX_STUDENTS = 1000
+MAX_STUDENTS = 1000
+"""The most students a student task draws (its ``students`` parameter, ``--students``)."""
 _BATCH = 100  # paths per read_multiple_files call in the reference solutions
 
 ENGLISH_OUTPUT = "english_talent.csv"
@@ -80,7 +87,7 @@ _POOL_DEFAULTS = {"students": _DEFAULT_STUDENTS, "pool": 0, "pool_size": _DEFAUL
 
 
 def _students_param(params: Mapping[str, Any]) -> int:
-    return int_param(params, "students", _DEFAULT_STUDENTS, 1, _MAX_STUDENTS)
+    return int_param(params, "students", _DEFAULT_STUDENTS, 1, MAX_STUDENTS)
 
 
 def _check_pool_params(params: Mapping[str, Any]) -> None:
@@ -91,7 +98,7 @@ def _check_pool_params(params: Mapping[str, Any]) -> None:
         TaskError: an unknown parameter or a value out of range.
     """
     range_checker(
-        {"students": (1, _MAX_STUDENTS), "pool": (0, _MAX_POOL_SEED), "pool_size": (1, 1000)},
+        {"students": (1, MAX_STUDENTS), "pool": (0, _MAX_POOL_SEED), "pool_size": (1, 1000)},
         _POOL_DEFAULTS,
     )(params)
     students, size = _students_param(params), params.get("pool_size", _DEFAULT_STUDENTS)
@@ -371,7 +378,7 @@ GRADE_BASED_SCORE = register(
 
 
 def _gen_duplicates(rng: random.Random, workspace: Path, params: Mapping[str, Any]) -> AnswerKey:
-    count = int_param(params, "students", _DEFAULT_STUDENTS, 2, _MAX_STUDENTS)
+    count = int_param(params, "students", _DEFAULT_STUDENTS, 2, MAX_STUDENTS)
     # Its own cohort per seed: shared names are drawn into it (a pool subset might split them).
     students = make_students(rng, count, duplicate_groups=max(1, count // 20))
     write_students(workspace, students, roster=True)
@@ -453,6 +460,6 @@ DUPLICATE_NAME = register(
         reference=_ref_duplicates,
         python_allowed=False,
         default_params={"students": _DEFAULT_STUDENTS},
-        check_params=range_checker({"students": (2, _MAX_STUDENTS)}, {"students": 150}),
+        check_params=range_checker({"students": (2, MAX_STUDENTS)}, {"students": 150}),
     )
 )
