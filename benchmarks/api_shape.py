@@ -1,4 +1,4 @@
-"""The package's measured shape: function length, import cycles between packages, documented API.
+"""The package's measured shape: function length, import cycles, documented API, repeated knowledge.
 
 Prints the offenders (``file:line``) of each check, then, as its LAST line, one JSON object:
 
@@ -16,7 +16,21 @@ Prints the offenders (``file:line``) of each check, then, as its LAST line, one 
   module is imported (module level, not under ``TYPE_CHECKING``);
 - ``public_names_documented_ratio``: the share of the names in ``controlscope.__all__`` that are
   documented by the rule of :func:`documentation_problems` (target 1.0);
-- ``public_names``: how many names ``controlscope.__all__`` lists.
+- ``public_names``: how many names ``controlscope.__all__`` lists;
+- ``files_naming_each_operation``: for each operation kind but ``keep`` (whose word is also the
+  Keep scope's), the files under ``src/controlscope`` that name one of its identifiers (its kind
+  string, its model class, its ``RunSummary`` counter) outside the operation registry, in code
+  (by ``ast``: docstrings do not count) and in templates and static files; the largest count,
+  target at most 6 (:func:`operation_files`);
+- ``settings_declarations``: for each run setting whose name no record reuses, the class fields
+  with a default named after it (or after its panel key) and the ``--flag`` literals naming it;
+  the largest count, target 1 (:func:`setting_declarations`);
+- ``private_cross_imports``: the (importing module, imported module) pairs where a module
+  imports another package's private module (``run._models`` -> ``models._factory``); target 0
+  (:func:`private_imports`);
+- ``import_cycles_including_type_only``: the elementary cycles of the import graph between
+  modules (not packages), every import statement counted, ``TYPE_CHECKING`` ones included;
+  target 0 (:func:`module_cycles`).
 
 Usage: ``python benchmarks/api_shape.py`` (with ``controlscope`` importable). The functions
 here are also the checks of ``tests/test_api_shape.py``.
@@ -185,6 +199,26 @@ def _targets(stmt: ast.Import | ast.ImportFrom, module: str, is_package: bool) -
     return [f"{base}.{alias.name}" for alias in stmt.names]
 
 
+def _import_sites(src: Path) -> Iterator[tuple[str, str, ImportSite]]:
+    """Every import of the package's modules: ``(importing module, imported module, site)``.
+
+    ``from a import b`` imports the module ``a.b`` when it exists, else the module ``a`` (for
+    a package, its ``__init__``); every statement counts (see :func:`_imports`).
+    """
+    modules = {_module_name(p, src): p for p in _python_files(src)}
+    for module, path in modules.items():
+        if node_of(module) is None:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        is_package = path.name == "__init__.py"
+        for stmt, deferred in _imports(tree):
+            for target in _targets(stmt, module, is_package):
+                name = target if target in modules else target.rpartition(".")[0]
+                if isinstance(stmt, ast.Import):
+                    name = target
+                yield module, name, ImportSite(f"{_relative(path)}:{stmt.lineno}", deferred)
+
+
 def import_graph(src: Path = SRC) -> ImportGraph:
     """Build the import graph between the package's nodes (see :func:`node_of`) from ``ast``.
 
@@ -198,24 +232,11 @@ def import_graph(src: Path = SRC) -> ImportGraph:
     Returns:
         ``graph[a][b]``: the statements by which ``a`` imports from ``b``.
     """
-    modules = {_module_name(p, src): p for p in _python_files(src)}
     graph: ImportGraph = defaultdict(lambda: defaultdict(list))
-    for module, path in modules.items():
-        here = node_of(module)
-        if here is None:
-            continue
-        tree = ast.parse(path.read_text(), str(path))
-        is_package = path.name == "__init__.py"
-        for stmt, deferred in _imports(tree):
-            for target in _targets(stmt, module, is_package):
-                # ``from a import b``: the module a.b when it exists, else the module a
-                name = target if target in modules else target.rpartition(".")[0]
-                if isinstance(stmt, ast.Import):
-                    name = target
-                there = node_of(name)
-                if there is not None and there != here:
-                    site = ImportSite(f"{_relative(path)}:{stmt.lineno}", deferred)
-                    graph[here][there].append(site)
+    for module, name, site in _import_sites(src):
+        here, there = node_of(module), node_of(name)
+        if here is not None and there is not None and there != here:
+            graph[here][there].append(site)
     return {a: dict(b) for a, b in graph.items()}
 
 
@@ -262,6 +283,372 @@ def simple_cycles(adjacency: dict[str, set[str]]) -> list[tuple[str, ...]]:
                 elif nxt > start and nxt not in path:
                     stack.append((nxt, [*path, nxt]))
     return sorted(cycles)
+
+
+# --- imports between modules: private modules of other packages, cycles --------------------------
+
+
+def module_graph(src: Path = SRC) -> ImportGraph:
+    """Build the import graph between the package's modules (not its packages) from ``ast``.
+
+    A package is the module of its ``__init__``; ``from a import b`` imports the module
+    ``a.b`` when it exists, else ``a``. Every import statement counts: at module level, inside
+    functions and under ``TYPE_CHECKING`` (a type-only import is a dependency too).
+
+    Args:
+        src: the directory holding the package sources.
+
+    Returns:
+        ``graph[a][b]``: the statements by which module ``a`` imports module ``b``.
+    """
+    modules = {_module_name(p, src) for p in _python_files(src)}
+    graph: ImportGraph = defaultdict(lambda: defaultdict(list))
+    for module, name, site in _import_sites(src):
+        if name not in modules or name == module or node_of(name) is None:
+            continue
+        if site not in graph[module][name]:  # one statement importing several names: one site
+            graph[module][name].append(site)
+    return {a: dict(b) for a, b in graph.items()}
+
+
+def _is_private_module(module: str) -> bool:
+    """A module below its node whose dotted path has a private part (``run._fork``); a node's
+    own private top-level module (``controlscope._tree``) is not."""
+    node = node_of(module)
+    if node is None:
+        return False
+    below = module.split(".")[len(node.split(".")) :]
+    return any(p.startswith("_") and not p.startswith("__") for p in below)
+
+
+def private_imports(src: Path = SRC) -> dict[str, list[ImportSite]]:
+    """The imports of another node's private module (see :func:`node_of`).
+
+    Every import statement counts (deferred and ``TYPE_CHECKING`` ones too); a node's own
+    private modules are its business.
+
+    Args:
+        src: the directory holding the package sources.
+
+    Returns:
+        ``"importer -> imported"`` (dotted module names) to the statements, one key per
+        distinct pair, sorted.
+    """
+    found: dict[str, list[ImportSite]] = defaultdict(list)
+    for module, name, site in _import_sites(src):
+        there = node_of(name)
+        if there is not None and there != node_of(module) and _is_private_module(name):
+            sites = found[f"{module} -> {name}"]
+            if site not in sites:  # one statement importing several names is one site
+                sites.append(site)
+    return dict(sorted(found.items()))
+
+
+def private_cross_imports(src: Path = SRC) -> int:
+    """How many distinct (importing module, imported module) pairs :func:`private_imports`
+    finds; target 0.
+
+    Args:
+        src: the directory holding the package sources.
+
+    Returns:
+        The number of pairs.
+    """
+    return len(private_imports(src))
+
+
+def _cyclic_part(adjacency: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The edges that lie on a cycle (``a -> b`` where ``b`` reaches ``a``), so that
+    :func:`simple_cycles` explores only the strongly connected parts of a large graph."""
+
+    def reachable(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for nxt in adjacency.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    reach = {node: reachable(node) for node in adjacency}
+    return {a: {b for b in bs if a in reach.get(b, set())} for a, bs in adjacency.items()}
+
+
+def module_cycles(src: Path = SRC) -> list[tuple[str, ...]]:
+    """The elementary cycles of :func:`module_graph` (type-only imports included).
+
+    Args:
+        src: the directory holding the package sources.
+
+    Returns:
+        Each cycle as its modules in order, from the least (see :func:`simple_cycles`).
+    """
+    return simple_cycles(_cyclic_part(edges(module_graph(src))))
+
+
+def import_cycles_including_type_only(src: Path = SRC) -> int:
+    """How many elementary import cycles the package's modules form, counting every import
+    statement (inside functions and under ``TYPE_CHECKING`` too); target 0.
+
+    Args:
+        src: the directory holding the package sources.
+
+    Returns:
+        ``len(module_cycles(src))``.
+    """
+    return len(module_cycles(src))
+
+
+# --- how many places know one setting, one operation kind ----------------------------------------
+
+SETTING_PROBES = (
+    "view_bounds",
+    "app_protocol",
+    "reviewer_protocol",
+    "planner_format",
+    "review_mode",
+    "reviewer_tool_choice",
+    "planner_temperature",
+    "reviewer_max_tokens",
+    "planner_options",
+    "reviewer_options",
+    "max_calls",
+    "max_turns",
+    "max_seconds",
+    "max_repairs",
+    "max_wall_seconds",
+    "max_blocks",
+    "max_block_requests",
+    "request_timeout_s",
+    "worker_memory_mb",
+    "reviewer_model",
+    "base_url",
+)
+"""The run settings :func:`settings_declarations` counts: those whose names no record reuses."""
+
+SHARED_SETTING_NAMES = (
+    "scope",
+    "lattice",
+    "schedule",
+    "view",
+    "replace_boundary",
+    "temperature",
+    "max_tokens",
+    "draw",
+    "source_program",
+    "block_exec_s",
+    "isolation",
+    "model",
+    "cache",
+)
+"""The run settings left out of the count: records (events, requests, summaries) or other
+options use the same names, so a field so named is not necessarily a declaration."""
+
+PANEL_KEYS = {
+    "planner": {
+        "format": "planner_format",
+        "temperature": "planner_temperature",
+        "options": "planner_options",
+    },
+    "reviewer": {
+        "model": "reviewer_model",
+        "mode": "review_mode",
+        "tool_choice": "reviewer_tool_choice",
+        "protocol": "reviewer_protocol",
+        "temperature": "temperature",
+        "max_tokens": "reviewer_max_tokens",
+        "options": "reviewer_options",
+    },
+}
+"""A panel file's keys that are not the setting's name, by section: ``[planner] format`` is
+``planner_format``."""
+
+_FLAG = re.compile(r"--[a-z][a-z0-9-]*")
+
+
+def _docstring_nodes(tree: ast.Module) -> set[int]:
+    """The ``id`` of every string statement of ``tree`` (docstrings, attribute docstrings)."""
+    bodies = (getattr(node, "body", None) for node in ast.walk(tree))
+    return {
+        id(stmt.value)
+        for body in bodies
+        if isinstance(body, list)
+        for stmt in body
+        if isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    }
+
+
+def _setting_of(class_name: str, field: str) -> str:
+    """The setting a class field declares: its panel key's setting in a ``Planner*Settings`` or
+    ``Reviewer*Settings`` class, else its name."""
+    if class_name.endswith("Settings"):
+        for section, keys in PANEL_KEYS.items():
+            if class_name.lower().startswith(section) and field in keys:
+                return keys[field]
+    return field
+
+
+def setting_declarations(src: Path = SRC) -> dict[str, list[str]]:
+    """Where each probe setting (:data:`SETTING_PROBES`) is declared.
+
+    A declaration is a class field with a default named after the setting (or after its panel
+    key, :func:`_setting_of`), ``ClassVar`` s left out, or a string literal that is exactly the
+    setting's option (``"--base-url"``).
+
+    Args:
+        src: the directory holding the package sources.
+
+    Returns:
+        Each probe setting to its declarations (``path:line (Class)`` or ``path:line (--flag)``).
+    """
+    found: dict[str, list[str]] = {name: [] for name in SETTING_PROBES}
+    for path in _python_files(src):
+        tree = ast.parse(path.read_text(), str(path))
+        docstrings = _docstring_nodes(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for stmt in node.body:
+                    if (
+                        isinstance(stmt, ast.AnnAssign)
+                        and isinstance(stmt.target, ast.Name)
+                        and stmt.value is not None
+                        and "ClassVar" not in ast.unparse(stmt.annotation)
+                    ):
+                        name = _setting_of(node.name, stmt.target.id)
+                        if name in found:
+                            found[name].append(f"{_relative(path)}:{stmt.lineno} ({node.name})")
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and _FLAG.fullmatch(node.value)
+            ):
+                name = node.value[2:].replace("-", "_")
+                if name in found:
+                    found[name].append(f"{_relative(path)}:{node.lineno} ({node.value})")
+    return found
+
+
+def settings_declarations(src: Path = SRC) -> int:
+    """The most declarations one probe setting has (:func:`setting_declarations`); target 1.
+
+    Args:
+        src: the directory holding the package sources.
+
+    Returns:
+        The largest count.
+    """
+    return max((len(v) for v in setting_declarations(src).values()), default=0)
+
+
+OPERATION_IDENTIFIERS = {
+    "patch_arguments": ("patch_arguments", "PatchArguments", "argument_patches"),
+    "patch_block_data": ("patch_block_data", "PatchBlockData", "block_data_patches"),
+    "replace_workflow": ("replace_workflow", "ReplaceWorkflow", "replacements"),
+}
+"""Each operation kind's identifiers: its kind string, its model class and its ``RunSummary``
+counter. ``keep`` is left out: its word is also the Keep scope's and the review fallback's."""
+
+OPERATION_REGISTRY = ("core/_operations.py", "core/_op_registry.py")
+"""The registry's files (paths below the package), left out of the count with each kind's own
+``core/_op_<kind>.py``."""
+
+TEXT_SUFFIXES = (".html", ".js", ".css")
+"""The package's templates and static files, read as text."""
+
+
+def _word(identifiers: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(i) for i in identifiers)
+    return re.compile(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])")
+
+
+def _names_of(node: ast.AST) -> tuple[str | None, ...]:
+    """The identifiers a node reads or binds: a name, an attribute, an import or its alias, a
+    def/class/argument/keyword name."""
+    if isinstance(node, ast.Name):
+        return (node.id,)
+    if isinstance(node, ast.Attribute):
+        return (node.attr,)
+    if isinstance(node, ast.alias):
+        return (node.name.rpartition(".")[2], node.asname)
+    if isinstance(node, ast.arg | ast.keyword):
+        return (node.arg,)
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return (node.name,)
+    return ()
+
+
+_KIND_OF = {ident: kind for kind, idents in OPERATION_IDENTIFIERS.items() for ident in idents}
+_KIND_WORDS = {kind: _word(idents) for kind, idents in OPERATION_IDENTIFIERS.items()}
+
+
+def _mentions(path: Path) -> dict[str, list[int]]:
+    """The lines where a file names each operation kind: in Python, an identifier
+    (:func:`_names_of`) or a whole word of a string that is not a docstring; in a template or
+    static file, a whole word."""
+    text = path.read_text()
+    lines: dict[str, list[int]] = defaultdict(list)
+    if path.suffix != ".py":
+        for kind, word in _KIND_WORDS.items():
+            lines[kind] = [text.count("\n", 0, m.start()) + 1 for m in word.finditer(text)]
+        return lines
+    tree = ast.parse(text, str(path))
+    docstrings = _docstring_nodes(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings:
+                for kind, word in _KIND_WORDS.items():
+                    if word.search(node.value):
+                        lines[kind].append(node.lineno)
+            continue
+        for name in _names_of(node):
+            if name in _KIND_OF:
+                lines[_KIND_OF[name]].append(getattr(node, "lineno", 0))
+    return lines
+
+
+def operation_files(src: Path = SRC) -> dict[str, list[str]]:
+    """The files that name each operation kind (:data:`OPERATION_IDENTIFIERS`) outside the
+    registry (:data:`OPERATION_REGISTRY` and the kind's ``core/_op_<kind>.py``).
+
+    Python files are read by ``ast`` (docstrings do not count); templates and static files
+    (:data:`TEXT_SUFFIXES`) as text, whole words.
+
+    Args:
+        src: the directory holding the package sources.
+
+    Returns:
+        Each kind to its files, as ``path:line`` of the first mention, sorted.
+    """
+    package = src / PACKAGE
+    files = sorted(
+        p
+        for p in package.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", *TEXT_SUFFIXES)
+    )
+    found: dict[str, list[str]] = {kind: [] for kind in OPERATION_IDENTIFIERS}
+    for path in files:
+        inside = path.relative_to(package).as_posix()
+        for kind, lines in _mentions(path).items():
+            if lines and inside not in {*OPERATION_REGISTRY, f"core/_op_{kind}.py"}:
+                found[kind].append(f"{_relative(path)}:{min(lines)}")
+    return found
+
+
+def files_naming_each_operation(src: Path = SRC) -> int:
+    """The most files that name one operation kind outside its registry entry
+    (:func:`operation_files`); target at most 6.
+
+    Args:
+        src: the directory holding the package sources.
+
+    Returns:
+        The largest count.
+    """
+    return max((len(v) for v in operation_files(src).values()), default=0)
 
 
 # --- documented public names ---------------------------------------------------------------------
@@ -577,14 +964,7 @@ def main() -> None:
     all_cycles = simple_cycles(edges(graph))
     eager_cycles = simple_cycles(edges(graph, include_deferred=False))
     print(f"import cycles between packages: {len(all_cycles)} ({len(eager_cycles)} at import time)")
-    for cycle in all_cycles:
-        ring = [*cycle, cycle[0]]
-        print("  " + " -> ".join(ring))
-        for a, b in itertools.pairwise(ring):
-            sites = ", ".join(
-                f"{s.where}{' (deferred)' if s.deferred else ''}" for s in graph[a][b]
-            )
-            print(f"      {a} -> {b}: {sites}")
+    _print_cycles(graph, all_cycles)
     problems = documentation_problems()
     documented = [n for n, p in problems.items() if not p]
     print(f"public names documented: {len(documented)} of {len(problems)}")
@@ -598,8 +978,49 @@ def main() -> None:
         "package_import_cycles_at_import_time": len(eager_cycles),
         "public_names_documented_ratio": round(len(documented) / len(problems), 4),
         "public_names": len(problems),
+        **_print_knowledge(),
     }
     print(json.dumps(summary))
+
+
+def _print_cycles(graph: ImportGraph, cycles: list[tuple[str, ...]]) -> None:
+    """Print each cycle and the import statements of each of its edges."""
+    for cycle in cycles:
+        ring = [*cycle, cycle[0]]
+        print("  " + " -> ".join(ring))
+        for a, b in itertools.pairwise(ring):
+            sites = ", ".join(
+                f"{s.where}{' (deferred)' if s.deferred else ''}" for s in graph[a][b]
+            )
+            print(f"      {a} -> {b}: {sites}")
+
+
+def _print_knowledge() -> dict[str, int]:
+    """Print the offenders of the four measures of repeated knowledge and shared imports;
+    return their keys of the JSON line."""
+    operations = operation_files()
+    counts = ", ".join(f"{kind} {len(files)}" for kind, files in operations.items())
+    print(f"files naming an operation kind outside the registry: {counts}")
+    for kind, files in operations.items():
+        print(f"  {kind}: {', '.join(files)}")
+    settings = setting_declarations()
+    repeated = {name: where for name, where in settings.items() if len(where) > 1}
+    print(f"settings declared more than once: {len(repeated)} of {len(SETTING_PROBES)} probes")
+    for name, where in repeated.items():
+        print(f"  {name} ({len(where)}): {', '.join(where)}")
+    private = private_imports()
+    print(f"imports of another package's private module: {len(private)}")
+    for pair, sites in private.items():
+        print(f"  {pair}: {', '.join(s.where for s in sites)}")
+    cycles = module_cycles()
+    print(f"import cycles between modules, type-only imports included: {len(cycles)}")
+    _print_cycles(module_graph(), cycles)
+    return {
+        "files_naming_each_operation": max(map(len, operations.values()), default=0),
+        "settings_declarations": max(map(len, settings.values()), default=0),
+        "private_cross_imports": len(private),
+        "import_cycles_including_type_only": len(cycles),
+    }
 
 
 if __name__ == "__main__":

@@ -131,6 +131,210 @@ def test_cycles_through_deferred_and_relative_imports_are_found(tmp_path: Path) 
     ]
 
 
+# --- imports between modules: private modules of other packages, cycles --------------------------
+
+# The refactoring's packages each delete their own lines as they remove an import; a new
+# offender or a stale line fails the tests below.
+KNOWN_PRIVATE_IMPORTS = {
+    # package B (the operation registry: the block-data walk moves below scope and worker)
+    "controlscope.scope -> controlscope.worker._apply",
+    "controlscope.scope -> controlscope.worker._constants",
+    # package C (parse-once types: models exports what run._models needs)
+    "controlscope.run._models -> controlscope.models._cache",
+    "controlscope.run._models -> controlscope.models._factory",
+    # package D (explicit loop state: run and worker export their fork parts)
+    "controlscope.replay._apart -> controlscope.run._fork",
+    "controlscope.replay._fork -> controlscope.run._fork",
+    "controlscope.run._fork -> controlscope.worker._fork",
+}
+
+KNOWN_MODULE_CYCLES = {
+    # package A (one run-settings schema: check_replay takes a protocol, not RunSpec)
+    "controlscope.run._replay_check -> controlscope.run._spec",
+    # package D (explicit loop state: hooks take a control protocol, replay a splitter)
+    "controlscope.run._controller -> controlscope.run._hook",
+    "controlscope.replay._fork -> controlscope.replay._hook",
+    "controlscope.replay._fork -> controlscope.replay._run",
+    "controlscope.replay._fork -> controlscope.replay._run -> controlscope.replay._hook",
+}
+
+
+def _difference(found: set[str], known: set[str]) -> str:
+    return (
+        f"new: {sorted(found - known)}; gone (delete them from the list): {sorted(known - found)}"
+    )
+
+
+def test_imports_of_other_packages_private_modules_are_the_known_ones() -> None:
+    found = set(shape.private_imports(SRC))
+    assert found == KNOWN_PRIVATE_IMPORTS, _difference(found, KNOWN_PRIVATE_IMPORTS)
+
+
+def test_import_cycles_between_modules_are_the_known_ones() -> None:
+    found = {" -> ".join(cycle) for cycle in shape.module_cycles(SRC)}
+    assert found == KNOWN_MODULE_CYCLES, _difference(found, KNOWN_MODULE_CYCLES)
+
+
+def test_private_imports_across_packages_are_found(tmp_path: Path) -> None:
+    src = write_tree(
+        tmp_path,
+        {
+            "controlscope/__init__.py": "",
+            "controlscope/_tree.py": "",
+            "controlscope/run/__init__.py": "from controlscope.run._fork import A\n",
+            "controlscope/run/_fork.py": "from controlscope._tree import walk\nA = 1\n",
+            "controlscope/run/_loop.py": "from controlscope.run._fork import A\n",
+            "controlscope/worker/__init__.py": "",
+            "controlscope/worker/_apply.py": "",
+            "controlscope/replay/__init__.py": "from controlscope.run import A\n",
+            "controlscope/replay/_a.py": (
+                "from controlscope.run._fork import A, B\n"
+                "def f():\n    from controlscope.worker import _apply\n"
+            ),
+            "controlscope/scope.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from .run._fork import A\n"
+            ),
+        },
+    )
+    found = {
+        pair: [s.where.removeprefix(f"{src}/") for s in sites]
+        for pair, sites in shape.private_imports(src).items()
+    }
+    # a package's own private modules, a top-level private module and public names are fine
+    assert found == {
+        "controlscope.replay._a -> controlscope.run._fork": ["controlscope/replay/_a.py:1"],
+        "controlscope.replay._a -> controlscope.worker._apply": ["controlscope/replay/_a.py:3"],
+        "controlscope.scope -> controlscope.run._fork": ["controlscope/scope.py:3"],
+    }
+    assert shape.private_cross_imports(src) == 3
+
+
+def test_import_cycles_between_modules_count_type_only_and_deferred_imports(
+    tmp_path: Path,
+) -> None:
+    src = write_tree(
+        tmp_path,
+        {
+            "controlscope/__init__.py": "",
+            "controlscope/core.py": "",
+            "controlscope/run/__init__.py": (
+                "from controlscope.run._spec import RunSpec\n"
+                "from controlscope.run._loop import go\n"
+            ),
+            "controlscope/run/_spec.py": (
+                "from controlscope import core\nfrom controlscope.run._check import check\n"
+            ),
+            "controlscope/run/_check.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from controlscope.run._spec import RunSpec\n"
+            ),
+            "controlscope/run/_loop.py": "def go():\n    from controlscope.run import RunSpec\n",
+        },
+    )
+    # all in one package: the graph between packages sees no cycle
+    assert shape.simple_cycles(shape.edges(shape.import_graph(src))) == []
+    assert shape.module_cycles(src) == [
+        ("controlscope.run", "controlscope.run._loop"),
+        ("controlscope.run._check", "controlscope.run._spec"),
+    ]
+    [site] = shape.module_graph(src)["controlscope.run._check"]["controlscope.run._spec"]
+    assert site.deferred and site.where.endswith("_check.py:3")
+    assert shape.import_cycles_including_type_only(src) == 2
+
+
+# --- how many places know one setting, one operation kind ----------------------------------------
+
+SETTINGS_TREE = {
+    "controlscope/__init__.py": "",
+    "controlscope/spec.py": """\
+        from typing import ClassVar
+        class RunSpec:
+            base_url: str | None = None
+            request_timeout_s: float = 600.0
+        class PlannerSettings:
+            format: str = "tools"
+            base_url: str | None = None
+        class ReviewerSettings:
+            model: str | None = None
+            format: str = "tools"
+        class Other:
+            format: str = "x"
+            max_calls: ClassVar[int] = 3
+            worker_memory_mb: int
+        """,
+    "controlscope/cli.py": '''\
+        """Options: --base-url."""
+        def add(parser):
+            parser.add_argument("--base-url")
+            parser.add_argument("--planner-option")
+            return "give --base-url here"
+        ''',
+}
+
+
+def test_setting_declarations_count_fields_panel_keys_and_flags(tmp_path: Path) -> None:
+    src = write_tree(tmp_path, SETTINGS_TREE)
+    found = {
+        name: [w.removeprefix(f"{src}/") for w in where]
+        for name, where in shape.setting_declarations(src).items()
+        if where
+    }
+    # a field without a default, a ClassVar, a key of another section, prose and docstrings
+    # are no declarations
+    assert found == {
+        "base_url": [
+            "controlscope/cli.py:3 (--base-url)",
+            "controlscope/spec.py:3 (RunSpec)",
+            "controlscope/spec.py:7 (PlannerSettings)",
+        ],
+        "request_timeout_s": ["controlscope/spec.py:4 (RunSpec)"],
+        "planner_format": ["controlscope/spec.py:6 (PlannerSettings)"],
+        "reviewer_model": ["controlscope/spec.py:9 (ReviewerSettings)"],
+    }
+    assert shape.settings_declarations(src) == 3
+
+
+OPERATIONS_TREE = {
+    "controlscope/__init__.py": "",
+    "controlscope/core/_operations.py": "class PatchArguments: ...\nclass ReplaceWorkflow: ...\n",
+    "controlscope/core/_op_replace_workflow.py": 'KIND = "replace_workflow"\n',
+    "controlscope/core/_op_patch_arguments.py": 'OTHER = "replace_workflow"\n',
+    "controlscope/a.py": "from controlscope.core._operations import PatchArguments as P\n",
+    "controlscope/b.py": '''\
+        """Applies a patch_arguments operation."""
+        X = "patch_arguments_total"
+        """An attribute docstring naming replace_workflow."""
+        ''',
+    "controlscope/c.py": "def f(s):\n    return s.replacements\n",
+    "controlscope/d.py": "def f(kind):\n    return f'a {kind}' == 'a replace_workflow'\n",
+    "controlscope/e.py": "g(patch_block_data=1)\n",
+    "controlscope/view/templates/run.html": "<tr>\n<td>{{ s.argument_patches }}</td>\n",
+    "controlscope/view/templates/notes.txt": "patch_block_data\n",
+}
+
+
+def test_files_naming_an_operation_kind_leave_out_the_registry_and_docstrings(
+    tmp_path: Path,
+) -> None:
+    src = write_tree(tmp_path, OPERATIONS_TREE)
+    found = {
+        kind: [w.removeprefix(f"{src}/") for w in files]
+        for kind, files in shape.operation_files(src).items()
+    }
+    # each kind's own registry entry is left out, not another kind's
+    assert found == {
+        "patch_arguments": ["controlscope/a.py:1", "controlscope/view/templates/run.html:2"],
+        "patch_block_data": ["controlscope/e.py:1"],
+        "replace_workflow": [
+            "controlscope/c.py:2",
+            "controlscope/core/_op_patch_arguments.py:1",
+            "controlscope/d.py:2",
+        ],
+    }
+    assert shape.files_naming_each_operation(src) == 3
+
+
 # --- the CLI -------------------------------------------------------------------------------------
 
 

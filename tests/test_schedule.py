@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
 
+from controlscope.cli import _branch
 from controlscope.core import Boundary, CallSite, Keep, Operation, PatchArguments, ReplaceWorkflow
 from controlscope.envs.filesystem._planning import READ_TOOLS, WRITE_TOOLS
+from controlscope.replay import branch_schedule
 from controlscope.schedule import (
+    BRANCH_SCHEDULE_FORMS,
+    SCHEDULE_FORMS,
     AtCall,
     Continuous,
     EveryBoundary,
@@ -367,6 +373,28 @@ def test_schedule_name_is_canonical_without_an_environment() -> None:
 def test_parse_schedule_rejects_bad_specs(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse(spec)
+
+
+def test_the_listed_forms_are_the_ones_the_parsers_accept() -> None:
+    for form in SCHEDULE_FORMS.split(", "):
+        spec = form.replace(":K", ":3").replace(":N", ":8").replace(":n", ":2")
+        if spec.endswith(" (with a source run)"):  # bare once / midpoint: placed from a source
+            with pytest.raises(ValueError, match="source"):
+                parse(spec.split(" ")[0])
+        else:
+            assert parse(spec).name == schedule_name(spec)
+    with pytest.raises(ValueError, match=re.escape(f"expected one of {SCHEDULE_FORMS}")):
+        parse("sometimes")
+    for form in BRANCH_SCHEDULE_FORMS.split(", "):
+        name, _ = branch_schedule(form.split(" ")[0].replace(":n", ":2"), 4)
+        assert name.startswith("once:4")
+
+
+def test_the_branch_command_lists_the_branch_forms() -> None:
+    parser = argparse.ArgumentParser()
+    _branch.add_arguments(parser)
+    [option] = [a for a in parser._actions if a.dest == "schedule"]
+    assert option.help == f"after the boundary: {BRANCH_SCHEDULE_FORMS}"
 
 
 def test_schedules_satisfy_the_protocol() -> None:

@@ -399,10 +399,17 @@ def _int_arg(spec: str, text: str) -> int:
     return value
 
 
-_SPECS = (
+SCHEDULE_FORMS = (
     "never, continuous, every_boundary, per_block, once:K, once (with a source run), "
     "once_online, midpoint:N, midpoint (with a source run), protect:n, retain_first"
 )
+"""The schedule specs :func:`parse_schedule` accepts, as help texts and error messages list them
+(the module docstring describes each)."""
+
+BRANCH_SCHEDULE_FORMS = "once (then Keep), continuous, protect:n, retain_first"
+"""The schedules a branch may take after its boundary, as help texts list them: ``once`` (the
+boundary's one review, then Keep) or the continuous rule, alone or with ``protect:n`` or
+``retain_first`` joined by ``+`` (``controlscope branch --schedule``)."""
 
 SOURCE_PLACED = ("once", "midpoint")
 """Schedule parts that take their number from a recorded source run when given bare: ``once``
@@ -433,7 +440,7 @@ def parse_schedule(
     """
     parts = [p.strip() for p in spec.strip().split("+")]
     if not parts or any(not p for p in parts):
-        raise ValueError(f"empty schedule spec {spec!r}; expected one of {_SPECS}")
+        raise ValueError(f"empty schedule spec {spec!r}; expected one of {SCHEDULE_FORMS}")
     base = _parse_one(parts[0], spec, write_tools, read_tools, base=None)
     for part in parts[1:]:
         base = _parse_one(part, spec, write_tools, read_tools, base=base)
@@ -542,7 +549,7 @@ def _parse_one(
             )
         n = _int_arg(spec, arg)
         return AtCall(n // 2, name=f"midpoint:{n}", by_completed=True)
-    raise ValueError(f"unknown schedule {spec!r}; expected one of {_SPECS}")
+    raise ValueError(f"unknown schedule {spec!r}; expected one of {SCHEDULE_FORMS}")
 
 
 def static_call_count(code: str, tools: frozenset[str], *, loop_weight: int = 1) -> int:

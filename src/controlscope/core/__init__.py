@@ -8,16 +8,18 @@ records defined here:
 - tools: :class:`ToolSchema`, :class:`ToolResult`, :class:`ToolServer`, :class:`ToolServerError`;
 - tasks: :class:`Task`, :class:`TaskBudgets`, :class:`Check`, :class:`Verdict`,
   :data:`AnswerKey`, :class:`TaskError`, :func:`changed_data`, :func:`name_problem` (what a
-  task id may be);
+  task id may be), :data:`ClusterBy` (what a bootstrap over tasks resamples);
 - models: :class:`ModelRequest`, :class:`ModelResponse`, :class:`Message`, :class:`ToolCall`,
   :class:`ToolSpec`, :class:`Usage`, :class:`ProviderError`, :class:`ChatModel`, the largest
-  answer taken in (:data:`MAX_RESPONSE_BYTES`, :func:`response_size_problem`);
+  answer taken in (:data:`MAX_RESPONSE_BYTES`, :func:`response_size_problem`); a model spec
+  string parsed once, :class:`ModelSpec` (:data:`ModelKind`, :data:`MODEL_SPEC_FORMS`);
 - operations: :class:`Scope`, :data:`Lattice`, :class:`OperationSet` (a scope's operations in
   a lattice), :class:`Keep`, :class:`PatchArguments`, :class:`PatchBlockData`,
   :class:`ReplaceWorkflow`, :data:`Operation`, :class:`Validation`, the longest code an
   operation carries (:data:`MAX_CODE_CHARS`, :func:`recorded_operation`);
 - the condition: :class:`Condition`, :class:`ViewLimits`, :class:`SourceBoundary`;
 - execution: :class:`Boundary`, :class:`CallSite`, :class:`PrimitiveCall`, :class:`BlockResult`;
+  a block's id read from its text, :class:`BlockId`;
 - events: one pydantic model per event type, :data:`Event`, :data:`EVENT_ADAPTER`; where a
   run that starts from a recorded prefix comes from (:class:`BranchOrigin`);
 - reading model text: :func:`fences` (CommonMark's fenced code blocks), :func:`program_fence`
@@ -42,6 +44,7 @@ records defined here:
   :func:`python_name` (one rule for the planner's prompt and the worker's proxies).
 """
 
+from controlscope.core._block_id import BlockId
 from controlscope.core._bounds import (
     CUT_MARKER,
     MAX_DATA_DEPTH,
@@ -178,6 +181,7 @@ from controlscope.core._files import (
     read_text,
     read_toml,
 )
+from controlscope.core._model_spec import MODEL_KINDS, MODEL_SPEC_FORMS, ModelKind, ModelSpec
 from controlscope.core._models import (
     DEFAULT_MAX_TOKENS,
     MAX_RESPONSE_BYTES,
@@ -237,6 +241,7 @@ from controlscope.core._tasks import (
     MAX_NAME_CHARS,
     AnswerKey,
     Check,
+    ClusterBy,
     Task,
     TaskBudgets,
     TaskError,
@@ -305,6 +310,8 @@ __all__ = [
     "MAX_WORKERS",
     "MAX_WORKER_MEMORY_MB",
     "MIN_WORKER_MEMORY_MB",
+    "MODEL_KINDS",
+    "MODEL_SPEC_FORMS",
     "OPERATION_KINDS",
     "PLANNER_FORMATS",
     "PROVIDER_ERROR_KINDS",
@@ -320,6 +327,7 @@ __all__ = [
     "BlockAllowance",
     "BlockBudget",
     "BlockEndEvent",
+    "BlockId",
     "BlockRequests",
     "BlockResult",
     "BlockStartEvent",
@@ -338,6 +346,7 @@ __all__ = [
     "Check",
     "ClockDifference",
     "ClockDifferencesEvent",
+    "ClusterBy",
     "Condition",
     "Coverage",
     "CpusPerRun",
@@ -357,9 +366,11 @@ __all__ = [
     "Lattice",
     "Message",
     "ModelCallEvent",
+    "ModelKind",
     "ModelRequest",
     "ModelResponse",
     "ModelRole",
+    "ModelSpec",
     "Operation",
     "OperationKind",
     "OperationSet",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -22,6 +22,10 @@ turns and a review at each of a hundred calls, on a slow local model)."""
 
 MAX_NAME_CHARS = 200
 """The longest task id (a panel folder's path below it)."""
+
+ClusterBy = Literal["category", "template", "task"]
+"""What a bootstrap resamples: the task category (the paper's filesystem intervals), the
+scenario template (apps), or the task."""
 
 
 def name_problem(name: str) -> str | None:

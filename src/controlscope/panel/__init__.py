@@ -17,6 +17,7 @@ or on Ray, resumable (paper sections 3.2, 4 and A.5).
   :func:`read_record` read a panel folder back (the report does).
 """
 
+from controlscope.core import ClusterBy
 from controlscope.panel._backends import (
     Backend,
     LocalBackend,
@@ -27,7 +28,6 @@ from controlscope.panel._backends import (
 from controlscope.panel._config import (
     STARTS,
     BudgetSettings,
-    ClusterBy,
     ConfigError,
     ExecutionSettings,
     PanelConfig,

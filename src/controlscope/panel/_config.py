@@ -49,6 +49,7 @@ from controlscope.core import (
     BlockBudget,
     BlockRequests,
     CallBudget,
+    ClusterBy,
     CpusPerRun,
     DecisionMode,
     Draws,
@@ -101,11 +102,6 @@ STARTS: tuple[Start, ...] = ("whole", "first_boundary", "midpoint", "local_rule"
 Backend = Literal["local", "ray"]
 """Where runs execute: a process pool on this machine, or Ray tasks (``RAY_ADDRESS`` names a
 cluster; without it a local Ray instance is started)."""
-
-ClusterBy = Literal["category", "template", "task"]
-"""What a bootstrap resamples: the task category (the paper's filesystem intervals), the
-scenario template (apps), or the task."""
-
 
 FILE_MODELS = ("scripted", "replay")
 """Model spec kinds that name a path (``scripted:FILE.json``, ``replay:DIR``): a relative one

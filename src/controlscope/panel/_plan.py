@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from controlscope.core import ProviderError, Scope, Task, TaskError
+from controlscope.core import ClusterBy, ProviderError, Scope, Task, TaskError
 from controlscope.envs import Environment, get_environment
 from controlscope.models import CacheError, WeightsError
-from controlscope.panel._config import ClusterBy, ConfigError, PanelConfig
+from controlscope.panel._config import ConfigError, PanelConfig
 from controlscope.run import RunSpec, build_models
 from controlscope.schedule import needs_source
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlscope.core import Scope
-from controlscope.panel._config import ClusterBy, PanelConfig
+from controlscope.core import ClusterBy, Scope
+from controlscope.panel._config import PanelConfig
 from controlscope.panel._folder import (
     MANIFEST_FILE,
     PanelManifest,
