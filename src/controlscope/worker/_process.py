@@ -20,6 +20,7 @@ import tempfile
 from typing import IO, Any
 
 from controlscope import _proc
+from controlscope._leftovers import make_dir
 from controlscope._tree import remove_tree
 from controlscope.core import Isolation
 from controlscope.worker import _sandbox
@@ -347,7 +348,7 @@ class WorkerProcess:
         cwd = "/"
         env = dict(_sandbox.WORKER_ENV)
         if self.isolation == "none":
-            self._tmpdir = tempfile.mkdtemp(prefix="controlscope-worker-")
+            self._tmpdir = str(make_dir("controlscope-worker-"))
             cwd = env["HOME"] = env["TMPDIR"] = self._tmpdir
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         try:
