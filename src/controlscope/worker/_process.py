@@ -383,8 +383,10 @@ class WorkerProcess:
             Whether a process was running (and is now dead). Idempotent.
         """
         proc, self._proc = self._proc, None
+        below: list[int] = []
         if proc is not None:
             if not isinstance(proc, _Adopted):  # a forked worker is no group leader
+                below = _proc.kill_below(proc.pid)  # the sandbox's init first: bwrap reaps it
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
@@ -393,6 +395,8 @@ class WorkerProcess:
                 proc.wait(timeout=5)
             if isinstance(proc, _Adopted):
                 proc.release()
+            else:  # those handed to this process (its forks, the sandbox's init)
+                _proc.reap_orphans(below)
         supervisor, self._supervisor = self._supervisor, None
         if supervisor is not None and self._owns_supervisor:
             supervisor.close()
