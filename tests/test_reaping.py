@@ -6,13 +6,16 @@ from the inside out so that nothing is orphaned."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from controlscope import _proc
+from _process_support import wait_for
+from controlscope import _bwrap, _proc
 from controlscope.envs._confine import CommandLimits, run_confined
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.worker import WorkerSession
@@ -89,3 +92,32 @@ def test_ending_a_sandbox_leaves_no_zombie_in_a_subreaper(ending: str, tmp_path:
     ENDINGS[ending](tmp_path)
     time.sleep(0.2)  # anything handed over late would show by now
     assert handed_over() - before == set()
+
+
+SPAWNS_FROM_A_THREAD = """
+import subprocess, sys, threading, time
+bwrap = [sys.argv[1], "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "sleep", "60"]
+threading.Thread(target=lambda: subprocess.Popen(bwrap).wait(), daemon=True).start()
+print("started", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_tree_killed_from_below_leaves_nothing_to_reap_elsewhere() -> None:
+    """A process whose sandbox was started from one of its threads (as an MCP client's event
+    loop does) is killed after everything below it, and what it leaves to this process is
+    reaped: nothing is left, alive or a zombie."""
+    bwrap = _bwrap.bwrap_path()
+    assert bwrap is not None
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SPAWNS_FROM_A_THREAD, bwrap], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    wait_for(lambda: len(_proc.descendants(proc.pid)) >= 3, 10, "the sandbox")
+    tree = _proc.descendants(proc.pid)
+    below = _proc.kill_below(proc.pid)
+    proc.kill()
+    proc.wait()
+    _proc.reap_orphans(below)
+    assert below and set(below) <= set(tree)
+    assert [pid for pid in tree if os.path.exists(f"/proc/{pid}")] == []  # not even a zombie

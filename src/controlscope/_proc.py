@@ -89,7 +89,7 @@ def kill_below(pid: int, wait_s: float = 1.0) -> list[int]:
 
 def _kill_below(pid: int, deadline: float, depth: int) -> list[int]:
     killed: list[int] = []
-    for child in children(pid):
+    for child in _all_children(pid):  # a thread's children are its own (an event loop's)
         sandbox = ns_pid(child) == 1
         if not sandbox and depth < _MAX_KILL_DEPTH:
             killed += _kill_below(child, deadline, depth + 1)
