@@ -47,8 +47,9 @@ class Workspace:
 
         Args:
             root: the parent directory (created when missing); the system temp dir when ``None``.
-            prefix: the directory name's prefix; characters other than letters, digits, ``-`` and
-                ``_`` are replaced by ``_``.
+            prefix: the directory name's prefix; characters other than ASCII letters, digits,
+                ``-`` and ``_`` are replaced by ``_``. The name goes on with this process's
+                mark (:func:`controlscope.clean` removes it once this process is gone).
 
         Raises:
             TaskError: the directory cannot be created (unwritable root, a file in the way...).
