@@ -119,5 +119,5 @@ def test_a_tree_killed_from_below_leaves_nothing_to_reap_elsewhere() -> None:
     proc.kill()
     proc.wait()
     _proc.reap_orphans(below)
-    assert below and set(below) <= set(tree)
+    assert below and {pid for pid, _ in below} <= set(tree)
     assert [pid for pid in tree if os.path.exists(f"/proc/{pid}")] == []  # not even a zombie

@@ -66,7 +66,7 @@ def _parent(pid: int) -> int:
         return -1
 
 
-def kill_below(pid: int, wait_s: float = 1.0) -> list[int]:
+def kill_below(pid: int, wait_s: float = 1.0) -> list[tuple[int, str]]:
     """SIGKILL every process below ``pid``, each after the processes below it, before the
     caller ends ``pid`` itself.
 
@@ -75,20 +75,21 @@ def kill_below(pid: int, wait_s: float = 1.0) -> list[int]:
     ``pid`` (bwrap) is given up to ``wait_s`` to reap it, which bwrap does at once: killed
     after its parent instead, it would be orphaned, handed to ``init`` or to the nearest child
     subreaper. Other processes are not waited for (their parent may not reap them before it
-    dies); pass the returned pids to :func:`reap_orphans` once ``pid`` is gone.
+    dies); pass what this returns to :func:`reap_orphans` once ``pid`` is gone.
 
     Args:
         pid: a process this one started (the processes below it, if it is gone).
         wait_s: the longest wait for bwrap to reap its sandbox's init.
 
     Returns:
-        The pids killed.
+        The processes killed: (pid, start time), so that a pid the kernel gave again to
+        another process is not taken for one of them.
     """
     return _kill_below(pid, time.monotonic() + wait_s, 0)
 
 
-def _kill_below(pid: int, deadline: float, depth: int) -> list[int]:
-    killed: list[int] = []
+def _kill_below(pid: int, deadline: float, depth: int) -> list[tuple[int, str]]:
+    killed: list[tuple[int, str]] = []
     for child in _all_children(pid):  # a thread's children are its own (an event loop's)
         sandbox = ns_pid(child) == 1
         if not sandbox and depth < _MAX_KILL_DEPTH:
@@ -102,7 +103,7 @@ def _kill_below(pid: int, deadline: float, depth: int) -> list[int]:
                 continue
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(fd, signal.SIGKILL)
-            killed.append(child)
+            killed.append((child, _start(child)))
             while sandbox and _parent(child) == pid and time.monotonic() < deadline:
                 time.sleep(0.002)  # until bwrap has reaped it
         finally:
@@ -110,10 +111,10 @@ def _kill_below(pid: int, deadline: float, depth: int) -> list[int]:
     return killed
 
 
-def reap_orphans(pids: Iterable[int] = (), wait_s: float = 1.0) -> int:
-    """Reap the processes handed to this process because their parent died first: those of
-    ``pids`` (processes below a child this process ended: :func:`kill_below`) and any
-    bubblewrap sandbox's init.
+def reap_orphans(killed: Iterable[tuple[int, str]] = (), wait_s: float = 1.0) -> int:
+    """Reap the processes handed to this process because their parent died first: those
+    :func:`kill_below` killed below a child this process ended, and any bubblewrap sandbox's
+    init.
 
     bwrap exits as soon as its command's exit status is in, before it has reaped the
     sandbox's init (pid 1 of the sandbox's pid namespace), so that process is orphaned on
@@ -125,18 +126,18 @@ def reap_orphans(pids: Iterable[int] = (), wait_s: float = 1.0) -> int:
     waits for is taken.
 
     Args:
-        pids: processes that were below a child of this process.
+        killed: what :func:`kill_below` returned, (pid, start time) each.
         wait_s: the longest wait, in all, for those still exiting.
 
     Returns:
         How many were reaped.
     """
     me = os.getpid()
-    wanted = set(pids)
+    wanted = set(killed)
     deadline = time.monotonic() + wait_s
     reaped = 0
     for pid in _all_children(me):
-        if pid not in wanted and (ns_pid(pid) != 1 or _comm(pid) != "bwrap"):
+        if (pid, _start(pid)) not in wanted and (ns_pid(pid) != 1 or _comm(pid) != "bwrap"):
             continue
         while not _waited(pid):
             if time.monotonic() > deadline or _parent(pid) != me:
@@ -155,6 +156,14 @@ def _all_children(pid: int) -> list[int]:
             with contextlib.suppress(OSError):
                 found += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split())
     return found
+
+
+def _start(pid: int) -> str:
+    """The start time of ``pid`` (``/proc/PID/stat`` field 22; a zombie keeps it), or ``""``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
 
 
 def _comm(pid: int) -> str:

@@ -321,7 +321,7 @@ def reap(pid: int, timeout_s: float) -> str | None:
     return None if code == 0 else f"the branch's process exited with status {code}"
 
 
-def _interrupt(pid: int, fd: int) -> list[int]:
+def _interrupt(pid: int, fd: int) -> list[tuple[int, str]]:
     """Interrupt the child ``pid`` (pidfd ``fd``) as this process was (a Ctrl-C reaches both; a
     SIGTERM sent to this process alone does not reach it): it records its end, or is killed
     after :data:`INTERRUPT_GRACE_S`. Returns the processes below it that were killed."""
@@ -334,7 +334,7 @@ def _interrupt(pid: int, fd: int) -> list[int]:
     return []
 
 
-def _kill(pid: int, fd: int) -> list[int]:
+def _kill(pid: int, fd: int) -> list[tuple[int, str]]:
     """SIGKILL the child ``pid`` (pidfd ``fd``) after the processes below it (its server's
     sandbox first, so that none is orphaned); returns those, for :func:`reap_orphans`."""
     below = kill_below(pid)

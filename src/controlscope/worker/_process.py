@@ -383,7 +383,7 @@ class WorkerProcess:
             Whether a process was running (and is now dead). Idempotent.
         """
         proc, self._proc = self._proc, None
-        below: list[int] = []
+        below: list[tuple[int, str]] = []
         if proc is not None:
             if not isinstance(proc, _Adopted):  # a forked worker is no group leader
                 below = _proc.kill_below(proc.pid)  # the sandbox's init first: bwrap reaps it
