@@ -22,11 +22,11 @@ import logging
 import marshal
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from controlscope import _bwrap
+from controlscope._leftovers import temp_dir
 from controlscope.core import Isolation
 from controlscope.worker import _runtime
 
@@ -151,8 +151,8 @@ def bwrap_self_test() -> str | None:
         None when bwrap works, else why not.
     """
     probe = "import os,sys;print('visible' if any(map(os.path.exists,sys.argv[1:])) else 'ok')"
-    with tempfile.TemporaryDirectory(prefix="cs-probe-") as marker:
-        hidden = [marker, *([] if _shown_by_design(Path.cwd()) else [os.getcwd()])]
+    with temp_dir("cs-probe-") as marker:
+        hidden = [str(marker), *([] if _shown_by_design(Path.cwd()) else [os.getcwd()])]
         command = [str(interpreter()), "-S", "-s", "-P", "-c", probe, *hidden]
         return _bwrap.probe(bwrap_options(), command, timeout_s=20, env=WORKER_ENV)
 
