@@ -61,15 +61,16 @@ WORKER_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 
-#: The runtime bundle's modules, in execution order (each stdlib-only).
-RUNTIME_MODULES = ("_constants", "_snapshot", "_hardening", "_runtime")
+#: The runtime bundle's modules, in execution order (each stdlib-only), as paths below the
+#: package: the block-data constant walk lives in ``core`` (the controller's validation uses it).
+RUNTIME_MODULES = ("core/_block_data", "worker/_snapshot", "worker/_hardening", "worker/_runtime")
 
 
 @functools.cache
 def runtime_sources() -> tuple[str, ...]:
     """The source texts of the in-sandbox runtime bundle (:data:`RUNTIME_MODULES`)."""
-    here = Path(_runtime.__file__).parent
-    return tuple((here / f"{name}.py").read_text(encoding="utf-8") for name in RUNTIME_MODULES)
+    package = Path(_runtime.__file__).parent.parent
+    return tuple((package / f"{name}.py").read_text(encoding="utf-8") for name in RUNTIME_MODULES)
 
 
 @functools.cache
