@@ -43,6 +43,8 @@ OPENAI_OPTIONS = frozenset(
         "max_backoff_s",
         "json_format",
         "max_tokens_field",
+        "stream",
+        "cancels_abandoned",
     }
 )
 """Keyword options that :func:`make_model` passes to :class:`OpenAIModel`."""

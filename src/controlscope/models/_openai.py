@@ -9,17 +9,28 @@ since the body is already in the wire shape (``benchmarks/request_cache.py``).
 Every call has one deadline that covers all of it: every attempt, every wait between attempts
 and the whole answer, however slowly it trickles in (``request_timeout_s``, replaced by a run's
 per-call limit and capped by its wall-clock ceiling, :func:`~controlscope.core.call_seconds`).
-The SDK's own timeout bounds each read only, so the call runs on the model's own event loop and
-is cancelled when its deadline passes (a ``timeout`` :class:`~controlscope.core.ProviderError`).
+The call runs on the model's own event loop and is cancelled when its deadline passes (a
+``timeout`` :class:`~controlscope.core.ProviderError`); an attempt may use all that is left of
+it (the SDK is given no read timeout: a CPU server may think for minutes before its first
+byte), unless ``timeout_s`` sets a shorter limit per attempt.
+
+Answers are streamed where the endpoint streams (:mod:`controlscope.models._streamed`): a slow
+answer is seen arriving (``tokens_received``), a call cut off by its deadline says how many
+tokens had come, and the connection closed at the deadline stops a server that checks for
+disconnects. A server that answers a streamed request whole is read whole; one that refuses
+the ``stream`` field is asked again without it, and not asked to stream again.
 
 The SDK's own retries are switched off; ``tenacity`` retries instead, so that this client counts
 attempts and applies one rule: a failure is retried only when another attempt can succeed
 (:mod:`controlscope.models._provider_errors` reads its meaning from the error body: a prompt over
 the context or a schema the server cannot enforce is never retried, a rate limit or a transient
 server fault is), with exponential backoff (or after the server's ``Retry-After``), and never
-past the deadline. After the last attempt a typed :class:`~controlscope.core.ProviderError` is
-raised, so the agent can apply the paper's rules (section 4: a review-stage error becomes a
-recorded keep, a planner-stage error ends the trajectory).
+past the deadline. An attempt that ran out of time is not retried unless the endpoint is known
+to stop working on an answer its client abandoned (``cancels_abandoned``): on a compute-bound
+server the abandoned attempt goes on, and a retry queues behind it. After the last attempt a
+typed :class:`~controlscope.core.ProviderError` is raised, so the agent can apply the paper's
+rules (section 4: a review-stage error becomes a recorded keep, a planner-stage error ends the
+trajectory).
 
 Every answer to a ``json_schema`` request is validated against the schema
 (``ModelResponse.schema_error``): what an endpoint enforces cannot be seen from outside. No
@@ -35,6 +46,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import threading
 import time
 import urllib.parse
@@ -57,6 +69,14 @@ from controlscope.models._bounded_http import ResponseTooLarge, bounded_client
 from controlscope.models._chat_format import message_to_openai, parse_tool_call, tools_to_openai
 from controlscope.models._grammar import grammar_problem
 from controlscope.models._provider_errors import error_meaning
+from controlscope.models._streamed import (
+    STREAM_FIELDS,
+    Assembly,
+    EmptyStream,
+    MalformedAnswer,
+    StreamCut,
+    read_answer,
+)
 
 if TYPE_CHECKING:
     import openai
@@ -80,6 +100,13 @@ MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 """Seconds one call may take by default, every attempt and wait included."""
+
+CONNECT_TIMEOUT_S = 10.0
+"""Seconds one attempt may wait for its connection (the server has not seen the request yet,
+so a connection that timed out is retried)."""
+
+_STREAM_WORD = re.compile(r"\bstream(?:_options|ing)?\b", re.IGNORECASE)
+"""How an error answer names the ``stream`` field it refuses."""
 
 _PLACEHOLDER_KEY = "not-needed"
 """Sent when no key is configured: local OpenAI-compatible servers ignore the key."""
@@ -172,8 +199,11 @@ def request_to_openai(
 
 
 def _response_from_openai(
-    completion: ChatCompletion, model: str, latency_s: float
+    completion: ChatCompletion, model: str, latency_s: float, counted: int | None = None
 ) -> ModelResponse:
+    """The response to record for a completion; ``counted``: the pieces of a streamed answer,
+    its output tokens when the server sent no usage (``llama_cpp.server`` sends none in a
+    stream; its prompt tokens are then unknown and recorded as 0)."""
     if not completion.choices:
         raise ProviderError("the provider returned no choices", kind="other")
     choice = completion.choices[0]
@@ -187,7 +217,7 @@ def _response_from_openai(
             )
             continue
         calls.append(parse_tool_call(call.id, function.name, function.arguments, index))
-    usage = Usage()
+    usage = Usage(output_tokens=counted or 0)
     if completion.usage is not None:
         details = completion.usage.prompt_tokens_details
         cached = details.cached_tokens if details is not None else None
@@ -227,11 +257,15 @@ def _classify(exc: BaseException) -> _Verdict | None:
 
     if _too_large(exc) is not None:  # read no further than MAX_RESPONSE_BYTES
         return _Verdict("response_too_large")
-    if isinstance(exc, json.JSONDecodeError):  # a 2xx answer whose body is not JSON
+    if isinstance(exc, json.JSONDecodeError | MalformedAnswer):  # a 2xx answer that is no answer
         return _Verdict("other")
+    if isinstance(exc, StreamCut):  # the server stopped it: nothing of it runs on
+        return _Verdict("server", retryable=True)
+    if isinstance(exc, TimeoutError):  # the attempt's own limit (``timeout_s``)
+        return _Verdict("timeout")
     if not isinstance(exc, openai.OpenAIError):
         return None
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError):  # no read timeout is set: while connecting
         return _Verdict("timeout", retryable=True)
     if isinstance(exc, openai.APIConnectionError):
         return _Verdict("connection", retryable=True)
@@ -253,10 +287,19 @@ def _too_large(exc: BaseException | None) -> ResponseTooLarge | None:
     return None
 
 
-def _retryable(exc: BaseException) -> bool:
-    """Whether a failed attempt is worth another (see :func:`_classify`)."""
-    verdict = _classify(exc)
-    return verdict is not None and verdict.retryable
+def _refuses_streaming(exc: BaseException) -> bool:
+    """Whether an error answer refuses the request's ``stream`` field (a server that does not
+    stream and says so), so the request is to be sent again without it."""
+    import openai
+
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 422, 501):
+        return False
+    error = exc.body.get("error", exc.body) if isinstance(exc.body, Mapping) else {}
+    param = error.get("param") if isinstance(error, Mapping) else None
+    if isinstance(param, str) and param.startswith("stream"):
+        return True
+    text = exc.message if isinstance(exc.message, str) else ""
+    return _STREAM_WORD.search(text) is not None
 
 
 def _retry_after_s(headers: Mapping[str, str]) -> float | None:
@@ -291,7 +334,10 @@ class OpenAIModel:
         model: the served model name.
         base_url: the API root, e.g. ``http://127.0.0.1:8000/v1``.
         api_key: the bearer key.
-        timeout_s: seconds one read (or connect, at most 10 s) of one attempt may wait; > 0.
+        timeout_s: seconds one attempt may take, or None (the default): what is left of the
+            call's deadline. An attempt that runs out of its time is retried only when
+            ``cancels_abandoned`` is set. Connecting may take at most
+            :data:`CONNECT_TIMEOUT_S`.
         request_timeout_s: seconds one :meth:`complete` call may take, all of it counted (every
             attempt, the waits between them, the whole answer); > 0. A run's per-call limit
             (``Condition.request_timeout_s``) replaces it, and the run's wall-clock ceiling caps
@@ -307,12 +353,21 @@ class OpenAIModel:
             gives up on some schemas, so such a schema is refused before sending
             (:func:`~controlscope.models._grammar.grammar_problem`).
         max_tokens_field: which body field carries the token cap (see :func:`request_to_openai`).
+        stream: ask for streamed answers (the default; see the module docstring). A request's
+            provider option ``stream`` (``--planner-option stream=false``) overrides it.
+        cancels_abandoned: the endpoint stops computing an answer whose client went away, so an
+            attempt that ran out of time may be retried (default False: on a server that
+            finishes every request, such as ``llama_cpp.server`` answering whole, the retry
+            would queue behind the abandoned attempt). A streaming ``llama_cpp.server`` stops
+            at its next token, vLLM aborts at once.
 
     Attributes:
         last_attempts: HTTP attempts made by the most recent :meth:`complete` call (in any
             thread; the model may be shared by threads).
         total_attempts: HTTP attempts made since construction.
         total_retries: retries (attempts after a failed one) since construction.
+        tokens_received: text and tool-call pieces (about one token each) of the most recent
+            call's streamed answer so far: it grows while the answer arrives.
 
     Raises:
         ValueError: when no model name is given or configured, a setting is out of range, or
@@ -325,18 +380,20 @@ class OpenAIModel:
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout_s: float = 120,
+        timeout_s: float | None = None,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         max_retries: int = 4,
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
         json_format: JsonFormat = "json_schema",
         max_tokens_field: MaxTokensField = "max_tokens",
+        stream: bool = True,
+        cancels_abandoned: bool = False,
     ) -> None:
         name = model or os.environ.get("CONTROLSCOPE_MODEL")
         if not name:
             raise ValueError("no model name: pass one (openai:NAME) or set CONTROLSCOPE_MODEL")
-        if not (timeout_s > 0 and request_timeout_s > 0):
+        if not ((timeout_s is None or timeout_s > 0) and request_timeout_s > 0):
             raise ValueError(
                 f"timeouts must be > 0, got timeout_s={timeout_s}, "
                 f"request_timeout_s={request_timeout_s}"
@@ -358,14 +415,17 @@ class OpenAIModel:
         if problem is not None:
             raise ValueError(f"base URL {problem}")
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY
-        self.timeout_s = float(timeout_s)
+        self.timeout_s = None if timeout_s is None else float(timeout_s)
         self.request_timeout_s = float(request_timeout_s)
         self.max_retries = max_retries
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
         self.json_format: JsonFormat = json_format
         self.max_tokens_field: MaxTokensField = max_tokens_field
+        self.stream = bool(stream)
+        self.cancels_abandoned = bool(cancels_abandoned)
         self.last_attempts = 0
+        self._assembly: Assembly | None = None
         self.total_attempts = 0
         self.total_retries = 0
         self._client: openai.AsyncOpenAI | None = None
@@ -397,7 +457,9 @@ class OpenAIModel:
                 self._client = openai.AsyncOpenAI(
                     api_key=self._api_key,
                     base_url=self.base_url,
-                    timeout=openai.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
+                    # No read timeout: an attempt may wait as long as its call's deadline allows
+                    # (the deadline and ``timeout_s`` cancel it on the event loop).
+                    timeout=openai.Timeout(None, connect=CONNECT_TIMEOUT_S),
                     max_retries=0,
                     http_client=bounded_client(MAX_RESPONSE_BYTES),
                 )
@@ -406,7 +468,8 @@ class OpenAIModel:
     def _retrying(self, deadline: float) -> tenacity.AsyncRetrying:
         """The retry policy of one :meth:`complete` call.
 
-        Retryable failures (see :func:`_classify`) are retried up to ``max_retries`` times, and
+        Retryable failures (see :func:`_classify`; an attempt that ran out of its ``timeout_s``
+        only when ``cancels_abandoned``) are retried up to ``max_retries`` times, and
         never when the wait would end past the call's ``deadline`` (``time.monotonic``); the wait
         is the server's ``Retry-After`` when it sent one (capped at ``max_backoff_s``), else
         ``backoff_s`` doubling every retry up to ``max_backoff_s``, plus a random jitter of up to
@@ -434,10 +497,16 @@ class OpenAIModel:
         def count_retry(state: tenacity.RetryCallState) -> None:
             self.total_retries += 1
 
+        def retryable(exc: BaseException) -> bool:
+            if isinstance(exc, TimeoutError):
+                return self.cancels_abandoned
+            verdict = _classify(exc)
+            return verdict is not None and verdict.retryable
+
         return tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.max_retries + 1) | _PastDeadline(),
             wait=wait,
-            retry=tenacity.retry_if_exception(_retryable),
+            retry=tenacity.retry_if_exception(retryable),
             before_sleep=count_retry,
             reraise=True,
         )
@@ -487,6 +556,7 @@ class OpenAIModel:
         portal, client = self._started()
         start = time.monotonic()
         call = _Call(self, limit)
+        self._assembly = call.assembly
         try:
             outcome = portal.call(call.run, client, body)
         finally:
@@ -496,8 +566,9 @@ class OpenAIModel:
             if failure is outcome:
                 raise failure
             raise failure from call.failure
+        counted = call.assembly.pieces if call.assembly.streamed else None
         try:
-            response = _response_from_openai(outcome, self.model, time.monotonic() - start)
+            response = _response_from_openai(outcome, self.model, time.monotonic() - start, counted)
         except (AttributeError, TypeError, ValueError) as exc:
             raise ProviderError(
                 f"malformed response from {self.model}: {exc}", kind="other"
@@ -510,9 +581,20 @@ class OpenAIModel:
         return response.model_copy(update={"schema_error": problem})
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        return request_to_openai(
+        """The request's body, asking for a stream when the model streams and the request's
+        provider options do not say otherwise."""
+        body = request_to_openai(
             request, json_format=self.json_format, max_tokens_field=self.max_tokens_field
         )
+        if self.stream and "stream" not in body:
+            body.update(STREAM_FIELDS)
+        return body
+
+    @property
+    def tokens_received(self) -> int:
+        """See the class's Attributes."""
+        assembly = self._assembly
+        return assembly.pieces if assembly is not None else 0
 
     def close(self) -> None:
         """Close the HTTP client and stop the event loop (idempotent)."""
@@ -568,19 +650,23 @@ class _Call:
         self.attempts = 0
         self.timed_out = False
         self.failure: BaseException | None = None
+        self.assembly = Assembly()
 
     async def run(self, client: openai.AsyncOpenAI, body: dict[str, Any]) -> Any:
         """The completion, or the exception of the last attempt (``timed_out`` set when the
         deadline cancelled the call)."""
         import anyio
-        from openai.types.chat import ChatCompletion
-
-        async def attempt() -> ChatCompletion:
-            self.attempts += 1
-            self.model.total_attempts += 1
-            return await client.post("/chat/completions", cast_to=ChatCompletion, body=body)
 
         deadline = time.monotonic() + self.limit
+
+        async def attempt() -> ChatCompletion:
+            self._count()
+            own = self.model.timeout_s
+            if own is None or own >= deadline - time.monotonic():
+                return await self._send(client, body)
+            with anyio.fail_after(own):
+                return await self._send(client, body)
+
         with anyio.move_on_after(self.limit) as scope:
             try:
                 return await self.model._retrying(deadline)(attempt)
@@ -590,6 +676,49 @@ class _Call:
         self.timed_out = scope.cancelled_caught
         return None
 
+    def _count(self) -> None:
+        """Count one more HTTP attempt, whose answer starts a new assembly."""
+        self.attempts += 1
+        self.model.total_attempts += 1
+        self.assembly = self.model._assembly = Assembly()
+
+    async def _send(self, client: openai.AsyncOpenAI, body: dict[str, Any]) -> ChatCompletion:
+        """One attempt: streamed when the body asks for it. Sent again unstreamed at once (one
+        more attempt) when the stream ended before its first chunk (the server failed and its
+        error answer says why: a prompt over the context is not retried) or when the server
+        refuses the stream (then the model streams no more)."""
+        import openai
+        from openai.types.chat import ChatCompletion
+
+        if body.get("stream") is True:
+            try:
+                return await read_answer(client, body, self.assembly)
+            except EmptyStream:
+                pass
+            except Exception as exc:
+                if not _refuses_streaming(exc):
+                    raise
+                self.model.stream = False
+                for key in STREAM_FIELDS:  # this call's later attempts too
+                    body.pop(key, None)
+            body = {key: value for key, value in body.items() if key not in STREAM_FIELDS}
+            self._count()
+            try:
+                return await client.post("/chat/completions", cast_to=ChatCompletion, body=body)
+            except openai.APIConnectionError as exc:
+                # The server may close the connection it failed on only after the client took
+                # it up again (``llama_cpp.server`` does): a fresh one is tried once.
+                if isinstance(exc, openai.APITimeoutError):
+                    raise
+            self._count()
+        return await client.post("/chat/completions", cast_to=ChatCompletion, body=body)
+
+    def _received(self) -> str:
+        """How much of the last attempt's answer had come, for an error's message."""
+        if not self.assembly.streamed:
+            return "no tokens received: the answer was not streamed"
+        return f"{self.assembly.pieces} token(s) of a streamed answer received"
+
     def error(self, outcome: object, url: str) -> BaseException:
         """The :class:`ProviderError` for a call that timed out or whose last attempt failed
         (an exception that is not the endpoint's is returned as it is)."""
@@ -598,13 +727,25 @@ class _Call:
         if self.timed_out:
             return ProviderError(
                 f"timeout error from {name} at {url}: no answer within the call's deadline of "
-                f"{self.limit:g} s ({tried})",
+                f"{self.limit:g} s ({tried}; {self._received()})",
                 kind="timeout",
             )
         assert isinstance(outcome, BaseException)
         verdict = _classify(outcome)
         if verdict is None:
             return outcome
+        if isinstance(outcome, TimeoutError):
+            retry = (
+                "retried as the endpoint cancels abandoned work"
+                if self.model.cancels_abandoned
+                else "not retried: the endpoint may still be computing it (cancels_abandoned is "
+                "off)"
+            )
+            return ProviderError(
+                f"timeout error from {name} at {url}: an attempt took longer than its limit of "
+                f"{self.model.timeout_s:g} s ({tried}; {self._received()}); {retry}",
+                kind="timeout",
+            )
         tail = f" after {tried}" if verdict.retryable else ""
         why = _too_large(outcome) or outcome
         return ProviderError(
