@@ -16,6 +16,7 @@ import pytest
 
 from controlscope.core import (
     BlockEndEvent,
+    BlockStartEvent,
     ClockDifferencesEvent,
     Condition,
     ModelCallEvent,
@@ -240,6 +241,26 @@ def test_block_boundary_runs_queued_block_after_replacement(tmp_path: Path) -> N
     }
     assert ends["t0.b1"].status == "completed"
     assert "queued ran" in ends["t0.b1"].output, "the queued block sees the replacement's variables"
+
+
+def test_the_log_says_how_each_planner_block_was_read_from_its_reply(tmp_path: Path) -> None:
+    """A tools-format planner that first answers in text (as a served model without native
+    tool calls does), then with a native call; a replacement is the reviewer's code."""
+    first = 'root = ROOT\nread_text_file(path=root + "/large_file.txt")\nlist_directory(path=root)'
+
+    def replace(request: ModelRequest) -> ModelResponse:
+        return decision("replace_workflow", code=_code(SOLVE)(request))
+
+    result = run(
+        tmp_path,
+        [fenced(first), native('print("again")'), DONE],
+        [replace] + [KEEP] * 7,
+        scope=Scope.FULL,
+        planner_format="tools",
+    )
+    starts = [e for e in read_events(result.run_dir) if isinstance(e, BlockStartEvent)]
+    extracted = {e.block_id: e.extracted for e in starts}
+    assert extracted == {"t0.b0": "text", "t0.b0.r1": None, "t1.b0": "tool_call"}, extracted
 
 
 @pytest.mark.parametrize(

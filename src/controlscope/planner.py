@@ -15,6 +15,7 @@ from controlscope.core import (
     Message,
     ModelResponse,
     PlannerFormat,
+    ProgramExtraction,
     ToolSchema,
     ToolSpec,
     foreign_fence,
@@ -122,6 +123,12 @@ class PlannedBlock:
 
     code: str
     tool_call_id: str | None
+
+    @property
+    def extracted(self) -> ProgramExtraction:
+        """How the block was read from the reply: ``tool_call`` (a native ``execute_python``
+        call) or ``text`` (fenced code in the reply's text)."""
+        return "text" if self.tool_call_id is None else "tool_call"
 
 
 @dataclass(frozen=True)

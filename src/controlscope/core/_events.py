@@ -88,7 +88,8 @@ older ones (:func:`upgrade_event`).
     refusal (a quota rejection or the guard); a run can end ``budget:blocks``. Older logs
     read with no block caps and no refusals. Later within 7: a provider error can be
     ``response_too_large`` and a validation ``too_large`` (values only; every earlier log
-    reads as before).
+    reads as before); a ``block_start`` says how the planner's block was read from its reply
+    (``extracted``; None in older logs).
 ==  ========================================================================================
 """
 
@@ -139,6 +140,11 @@ BudgetName = Literal[
 
 
 ModelRole = Literal["planner", "reviewer"]
+
+ProgramExtraction = Literal["tool_call", "text"]
+"""How a planner's block was read from its reply (paper sections 4 and A.1): from a native
+``execute_python`` tool call, or as fenced code from the reply's text (a model or a server that
+returned no native tool call)."""
 
 
 class _Event(BaseModel):
@@ -291,6 +297,8 @@ class BlockStartEvent(_Event):
         code: its source.
         replaces: the block it replaces, for a replacement block.
         turn: the planning turn whose reply queued it.
+        extracted: how the planner's block was read from its reply (:data:`ProgramExtraction`);
+            None for a replacement (the reviewer's code) and in older logs.
     """
 
     type: Literal["block_start"] = "block_start"
@@ -298,6 +306,7 @@ class BlockStartEvent(_Event):
     code: str
     replaces: str | None = None
     turn: int = 0
+    extracted: ProgramExtraction | None = None
 
 
 class BlockEndEvent(_Event):

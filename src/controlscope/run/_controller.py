@@ -30,6 +30,7 @@ from controlscope.core import (
     PlannerTurnEvent,
     PrimitiveCall,
     PrimitiveCallEvent,
+    ProgramExtraction,
     ProviderError,
     Task,
     ToolSchema,
@@ -97,6 +98,7 @@ class Controller:
         self.turn = 0
         self.reply_turn = 0
         self.reply_blocks: tuple[str, ...] = ()
+        self.reply_extracted: tuple[ProgramExtraction, ...] = ()
         self.block_index: dict[str, int] = {}
         self.running_is_replacement = False
         self.reply_messages: list[str] = []
@@ -121,8 +123,16 @@ class Controller:
         if replaces is not None:
             self.replacement_code[block_id] = code
         self.block_calls = []
+        index = None if replaces is not None else self.block_index.get(block_id)
+        extracted = self.reply_extracted[index] if index is not None else None
         self.sink(
-            BlockStartEvent(block_id=block_id, code=code, replaces=replaces, turn=self.reply_turn)
+            BlockStartEvent(
+                block_id=block_id,
+                code=code,
+                replaces=replaces,
+                turn=self.reply_turn,
+                extracted=extracted,
+            )
         )
 
     def on_boundary(self, boundary: Boundary) -> Operation:
@@ -293,6 +303,7 @@ class Controller:
         self.reply_turn = self.turn - 1
         named = [(f"t{self.reply_turn}.b{i}", b.code) for i, b in enumerate(blocks)]
         self.reply_blocks = tuple(code for _, code in named)
+        self.reply_extracted = tuple(b.extracted for b in blocks)
         self.block_index = {block_id: i for i, (block_id, _) in enumerate(named)}
         self.reply_messages = []
         self.plan_error = None
