@@ -354,11 +354,11 @@ def test_normalise_observation_masks_readings_cut_by_a_size_bound() -> None:
     )
 
 
-def test_missing_server_install_says_npm_ci(
+def test_missing_server_install_says_controlscope_setup(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv(NODE_MODULES_ENV, str(tmp_path))
-    with pytest.raises(TaskError, match="npm ci"):
+    with pytest.raises(TaskError, match="controlscope setup"):
         find_server_script()
     monkeypatch.delenv(NODE_MODULES_ENV)
     assert find_server_script().is_file()

@@ -26,7 +26,9 @@ more.
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from controlscope._extras import MissingExtra
 from controlscope._leftovers import Leftover, clean
+from controlscope._setup import SetupResult, setup
 from controlscope.core import (
     BlockResult,
     Boundary,
@@ -50,6 +52,7 @@ from controlscope.core import (
     Verdict,
 )
 from controlscope.envs import Environment, McpToolServer, get_environment
+from controlscope.envs.filesystem import SetupError
 from controlscope.models import make_model
 from controlscope.record import RunSummary, read_events, read_summary
 from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer, ReviewOutcome
@@ -122,6 +125,7 @@ __all__ = [
     "Limits",
     "McpToolServer",
     "Message",
+    "MissingExtra",
     "ModelRequest",
     "ModelResponse",
     "ModelReviewer",
@@ -143,6 +147,8 @@ __all__ = [
     "RunSummary",
     "Schedule",
     "Scope",
+    "SetupError",
+    "SetupResult",
     "SpecError",
     "Task",
     "TaskBudgets",
@@ -165,6 +171,7 @@ __all__ = [
     "run_panel",
     "run_task",
     "run_trajectory",
+    "setup",
     "validate_operation",
     "write_results",
 ]

@@ -1,9 +1,11 @@
 """The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``panel``, ``experiment``,
-``report``, ``view``, ``tasks``, ``model``, ``clean``.
+``report``, ``view``, ``tasks``, ``model``, ``clean``, ``setup``.
 
 Each verb lives in its own module, which only parses its arguments, calls the library and prints
 (the library does the work: :func:`controlscope.run_task` for ``run``). Exit status: 0 on
-success, 2 on bad input (one line on stderr, before anything runs), others per verb.
+success, 2 on bad input (one line on stderr, before anything runs), others per verb. A request
+that needs an optional extra this installation lacks (``local``, ``ray``, ``alfworld``) is bad
+input in every verb: one line naming the ``pip install`` to run, exit status 2.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
+
+from controlscope._extras import MissingExtra
 
 #: verb -> (module, help); each module has ``add_arguments(parser)`` and ``main(args) -> int``.
 _COMMANDS: dict[str, tuple[str, str]] = {
@@ -50,6 +54,11 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "clean": (
         "controlscope.cli._clean",
         "remove the workspaces and directories that killed runs left behind (--dry-run)",
+    ),
+    "setup": (
+        "controlscope.cli._setup",
+        "install the pinned MCP filesystem server into the user's cache with npm (--weights: "
+        "and fetch the embedded model's weights)",
     ),
 }
 
@@ -90,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         code: int = args._module.main(args)
+    except MissingExtra as err:  # one line whatever the verb: the pip install to run
+        print(f"controlscope {args.command}: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("controlscope: interrupted", file=sys.stderr)
         return 130

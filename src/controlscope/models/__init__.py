@@ -31,6 +31,7 @@ from controlscope.models._weights import (
     UnknownWeights,
     WeightsError,
     ensure_weights,
+    resolve_model_name,
     weights_dir,
 )
 
@@ -56,5 +57,6 @@ __all__ = [
     "make_model",
     "parse_tool_call",
     "request_key",
+    "resolve_model_name",
     "weights_dir",
 ]

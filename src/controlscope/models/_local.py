@@ -55,6 +55,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from controlscope._extras import require_extra
 from controlscope.core import (
     ModelRequest,
     ModelResponse,
@@ -184,6 +185,8 @@ class LocalModel:
     by themselves within a fraction of a second when this process dies.
 
     Raises:
+        controlscope.MissingExtra: ``llama_cpp`` is not installed (the ``local`` extra); checked
+            before the weights are fetched.
         controlscope.models._weights.WeightsError: missing or corrupt weights (names the
             expected SHA-256).
         ValueError: ``n_ctx``, ``n_threads`` or a timeout below 1 (seconds: not positive).
@@ -200,6 +203,7 @@ class LocalModel:
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
     ) -> None:
+        require_extra("local", "llama_cpp", "the embedded local model")
         if n_ctx < 1:
             raise ValueError(f"n_ctx must be positive, got {n_ctx}")
         threads = default_threads() if n_threads is None else n_threads

@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from controlscope._home import home
+
 __all__ = [
     "DEFAULT_MODEL",
     "GGUF_MAGIC",
@@ -128,12 +130,10 @@ DEFAULT_MODEL = "1.5b"
 def weights_dir() -> Path:
     """Return the directory holding assembled weights (not created here).
 
-    ``$CONTROLSCOPE_HOME/models`` if that variable is set, else ``~/.cache/controlscope/models``.
+    ``$CONTROLSCOPE_HOME/models`` if that variable is set, else ``~/.cache/controlscope/models``
+    (:func:`controlscope._home.home`).
     """
-    home = os.environ.get("CONTROLSCOPE_HOME")
-    if home:
-        return Path(home).expanduser() / "models"
-    return Path.home() / ".cache" / "controlscope" / "models"
+    return home() / "models"
 
 
 def resolve_model_name(name_or_path: str) -> KnownModel | None:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
+from controlscope._extras import require_extra
 from controlscope.panel._folder import RunRecord
 from controlscope.panel._unit import RunJob, execute, start_pool_process
 
@@ -159,10 +160,12 @@ class RayBackend:
     cluster ``RAY_ADDRESS`` names, or starts a local instance (shut down by :meth:`close`).
 
     Raises:
-        ModuleNotFoundError: Ray is not installed (``pip install 'controlscope[ray]'``).
+        MissingExtra: Ray is not installed (the message names ``pip install
+            'controlscope[ray]'``).
     """
 
     def __init__(self, cpus_per_run: float) -> None:
+        require_extra("ray", "ray", "the panel's ray backend")
         import ray
 
         self._ray = ray

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from controlscope._extras import MissingExtra, require_extra
 from controlscope.core import ClusterBy, ProviderError, Scope, Task, TaskError
 from controlscope.envs import Environment, get_environment
 from controlscope.models import CacheError, WeightsError
@@ -109,8 +110,13 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
         ConfigError: an unknown environment, an environment that cannot list its tasks (its
             data missing: its own message), an unknown task or category, parameters a task
             refuses, a parameter key that names no selected task or category, no task left,
-            or a model that cannot be built.
+            a model that cannot be built, or the ``ray`` backend without the ``ray`` extra.
     """
+    if config.execution.backend == "ray":
+        try:
+            require_extra("ray", "ray", "the panel's ray backend")
+        except MissingExtra as err:
+            raise ConfigError(f"execution.backend: {err}") from None
     try:
         env = get_environment(config.env)
     except ValueError as err:

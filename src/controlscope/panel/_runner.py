@@ -110,7 +110,7 @@ def make_backend(config: PanelConfig, workers: int | None = None) -> Backend:
     """The configured backend (``workers`` overrides the configuration's).
 
     Raises:
-        ModuleNotFoundError: ``ray`` asked for and not installed.
+        MissingExtra: ``ray`` asked for and not installed.
     """
     if config.execution.backend == "ray":
         return RayBackend(config.execution.cpus_per_run)

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from controlscope._extras import require_extra
 from controlscope.core import TaskError, read_json
 from controlscope.envs.alfworld._game import MAX_GAME_BYTES
 
@@ -60,9 +61,11 @@ def data_root() -> Path:
     """The data folder: ``$ALFWORLD_DATA``, else ``~/.cache/alfworld``.
 
     Raises:
+        MissingExtra: the ``alfworld`` extra is not installed (the engine the games need).
         AlfworldDataError: neither holds the cohorts' folders; the message says where the
             files were looked for, how to get them and where to point ``ALFWORLD_DATA``.
     """
+    require_extra("alfworld", "alfworld", "the alfworld environment")
     given = os.environ.get(DATA_ENV)
     root = Path(given).expanduser() if given else DEFAULT_DATA.expanduser()
     missing = [c for c, sub in COHORTS.items() if not (root / sub).is_dir()]

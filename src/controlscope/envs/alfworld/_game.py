@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from controlscope._extras import MissingExtra
 from controlscope.core import TaskError, read_json
 
 __all__ = ["MAX_GAME_BYTES", "PUT_TEMPLATES", "GameFile"]
@@ -85,10 +86,8 @@ class GameFile:
         try:
             from alfworld.agents.utils.misc import Demangler  # the engine's own numbering
         except ImportError as err:
-            raise TaskError(
-                f"the alfworld environment needs the alfworld package ({err}): "
-                "pip install 'controlscope[alfworld]'"
-            ) from err
+            missing = MissingExtra("alfworld", "the alfworld environment", "alfworld")
+            raise TaskError(str(missing)) from err
 
         ids = sorted({arg for _, args in self.facts for arg in args})
         demangler = Demangler(game_infos={i: _Entity(i) for i in ids})

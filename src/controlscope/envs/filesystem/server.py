@@ -1,9 +1,11 @@
 """Start the pinned npm MCP filesystem server confined to one task workspace.
 
 The server is ``@modelcontextprotocol/server-filesystem`` pinned in the repository's
-``package.json``/``package-lock.json`` and installed with ``npm ci``. It is started as
-``node .../dist/index.js WORKSPACE`` (paper section 4: "the official MCP filesystem server", one
-workspace per branch, appendix A.1), never through ``npx``, so no network is needed.
+``package.json``/``package-lock.json`` and installed with ``npm ci``: in a checkout's root, or by
+``controlscope setup`` into the user's controlscope directory
+(:mod:`controlscope.envs.filesystem._install`). It is started as ``node .../dist/index.js
+WORKSPACE`` (paper section 4: "the official MCP filesystem server", one workspace per branch,
+appendix A.1), never through ``npx``, so no network is needed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from controlscope import _bwrap
 from controlscope.core import TaskError
 from controlscope.envs._confine import AGENT_ROOT, confined_label, server_options
 from controlscope.envs._mcp import McpToolServer
+from controlscope.envs.filesystem._install import SERVER_SCRIPT, installed_script, server_dir
 from controlscope.envs.filesystem.workspace import HISTORICAL_MARGIN_S
 
 __all__ = [
@@ -38,21 +41,30 @@ log = logging.getLogger(__name__)
 NODE_MODULES_ENV = "CONTROLSCOPE_NODE_MODULES"
 """Environment variable naming a ``node_modules`` directory that holds the pinned server."""
 
-SERVER_SCRIPT = Path("@modelcontextprotocol") / "server-filesystem" / "dist" / "index.js"
-"""The server's entry point, relative to ``node_modules``."""
+
+def _checkout_root() -> Path | None:
+    """The repository root when this package runs from a checkout: the nearest parent with
+    the pin (``package-lock.json``) and ``pyproject.toml``."""
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "package-lock.json").is_file() and (parent / "pyproject.toml").is_file():
+            return parent
+    return None
 
 
 def find_server_script() -> Path:
     """Locate the pinned server's ``dist/index.js``.
 
-    Looks in ``$CONTROLSCOPE_NODE_MODULES`` when set, else in ``node_modules`` of this package's
-    directory and each of its parents (the repository root in a checkout).
+    Looks in ``$CONTROLSCOPE_NODE_MODULES`` when set; else in the checkout's ``node_modules``
+    (``npm ci`` in the repository root), when this package runs from a checkout; else where
+    ``controlscope setup`` installs it (``<home>/mcp-servers``, an install of this package's
+    pin only).
 
     Returns:
         The absolute path of ``index.js``.
 
     Raises:
-        TaskError: the server is not installed; the message says to run ``npm ci``.
+        TaskError: the server is not installed; the message says to run ``npm ci`` in the
+            checkout, or ``controlscope setup`` in an installation from a package.
     """
     override = os.environ.get(NODE_MODULES_ENV)
     if override:
@@ -60,18 +72,19 @@ def find_server_script() -> Path:
         if script.is_file():
             return script
         raise TaskError(
-            f"${NODE_MODULES_ENV} is {override!r} but {SERVER_SCRIPT} is not in it; run `npm ci` "
-            "in the controlscope repository root, or point the variable at its node_modules"
+            f"${NODE_MODULES_ENV} is {override!r} but {SERVER_SCRIPT} is not in it; run "
+            "`controlscope setup`, or point the variable at a node_modules that holds it"
         )
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        script = parent / "node_modules" / SERVER_SCRIPT
-        if script.is_file():
-            return script
+    root = _checkout_root()
+    if root is not None and (root / "node_modules" / SERVER_SCRIPT).is_file():
+        return root / "node_modules" / SERVER_SCRIPT
+    installed = installed_script()
+    if installed is not None:
+        return installed.resolve()
+    where = f"`npm ci` in {root}, or " if root is not None else ""
     raise TaskError(
-        f"the MCP filesystem server is not installed (no node_modules/{SERVER_SCRIPT} above "
-        f"{here.parent}); run `npm ci` in the controlscope repository root (it reads "
-        f"package-lock.json), or set ${NODE_MODULES_ENV} to a node_modules directory that holds it"
+        f"the MCP filesystem server is not installed; run {where}`controlscope setup` (it "
+        f"installs the pinned server into {server_dir()} with npm)"
     )
 
 
