@@ -49,6 +49,21 @@ def test_packaged_experiments_hash_as_recorded() -> None:
     assert record.experiment_hashes() == recorded["experiments"]
 
 
+def test_run_options_give_the_recorded_specs() -> None:
+    assert record.cli_results()["specs"] == recorded["cli"]["specs"]
+
+
+def test_every_recorded_option_is_there_with_its_destination_and_choices() -> None:
+    found = record.cli_results()["options"]
+    for verb, options in recorded["cli"]["options"].items():
+        for flag, was in options.items():
+            now = found[verb].get(flag)
+            assert now is not None, f"{verb} {flag} is gone"
+            assert (now["dest"], now["choices"]) == (was["dest"], was["choices"]), (verb, flag)
+            if verb != "run":  # run's options reach the spec only when given (the specs above)
+                assert now["default"] == was["default"], (verb, flag)
+
+
 def test_a_panel_folder_of_the_recorded_version_resumes(tmp_path: Path) -> None:
     folder = tmp_path / "panel"
     shutil.copytree(record.PANEL_FOLDER, folder)
