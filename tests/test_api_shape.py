@@ -149,8 +149,6 @@ KNOWN_PRIVATE_IMPORTS = {
 }
 
 KNOWN_MODULE_CYCLES = {
-    # package A (one run-settings schema: check_replay takes a protocol, not RunSpec)
-    "controlscope.run._replay_check -> controlscope.run._spec",
     # package D (explicit loop state: hooks take a control protocol, replay a splitter)
     "controlscope.run._controller -> controlscope.run._hook",
     "controlscope.replay._fork -> controlscope.replay._hook",
