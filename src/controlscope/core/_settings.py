@@ -229,7 +229,7 @@ class ConditionSettings(Section):
         "default",
         "the lattice the scope is read in: default (Keep < Arg < Full, paper 3.1) or v2 "
         "(Keep < Arg < Params < Full, A.2)",
-        shown_default="default (v2 under app protocol v2)",
+        shown_default="the default lattice (v2 under app protocol v2)",
     )
     schedule: str = setting(
         "continuous",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -99,6 +99,7 @@ class RunSpec(RunSettings):
         pydantic.ValidationError: a value out of range or of the wrong form.
     """
 
+    group: ClassVar[str] = "task"
     task: str | None = setting(
         None, "the task id, e.g. student_database/english_talent", shown_default="the only task"
     )
