@@ -293,6 +293,12 @@ def test_setting_declarations_count_fields_panel_keys_and_flags(tmp_path: Path) 
     assert shape.settings_declarations(src) == 3
 
 
+def test_each_run_setting_is_declared_once() -> None:
+    assert shape.settings_declarations(SRC) == 1, shape.setting_declarations(SRC)
+    known = set(shape.SETTING_PROBES) | set(shape.SHARED_SETTING_NAMES)
+    assert set(controlscope.RunSettings.model_fields) <= known  # the benchmark sees every one
+
+
 OPERATIONS_TREE = {
     "controlscope/__init__.py": "",
     "controlscope/core/_operations.py": "class PatchArguments: ...\nclass ReplaceWorkflow: ...\n",
