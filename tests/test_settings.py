@@ -218,3 +218,19 @@ def test_panel_sections_read_panel_keys_and_answer_them_as_written() -> None:
         "reviewer_max_tokens": 99,
         "reviewer_options": {"k": 1},
     }
+
+
+def test_the_readme_lists_every_panel_key() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    keys = readme[readme.index("- Keys: every run setting") :].split("\n- ", 1)[0]
+    sections = {
+        "top level": cs.core.ConditionSettings,
+        "[planner]": cp.PlannerSettings,
+        "[reviewer]": cp.ReviewerSettings,
+        "[budgets]": cp.BudgetSettings,
+        "[execution]": cp.ExecutionSettings,
+    }
+    for where, section in sections.items():
+        assert where in keys
+        for name, field in section.model_fields.items():
+            assert f"`{field.alias or name}`" in keys, (where, name)
