@@ -17,57 +17,21 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from controlscope.core._operations import OperationSet, lattice_operations
 from controlscope.core._protocols import (
-    APP_BLOCK_REQUESTS,
-    APP_BLOCKS,
     APP_PROTOCOLS,
-    PROTOCOL_DEFAULTED,
     REVIEWER_PROTOCOLS,
     AppProtocol,
-    ReviewerProtocol,
     app_protocol_conflict,
-    app_protocol_defaults,
 )
 from controlscope.core._settings import (
-    DECISION_MODES,
-    PLANNER_FORMATS,
     ConditionSettings,
-    DecisionMode,
     ExecutionOptions,
-    IsolationRequest,
-    PlannerFormat,
     PlannerSampling,
     ReviewerSampling,
-    ReviewToolChoice,
     RunIndex,
     RunLimits,
     ViewLimits,
 )
 from controlscope.core._tasks import TaskBudgets
-
-__all__ = [
-    "APP_BLOCKS",
-    "APP_BLOCK_REQUESTS",
-    "APP_PROTOCOLS",
-    "DECISION_MODES",
-    "PLANNER_FORMATS",
-    "PROTOCOL_DEFAULTED",
-    "REVIEWER_PROTOCOLS",
-    "AppProtocol",
-    "BlockAllowance",
-    "Condition",
-    "DecisionMode",
-    "IsolationRequest",
-    "PlannerFormat",
-    "ReviewFallback",
-    "ReviewToolChoice",
-    "ReviewerProtocol",
-    "Role",
-    "SourceBoundary",
-    "SourceRule",
-    "ViewLimits",
-    "app_protocol_conflict",
-    "app_protocol_defaults",
-]
 
 Role = Literal["planner", "reviewer"]
 """A model's role in a run."""
