@@ -9,9 +9,10 @@ a 200 MB answer), untrusted text in the terminal, memory, the seccomp filter, de
 agent- and reviewer-made sizes, agent-made trees, the log reader, bad options and loose input
 (numbers over their ceilings, a base URL that is not one, too broad a root, an empty host, an
 unknown model), MCP sessions, panels (two ``controlscope panel`` commands on one folder: the
-second refused in one line, exit 2, the first finishing with every run counted), and the files a
+second refused in one line, exit 2, the first finishing with every run counted), the files a
 user names (a FIFO, a link to ``/dev/zero``, TOML or JSON nested 5,000 deep, given to each
-reader's command).
+reader's command), and what a ``controlscope run`` killed with SIGKILL leaves (its workspace,
+which ``controlscope clean`` must remove).
 
 For each case it checks that the outcome is recorded as the contract says (a run: ``run_end``
 and ``summary.json``; bad input: exit status 2 and no log; a hostile log: exit status 2), that it
@@ -51,7 +52,7 @@ from typing import Any
 
 import controlscope as cs
 from controlscope import panel as cp
-from controlscope._proc import alive, cmdline, descendants, status_kib
+from controlscope._proc import alive, cmdline, descendants, reap_orphans, status_kib
 from controlscope.core import (
     Condition,
     ModelRequest,
@@ -401,6 +402,8 @@ def cases(mute: Mute, big: BigServer) -> list[Case]:
         Case("two panels on one folder", "panels", own=two_panels, wall_s=240),
         # 12. files a user names
         *input_file_cases(),
+        # 13. what a killed run leaves
+        Case("SIGKILL mid-run, then clean", "leftovers", own=killed_run, wall_s=30),
     ]  # fmt: skip
 
 
@@ -606,6 +609,41 @@ def _reader_case(case: Case, work: Path) -> tuple[bool, str]:
         check=False,
     )
     return proc.returncode == 2 and "Traceback" not in proc.stderr, f"exit {proc.returncode}"
+
+
+def killed_run(work: Path) -> tuple[bool, str]:
+    """A run killed with SIGKILL while its block sleeps leaves its workspace in its temporary
+    folder; ``controlscope clean`` removes it (and says so)."""
+    temp, out = work / "temp", work / "killed"
+    temp.mkdir()
+    script = work / "script.json"
+    sleeper = "print('asleep', flush=True)\nimport time\ntime.sleep(60)"
+    script.write_text(json.dumps([fenced(sleeper)]))
+    env = {**os.environ, "TMPDIR": str(temp)}
+    argv = [sys.executable, "-m", "controlscope.cli", "run", "--task", TASK, "--quiet"]
+    argv += ["--model", f"scripted:{script}", "--schedule", "never", "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    log = out / "events.jsonl"
+    deadline = time.monotonic() + 20
+    while not (log.exists() and "asleep" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    below = descendants(proc.pid)
+    proc.kill()
+    proc.wait()
+    left = sorted(p.name for p in temp.glob("cs-ws-@*"))
+    cleaned = subprocess.run(
+        [sys.executable, "-m", "controlscope.cli", "clean"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    reap_orphans(below)  # the killed run's sandboxes, handed to this subreaper
+    lines = cleaned.stdout.splitlines()
+    removed = [line.split()[1] for line in lines if line.startswith("removed ")]
+    ok = bool(left) and removed == [str(temp / n) for n in left] and not any(temp.iterdir())
+    return ok, f"left {len(left)}, clean exit {cleaned.returncode}"
 
 
 class _suppress:

@@ -10,7 +10,9 @@ Every run must leave nothing behind: the session's temporary files go to a direc
 (``TMPDIR``, inherited by subprocesses), and when the session ends no process started under it
 may still be alive (orphans included: the session is their subreaper) and no task workspace
 (``cs-ws-*``) or worker directory (``controlscope-worker-*``) may be left in that directory;
-otherwise the session fails, naming them.
+otherwise the session fails, naming them. After each test module, a child the session started
+and never waited for (a zombie) fails that module, naming it; orphans handed to the session are
+reaped (``_children_support``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from _alfworld_support import alfworld_data, alfworld_env  # noqa: F401 (fixtures)
+from _children_support import reap, track_spawns, zombie_children
 from controlscope._proc import alive, cmdline, descendants
 
 _NO_WEIGHTS_HOME = pytest.StashKey[Path]()
@@ -44,6 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Orphans (a grandchild whose parent died) are re-parented to this process instead of
     # init, so the check at the end sees them too.
     ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    track_spawns()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -97,3 +101,29 @@ def pytest_runtest_protocol(
         if item.get_closest_marker("network") is None:
             mp.setenv("PIP_NO_INDEX", "1")
         return (yield)
+
+
+_REPORTED: set[tuple[int, str]] = set()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_zombie_child(request: pytest.FixtureRequest) -> Generator[None, None, None]:
+    """After each test module (its fixtures torn down), fail naming every child this process
+    started and never waited for: a zombie that stays, which the library must never leave (a
+    long-lived server or executor would fill the process table). Orphans that the kernel
+    handed to this subreaper are reaped here, since outside the tests ``init`` would reap
+    them; this process's own children never are (their exit status is their owner's to
+    collect: reaping them here would hide the fault and take that status)."""
+    yield
+    own: list[str] = []
+    for pid, start, command in zombie_children():
+        if command is None:
+            reap(pid)
+        elif (pid, start) not in _REPORTED:  # once, in the module that left it
+            _REPORTED.add((pid, start))
+            own.append(f"zombie {pid}: {command}")
+    if own:
+        pytest.fail(
+            f"{request.node.nodeid} left children it never waited for:\n  " + "\n  ".join(own),
+            pytrace=False,
+        )

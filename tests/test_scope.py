@@ -36,7 +36,10 @@ from controlscope.core import (
     Scope,
     ToolSchema,
     Validation,
+    constants_in_order,
+    slot_positions,
     tool_params,
+    transform_block,
 )
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem.server import start_filesystem_server
@@ -47,7 +50,6 @@ from controlscope.scope import (
     is_code_parameter,
     validate_operation,
 )
-from controlscope.worker import _constants
 from controlscope.worker._apply import final_arguments
 
 BLOCK = """\
@@ -514,7 +516,7 @@ def test_block_data_constants_are_the_workers_table() -> None:
         None,
     ]
     assert block_data_constants('p = f"{x:.2f} and {y!r:>{w}} end"') == [" and ", " end"]
-    _tree, values, _ = _constants.transform_block(ast.parse(BLOCK), "__k")
+    _tree, values, _ = transform_block(ast.parse(BLOCK), "__k")
     assert values == block_data_constants(BLOCK)
     with pytest.raises(SyntaxError):
         block_data_constants("def (:")
@@ -638,7 +640,7 @@ def test_accepted_block_data_is_what_the_worker_makes_effective() -> None:
         .replace("notes/", "docs/")
     )
     assert check(PatchBlockData(code=new), Scope.PARAMS, ToolSchema(name="read_text_file")).accepted
-    tree, values, _ = _constants.transform_block(ast.parse(BLOCK), "__k")
+    tree, values, _ = transform_block(ast.parse(BLOCK), "__k")
     table = list(values)
     assert _printed(tree, _fake_env(table)) == _printed(BLOCK, _fake_env())
     table[:] = block_data_constants(new)
@@ -738,8 +740,8 @@ def test_any_scalar_rewrite_of_data_constants_is_accepted(values: list[Any]) -> 
     parts) is a valid block-data patch whose data constants are exactly the substituted values;
     substituting the same values is an empty patch."""
     tree = ast.parse(BLOCK)
-    constants = _constants.constants_in_order(tree)
-    slots = _constants.slot_positions(tree)
+    constants = constants_in_order(tree)
+    slots = slot_positions(tree)
     assert len(slots) == len(values)
     fstring_parts = {
         id(part)

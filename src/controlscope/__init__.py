@@ -26,6 +26,7 @@ more.
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from controlscope._leftovers import Leftover, clean
 from controlscope.core import (
     BlockResult,
     Boundary,
@@ -118,6 +119,7 @@ __all__ = [
     "ExperimentError",
     "ExperimentResult",
     "Keep",
+    "Leftover",
     "Limits",
     "McpToolServer",
     "Message",
@@ -150,6 +152,7 @@ __all__ = [
     "Verdict",
     "WorkerSession",
     "__version__",
+    "clean",
     "get_environment",
     "list_experiments",
     "load_experiment",

@@ -12,7 +12,8 @@ memory, which files written there would hoard), and no ``/proc`` or
 which are checked by file mode only). Each adds what it must see: the interpreter's prefix, or
 Node.js, the server package and the workspace.
 
-This module imports nothing from controlscope: it sits below every layer that starts a process.
+This module imports nothing from controlscope but :mod:`controlscope._proc`: it sits below every
+layer that starts a process.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from controlscope._proc import reap_orphans
 
 __all__ = [
     "SHM_MB",
@@ -181,6 +184,8 @@ def probe(
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap self-test failed to run: {exc}"
+    finally:
+        reap_orphans()  # the sandbox's init, when it was handed to this process
     if out.returncode != 0 or out.stdout.strip() != "ok":
         detail = (out.stderr or out.stdout).strip()[-500:]
         return f"bwrap self-test failed (exit {out.returncode}): {detail}"

@@ -7,10 +7,27 @@ from controlscope.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["alive", "children", "cmdline", "descendants", "gone", "ns_pid", "status_kib"]
+__all__ = [
+    "alive",
+    "children",
+    "cmdline",
+    "descendants",
+    "gone",
+    "kill_below",
+    "ns_pid",
+    "reap_orphans",
+    "status_kib",
+]
+
+#: How deep :func:`kill_below` descends (process trees we start are a few levels deep).
+_MAX_KILL_DEPTH = 16
 
 
 def descendants(pid: int) -> list[int]:
@@ -47,6 +64,122 @@ def _parent(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return -1
+
+
+def kill_below(pid: int, wait_s: float = 1.0) -> list[tuple[int, str]]:
+    """SIGKILL every process below ``pid``, each after the processes below it, before the
+    caller ends ``pid`` itself.
+
+    The first process of a pid namespace (a bubblewrap sandbox's init) is killed without
+    descending (its death ends every process in the sandbox, reaped by the kernel), and
+    ``pid`` (bwrap) is given up to ``wait_s`` to reap it, which bwrap does at once: killed
+    after its parent instead, it would be orphaned, handed to ``init`` or to the nearest child
+    subreaper. Other processes are not waited for (their parent may not reap them before it
+    dies); pass what this returns to :func:`reap_orphans` once ``pid`` is gone.
+
+    Args:
+        pid: a process this one started (the processes below it, if it is gone).
+        wait_s: the longest wait for bwrap to reap its sandbox's init.
+
+    Returns:
+        The processes killed: (pid, start time), so that a pid the kernel gave again to
+        another process is not taken for one of them.
+    """
+    return _kill_below(pid, time.monotonic() + wait_s, 0)
+
+
+def _kill_below(pid: int, deadline: float, depth: int) -> list[tuple[int, str]]:
+    killed: list[tuple[int, str]] = []
+    for child in _all_children(pid):  # a thread's children are its own (an event loop's)
+        sandbox = ns_pid(child) == 1
+        if not sandbox and depth < _MAX_KILL_DEPTH:
+            killed += _kill_below(child, deadline, depth + 1)
+        try:
+            fd = os.pidfd_open(child)
+        except OSError:  # gone already
+            continue
+        try:
+            if _parent(child) != pid:  # reaped, and its pid given to another process
+                continue
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            killed.append((child, _start(child)))
+            while sandbox and _parent(child) == pid and time.monotonic() < deadline:
+                time.sleep(0.002)  # until bwrap has reaped it
+        finally:
+            os.close(fd)
+    return killed
+
+
+def reap_orphans(killed: Iterable[tuple[int, str]] = (), wait_s: float = 1.0) -> int:
+    """Reap the processes handed to this process because their parent died first: those
+    :func:`kill_below` killed below a child this process ended, and any bubblewrap sandbox's
+    init.
+
+    bwrap exits as soon as its command's exit status is in, before it has reaped the
+    sandbox's init (pid 1 of the sandbox's pid namespace), so that process is orphaned on
+    every exit. Orphans go to ``init`` or to the nearest child subreaper; when that is this
+    process (a subreaper, or pid 1 of a container: a long-lived server or executor), nobody
+    else reaps them, and they would stay zombies. Call this once a child that may leave
+    orphans (bwrap, a worker with forks) has been waited for. Only processes this one never
+    started itself are reaped (a sandbox's init, a grandchild), so no exit status anybody
+    waits for is taken.
+
+    Args:
+        killed: what :func:`kill_below` returned, (pid, start time) each.
+        wait_s: the longest wait, in all, for those still exiting.
+
+    Returns:
+        How many were reaped.
+    """
+    me = os.getpid()
+    wanted = set(killed)
+    deadline = time.monotonic() + wait_s
+    reaped = 0
+    for pid in _all_children(me):
+        if (pid, _start(pid)) not in wanted and (ns_pid(pid) != 1 or _comm(pid) != "bwrap"):
+            continue
+        while not _waited(pid):
+            if time.monotonic() > deadline or _parent(pid) != me:
+                break
+            time.sleep(0.002)
+        else:
+            reaped += 1
+    return reaped
+
+
+def _all_children(pid: int) -> list[int]:
+    """The children of every thread of ``pid``."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                found += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+    return found
+
+
+def _start(pid: int) -> str:
+    """The start time of ``pid`` (``/proc/PID/stat`` field 22; a zombie keeps it), or ``""``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _comm(pid: int) -> str:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return text[text.find("(") + 1 : text.rfind(")")]
+
+
+def _waited(pid: int) -> bool:
+    """Reap the child ``pid`` if it has exited; whether it is gone."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return True
 
 
 def ns_pid(pid: int) -> int | None:

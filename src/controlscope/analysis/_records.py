@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from controlscope._paths import inside
-from controlscope.core import FALLBACK_KINDS
+from controlscope.core import FALLBACK_KINDS, OPERATIONS
 from controlscope.panel import (
     MANIFEST_FILE,
     PanelConfig,
@@ -35,13 +35,15 @@ from controlscope.record import LogError, RunSummary, read_summary
 ROLES = ("planner", "reviewer")
 """The roles whose tokens are accounted."""
 
+REVISION_COUNTS = tuple(s.counter for s in OPERATIONS if s.counter is not None)
+"""The counts of realized revisions, one per operation kind but keep (argument patches,
+block-data patches, replacements: the kinds' ``RunSummary`` counters)."""
+
 COUNTS = (
     "primitive_calls",
     "planning_turns",
     "reviews",
-    "argument_patches",
-    "block_data_patches",
-    "replacements",
+    *REVISION_COUNTS,
     "rejected_proposals",
     "repairs",
     "plan_errors",
@@ -199,7 +201,7 @@ def _from_summary(summary: RunSummary, record: RunRecord) -> dict[str, Any]:
         "goal_actions": summary.goal_actions,
     }
     row.update({name: getattr(summary, name) for name in COUNTS})
-    revised = summary.argument_patches + summary.block_data_patches + summary.replacements
+    revised = sum(getattr(summary, name) for name in REVISION_COUNTS)
     row[KEPT_REVIEWS] = summary.reviews - revised
     row.update({f"fallback_{k}": summary.fallbacks.get(k, 0) for k in FALLBACK_KINDS})
     for role in ROLES:

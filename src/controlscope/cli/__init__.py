@@ -1,5 +1,5 @@
 """The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``panel``, ``experiment``,
-``report``, ``view``, ``tasks``, ``model``.
+``report``, ``view``, ``tasks``, ``model``, ``clean``.
 
 Each verb lives in its own module, which only parses its arguments, calls the library and prints
 (the library does the work: :func:`controlscope.run_task` for ``run``). Exit status: 0 on
@@ -46,6 +46,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "model": (
         "controlscope.cli._model",
         "fetch and list the embedded local model's weights (model pull, model list)",
+    ),
+    "clean": (
+        "controlscope.cli._clean",
+        "remove the workspaces and directories that killed runs left behind (--dry-run)",
     ),
 }
 

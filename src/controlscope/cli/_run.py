@@ -17,7 +17,7 @@ from rich.console import Console
 
 from controlscope.cli._console import fail, inert, one_line
 from controlscope.cli._run_args import add_arguments, spec_from_args
-from controlscope.core import TaskError
+from controlscope.core import OPERATIONS, TaskError
 from controlscope.models import ReplayMismatch
 from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_prepared
 
@@ -73,12 +73,14 @@ def _print_result(spec: RunSpec, result: RunResult) -> None:
     s = result.summary
     verdict = "PASS" if result.verdict.success else "FAIL"
     out = Console(soft_wrap=True)
+    revisions = "".join(
+        f"{getattr(s, op.counter)} {op.label}, " for op in OPERATIONS if op.counter is not None
+    )
     out.print(
         f"{inert(result.verdict.task_id)} seed={spec.seed} scope={spec.scope.name.lower()} "
         f"schedule={inert(spec.schedule)}: [bold]{verdict}[/bold] ({result.end_reason}; "
         f"{s.primitive_calls} calls, {s.planning_turns} turns, {s.reviews} reviews, "
-        f"{s.argument_patches} argument patches, {s.block_data_patches} block-data patches, "
-        f"{s.replacements} replacements, {s.rejected_proposals} rejected)"
+        f"{revisions}{s.rejected_proposals} rejected)"
     )
     if result.detail:  # why it ended, when not by a final answer (a server that failed...)
         out.print(f"  why: {inert(result.detail, lines=True)}")

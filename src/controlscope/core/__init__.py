@@ -16,7 +16,13 @@ records defined here:
 - operations: :class:`Scope`, :data:`Lattice`, :class:`OperationSet` (a scope's operations in
   a lattice), :class:`Keep`, :class:`PatchArguments`, :class:`PatchBlockData`,
   :class:`ReplaceWorkflow`, :data:`Operation`, :class:`Validation`, the longest code an
-  operation carries (:data:`MAX_CODE_CHARS`, :func:`recorded_operation`);
+  operation carries (:data:`MAX_CODE_CHARS`, :func:`recorded_operation`); the registry of the
+  kinds, :data:`OPERATIONS` (one :class:`OperationSpec` each: how a kind is offered, judged,
+  applied, counted and shown; :func:`operation_spec`, :data:`OPERATION_GROUPS`), and what the
+  kinds' checks use: a tool's code-valued parameters (:func:`code_parameters`,
+  :func:`is_code_parameter`) and a block's constants table (:func:`constants_in_order`,
+  :func:`slot_positions`, :func:`structure_key`, :func:`transform_block`..., standard library
+  only: the worker's runtime runs the same walk; :func:`block_data_constants`);
 - the condition: :class:`Condition`, :class:`ViewLimits`, :class:`SourceBoundary`;
 - execution: :class:`Boundary`, :class:`CallSite`, :class:`PrimitiveCall`, :class:`BlockResult`;
   a block's id read from its text, :class:`BlockId`;
@@ -44,6 +50,18 @@ records defined here:
   :func:`python_name` (one rule for the planner's prompt and the worker's proxies).
 """
 
+from controlscope.core._block_data import (
+    Span,
+    call_index,
+    constants_in_order,
+    literal_arguments,
+    provided_parameters,
+    slot_ids,
+    slot_positions,
+    slot_values,
+    structure_key,
+    transform_block,
+)
 from controlscope.core._block_id import BlockId
 from controlscope.core._bounds import (
     CUT_MARKER,
@@ -91,6 +109,12 @@ from controlscope.core._ceilings import (
     WorkerMemoryMb,
     Workers,
     range_problem,
+)
+from controlscope.core._code_params import (
+    CODE_NAME_TOKENS,
+    DATA_CODE_QUALIFIERS,
+    code_parameters,
+    is_code_parameter,
 )
 from controlscope.core._condition import (
     BlockAllowance,
@@ -184,6 +208,30 @@ from controlscope.core._models import (
     provider_error_kind,
     response_size_problem,
 )
+from controlscope.core._op_base import (
+    FinalArguments,
+    MalformedOperationError,
+    OperationSpec,
+    PayloadShape,
+    Rejection,
+)
+from controlscope.core._op_keep import Keep
+from controlscope.core._op_patch_arguments import PatchArguments
+from controlscope.core._op_patch_block_data import (
+    SCALAR_TYPES,
+    PatchBlockData,
+    block_data_arguments,
+    block_data_constants,
+)
+from controlscope.core._op_registry import (
+    OPERATION_GROUPS,
+    OPERATIONS,
+    Operation,
+    Validation,
+    operation_spec,
+    recorded_operation,
+)
+from controlscope.core._op_replace_workflow import ReplaceWorkflow
 from controlscope.core._operations import (
     FALLBACK_KINDS,
     LATTICE_OPERATIONS,
@@ -193,20 +241,14 @@ from controlscope.core._operations import (
     REQUIRED_SCOPE,
     SCOPE_NAMES,
     FallbackKind,
-    Keep,
     Lattice,
-    Operation,
     OperationKind,
     OperationSet,
-    PatchArguments,
-    PatchBlockData,
     RejectionReason,
-    ReplaceWorkflow,
     Scope,
     ScopeName,
-    Validation,
+    SummaryGroup,
     lattice_operations,
-    recorded_operation,
 )
 from controlscope.core._protocols import (
     APP_BLOCK_REQUESTS,
@@ -302,7 +344,9 @@ __all__ = [
     "APP_BLOCKS",
     "APP_BLOCK_REQUESTS",
     "APP_PROTOCOLS",
+    "CODE_NAME_TOKENS",
     "CUT_MARKER",
+    "DATA_CODE_QUALIFIERS",
     "DATA_LANGUAGES",
     "DECISION_MODES",
     "DEFAULT_MAX_TOKENS",
@@ -337,6 +381,8 @@ __all__ = [
     "MIN_WORKER_MEMORY_MB",
     "MODEL_KINDS",
     "MODEL_SPEC_FORMS",
+    "OPERATIONS",
+    "OPERATION_GROUPS",
     "OPERATION_KINDS",
     "PANEL_KEYS",
     "PLANNER_FORMATS",
@@ -346,6 +392,7 @@ __all__ = [
     "REQUEST_SETTINGS",
     "REQUIRED_SCOPE",
     "REVIEWER_PROTOCOLS",
+    "SCALAR_TYPES",
     "SCHEMA_VERSION",
     "SCOPE_NAMES",
     "SECTIONS",
@@ -389,12 +436,14 @@ __all__ = [
     "ExecutionOptions",
     "FallbackKind",
     "Fence",
+    "FinalArguments",
     "FinalVerdictEvent",
     "InputFileError",
     "Isolation",
     "IsolationRequest",
     "Keep",
     "Lattice",
+    "MalformedOperationError",
     "Message",
     "ModelCallEvent",
     "ModelKind",
@@ -405,8 +454,10 @@ __all__ = [
     "Operation",
     "OperationKind",
     "OperationSet",
+    "OperationSpec",
     "PatchArguments",
     "PatchBlockData",
+    "PayloadShape",
     "PlanCause",
     "PlanEndEvent",
     "PlanErrorEvent",
@@ -424,6 +475,7 @@ __all__ = [
     "RecoveryEvent",
     "Refusal",
     "RefusalKind",
+    "Rejection",
     "RejectionReason",
     "Repairs",
     "ReplaceBoundary",
@@ -453,6 +505,8 @@ __all__ = [
     "SourceIndex",
     "SourcePrograms",
     "SourceRule",
+    "Span",
+    "SummaryGroup",
     "Task",
     "TaskBudgets",
     "TaskError",
@@ -482,9 +536,14 @@ __all__ = [
     "answer_schema_error",
     "app_protocol_conflict",
     "app_protocol_defaults",
+    "block_data_arguments",
+    "block_data_constants",
+    "call_index",
     "call_seconds",
     "changed_data",
     "clip_text",
+    "code_parameters",
+    "constants_in_order",
     "data_problem",
     "decode_json",
     "escape_untrusted",
@@ -493,15 +552,19 @@ __all__ = [
     "find_json_object",
     "finite_json_float",
     "foreign_fence",
+    "is_code_parameter",
     "json_objects",
     "json_value_at",
     "lattice_operations",
+    "literal_arguments",
     "model_call_event",
     "name_problem",
     "open_regular",
+    "operation_spec",
     "own_turn",
     "panel_key",
     "program_fence",
+    "provided_parameters",
     "provider_error_kind",
     "python_name",
     "python_signature",
@@ -519,7 +582,12 @@ __all__ = [
     "schema_validator",
     "setting",
     "setting_info",
+    "slot_ids",
+    "slot_positions",
+    "slot_values",
+    "structure_key",
     "tool_params",
+    "transform_block",
     "unfence",
     "upgrade_event",
     "violation_text",

@@ -31,15 +31,14 @@ from controlscope.core._models import (
     ProviderError,
     ProviderErrorKind,
 )
+from controlscope.core._op_registry import Operation, Validation
 from controlscope.core._operations import (
     LATTICE_OPERATIONS,
     FallbackKind,
     Lattice,
-    Operation,
     OperationKind,
     Scope,
     ScopeName,
-    Validation,
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 

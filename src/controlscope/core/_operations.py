@@ -1,12 +1,13 @@
-"""Scopes, their operation sets and operations: what a reviewer may do at a boundary, and the
-verdict on a proposal.
+"""Scopes and their operation sets: which operation kinds a reviewer may use at a boundary.
 
 Paper section 3.1 defines nested operation sets (eq. 1-3): A_Keep = {keep}, A_Arg = A_Keep ∪
 argument edits, A_Full = A_Arg ∪ workflow replacements. Coordinated data editing (Params) exists
 only in the AppWorld V2 protocol, whose Full action set includes it (A.2). A scope therefore
 names a set of operations only within a *lattice*: :data:`LATTICE_OPERATIONS` gives both, and
 :class:`OperationSet` is one scope's set in one lattice, the granted set a run records and a
-reviewer is offered. Judging a proposal is :func:`controlscope.scope.validate_operation`.
+reviewer is offered. Each kind (its model, how it is offered, judged, applied, counted and shown)
+is one entry of :data:`controlscope.core.OPERATIONS`; judging a proposal is
+:func:`controlscope.scope.validate_operation`.
 """
 
 from __future__ import annotations
@@ -18,12 +19,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    Field,
     PlainSerializer,
     model_validator,
 )
-
-from controlscope.core._bounds import clip_text
 
 
 class Scope(enum.IntEnum):
@@ -50,74 +48,17 @@ OperationKind = Literal["keep", "patch_arguments", "patch_block_data", "replace_
 OPERATION_KINDS: tuple[OperationKind, ...] = get_args(OperationKind)
 """Every operation kind, smallest scope first."""
 
+SummaryGroup = Literal["patches", "replacements"]
+"""The column of the report's and the viewer's run tables an operation kind is counted in
+(:attr:`~controlscope.core.OperationSpec.group`)."""
+
 SCOPE_NAMES: tuple[str, ...] = tuple(s.name.lower() for s in Scope)
 """The scopes' names (``keep``, ``arg``, ``params``, ``full``), smallest first."""
-
-
-class Keep(BaseModel):
-    """Continue the program unchanged."""
-
-    model_config = ConfigDict(frozen=True)
-    kind: Literal["keep"] = "keep"
-
-
-class PatchArguments(BaseModel):
-    """Arg: new values for some data arguments of the pending primitive call.
-
-    Attributes:
-        arguments: argument names to their new values; names not given keep their values.
-    """
-
-    model_config = ConfigDict(frozen=True)
-    kind: Literal["patch_arguments"] = "patch_arguments"
-    arguments: dict[str, Any]
-
-
-class PatchBlockData(BaseModel):
-    """Params: a rewrite of the whole current block whose syntax tree equals the original except for
-    constant values.
-
-    Attributes:
-        code: the rewritten block's full source.
-    """
-
-    model_config = ConfigDict(frozen=True)
-    kind: Literal["patch_block_data"] = "patch_block_data"
-    code: str
-
-
-class ReplaceWorkflow(BaseModel):
-    """Full: new code for the rest of the block (or reply); the pending call is cancelled.
-
-    Attributes:
-        code: the replacement's source, run in the same namespace.
-    """
-
-    model_config = ConfigDict(frozen=True)
-    kind: Literal["replace_workflow"] = "replace_workflow"
-    code: str
-
-
-Operation = Annotated[
-    Keep | PatchArguments | PatchBlockData | ReplaceWorkflow, Field(discriminator="kind")
-]
-"""A reviewer's operation at a boundary, one per scope level; ``kind`` tells which."""
 
 MAX_CODE_CHARS = 1_000_000
 """The most characters of code one operation may carry (a replacement, a rewritten block):
 as many as a tool result keeps. A longer one is refused (``too_large``) before it is parsed,
-and recorded clipped (:func:`recorded_operation`)."""
-
-
-def recorded_operation(operation: Operation | None) -> Operation | None:
-    """``operation`` as a refused proposal is recorded: code longer than
-    :data:`MAX_CODE_CHARS` clipped to it (its head and tail kept, the cut marked, so the
-    log's one event holds it); any other operation as it is."""
-    if isinstance(operation, PatchBlockData | ReplaceWorkflow) and (
-        len(operation.code) > MAX_CODE_CHARS
-    ):
-        return operation.model_copy(update={"code": clip_text(operation.code, MAX_CODE_CHARS)})
-    return operation
+and recorded clipped (:func:`~controlscope.core.recorded_operation`)."""
 
 
 Lattice = Literal["default", "v2"]
@@ -265,26 +206,6 @@ RejectionReason = Literal[
 ``malformed`` means the review held no parseable operation; ``data_not_editable`` a
 ``patch_block_data`` at a call whose data it cannot edit (``Boundary.params_refusal``);
 ``too_large`` code longer than :data:`MAX_CODE_CHARS`."""
-
-
-class Validation(BaseModel):
-    """The verdict on one proposal, for the log.
-
-    Attributes:
-        granted: the scope the reviewer was offered.
-        proposal: what the reviewer proposed (None when it proposed nothing parseable).
-        accepted: whether the proposal is executed as proposed.
-        reason: the typed rejection reason when not accepted.
-        detail: a human-readable explanation of the rejection.
-        realized: the operation actually executed (``Keep`` when rejected).
-    """
-
-    granted: ScopeName
-    proposal: Operation | None
-    accepted: bool
-    reason: RejectionReason | None = None
-    detail: str = ""
-    realized: Operation
 
 
 FallbackKind = Literal["malformed", "out_of_scope", "invalid_arguments", "provider_error"]

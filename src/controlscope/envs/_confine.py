@@ -37,7 +37,7 @@ from typing import IO
 
 from controlscope import _bwrap
 from controlscope._cgroup import ProcessCap, cap_problem
-from controlscope._proc import descendants, gone
+from controlscope._proc import descendants, gone, kill_below, reap_orphans
 from controlscope.core import CUT_MARKER
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs._stdio import kill_group
@@ -367,8 +367,11 @@ def _wait(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
     except subprocess.TimeoutExpired:
         timed_out = True
     started = descendants(process.pid)
+    # Its children first (the sandbox's init, reaped by bwrap): none is orphaned.
+    below = kill_below(process.pid) if process.returncode is None else []
     kill_group(process.pid)
     process.wait()
+    reap_orphans(below)  # those handed to this process (a sandbox's init on every bwrap exit)
     deadline = time.monotonic() + _KILL_WAIT_S
     for pid in started:
         gone(pid, max(0.0, deadline - time.monotonic()))

@@ -36,6 +36,8 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
+from controlscope._proc import kill_below, reap_orphans
+
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The longest line the server may write (one JSON-RPC message); a longer one is a failure."""
 
@@ -236,6 +238,8 @@ async def _stop(process: Process) -> None:
             await process.stdin.aclose()
     with anyio.move_on_after(EXIT_GRACE_S):
         await process.wait()
+    # Its children first (a sandbox's init, reaped by bwrap): none is orphaned.
+    below = kill_below(process.pid) if process.returncode is None else []
     kill_group(process.pid)
     with anyio.move_on_after(EXIT_GRACE_S):
         await process.wait()
@@ -243,6 +247,7 @@ async def _stop(process: Process) -> None:
         process.kill()
     with anyio.move_on_after(EXIT_GRACE_S):
         await process.aclose()
+    reap_orphans(below)  # those handed to this process (a sandbox's init on every bwrap exit)
 
 
 def kill_group(pgid: int) -> None:

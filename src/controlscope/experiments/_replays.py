@@ -19,7 +19,7 @@ from controlscope.core import ChatModel
 from controlscope.experiments._config import ReplayEntry
 from controlscope.models import CachedModel, RequestCache
 from controlscope.panel import PanelConfig, finished, read_manifest, run_dir
-from controlscope.replay import Recording, ReplayError, replay_operation
+from controlscope.replay import ENDPOINT_KINDS, Recording, ReplayError, replay_operation
 from controlscope.run import build_models
 
 REPLAYS_FILE = "replays.json"
@@ -48,9 +48,9 @@ ROW_COLUMNS = (
 """The columns of a replay row."""
 
 _KINDS = {
-    "replacements": ("replace_workflow",),
-    "first_replacement": ("replace_workflow",),
-    "patches": ("patch_arguments",),
+    "replacements": ENDPOINT_KINDS["candidate"],
+    "first_replacement": ENDPOINT_KINDS["candidate"],
+    "patches": ENDPOINT_KINDS["shared_patch"],
 }
 
 

@@ -13,11 +13,10 @@ used, including responses served from the exact-request cache or replayed from a
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from controlscope.core import FALLBACK_KINDS, BlockResult, Event, Scope
+from controlscope.core import FALLBACK_KINDS, BlockResult, Event, Scope, operation_spec
 from controlscope.record._accounting import RoleTotals, TokenLedger
 
 
@@ -131,13 +130,6 @@ class SummaryError(ValueError):
     """The events cannot be summarized (no ``run_start`` event first)."""
 
 
-_REALIZED_COUNTERS: dict[str, Literal["argument_patches", "block_data_patches", "replacements"]] = {
-    "patch_arguments": "argument_patches",
-    "patch_block_data": "block_data_patches",
-    "replace_workflow": "replacements",
-}
-
-
 def summarize(events: Iterable[Event]) -> RunSummary:
     """Compute a run's summary from its events alone.
 
@@ -209,7 +201,7 @@ def _count(summary: RunSummary, event: Event) -> None:
             summary.rejected_proposals += 1
     elif event.type == "realized_operation":
         summary.review_seconds += event.latency_s
-        counter = _REALIZED_COUNTERS.get(event.operation.kind)
+        counter = operation_spec(event.operation.kind).counter
         if counter is not None:
             setattr(summary, counter, getattr(summary, counter) + 1)
         if event.fallback is not None:

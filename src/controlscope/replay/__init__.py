@@ -14,7 +14,8 @@ against it, up to a boundary where it records the shared state ``(h, s)`` and th
   their first review requests identical except for the operation set (asserted and hashed);
   :func:`run_branch` runs one of them as a unit of its own (a panel's branches);
 - replays a recorded operation frozen: :func:`replay_operation` with the ``candidate``,
-  ``retained`` or ``shared_patch`` endpoint.
+  ``retained`` or ``shared_patch`` endpoint (the operation kinds each replays:
+  :data:`ENDPOINT_KINDS`).
 
 Each writes ordinary run directories whose ``run_start`` names the source run, the boundary and
 the prefix hash. :func:`resolve_boundary` places ``midpoint`` (B.1), ``local-rule``
@@ -39,6 +40,7 @@ from controlscope.replay._branch import (
 )
 from controlscope.replay._hook import FrozenOperation, Plan, PrefixHook, PrefixMismatch
 from controlscope.replay._operation import (
+    ENDPOINT_KINDS,
     ENDPOINTS,
     Endpoint,
     EndpointRun,
@@ -58,6 +60,7 @@ __all__ = [
     "BOUNDARY_RULES",
     "BRANCHES_FILE",
     "ENDPOINTS",
+    "ENDPOINT_KINDS",
     "MECHANISM_NOTES",
     "OLDEST_REPLAYABLE",
     "BoundaryChoice",

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from controlscope.core import ChatModel, Event, OperationKind, PrimitiveCallEvent, Scope
+from controlscope.core import (
+    OPERATIONS,
+    ChatModel,
+    Event,
+    OperationKind,
+    PrimitiveCallEvent,
+    Scope,
+)
 from controlscope.models import CachedModel, RequestCache
 from controlscope.record import RunSummary, first_difference, map_strings, read_events
 from controlscope.replay._branch import branch_condition
@@ -33,11 +40,14 @@ Endpoint = Literal["candidate", "retained", "shared_patch"]
 ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 """Every endpoint."""
 
-_NEEDS: dict[Endpoint, tuple[OperationKind, ...]] = {
-    "candidate": ("replace_workflow",),
-    "retained": ("patch_arguments", "patch_block_data", "replace_workflow"),
-    "shared_patch": ("patch_arguments",),
+ENDPOINT_KINDS: dict[Endpoint, tuple[OperationKind, ...]] = {
+    "candidate": tuple(s.kind for s in OPERATIONS if s.cancels),
+    "retained": tuple(s.kind for s in OPERATIONS if s.counter is not None),
+    "shared_patch": tuple(s.kind for s in OPERATIONS if s.payload == "arguments"),
 }
+"""The operation kinds each endpoint replays: ``candidate`` a replacement (its kind cancels the
+pending call), ``retained`` any recorded revision (every kind but keep), ``shared_patch`` an
+argument patch (new argument values, proposable under the Arg label and the Full label)."""
 
 SHARED_CACHE = "planner-cache.sqlite"
 """The exact-request cache a shared-patch replay couples its two labels' planners with (in
@@ -137,11 +147,11 @@ def replay_operation(
         raise ReplayError(f"unknown endpoint {endpoint!r}; known: {', '.join(ENDPOINTS)}")
     rec = load(recording)
     review = rec.operation(operation)
-    if review.realized.kind not in _NEEDS[endpoint]:
+    if review.realized.kind not in ENDPOINT_KINDS[endpoint]:
         raise ReplayError(
             f"operation {operation} of {rec.run_dir} (call {review.call_index}) realized "
             f"{review.realized.kind}; the {endpoint} endpoint replays "
-            + " or ".join(_NEEDS[endpoint])
+            + " or ".join(ENDPOINT_KINDS[endpoint])
         )
     if endpoint != "candidate" and planner is None:
         raise ReplayError(f"the {endpoint} endpoint plans on: give a planner model")

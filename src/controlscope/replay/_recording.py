@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from controlscope._leftovers import make_dir
 from controlscope._tree import remove_tree
 from controlscope.core import (
     EVENTS_FILE,
@@ -308,7 +308,7 @@ class Recording:
         recorded = self.start.task_data_hash
         if recorded is None:
             return None
-        workspace = Path(tempfile.mkdtemp(prefix="cs-check-", dir=workspace_root))
+        workspace = make_dir("cs-check-", workspace_root)
         try:
             self.env.setup(self.task, self.seed, workspace)
             today = self.env.state_hash(self.task, workspace)

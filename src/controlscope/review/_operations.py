@@ -11,7 +11,6 @@ offered (:class:`~controlscope.core.OperationSet`: Keep ⊂ Arg ⊂ Full by defa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,38 +18,42 @@ from typing import Any
 from controlscope.core import (
     OPERATION_KINDS,
     DecisionMode,
-    Keep,
+    MalformedOperationError,
     ModelResponse,
     Operation,
     OperationKind,
     OperationSet,
-    PatchArguments,
-    PatchBlockData,
-    ReplaceWorkflow,
+    PayloadShape,
     ToolSpec,
-    decode_json,
     find_json_object,
+    operation_spec,
     schema_problem,
-    unfence,
 )
+
+__all__ = [
+    "MalformedOperationError",
+    "ParsedDecision",
+    "decision_schema",
+    "granted_kinds",
+    "operation_tools",
+    "parse_decision",
+    "parse_operation",
+    "raw_answer",
+]
 
 _REASON = {"type": "string", "description": "One short sentence: why this operation."}
 
-_DESCRIPTIONS: dict[str, str] = {
-    "keep": "Let the program make the pending call unchanged and continue.",
-    "patch_arguments": (
-        "Make the pending call with some data arguments changed; the program continues "
-        "unchanged. `arguments` maps argument names to new values."
-    ),
-    "patch_block_data": (
-        "Rewrite the running block changing only constant values (strings, numbers, booleans); "
-        "its code structure must stay identical. `code` is the whole block."
-    ),
-    "replace_workflow": (
-        "Cancel the pending call and the rest of the workflow; run `code` instead, a new Python "
-        "program in the same namespace (variables so far stay available)."
-    ),
+_PAYLOADS: dict[PayloadShape, dict[str, Any]] = {
+    "none": {},
+    "arguments": {
+        "arguments": {
+            "type": "object",
+            "description": "Argument names of the pending call mapped to their new values.",
+        }
+    },
+    "code": {"code": {"type": "string", "description": "Python code."}},
 }
+"""A payload's properties in an operation's tool and decision schema."""
 
 
 def granted_kinds(granted: OperationSet) -> list[OperationKind]:
@@ -58,17 +61,8 @@ def granted_kinds(granted: OperationSet) -> list[OperationKind]:
     return list(granted.operations)
 
 
-def _payload_properties(kind: str) -> dict[str, Any]:
-    if kind == "patch_arguments":
-        return {
-            "arguments": {
-                "type": "object",
-                "description": "Argument names of the pending call mapped to their new values.",
-            }
-        }
-    if kind in ("patch_block_data", "replace_workflow"):
-        return {"code": {"type": "string", "description": "Python code."}}
-    return {}
+def _payload_properties(kind: OperationKind) -> dict[str, Any]:
+    return _PAYLOADS[operation_spec(kind).payload]
 
 
 def operation_tools(granted: OperationSet) -> list[ToolSpec]:
@@ -83,7 +77,7 @@ def operation_tools(granted: OperationSet) -> list[ToolSpec]:
         tools.append(
             ToolSpec(
                 name=kind,
-                description=_DESCRIPTIONS[kind],
+                description=operation_spec(kind).description,
                 parameters={
                     "type": "object",
                     "properties": {"reason": _REASON, **payload},
@@ -119,23 +113,6 @@ def decision_schema(granted: OperationSet) -> dict[str, Any]:
     if len(branches) == 1:
         return branches[0]
     return {"anyOf": branches}
-
-
-class MalformedOperationError(ValueError):
-    """A reviewer's proposal could not be read as an :data:`Operation`.
-
-    The reviewer records it as a ``malformed`` fallback and executes ``Keep`` (paper section A.4:
-    "a malformed review response ... produces a recorded Keep fallback").
-
-    Attributes:
-        kind: the operation kind the proposal named (as given, possibly not a valid kind).
-        detail: what is wrong with it.
-    """
-
-    def __init__(self, kind: object, detail: str) -> None:
-        super().__init__(f"malformed {kind!r} operation: {detail}")
-        self.kind = kind
-        self.detail = detail
 
 
 def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Operation:
@@ -181,35 +158,11 @@ def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Oper
         raise MalformedOperationError(
             kind, f"the payload must be an object, got {type(payload).__name__}"
         )
-    if name == "keep":
-        return Keep()
-    if name == "patch_arguments":
-        if "arguments" not in payload:
-            raise MalformedOperationError(kind, "missing field 'arguments'")
-        arguments = payload["arguments"]
-        if isinstance(arguments, str):
-            try:
-                arguments = decode_json(arguments)
-            except json.JSONDecodeError as exc:
-                raise MalformedOperationError(
-                    kind, f"'arguments' is a string that is not JSON: {exc}"
-                ) from exc
-        if not isinstance(arguments, Mapping):
-            raise MalformedOperationError(
-                kind, f"'arguments' must be an object, got {type(arguments).__name__}"
-            )
-        if not all(isinstance(key, str) for key in arguments):
-            raise MalformedOperationError(kind, "argument names must be strings")
-        return PatchArguments(arguments=dict(arguments))
-    if "code" not in payload:
-        raise MalformedOperationError(kind, "missing field 'code'")
-    code = payload["code"]
-    if not isinstance(code, str):
-        raise MalformedOperationError(kind, f"'code' must be a string, got {type(code).__name__}")
-    code = unfence(code)
-    if name == "patch_block_data":
-        return PatchBlockData(code=code)
-    return ReplaceWorkflow(code=code)
+    try:
+        operation: Operation = operation_spec(name).parse(payload)
+    except MalformedOperationError as err:  # named as the answer gave it
+        raise MalformedOperationError(kind, err.detail) from None
+    return operation
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlscope.core import DecisionMode, OperationSet, ReplaceBoundary, ToolSchema, tool_params
+from controlscope.core import (
+    DecisionMode,
+    OperationSet,
+    PayloadShape,
+    ReplaceBoundary,
+    ToolSchema,
+    operation_spec,
+    tool_params,
+)
 from controlscope.review._operations import granted_kinds
 
 UNTRUSTED_DATA_RULE = (
@@ -27,18 +35,11 @@ UNTRUSTED_DATA_RULE = (
 )
 """The system prompt's statement that quoted text is untrusted data (see the views)."""
 
-_RULES: dict[str, str] = {
-    "keep": "keep: the program makes the pending call unchanged.",
-    "patch_arguments": "patch_arguments: the pending call is made with some data arguments "
-    'changed, e.g. "arguments": {"path": "/correct/path.txt"}. The rest of the program is '
-    "unchanged.",
-    "patch_block_data": "patch_block_data: the running block is rewritten with only constant "
-    "values changed (strings, numbers, True/False/None); every statement, name and call stays "
-    'the same. "code" is the whole block.',
-    "replace_workflow": 'replace_workflow: the pending call is cancelled; "code", new Python '
-    "that finishes the task from here, replaces {what}. Tools are plain functions returning "
-    "text; variables defined so far still exist.",
+_PAYLOAD_FIELDS: dict[PayloadShape, str] = {
+    "arguments": '"arguments": {name: new value}',
+    "code": '"code": Python source',
 }
+"""A payload's field in the JSON decision format, as the system prompt lists it."""
 
 
 def _json_type(schema: dict[str, Any]) -> str:
@@ -104,7 +105,7 @@ def system_prompt(
         "name or value, or a wrong plan, is a mistake to fix. Keep only a correct call.",
         "",
         "Operations you may choose:",
-        *(f"- {_RULES[k].replace('{what}', what)}" for k in kinds),
+        *(f"- {operation_spec(k).rule.replace('{what}', what)}" for k in kinds),
         "",
     ]
     if mode == "tools":
@@ -114,11 +115,10 @@ def system_prompt(
         )
     else:
         fields = ['"reason": your reason in a few words', f'"operation": one of {", ".join(kinds)}']
-        if "patch_arguments" in kinds:
-            fields.append('"arguments": {name: new value} (patch_arguments only)')
-        with_code = [k for k in kinds if k in ("patch_block_data", "replace_workflow")]
-        if with_code:
-            fields.append(f'"code": Python source ({" and ".join(with_code)} only)')
+        for shape, field in _PAYLOAD_FIELDS.items():
+            carrying = [k for k in kinds if operation_spec(k).payload == shape]
+            if carrying:
+                fields.append(f"{field} ({' and '.join(carrying)} only)")
         lines.append(
             "Answer with one JSON object and nothing else, with the fields: "
             + "; ".join(fields)

@@ -23,6 +23,7 @@ from controlscope.core import (
     ReplaceBoundary,
     ScopeName,
     ToolSchema,
+    operation_spec,
 )
 
 
@@ -106,17 +107,17 @@ class PublicState(BaseModel):
         index = self.boundary.line - 1
         return lines[index].strip() if 0 <= index < len(lines) else ""
 
-    def block_data_note(self, granted: OperationSet) -> str:
-        """What a reviewer granted ``granted`` must know about a ``patch_block_data`` of the
-        pending call (:attr:`Boundary.params_note`); empty when ``granted`` does not include it
-        or there is nothing to say.
+    def operation_notes(self, granted: OperationSet) -> str:
+        """What a reviewer granted ``granted`` must know about the pending call: the granted
+        kinds' notes (:meth:`~controlscope.core.OperationSpec.note`; a ``patch_block_data`` at
+        a call whose data it cannot edit or whose arguments are no literal,
+        :attr:`Boundary.params_note`), one a line; empty when there is nothing to say.
 
         Args:
             granted: the granted operation set.
 
         Returns:
-            The note, or ``""``.
+            The notes, or ``""``.
         """
-        if "patch_block_data" not in granted.operations:
-            return ""
-        return self.boundary.params_note or ""
+        notes = (operation_spec(kind).note(self.boundary) for kind in granted.operations)
+        return "\n".join(note for note in notes if note)

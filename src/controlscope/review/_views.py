@@ -35,6 +35,7 @@ from controlscope.core import (
     OperationSet,
     View,
     ViewLimits,
+    operation_spec,
 )
 from controlscope.review._prompts import describe_tool, system_prompt
 from controlscope.review._state import PublicState
@@ -81,7 +82,8 @@ VIEW_SECTIONS: dict[View, tuple[str, ...]] = {
 """Each view's sections in order (``## TITLE`` lines); an empty section is left out. The pending
 call shows the tool, the source line and its place in both views, and its arguments only in
 ``with_feedback`` (A.3: "the pending call's realized arguments"). ``BLOCK DATA`` (ours: the
-paper's views predate the check) says, when ``patch_block_data`` is granted, that it cannot
+paper's views predate the check) holds the granted kinds' notes on the pending call
+(:meth:`PublicState.operation_notes`): when ``patch_block_data`` is granted, that it cannot
 edit this call's data or leaves its arguments as they are (controller-derived text)."""
 
 # Characters str.splitlines() breaks on, other than "\n"; JSON output escapes them.
@@ -161,7 +163,7 @@ def render_view(
         SECTION_OUTPUT: _output(state, limits),
         SECTION_VARIABLES: _variables(state, limits),
         SECTION_DECISIONS: _decisions(state, limits),
-        SECTION_BLOCK_DATA: state.block_data_note(granted),
+        SECTION_BLOCK_DATA: state.operation_notes(granted),
         SECTION_PENDING: _pending(state, view),
     }
     sections = [f"## {title}\n{bodies[title]}" for title in VIEW_SECTIONS[view] if bodies[title]]
@@ -281,10 +283,7 @@ def _decisions(state: PublicState, lim: ViewLimits | None) -> str:
     for d in shown:
         op = d.operation
         entry: dict[str, Any] = {"call": d.call_index, "tool": d.tool, "operation": op.kind}
-        if op.kind == "patch_arguments":
-            entry["arguments"] = op.arguments
-        elif op.kind != "keep":
-            entry["code_lines"] = len(op.code.splitlines())
+        entry.update(operation_spec(op.kind).shown(op))
         if d.fallback:
             entry["fallback"] = d.fallback
         line = json_line(entry)

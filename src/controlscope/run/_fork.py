@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controlscope._proc import kill_below, reap_orphans
 from controlscope._tree import copy_tree, refill_tree, remove_tree
 from controlscope.core import (
     BranchOrigin,
@@ -301,14 +302,17 @@ def reap(pid: int, timeout_s: float) -> str | None:
         try:
             ended = bool(select.select([fd], [], [], max(timeout_s, 0.0))[0])
         except BaseException:
-            _interrupt(fd)
+            below = _interrupt(pid, fd)
             os.waitpid(pid, 0)
+            reap_orphans(below)
             raise
         if not ended:
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
+            below = _kill(pid, fd)
             os.waitpid(pid, 0)
+            reap_orphans(below)
             return f"the branch's process was killed after {timeout_s:g} s"
         _, status = os.waitpid(pid, 0)
+        reap_orphans()  # its servers' sandbox inits, when they were handed to this process
     finally:
         os.close(fd)
     if os.WIFSIGNALED(status):
@@ -317,14 +321,23 @@ def reap(pid: int, timeout_s: float) -> str | None:
     return None if code == 0 else f"the branch's process exited with status {code}"
 
 
-def _interrupt(fd: int) -> None:
-    """Interrupt the child of pidfd ``fd`` as this process was (a Ctrl-C reaches both; a
+def _interrupt(pid: int, fd: int) -> list[tuple[int, str]]:
+    """Interrupt the child ``pid`` (pidfd ``fd``) as this process was (a Ctrl-C reaches both; a
     SIGTERM sent to this process alone does not reach it): it records its end, or is killed
-    after :data:`INTERRUPT_GRACE_S`."""
+    after :data:`INTERRUPT_GRACE_S`. Returns the processes below it that were killed."""
     if select.select([fd], [], [], INTERRUPT_SETTLE_S)[0]:
-        return  # the interrupt reached it too, and it has ended
+        return []  # the interrupt reached it too, and it has ended
     with contextlib.suppress(ProcessLookupError):
         signal.pidfd_send_signal(fd, signal.SIGINT)
     if not select.select([fd], [], [], INTERRUPT_GRACE_S)[0]:
-        with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        return _kill(pid, fd)
+    return []
+
+
+def _kill(pid: int, fd: int) -> list[tuple[int, str]]:
+    """SIGKILL the child ``pid`` (pidfd ``fd``) after the processes below it (its server's
+    sandbox first, so that none is orphaned); returns those, for :func:`reap_orphans`."""
+    below = kill_below(pid)
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+    return below

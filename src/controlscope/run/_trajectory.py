@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from controlscope._leftovers import make_dir, sweep_quietly
 from controlscope._tree import remove_tree
 from controlscope.core import (
     AnswerKey,
@@ -124,7 +124,7 @@ def run_trajectory(
             ``summary.json``.
         workspace_root: where the fresh workspace directory is made (a temporary directory
             when None); the workspace is removed when the run ends, whatever agent code made
-            of it.
+            of it, and what killed runs left there first (:func:`controlscope.clean`).
         observer: called with every event after it is written.
         actions: a replay's recorded primitive calls, checked against the calls made (A.4).
         hook: steers a prefix replay or branch (:mod:`controlscope.replay`; ``StopRun`` ends it).
@@ -177,6 +177,7 @@ def run_trajectory(
 def _record(parts: _Parts, workspace_root: Path | None) -> RunResult:
     """Run and grade the task, record its end and its summary (in the run directory the log
     is in when the run ends: a branch by fork changes it, :mod:`controlscope.run._fork`)."""
+    sweep_quietly(workspace_root)  # what killed runs left there and in the temporary folder
     with running_until(parts.deadline, call_s=parts.condition.request_timeout_s):
         verdict, ending, hashes = _graded_run(parts, workspace_root)
     _report_clock_differences(parts)
@@ -326,7 +327,7 @@ def _recordable(text: str) -> str:
 def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, Ending, Hashes]:
     """Set the task up in a fresh workspace, run it, grade the workspace as it stands and hash
     it; the workspace is removed on every path (without recursion: agent code shaped it)."""
-    workspace = Path(tempfile.mkdtemp(prefix="cs-ws-", dir=workspace_root))
+    workspace = make_dir("cs-ws-", workspace_root)
     try:
         answer_key: AnswerKey = parts.env.setup(parts.task, parts.seed, workspace)
         parts.task_data_hash = parts.env.state_hash(parts.task, workspace)

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from controlscope.core import Operation
+from controlscope.core import Boundary, Operation, operation_spec
 
 DiffKind = Literal["add", "del", "ctx", "hunk", "head"]
 
@@ -71,32 +71,34 @@ def argument_changes(before: dict[str, Any], after: dict[str, Any]) -> list[Argu
     ]
 
 
-def patched(arguments: dict[str, Any], operation: Operation) -> dict[str, Any]:
-    """The arguments after an argument patch (names not given keep their values, as the worker
-    applies it); the arguments unchanged under any other operation (a block-data edit's effect
-    is known from the call as made)."""
-    if operation.kind == "patch_arguments":
-        return {**arguments, **operation.arguments}
-    return dict(arguments)
+def patched(boundary: Boundary, operation: Operation) -> dict[str, Any]:
+    """The pending call's arguments after an operation that carries new argument values (as
+    the worker applies it: names not given keep their values); the arguments unchanged under
+    any other operation (a block-data edit's effect is known from the call as made)."""
+    spec = operation_spec(operation.kind)
+    final = spec.final_arguments(operation, boundary) if spec.payload == "arguments" else None
+    return dict(final.arguments if final is not None else boundary.arguments)
 
 
 def code_diff(code: str, operation: Operation) -> list[DiffLine] | None:
-    """The block's code against a block-data edit's rewrite or a replacement's code.
+    """The block's code against the code an operation runs instead: a block-data edit's
+    rewrite or a replacement (:meth:`~controlscope.core.OperationSpec.new_code`).
 
     Args:
         code: the running block's source at the boundary.
         operation: the realized operation.
 
     Returns:
-        The unified diff's lines (every line of both, so nothing is hidden), or None for an
-        operation that changes no code.
+        The unified diff's lines (every line of both, so nothing is hidden; the new side named
+        by the kind's noun), or None for an operation that changes no code.
     """
-    if operation.kind not in ("patch_block_data", "replace_workflow"):
+    spec = operation_spec(operation.kind)
+    new_code = spec.new_code(operation)
+    if new_code is None:
         return None
-    new_name = "edited block" if operation.kind == "patch_block_data" else "replacement"
-    old, new = code.splitlines(), operation.code.splitlines()
+    old, new = code.splitlines(), new_code.splitlines()
     lines = difflib.unified_diff(
-        old, new, "block", new_name, n=max(len(old), len(new)), lineterm=""
+        old, new, "block", spec.noun, n=max(len(old), len(new)), lineterm=""
     )
     return [DiffLine(_kind(i, line), line) for i, line in enumerate(lines)]
 

@@ -4,6 +4,7 @@ always escaped), one per page kind, and the links between pages, served or expor
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import BaseModel
 
-from controlscope.core import SCHEMA_VERSION
+from controlscope.core import OPERATION_GROUPS, OPERATIONS, SCHEMA_VERSION
 from controlscope.record import LogError, RunSummary, read_summary
 from controlscope.view._branches import read_branches, side_by_side
 from controlscope.view._folders import Target, ViewError, stamp, watched
@@ -116,6 +117,17 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=_plain)
 
 
+def group_counts(count: Callable[[str], int]) -> dict[str, int]:
+    """The run tables' columns of realized operations (``patches``, ``replacements``: the
+    operation kinds' groups, :data:`~controlscope.core.OPERATION_GROUPS`), each the sum of its
+    kinds' counters as ``count`` reads them."""
+    return {group: sum(count(c) for c in counters) for group, counters in OPERATION_GROUPS.items()}
+
+
+def _summary_group_counts(summary: RunSummary) -> dict[str, int]:
+    return group_counts(lambda counter: int(getattr(summary, counter)))
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=PackageLoader("controlscope.view", "templates"),
@@ -125,8 +137,14 @@ def _environment() -> Environment:
         lstrip_blocks=True,
         finalize=shown,
     )
-    env.filters.update(lines=_lines, is_large=_is_large, pretty=_pretty)
-    env.globals.update(schema_version=SCHEMA_VERSION)
+    env.filters.update(
+        lines=_lines, is_large=_is_large, pretty=_pretty, group_counts=_summary_group_counts
+    )
+    env.globals.update(
+        schema_version=SCHEMA_VERSION,
+        counted=[op for op in OPERATIONS if op.counter is not None],
+        groups=list(OPERATION_GROUPS),
+    )
     return env
 
 
@@ -257,11 +275,8 @@ def _run_row(row: dict[Any, Any]) -> dict[str, Any]:
 
     fallbacks = sum(int(v) for k, v in row.items() if str(k).startswith("fallback_"))
     shown = {k: plain(row.get(k)) for k in ("scope", "draw", "status", "success", "end_reason")}
-    counts = ("primitive_calls", "reviews", "replacements")
-    shown.update({k: int(row.get(k) or 0) for k in counts})
-    shown["patches"] = int(row.get("argument_patches") or 0) + int(
-        row.get("block_data_patches") or 0
-    )
+    shown.update({k: int(row.get(k) or 0) for k in ("primitive_calls", "reviews")})
+    shown.update(group_counts(lambda counter: int(row.get(counter) or 0)))
     shown["fallbacks"] = fallbacks
     return shown
 

@@ -44,6 +44,7 @@ from controlscope.core import (
     RunEndEvent,
     RunStartEvent,
     ValidationEvent,
+    operation_spec,
 )
 from controlscope.record import (
     LedgerSummary,
@@ -118,6 +119,8 @@ class BoundaryView:
         diff_proposed: True when ``diff`` shows a proposal that was not realized (refused, or a
             Keep fallback).
         operation: the realized operation's kind (``keep`` when not reviewed).
+        cancels: whether the realized operation cancelled the pending call (a replacement).
+        edit_noun: what ``diff`` shows, named by its operation kind (``replacement``).
     """
 
     seq: int
@@ -139,6 +142,19 @@ class BoundaryView:
     def operation(self) -> str:
         """The realized operation's kind (``keep`` when not reviewed)."""
         return self.realized.operation.kind if self.realized is not None else "keep"
+
+    @property
+    def cancels(self) -> bool:
+        """Whether the realized operation cancelled the pending call (a replacement)."""
+        return operation_spec(self.operation).cancels
+
+    @property
+    def edit_noun(self) -> str:
+        """What the code diff shows: the noun of the operation whose code it is (the proposed
+        one when :attr:`diff_proposed`), e.g. ``replacement``."""
+        proposed = self.proposal.operation if self.proposal is not None else None
+        kind = proposed.kind if self.diff_proposed and proposed is not None else self.operation
+        return operation_spec(kind).noun
 
 
 @dataclass
@@ -599,7 +615,7 @@ class _Builder:
                 view.diff = code_diff(view.boundary.code, proposed)
                 view.diff_proposed = view.diff is not None
             view.arguments = argument_changes(
-                view.boundary.arguments, patched(view.boundary.arguments, event.operation)
+                view.boundary.arguments, patched(view.boundary, event.operation)
             )
 
     def _call(self, call: PrimitiveCall) -> None:

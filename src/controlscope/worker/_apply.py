@@ -14,32 +14,41 @@ arguments of the primitive call to make, or its cancellation, and what the worke
 - ``replace_workflow``: the pending call is cancelled and the block unwinds; the rewrite runs
   next as the replacement.
 
-:func:`final_arguments` computes the arguments a call is made with; the scope validation
-(:func:`controlscope.scope.validate_operation`) checks them against the tool's schema with the
-same function, so what was validated is what runs.
+:func:`final_arguments` computes the arguments a call is made with, by the kind's
+:class:`~controlscope.core.OperationSpec` (:data:`controlscope.core.OPERATIONS`); the scope
+validation (:func:`controlscope.scope.validate_operation`) checks them against the tool's schema
+with the same spec, so what was validated is what runs. :func:`block_data_arguments` and
+:class:`FinalArguments` are core's, re-exported.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from controlscope.core import (
+    OPERATIONS,
     Boundary,
-    Keep,
+    FinalArguments,
     Operation,
     OperationKind,
-    PatchArguments,
-    PatchBlockData,
-    ReplaceWorkflow,
+    OperationSpec,
     ToolParam,
     ToolResult,
+    block_data_arguments,
 )
-from controlscope.worker import _runtime
 
-_JSON_SCALARS = (str, int, float, bool, type(None))
+__all__ = [
+    "Applied",
+    "Cancel",
+    "FinalArguments",
+    "MakeCall",
+    "apply_operation",
+    "block_data_arguments",
+    "final_arguments",
+]
 
 
 @dataclass(frozen=True)
@@ -105,32 +114,32 @@ Applied = MakeCall | Cancel
 """What a realized operation comes to at one boundary."""
 
 
-@dataclass(frozen=True)
-class FinalArguments:
-    """The arguments a call is made with under an operation.
+def _spec(operation: object) -> OperationSpec[Any]:
+    """The spec of ``operation``'s kind.
 
-    Attributes:
-        arguments: the final arguments, by parameter name.
-        notice: set when a ``patch_block_data`` leaves them as the block asked for them.
+    Raises:
+        TypeError: ``operation`` is not an operation.
     """
-
-    arguments: dict[str, Any]
-    notice: str | None = None
+    for spec in OPERATIONS:
+        if isinstance(operation, spec.model):
+            return spec
+    raise TypeError(f"unknown operation {operation!r}")
 
 
 def final_arguments(
     boundary: Boundary,
-    operation: Keep | PatchArguments | PatchBlockData,
+    operation: Operation,
     *,
     params: Sequence[ToolParam] = (),
     original_tree: ast.Module | None = None,
 ) -> FinalArguments:
-    """The arguments the pending call is made with under ``operation``.
+    """The arguments the pending call is made with under ``operation`` (the kind's
+    :meth:`~controlscope.core.OperationSpec.final_arguments`).
 
     Args:
         boundary: the pending call (its arguments, the running block's source, the literal
             slots the controller derived).
-        operation: the operation (not a replacement: that makes no call).
+        operation: the operation; one that cancels the call (a replacement) makes none.
         params: the tool's parameters (an optional one whose new literal is ``None`` is left
             out of the call, as the tool's function does).
         original_tree: the block as it started, parsed; None parses ``boundary.code`` (same
@@ -140,35 +149,15 @@ def final_arguments(
         The final arguments and, for a block-data rewrite that changes none of them, a notice.
 
     Raises:
-        ValueError: a ``patch_block_data`` at a call whose data it cannot edit, or whose code
-            does not parse or changes the block's structure.
+        ValueError: an operation that makes no call; a ``patch_block_data`` at a call whose
+            data it cannot edit, or whose code does not parse or changes the block's structure.
+        TypeError: an unknown operation.
     """
-    arguments = dict(boundary.arguments)
-    if isinstance(operation, Keep):
-        return FinalArguments(arguments)
-    if isinstance(operation, PatchArguments):
-        return FinalArguments({**arguments, **operation.arguments})
-    if boundary.params_refusal is not None:
-        raise ValueError(f"patch_block_data cannot edit this call: {boundary.params_refusal}")
-    tree = original_tree if original_tree is not None else ast.parse(boundary.code)
-    optional = {p.name for p in params if not p.required}
-    for name, value in block_data_arguments(tree, operation.code, boundary.literal_slots).items():
-        if value is None and name in optional:
-            arguments.pop(name, None)  # the tool's function leaves out an optional None
-        else:
-            arguments[name] = value
-    if arguments != boundary.arguments:
-        return FinalArguments(arguments)
-    why = (
-        "none of its arguments is a literal at its call site"
-        if not boundary.literal_slots
-        else "the rewrite keeps the values of its literal arguments"
-    )
-    notice = (
-        f"patch_block_data left this call's arguments unchanged ({why}); the rewrite's "
-        "constants take effect for the rest of the block"
-    )
-    return FinalArguments(arguments, notice)
+    spec = _spec(operation)
+    final = spec.final_arguments(operation, boundary, params=params, original_tree=original_tree)
+    if final is None:
+        raise ValueError(f"{spec.kind} cancels the pending call: it is made with no arguments")
+    return final
 
 
 def apply_operation(
@@ -201,58 +190,16 @@ def apply_operation(
             validated before they are applied).
         TypeError: an unknown operation.
     """
-    if isinstance(operation, ReplaceWorkflow):
-        return Cancel(replacement=operation.code)
-    if not isinstance(operation, Keep | PatchArguments | PatchBlockData):
-        raise TypeError(f"unknown operation {operation!r}")
-    final = final_arguments(boundary, operation, params=params, original_tree=original_tree)
-    patched = isinstance(operation, PatchBlockData)
+    spec = _spec(operation)
+    final = spec.final_arguments(operation, boundary, params=params, original_tree=original_tree)
+    new_code = spec.new_code(operation)
+    if final is None:
+        return Cancel(replacement=new_code or "")
     return MakeCall(
         arguments=final.arguments,
-        code=operation.code if isinstance(operation, PatchBlockData) else boundary.code,
-        patched=patched,
-        operation=operation.kind,
-        requested=None if isinstance(operation, Keep) else dict(boundary.arguments),
+        code=boundary.code if new_code is None else new_code,
+        patched=new_code is not None,
+        operation=spec.kind,
+        requested=dict(boundary.arguments) if operation.kind != "keep" else None,
         notice=final.notice,
     )
-
-
-def block_data_arguments(
-    original_tree: ast.Module, code: str, literal_slots: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Check a ``patch_block_data`` rewrite; return the pending call's re-evaluated literals.
-
-    Semantics: the rewrite must have the block's syntax tree except constant values. From the
-    pending call on, every evaluation of a literal of this block (later statements, loop
-    iterations, functions the block defines, even when called later) yields the rewrite's value;
-    values already computed and stored (variables, default arguments, earlier calls) keep
-    theirs. The pending call's arguments that are plain literals at its call site take the new
-    values; other arguments are unchanged.
-
-    Args:
-        original_tree: the block as it started (parsed).
-        code: the rewrite.
-        literal_slots: parameter name -> slot of the block's constants table (entries that are
-            not a valid slot are ignored).
-
-    Returns:
-        Parameter name -> the rewrite's value, for each literal argument whose new value is a
-        JSON scalar.
-
-    Raises:
-        ValueError: the rewrite does not parse or changes the block's structure.
-    """
-    try:
-        new_tree = ast.parse(code)
-    except SyntaxError as exc:
-        raise ValueError(f"patch_block_data code does not parse: {exc}") from None
-    if _runtime.structure_key(new_tree) != _runtime.structure_key(original_tree):
-        raise ValueError("patch_block_data code changes the block's structure")
-    values = _runtime.slot_values(new_tree, _runtime.slot_positions(original_tree))
-    out: dict[str, Any] = {}
-    for name, slot in literal_slots.items():
-        if isinstance(slot, int) and 0 <= slot < len(values):
-            value = values[slot]
-            if isinstance(value, _JSON_SCALARS):
-                out[name] = value
-    return out

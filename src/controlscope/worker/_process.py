@@ -20,6 +20,7 @@ import tempfile
 from typing import IO, Any
 
 from controlscope import _proc
+from controlscope._leftovers import make_dir
 from controlscope._tree import remove_tree
 from controlscope.core import Isolation
 from controlscope.worker import _sandbox
@@ -347,7 +348,7 @@ class WorkerProcess:
         cwd = "/"
         env = dict(_sandbox.WORKER_ENV)
         if self.isolation == "none":
-            self._tmpdir = tempfile.mkdtemp(prefix="controlscope-worker-")
+            self._tmpdir = str(make_dir("controlscope-worker-"))
             cwd = env["HOME"] = env["TMPDIR"] = self._tmpdir
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         try:
@@ -382,8 +383,10 @@ class WorkerProcess:
             Whether a process was running (and is now dead). Idempotent.
         """
         proc, self._proc = self._proc, None
+        below: list[tuple[int, str]] = []
         if proc is not None:
             if not isinstance(proc, _Adopted):  # a forked worker is no group leader
+                below = _proc.kill_below(proc.pid)  # the sandbox's init first: bwrap reaps it
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
@@ -392,6 +395,8 @@ class WorkerProcess:
                 proc.wait(timeout=5)
             if isinstance(proc, _Adopted):
                 proc.release()
+            else:  # those handed to this process (its forks, the sandbox's init)
+                _proc.reap_orphans(below)
         supervisor, self._supervisor = self._supervisor, None
         if supervisor is not None and self._owns_supervisor:
             supervisor.close()

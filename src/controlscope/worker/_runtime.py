@@ -2,7 +2,7 @@
 
 STANDARD LIBRARY ONLY. The controller starts a bare interpreter (``-S -s -P``, a controlled
 environment) and hands it the runtime bundle over the channel: the compiled code of
-``_constants``, ``_snapshot``, ``_hardening`` and this module, run in that order in one
+``core/_block_data``, ``_snapshot``, ``_hardening`` and this module, run in that order in one
 ``__main__`` namespace (hence the guarded imports below); the worker never sees the repository
 or site-packages. The controller imports these modules for the pure helpers it shares with the
 runtime (:func:`slot_positions`, :func:`slot_values`, :func:`structure_key`, :func:`snapshot`,
@@ -68,7 +68,7 @@ _CACHE_OP = opcode.opmap.get("CACHE", -1)
 _FunctionType = type(lambda: None)
 
 if __name__ != "__main__":  # imported by the controller; in the worker the bundle defines these
-    from controlscope.worker._constants import (
+    from controlscope.core import (
         constants_in_order,
         literal_arguments,
         slot_positions,

@@ -22,11 +22,11 @@ import logging
 import marshal
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from controlscope import _bwrap
+from controlscope._leftovers import temp_dir
 from controlscope.core import Isolation
 from controlscope.worker import _runtime
 
@@ -61,15 +61,16 @@ WORKER_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 
-#: The runtime bundle's modules, in execution order (each stdlib-only).
-RUNTIME_MODULES = ("_constants", "_snapshot", "_hardening", "_runtime")
+#: The runtime bundle's modules, in execution order (each stdlib-only), as paths below the
+#: package: the block-data constant walk lives in ``core`` (the controller's validation uses it).
+RUNTIME_MODULES = ("core/_block_data", "worker/_snapshot", "worker/_hardening", "worker/_runtime")
 
 
 @functools.cache
 def runtime_sources() -> tuple[str, ...]:
     """The source texts of the in-sandbox runtime bundle (:data:`RUNTIME_MODULES`)."""
-    here = Path(_runtime.__file__).parent
-    return tuple((here / f"{name}.py").read_text(encoding="utf-8") for name in RUNTIME_MODULES)
+    package = Path(_runtime.__file__).parent.parent
+    return tuple((package / f"{name}.py").read_text(encoding="utf-8") for name in RUNTIME_MODULES)
 
 
 @functools.cache
@@ -150,8 +151,8 @@ def bwrap_self_test() -> str | None:
         None when bwrap works, else why not.
     """
     probe = "import os,sys;print('visible' if any(map(os.path.exists,sys.argv[1:])) else 'ok')"
-    with tempfile.TemporaryDirectory(prefix="cs-probe-") as marker:
-        hidden = [marker, *([] if _shown_by_design(Path.cwd()) else [os.getcwd()])]
+    with temp_dir("cs-probe-") as marker:
+        hidden = [str(marker), *([] if _shown_by_design(Path.cwd()) else [os.getcwd()])]
         command = [str(interpreter()), "-S", "-s", "-P", "-c", probe, *hidden]
         return _bwrap.probe(bwrap_options(), command, timeout_s=20, env=WORKER_ENV)
 

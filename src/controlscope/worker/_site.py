@@ -25,10 +25,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controlscope.core import CallSite, ToolParam
-from controlscope.worker import _constants
+from controlscope.core import (
+    CallSite,
+    Span,
+    ToolParam,
+    call_index,
+    constants_in_order,
+    literal_arguments,
+    provided_parameters,
+    slot_ids,
+    slot_positions,
+    slot_values,
+)
 
-Span = _constants.Span
 _Scope = tuple[tuple[str, str], ...]
 """A scope chain from the module down: ``("function" | "class", name)`` pairs."""
 
@@ -53,7 +62,7 @@ class BlockSource:
         tree: its source as it started, parsed (the worker compiled that text, so every
             instruction position refers to it).
         values: its constants table as it stands (a ``patch_block_data`` refills it).
-        calls: every call expression by span (:func:`controlscope.worker._constants.call_index`).
+        calls: every call expression by span (:func:`controlscope.core.call_index`).
         nodes: the nodes at each span, with the 3.11+ span of a method call whose attribute
             spans lines (the compiler starts such a call at the attribute's name).
         scopes: node id -> the scope chains its code can run in (a comprehension's own node
@@ -72,14 +81,14 @@ class BlockSource:
     @classmethod
     def parse(cls, block_id: str, tree: ast.Module, code: str = "") -> BlockSource:
         """Index a block's source, ``code`` parsed as ``tree`` (which is not modified)."""
-        constants = _constants.constants_in_order(tree)
-        positions = _constants.slot_positions(tree)
+        constants = constants_in_order(tree)
+        positions = slot_positions(tree)
         source = cls(
             block_id=block_id,
             tree=tree,
             values=[constants[i].value for i in positions],
             code=code,
-            calls=_constants.call_index(tree, _constants.slot_ids(tree)),
+            calls=call_index(tree, slot_ids(tree)),
         )
         for node in ast.walk(tree):
             span = _span(node)
@@ -94,7 +103,7 @@ class BlockSource:
 
     def patch(self, code: str) -> None:
         """Take a ``patch_block_data`` rewrite's constants (same structure, validated before)."""
-        self.values = _constants.slot_values(ast.parse(code), _constants.slot_positions(self.tree))
+        self.values = slot_values(ast.parse(code), slot_positions(self.tree))
         self.code = code
 
     def line(self, number: int) -> str:
@@ -355,7 +364,7 @@ def _direct_literals(
     call = source.calls.get(pos)
     if call is None or call["fn"] is None:
         raise SiteMismatch(f"a direct call claimed at {list(pos)}, where no call by name is")
-    provided = _constants.provided_parameters(call, signature.pairs)
+    provided = provided_parameters(call, signature.pairs)
     if provided is not None:
         missing = signature.required - provided
         extra = {k for k in arguments if k not in provided} - signature.defaulted
@@ -364,7 +373,7 @@ def _direct_literals(
                 f"the call at {list(pos)} provides {sorted(provided)}, not the arguments "
                 f"{sorted(arguments)}"
             )
-    slots = _constants.literal_arguments(call, signature.pairs)
+    slots = literal_arguments(call, signature.pairs)
     for name, slot in slots.items():
         value = source.values[slot] if 0 <= slot < len(source.values) else None
         if value is None and name in signature.optional:

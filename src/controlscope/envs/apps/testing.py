@@ -16,13 +16,12 @@ with the right reason.
 from __future__ import annotations
 
 import contextlib
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
+from controlscope._leftovers import temp_dir
 from controlscope.core import ToolServer, Verdict
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.apps._schema import connect
@@ -91,8 +90,7 @@ def run_program(
     """
     env = AppsEnvironment()
     task = env.task(task_id)
-    with tempfile.TemporaryDirectory(prefix="cs-apps-") as folder:
-        workspace = Path(folder)
+    with temp_dir("cs-apps-") as workspace:
         key = env.setup(task, 0, workspace)
         with contextlib.ExitStack() as stack:
             if transport == "stdio":

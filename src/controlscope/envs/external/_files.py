@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from controlscope._leftovers import make_dir
 from controlscope._tree import remove_tree, walk_tree
 from controlscope.core import InputFileError, TaskError, open_regular, read_text
 from controlscope.envs.filesystem.workspace import file_hashes
@@ -197,7 +198,7 @@ def scratch_copy(workspace: Path) -> Iterator[Path]:
     Raises:
         TaskError: the copy failed.
     """
-    copy = Path(tempfile.mkdtemp(prefix="cs-verify-"))
+    copy = make_dir("cs-verify-")
     try:
         copy_tree(workspace, copy)
         yield copy

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
 
+from controlscope._leftovers import make_dir
 from controlscope._tree import Entry, remove_tree, walk_tree
 from controlscope.core import TaskError
 
@@ -47,17 +47,18 @@ class Workspace:
 
         Args:
             root: the parent directory (created when missing); the system temp dir when ``None``.
-            prefix: the directory name's prefix; characters other than letters, digits, ``-`` and
-                ``_`` are replaced by ``_``.
+            prefix: the directory name's prefix; characters other than ASCII letters, digits,
+                ``-`` and ``_`` are replaced by ``_``. The name goes on with this process's
+                mark (:func:`controlscope.clean` removes it once this process is gone).
 
         Raises:
             TaskError: the directory cannot be created (unwritable root, a file in the way...).
         """
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in prefix) or "cs-ws-"
+        safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in prefix)
         try:
             if root is not None:
                 Path(root).mkdir(parents=True, exist_ok=True)
-            made = tempfile.mkdtemp(prefix=safe, dir=None if root is None else str(root))
+            made = make_dir(safe or "cs-ws-", root)
         except OSError as error:
             where = "the system temp directory" if root is None else str(root)
             raise TaskError(f"cannot create a task workspace under {where}: {error}") from error

@@ -2,10 +2,12 @@
 
 Every block is compiled with its literal constants turned into lookups in a per-block table,
 so a Params rewrite (same syntax tree, other constant values) can take effect in the running
-block by refilling the table. The controller and the scope validation use the same walk.
+block by refilling the table. The controller, the worker and the scope validation use the same
+walk.
 
-STANDARD LIBRARY ONLY: this module is part of the worker runtime bundle (see ``_runtime.py``),
-run by a bare interpreter inside the sandbox; the controller imports it too.
+STANDARD LIBRARY ONLY, and nothing of this package: this module is the first of the worker's
+runtime bundle (``controlscope.worker._sandbox.RUNTIME_MODULES``), run by a bare interpreter
+inside the sandbox; the controller imports it from :mod:`controlscope.core`.
 """
 
 from __future__ import annotations
