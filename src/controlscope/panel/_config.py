@@ -52,6 +52,7 @@ from controlscope.core import (
     DecisionMode,
     Draws,
     ExecutionOptions,
+    ModelSpec,
     PlannerFormat,
     PlannerModel,
     PlannerSampling,
@@ -100,10 +101,6 @@ STARTS: tuple[Start, ...] = ("whole", "first_boundary", "midpoint", "local_rule"
 Backend = Literal["local", "ray"]
 """Where runs execute: a process pool on this machine, or Ray tasks (``RAY_ADDRESS`` names a
 cluster; without it a local Ray instance is started)."""
-
-FILE_MODELS = ("scripted", "replay")
-"""Model spec kinds that name a path (``scripted:FILE.json``, ``replay:DIR``): a relative one
-in a configuration file is read from the file's folder."""
 
 
 class ConfigError(ValueError):
@@ -498,11 +495,20 @@ def anchor_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
                 out["params"][key] = {**value, "state": _resolved(state.strip(), folder)}
     for role in ("planner", "reviewer"):
         section = out.get(role)
-        model = section.get("model") if isinstance(section, dict) else None
-        kind, colon, path = model.partition(":") if isinstance(model, str) else ("", "", "")
-        if isinstance(section, dict) and colon and kind in FILE_MODELS and path.strip():
-            out[role] = {**section, "model": f"{kind}:{_resolved(path.strip(), folder)}"}
+        model = _file_model(section.get("model") if isinstance(section, dict) else None)
+        if isinstance(section, dict) and model is not None:
+            out[role] = {**section, "model": str(model.anchored(folder))}
     return out
+
+
+def _file_model(text: object) -> ModelSpec | None:
+    """The model spec ``text`` names when it names a file (``scripted:FILE``, ``replay:DIR``);
+    None otherwise, a spec that is no spec included (the plan names the problem)."""
+    try:
+        spec = ModelSpec.parse(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return spec if spec is not None and spec.names_path else None
 
 
 def _resolved(path: str, folder: Path) -> str:
