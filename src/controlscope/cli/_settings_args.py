@@ -82,7 +82,7 @@ def _help(field: FieldInfo, span: str, extra: str | None) -> str:
     plain = default is not None and not isinstance(default, bool) and default != {}
     if shown is None and plain and not field.is_required():
         shown = _shown(default)
-    if shown and info.resolved == "recording":
+    if shown and info.resolved is not None:
         shown = f"{shown} (a replay: the recording's)"
     parts += [f"default: {shown}"] if shown else []
     parts += [extra] if extra else []

@@ -10,9 +10,9 @@ come from the annotated types of :mod:`controlscope.core`'s ceilings).
 
 A request (:class:`RunSettings`, a run spec, a panel section) tells a *stated* setting from one
 left to its default: :meth:`Requested.stated` reads pydantic's ``model_fields_set``. Nine
-settings are *resolved* when nobody states them: by the models (``resolved="model"``: the
-embedded model plans in fenced code, reviews in JSON, with 1,024 tokens) or by a replayed
-recording (``resolved="recording"``) before the recorded default applies;
+settings are *resolved* when nobody states them: from a replayed recording, else by the models
+(``resolved="model"``: the embedded model plans in fenced code, reviews in JSON, with 1,024
+tokens) or as the recorded default (``resolved="recording"``);
 :func:`controlscope.run.prepare` decides them, and its condition holds what runs.
 """
 
@@ -125,8 +125,9 @@ class ViewLimits(BaseModel):
 
 
 Resolver = Literal["model", "recording"]
-"""Who decides a setting nobody states: the models' kind (the embedded model's formats and
-token cap), or a replayed recording (its value, else the recorded default)."""
+"""Who decides a setting nobody states: a replayed recording (its value), else the models' kind
+(``model``: the embedded model's formats and token cap) or the recorded default
+(``recording``)."""
 
 REQUEST_SETTINGS = (
     "planner_format",
@@ -327,7 +328,8 @@ class ReviewerModel(Section):
         None,
         "how much of the public state a review shows: complete (paper 3.1) or bounded for "
         "small contexts",
-        shown_default="bounded for a local reviewer, complete otherwise",
+        shown_default="bounded for a local reviewer, complete otherwise (a replay: the "
+        "recording's)",
     )
 
 

@@ -62,9 +62,10 @@ class RunSpec(RunSettings):
     description: ``RunSpec.model_fields[name].description``, ``controlscope run --help``).
 
     A setting reads as its value, or its default when it is not stated. Nine are resolved by
-    :func:`prepare` when nobody states them (``planner_format``, ``review_mode``,
-    ``max_tokens`` by the models; ``reviewer_tool_choice``, ``temperature``, the provider
-    options, ``draw`` and ``source_program`` by a replayed recording): an unstated
+    :func:`prepare` when nobody states them, from a replayed recording (``replay:DIR``), else
+    by the models' kind (``planner_format``, ``review_mode``, ``max_tokens``) or the default
+    (``reviewer_tool_choice``, ``temperature``, the provider options, ``draw``,
+    ``source_program``): an unstated
     ``spec.max_tokens`` reads 16,384 while a local model gets 1,024. What runs is
     ``prepare(spec).condition``; what was asked is :meth:`stated_settings`. An explicit None
     for a resolved setting means "not stated", and ``model_dump`` writes an unstated one as
