@@ -146,8 +146,6 @@ KNOWN_PRIVATE_IMPORTS = {
 }
 
 KNOWN_MODULE_CYCLES = {
-    # package A (one run-settings schema: check_replay takes a protocol, not RunSpec)
-    "controlscope.run._replay_check -> controlscope.run._spec",
     # package D (explicit loop state: hooks take a control protocol, replay a splitter)
     "controlscope.run._controller -> controlscope.run._hook",
     "controlscope.replay._fork -> controlscope.replay._hook",
@@ -290,6 +288,12 @@ def test_setting_declarations_count_fields_panel_keys_and_flags(tmp_path: Path) 
         "reviewer_model": ["controlscope/spec.py:9 (ReviewerSettings)"],
     }
     assert shape.settings_declarations(src) == 3
+
+
+def test_each_run_setting_is_declared_once() -> None:
+    assert shape.settings_declarations(SRC) == 1, shape.setting_declarations(SRC)
+    known = set(shape.SETTING_PROBES) | set(shape.SHARED_SETTING_NAMES)
+    assert set(controlscope.RunSettings.model_fields) <= known  # the benchmark sees every one
 
 
 OPERATIONS_TREE = {
