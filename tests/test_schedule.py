@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
+from _schedules_golden import BRANCH_SPECS, GOLDEN, SPECS, branch_answers, spec_answers
 from controlscope.cli import _branch
 from controlscope.core import Boundary, CallSite, Keep, Operation, PatchArguments, ReplaceWorkflow
 from controlscope.envs.filesystem._planning import READ_TOOLS, WRITE_TOOLS
@@ -451,3 +454,28 @@ def test_schedule_invariants_on_random_trajectories(seed: int) -> None:
     retained = drive(parse("retain_first"), steps)
     first = next((i for i, (_, kind) in enumerate(log) if kind == "replace_workflow"), None)
     assert retained == (continuous if first is None else continuous[: first + 1])
+
+
+# --- the golden fixture: what the grammar answered before the schedule package ----------------
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, Any]:
+    return dict(json.loads(GOLDEN.read_text()))
+
+
+def test_the_listed_forms_are_the_recorded_ones(recorded: dict[str, Any]) -> None:
+    assert recorded["SCHEDULE_FORMS"] == SCHEDULE_FORMS
+    assert recorded["BRANCH_SCHEDULE_FORMS"] == BRANCH_SCHEDULE_FORMS
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_what_the_grammar_answers_is_unchanged(spec: str, recorded: dict[str, Any]) -> None:
+    """Canonical names (recorded in logs, manifests and experiment hashes), the schedules built
+    and their reviews, placement from a source run, and every refusal's words."""
+    assert spec_answers(spec) == recorded["specs"][spec]
+
+
+@pytest.mark.parametrize("spec", BRANCH_SPECS)
+def test_a_branchs_schedule_is_unchanged(spec: str, recorded: dict[str, Any]) -> None:
+    assert branch_answers(spec) == recorded["branch_schedule(spec, 4)"][spec]
