@@ -572,3 +572,5 @@ def test_a_kind_added_to_the_registry_parses_builds_and_is_listed(
         parse("sometimes")
     with pytest.raises(ValueError, match="only protect:n, retain_first, every3rd:n or continuous"):
         parse("never+per_block")
+    name, after = branch_schedule("every3rd:2", 4)
+    assert (name, after().name) == ("once:4+continuous+every3rd:2", "every3rd:2")
