@@ -11,7 +11,9 @@ embedded local model"):
   prefixes) are untouched. Every call has one deadline that covers all of it (waiting for the
   purpose's process, loading it, the answer): ``request_timeout_s``, or the run's per-call limit,
   never past the run's wall-clock ceiling (:func:`~controlscope.core.call_seconds`); a child
-  still working then is killed and the call fails with ``timeout``. Children end with
+  still working then is killed and the call fails with ``timeout``, the error saying how far
+  the request had got (prompt tokens evaluated, tokens generated), so a slow request can be
+  told from a hung one. Children end with
   :meth:`LocalModel.close`, with the model's garbage collection or interpreter exit, or by
   themselves when the controller dies;
 - the prompt is the GGUF's own chat template (Qwen2.5's ChatML with tools) rendered in the
