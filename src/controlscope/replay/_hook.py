@@ -464,9 +464,12 @@ class PrefixHook:
         controller.condition = self.plan.condition
 
     def _hashes(self) -> tuple[str | None, dict[str, str]]:
-        env, task = self.recording.env, self.recording.task
+        env, task, since = self.recording.env, self.recording.task, self.recording.start.t
         try:
-            return env.state_hash(task, self._workspace), env.file_hashes(task, self._workspace)
+            return (
+                env.state_hash(task, self._workspace, since=since),
+                env.file_hashes(task, self._workspace, since=since),
+            )
         except TaskError:
             return None, {}
 
