@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from _process_support import SignalWhenBusy, alive, wait_for, wait_until_busy
+from _process_support import SignalWhenBusy, alive, sigint_as, wait_for, wait_until_busy
 from controlscope.core import Message, ModelRequest, ProviderError, ToolSpec
 from controlscope.models._chat_template import ChatTemplate
 from controlscope.models._local import EVAL_GRID, PURPOSES, LocalModel
@@ -219,13 +219,14 @@ def test_no_process_outlives_its_controller(how: str) -> None:
     """Normal exit and an uncaught exception (no close(): the finalizer at exit), SIGTERM and
     SIGKILL of the controller mid-request (the process notices its parent died), and Ctrl-C
     (SIGINT to the whole process group, as a terminal sends it)."""
-    controller = subprocess.Popen(
-        [sys.executable, "-c", _CONTROLLER, "busy" if how.startswith("SIG") else how],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    with sigint_as("terminal"):  # Ctrl-C interrupts it, however this session was started
+        controller = subprocess.Popen(
+            [sys.executable, "-c", _CONTROLLER, "busy" if how.startswith("SIG") else how],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
     try:
         assert controller.stdout is not None
         child = int(controller.stdout.readline())
