@@ -12,7 +12,8 @@ records defined here:
 - models: :class:`ModelRequest`, :class:`ModelResponse`, :class:`Message`, :class:`ToolCall`,
   :class:`ToolSpec`, :class:`Usage`, :class:`ProviderError`, :class:`ChatModel`, the largest
   answer taken in (:data:`MAX_RESPONSE_BYTES`, :func:`response_size_problem`); a model spec
-  string parsed once, :class:`ModelSpec` (:data:`ModelKind`, :data:`MODEL_SPEC_FORMS`);
+  string parsed once, :class:`ModelSpec` (:data:`ModelKind`, :data:`MODEL_SPEC_FORMS`),
+  :class:`SeededModel` and :func:`seeded_request` (a request with the seed it is sampled with);
 - operations: :class:`Scope`, :data:`Lattice`, :class:`OperationSet` (a scope's operations in
   a lattice), :class:`Keep`, :class:`PatchArguments`, :class:`PatchBlockData`,
   :class:`ReplaceWorkflow`, :data:`Operation`, :class:`Validation`, the longest code an
@@ -201,12 +202,14 @@ from controlscope.core._models import (
     ModelResponse,
     ProviderError,
     ProviderErrorKind,
+    SeededModel,
     ToolCall,
     ToolChoice,
     ToolSpec,
     Usage,
     provider_error_kind,
     response_size_problem,
+    seeded_request,
 )
 from controlscope.core._op_base import (
     FinalArguments,
@@ -500,6 +503,7 @@ __all__ = [
     "Seconds",
     "Section",
     "Seed",
+    "SeededModel",
     "SettingInfo",
     "SourceBoundary",
     "SourceIndex",
@@ -580,6 +584,7 @@ __all__ = [
     "running_until",
     "schema_problem",
     "schema_validator",
+    "seeded_request",
     "setting",
     "setting_info",
     "slot_ids",

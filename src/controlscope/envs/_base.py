@@ -112,13 +112,17 @@ class Environment(Protocol):
         """
         ...
 
-    def state_hash(self, task: Task, workspace: Path) -> str:
+    def state_hash(self, task: Task, workspace: Path, *, since: float | None = None) -> str:
         """A hash of the workspace's state, to compare terminal states across branches and
         replays (paper section 3.3 and A.4).
 
         Args:
             task: the task whose state the workspace holds.
             workspace: the workspace to hash.
+            since: when the run whose state it is started (seconds since the epoch; None:
+                now), as for :meth:`normalise_observation`: file times from about then on are
+                the run's clock, older ones the task's own. A replay passes its recording's
+                start, so the same state hashes the same whenever it is replayed.
 
         Returns:
             A hex digest, equal for equal states.
@@ -128,13 +132,16 @@ class Environment(Protocol):
         """
         ...
 
-    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+    def file_hashes(
+        self, task: Task, workspace: Path, *, since: float | None = None
+    ) -> dict[str, str]:
         """Each file of the workspace by relative path, hashed by the rule of
         :meth:`state_hash`: a terminal workspace compared file by file (paper 3.3, A.4).
 
         Args:
             task: the task whose state the workspace holds.
             workspace: the workspace to hash.
+            since: as for :meth:`state_hash`.
 
         Returns:
             A hash per file (equal for equal files), by relative path.

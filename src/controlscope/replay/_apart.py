@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import IO, Any, NoReturn, TypeVar
 
 from controlscope.replay._fork import die_with
-from controlscope.run._fork import CHILD_GRACE_S, INTERRUPTS, reap
+from controlscope.run._fork import CHILD_GRACE_S, INTERRUPTS, interruptible_branch, reap
 
 T = TypeVar("T")
 
@@ -78,6 +78,7 @@ def _child(
     code = 1
     outcome: tuple[str, Any] = ("raised", RuntimeError("the branch's process did not run"))
     try:
+        interruptible_branch()  # before interrupts are let through
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         die_with(parent)
         outcome = ("result", run())

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from controlscope.replay._recording import Recording
 from controlscope.replay._run import Outcome, run_from_prefix
 from controlscope.review import Reviewer
 from controlscope.run import Controller, StopRun
-from controlscope.run._fork import CHILD_GRACE_S, ForkPoint, env_unforkable
+from controlscope.run._fork import BRANCH_INTERRUPT, CHILD_GRACE_S, ForkPoint, env_unforkable
 from controlscope.worker import ForkError, WorkerProcess
 
 _PR_SET_PDEATHSIG = 1
@@ -161,11 +160,11 @@ def _wait_for(point: ForkPoint, branch: ForkedBranch, pid: int, worker: WorkerPr
 
 
 def die_with(trunk: int) -> None:
-    """Make this forked process interrupted (``SIGINT``: it records its end) when the trunk
-    ``trunk`` dies, and at once if it has died already (a trunk killed outright records
-    nothing more and cannot end its branch)."""
+    """Make this forked process interrupted (:data:`BRANCH_INTERRUPT`: it records its end)
+    when the trunk ``trunk`` dies, and at once if it has died already (a trunk killed outright
+    records nothing more and cannot end its branch)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, BRANCH_INTERRUPT, 0, 0, 0)
     if os.getppid() != trunk:
         raise KeyboardInterrupt("the trunk died")
 

@@ -35,6 +35,7 @@ from controlscope.core import (
     PrimitiveCall,
     Scope,
     TaskError,
+    seeded_request,
 )
 from controlscope.models import ReplayModel
 from controlscope.record import ABSENT, ReplayMismatch, first_difference, map_strings
@@ -143,6 +144,12 @@ class _Answering:
     def model_id(self) -> str:
         """The live model's id, else the recording's."""
         return self._live.model_id if self._live is not None else self._replay.model_id
+
+    def sampling_seed(self, request: ModelRequest) -> int | None:
+        """The seed of the model that answers now (see :class:`~controlscope.core.SeededModel`)."""
+        if self._hook.switched and self._live is not None:
+            return seeded_request(self._live, request).seed
+        return self._replay.sampling_seed(request)
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """The recorded answer (request checked) or, after the switch, the live one."""
@@ -457,9 +464,12 @@ class PrefixHook:
         controller.condition = self.plan.condition
 
     def _hashes(self) -> tuple[str | None, dict[str, str]]:
-        env, task = self.recording.env, self.recording.task
+        env, task, since = self.recording.env, self.recording.task, self.recording.start.t
         try:
-            return env.state_hash(task, self._workspace), env.file_hashes(task, self._workspace)
+            return (
+                env.state_hash(task, self._workspace, since=since),
+                env.file_hashes(task, self._workspace, since=since),
+            )
         except TaskError:
             return None, {}
 

@@ -154,6 +154,7 @@ def run_from_prefix(
             observer=observer,
             hook=hook,
             origin=origin,
+            since=recording.start.t,  # the recording's state, hashed as it was
         )
         failed = False
     except ReplayMismatch as err:

@@ -36,6 +36,7 @@ from controlscope.core import (
     WallClockExceeded,
     clip_text,
     model_call_event,
+    seeded_request,
 )
 from controlscope.planner import EXECUTE_PYTHON_SPEC, PlannedBlock
 from controlscope.record import RecordedActions
@@ -259,7 +260,7 @@ class Controller:
                 ``timeout`` error of the request).
         """
         condition = self.condition
-        request = ModelRequest(
+        rendered = ModelRequest(
             messages=tuple(self.history),
             tools=(EXECUTE_PYTHON_SPEC,) if condition.planner_format == "tools" else (),
             tool_choice="auto",
@@ -269,6 +270,7 @@ class Controller:
             draw=condition.source_program,
             purpose="planner",
         )
+        request = seeded_request(planner, rendered)  # recorded with the seed it is sampled with
         self.sink(PlannerTurnEvent(turn=self.turn))
         try:
             response = call_within(self.deadline, planner.complete, request)

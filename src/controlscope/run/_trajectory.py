@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -107,6 +108,7 @@ def run_trajectory(
     actions: RecordedActions | None = None,
     hook: TrajectoryHook | None = None,
     origin: BranchOrigin | None = None,
+    since: float | None = None,
 ) -> RunResult:
     """Run ``task`` once under ``condition`` and record it in ``out_dir``.
 
@@ -117,18 +119,18 @@ def run_trajectory(
         planner: the ordinary planner (it also writes the source program).
         reviewer: who proposes at reviewed boundaries; None (or a ``never`` schedule) means no
             reviews.
-        condition: scope, schedule, view, replacement boundary, formats, sampling, budgets
-            (the wall-clock ceiling ``budgets.wall_seconds`` included: nothing of the run
-            outlives it).
-        out_dir: the run directory; gets ``events.jsonl`` (flushed per event) and
-            ``summary.json``.
-        workspace_root: where the fresh workspace directory is made (a temporary directory
-            when None); the workspace is removed when the run ends, whatever agent code made
-            of it, and what killed runs left there first (:func:`controlscope.clean`).
+        condition: scope, schedule, view, replacement boundary, formats, sampling, budgets (the
+            wall-clock ceiling ``budgets.wall_seconds`` included: nothing of the run outlives it).
+        out_dir: the run directory (``events.jsonl``, flushed per event, and ``summary.json``).
+        workspace_root: where the fresh workspace is made (None: a temporary directory); it is
+            removed when the run ends, whatever agent code made of it, and what killed runs
+            left there first (:func:`controlscope.clean`).
         observer: called with every event after it is written.
         actions: a replay's recorded primitive calls, checked against the calls made (A.4).
         hook: steers a prefix replay or branch (:mod:`controlscope.replay`; ``StopRun`` ends it).
         origin: where a run that starts from a recorded prefix comes from (in ``run_start``).
+        since: when the run whose state the workspace holds started (a replay: its recording's
+            start; None: now): the workspace's hashes date file times from it.
 
     Returns:
         The run's summary, verdict and end reason.
@@ -152,7 +154,7 @@ def run_trajectory(
         workspace_root.mkdir(parents=True, exist_ok=True)
     writer = TrajectoryWriter(out_dir)
     parts = _Parts(env, task, seed, planner, reviewer, condition, writer, observer, actions)
-    parts.hook, parts.origin = hook, origin
+    parts.hook, parts.origin, parts.since = hook, origin, since or parts.since
     try:
         return _record(parts, workspace_root)
     except ReplayMismatch as err:
@@ -219,6 +221,8 @@ class _Parts:
         self.hook: TrajectoryHook | None = None
         self.origin: BranchOrigin | None = None
         self.task_data_hash: str | None = None
+        self.since = time.time()
+        """When the run whose state the workspace holds started (the hashes' reference)."""
         self._writer, self._observer = writer, observer
         self._started = False
 
@@ -330,7 +334,7 @@ def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, En
     workspace = make_dir("cs-ws-", workspace_root)
     try:
         answer_key: AnswerKey = parts.env.setup(parts.task, parts.seed, workspace)
-        parts.task_data_hash = parts.env.state_hash(parts.task, workspace)
+        parts.task_data_hash = parts.env.state_hash(parts.task, workspace, since=parts.since)
         ending = _serve(parts, workspace, answer_key)
         return _verify(parts, workspace, answer_key), ending, _hashes(parts, workspace)
     finally:
@@ -342,8 +346,8 @@ def _hashes(parts: _Parts, workspace: Path) -> Hashes:
     the verdict already says what could be read)."""
     try:
         return (
-            parts.env.state_hash(parts.task, workspace),
-            parts.env.file_hashes(parts.task, workspace),
+            parts.env.state_hash(parts.task, workspace, since=parts.since),
+            parts.env.file_hashes(parts.task, workspace, since=parts.since),
         )
     except TaskError:
         return None, {}

@@ -238,9 +238,10 @@ class AlfworldEnvironment:
         """``text`` unchanged: the game's observations hold no clock readings."""
         return text
 
-    def state_hash(self, task: Task, workspace: Path) -> str:
+    def state_hash(self, task: Task, workspace: Path, *, since: float | None = None) -> str:
         """SHA-256 of the game file and the game's state (its facts, whether it is won);
-        equal for equal game states whatever the path to them.
+        equal for equal game states whatever the path to them (no file time is hashed, so
+        ``since`` changes nothing).
 
         Raises:
             TaskError: the workspace holds no game.
@@ -248,7 +249,9 @@ class AlfworldEnvironment:
         hashes = self.file_hashes(task, workspace)
         return _sha256("\n".join(f"{k} {v}" for k, v in sorted(hashes.items())).encode())
 
-    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+    def file_hashes(
+        self, task: Task, workspace: Path, *, since: float | None = None
+    ) -> dict[str, str]:
         """The game file's SHA-256 and, once the server ran, the game state's digest (under
         ``state``).
 

@@ -262,15 +262,18 @@ class AppsEnvironment:
         of the machine's."""
         return text
 
-    def state_hash(self, task: Task, workspace: Path) -> str:
-        """SHA-256 of every table's rows (equal for equal states whatever the file's layout).
+    def state_hash(self, task: Task, workspace: Path, *, since: float | None = None) -> str:
+        """SHA-256 of every table's rows (equal for equal states whatever the file's layout;
+        no file time is hashed, so ``since`` changes nothing).
 
         Raises:
             TaskError: the workspace holds no readable database.
         """
         return combined(self.file_hashes(task, workspace))
 
-    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+    def file_hashes(
+        self, task: Task, workspace: Path, *, since: float | None = None
+    ) -> dict[str, str]:
         """Each table's digest, as ``apps.db/{table}``.
 
         Raises:

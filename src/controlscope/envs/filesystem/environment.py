@@ -246,20 +246,23 @@ class FilesystemEnvironment:
             checks = [Check(name="verifier", passed=False, reason=f"verifier error: {last}")]
         return Verdict(task_id=task.id, checks=checks)
 
-    def state_hash(self, task: Task, workspace: Path) -> str:
+    def state_hash(self, task: Task, workspace: Path, *, since: float | None = None) -> str:
         """Hash of the workspace for replay checks (paper appendix A.4).
 
         Relative names and bytes always; modification times set to the past by the generator
-        only for time-sensitive tasks (see
+        only for time-sensitive tasks, those older than a day before ``since`` (when the run
+        started; None: now. See
         :func:`~controlscope.envs.filesystem.workspace.content_hash`).
 
         Raises:
             TaskError: unknown task or an unreadable workspace.
         """
         spec = self.spec(task.id)
-        return content_hash(Path(workspace), historical_mtimes=spec.time_sensitive)
+        return content_hash(Path(workspace), historical_mtimes=spec.time_sensitive, now=since)
 
-    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+    def file_hashes(
+        self, task: Task, workspace: Path, *, since: float | None = None
+    ) -> dict[str, str]:
         """Each file's hash by relative path, by the rule of :meth:`state_hash` (see
         :func:`~controlscope.envs.filesystem.workspace.file_hashes`).
 
@@ -267,7 +270,7 @@ class FilesystemEnvironment:
             TaskError: unknown task or an unreadable workspace.
         """
         spec = self.spec(task.id)
-        return file_hashes(Path(workspace), historical_mtimes=spec.time_sensitive)
+        return file_hashes(Path(workspace), historical_mtimes=spec.time_sensitive, now=since)
 
     def planner_example(self, fmt: PlannerFormat) -> str:
         """A two-turn worked example with the filesystem tools, written for ``fmt``."""
