@@ -136,9 +136,6 @@ def test_cycles_through_deferred_and_relative_imports_are_found(tmp_path: Path) 
 # The refactoring's packages each delete their own lines as they remove an import; a new
 # offender or a stale line fails the tests below.
 KNOWN_PRIVATE_IMPORTS = {
-    # package C (parse-once types: models exports what run._models needs)
-    "controlscope.run._models -> controlscope.models._cache",
-    "controlscope.run._models -> controlscope.models._factory",
     # package D (explicit loop state: run and worker export their fork parts)
     "controlscope.replay._apart -> controlscope.run._fork",
     "controlscope.replay._fork -> controlscope.run._fork",
