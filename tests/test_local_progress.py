@@ -43,7 +43,8 @@ STAND_IN = textwrap.dedent(
 def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The module name of the stand-in child, importable by the processes started here."""
     (tmp_path / "stand_in_child.py").write_text(STAND_IN)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *inherited]))
     monkeypatch.setattr(_local_process, "_CHILD_MODULE", "stand_in_child")
     return "stand_in_child"
 
