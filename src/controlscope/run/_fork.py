@@ -285,8 +285,8 @@ class ForkPoint:
 
 def env_unforkable(env: Environment) -> str | None:
     """Why no trajectory of ``env`` can be forked (its state is more than its workspace
-    directory: ``state_in_workspace`` is not set), or None."""
-    if getattr(env, "state_in_workspace", False):
+    directory: ``Environment.state_in_workspace`` is not set), or None."""
+    if env.state_in_workspace:
         return None
     return (
         f"the {env.name} environment's state is not only its workspace directory (its server "

@@ -370,7 +370,7 @@ def _serve(parts: _Parts, workspace: Path, answer_key: AnswerKey) -> Ending:
     except ToolServerError as err:
         return Ending("environment_error", f"the tool server did not start: {err}")
     try:
-        parts.server_info = dict(getattr(server.held, "server_info", {}) or {})
+        parts.server_info = dict(server.held.server_info)
         return _run_session(parts, server, workspace, answer_key)
     except (ReplayMismatch, KeyboardInterrupt):
         raise
@@ -484,11 +484,8 @@ def _opening(parts: _Parts, tools: list[ToolSchema], roots: tuple[str, ...]) -> 
     planner note) names none."""
     condition = parts.condition
     note = parts.env.planner_note()
-    # An environment with more APIs than a prompt can hold lists some and documents the rest
-    # (the apps: the documentation APIs, paper A.2); every tool stays callable.
-    shown = getattr(parts.env, "prompt_tools", None)
     system = render_system_prompt(
-        shown(tools) if callable(shown) else tools,
+        parts.env.prompt_tools(tools),  # the apps list some and document the rest (paper A.2)
         fmt=condition.planner_format,
         python_allowed=parts.task.python_allowed,
         example=parts.env.planner_example(condition.planner_format),
