@@ -139,10 +139,6 @@ KNOWN_PRIVATE_IMPORTS = {
     # package C (parse-once types: models exports what run._models needs)
     "controlscope.run._models -> controlscope.models._cache",
     "controlscope.run._models -> controlscope.models._factory",
-    # package D (explicit loop state: run and worker export their fork parts)
-    "controlscope.replay._apart -> controlscope.run._fork",
-    "controlscope.replay._fork -> controlscope.run._fork",
-    "controlscope.run._fork -> controlscope.worker._fork",
 }
 
 KNOWN_MODULE_CYCLES = {

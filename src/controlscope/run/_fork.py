@@ -50,8 +50,7 @@ from controlscope.core import (
 )
 from controlscope.envs import Environment
 from controlscope.review import Reviewer
-from controlscope.worker import ForkError, WorkerProcess, WorkerSession
-from controlscope.worker._fork import OpenFiles
+from controlscope.worker import ForkError, OpenFiles, WorkerProcess, WorkerSession
 
 CHILD_GRACE_S = 60.0
 """Seconds a branch's process may outlive its wall-clock budget before it is killed."""
