@@ -141,13 +141,7 @@ KNOWN_PRIVATE_IMPORTS = {
     "controlscope.run._models -> controlscope.models._factory",
 }
 
-KNOWN_MODULE_CYCLES = {
-    # package D (explicit loop state: hooks take a control protocol, replay a splitter)
-    "controlscope.run._controller -> controlscope.run._hook",
-    "controlscope.replay._fork -> controlscope.replay._hook",
-    "controlscope.replay._fork -> controlscope.replay._run",
-    "controlscope.replay._fork -> controlscope.replay._run -> controlscope.replay._hook",
-}
+KNOWN_MODULE_CYCLES: set[str] = set()
 
 
 def _difference(found: set[str], known: set[str]) -> str:

@@ -27,9 +27,9 @@ from controlscope.review import Reviewer
 from controlscope.run import (
     BRANCH_INTERRUPT,
     CHILD_GRACE_S,
-    Controller,
     ForkPoint,
     StopRun,
+    TrajectoryControl,
     env_unforkable,
 )
 from controlscope.worker import ForkError, WorkerProcess
@@ -81,14 +81,14 @@ class Fanout:
         self._trunk = os.getpid()
         self._point: ForkPoint | None = None
 
-    def split(self, hook: PrefixHook, controller: Controller) -> None:
+    def split(self, hook: PrefixHook, control: TrajectoryControl) -> None:
         """Fork every branch at this boundary, one after the other; return in a child (as its
         branch), end the trunk (``StopRun``) once every child has ended.
 
         Raises:
             StopRun: in the trunk, always.
         """
-        point = controller.fork_point
+        point = control.fork_point
         self.failure = "the trajectory has no fork point" if point is None else point.unavailable()
         if point is None or self.failure is not None:
             raise StopRun("prefix_end", f"no branch forked: {self.failure}")
