@@ -306,8 +306,9 @@ class PanelConfig(_PanelSection, ConditionSettings):
             boundary and the app protocol at the top level): a branched start takes ``once``
             or a continuous schedule; under a ``whole`` start a bare ``once`` or ``midpoint``
             is placed on the unit's Keep run (its source run, paper appendix B and B.1).
-        cluster: what the report's bootstrap resamples; None: ``category`` for the
-            filesystem and MCPMark's tasks, ``template`` otherwise.
+        cluster: what the report's bootstrap resamples; None: the environment's
+            ``cluster_by`` (``category`` for the filesystem and MCPMark's tasks, ``template``
+            otherwise).
         planner: the planner's settings.
         reviewer: the reviewer's settings.
         budgets: the runs' budgets.

@@ -125,8 +125,7 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
             for source in config.source_indices:
                 runs.extend(_unit_runs(config, task, seed, source))
     keep_first = sorted(runs, key=lambda r: r.scope != KEEP)
-    by_category = config.env.partition(":")[0] in ("filesystem", "mcpmark")
-    cluster = config.cluster or ("category" if by_category else "template")
+    cluster = config.cluster or env.cluster_by
     return PanelPlan(runs=tuple(keep_first), cluster=cluster)
 
 

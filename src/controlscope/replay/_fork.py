@@ -2,7 +2,7 @@
 
 The prefix is replayed once, every request and call checked, in a trajectory of its own (the
 trunk, recorded in ``OUT/prefix``); at the branches' boundary the trunk forks once per branch
-(:mod:`controlscope.run._fork`): each child goes on as one branch, recorded in its own run
+(:class:`controlscope.run.ForkPoint`): each child goes on as one branch, recorded in its own run
 directory exactly as a branch started by prefix replay is (``run_start`` under the branch's
 condition, the prefix's events, the ``branch_point``, then the branch), with ``fork`` as its
 origin's mechanism. The trunk waits for each child in turn and puts the boundary's workspace
@@ -24,8 +24,14 @@ from controlscope.replay._hook import Plan, PrefixHook
 from controlscope.replay._recording import Recording
 from controlscope.replay._run import Outcome, run_from_prefix
 from controlscope.review import Reviewer
-from controlscope.run import Controller, StopRun
-from controlscope.run._fork import BRANCH_INTERRUPT, CHILD_GRACE_S, ForkPoint, env_unforkable
+from controlscope.run import (
+    BRANCH_INTERRUPT,
+    CHILD_GRACE_S,
+    ForkPoint,
+    StopRun,
+    TrajectoryControl,
+    env_unforkable,
+)
 from controlscope.worker import ForkError, WorkerProcess
 
 _PR_SET_PDEATHSIG = 1
@@ -75,14 +81,14 @@ class Fanout:
         self._trunk = os.getpid()
         self._point: ForkPoint | None = None
 
-    def split(self, hook: PrefixHook, controller: Controller) -> None:
+    def split(self, hook: PrefixHook, control: TrajectoryControl) -> None:
         """Fork every branch at this boundary, one after the other; return in a child (as its
         branch), end the trunk (``StopRun``) once every child has ended.
 
         Raises:
             StopRun: in the trunk, always.
         """
-        point = controller.fork_point
+        point = control.fork_point
         self.failure = "the trajectory has no fork point" if point is None else point.unavailable()
         if point is None or self.failure is not None:
             raise StopRun("prefix_end", f"no branch forked: {self.failure}")

@@ -50,8 +50,7 @@ from controlscope.core import (
 )
 from controlscope.envs import Environment
 from controlscope.review import Reviewer
-from controlscope.worker import ForkError, WorkerProcess, WorkerSession
-from controlscope.worker._fork import OpenFiles
+from controlscope.worker import ForkError, OpenFiles, WorkerProcess, WorkerSession
 
 CHILD_GRACE_S = 60.0
 """Seconds a branch's process may outlive its wall-clock budget before it is killed."""
@@ -285,8 +284,8 @@ class ForkPoint:
 
 def env_unforkable(env: Environment) -> str | None:
     """Why no trajectory of ``env`` can be forked (its state is more than its workspace
-    directory: ``state_in_workspace`` is not set), or None."""
-    if getattr(env, "state_in_workspace", False):
+    directory: ``Environment.state_in_workspace`` is not set), or None."""
+    if env.state_in_workspace:
         return None
     return (
         f"the {env.name} environment's state is not only its workspace directory (its server "

@@ -64,7 +64,7 @@ from controlscope.record import (
     write_summary,
 )
 from controlscope.review import ModelReviewer, Reviewer
-from controlscope.run._controller import Controller
+from controlscope.run._controller import Controller, Review, RunContext
 from controlscope.run._fork import ForkPoint, ServerSlot
 from controlscope.run._hook import StopRun, TrajectoryHook
 from controlscope.run._loop import Ending, run_loop, wall_budget
@@ -370,7 +370,7 @@ def _serve(parts: _Parts, workspace: Path, answer_key: AnswerKey) -> Ending:
     except ToolServerError as err:
         return Ending("environment_error", f"the tool server did not start: {err}")
     try:
-        parts.server_info = dict(getattr(server.held, "server_info", {}) or {})
+        parts.server_info = dict(server.held.server_info)
         return _run_session(parts, server, workspace, answer_key)
     except (ReplayMismatch, KeyboardInterrupt):
         raise
@@ -424,7 +424,7 @@ def _run_session(
 ) -> Ending:
     """Start the worker, record ``run_start``, run the planner loop; return why it ended.
     Ordinary recovery asks the verifier whether the goal is reached after each plan."""
-    env, task, condition = parts.env, parts.task, parts.condition
+    env, condition = parts.env, parts.condition
     memory = condition.worker_memory_mb
     limits = Limits(
         # No per-block limit unless one is set: the task's execution budget governs.
@@ -443,23 +443,8 @@ def _run_session(
         parts.isolation = session.isolation
         parts.start()
         tools = server.list_tools()
-        controller = Controller(
-            task=task,
-            tools=tools,
-            sink=parts.sink,
-            schedule=parse_schedule(
-                condition.schedule, write_tools=env.write_tools, read_tools=env.read_tools
-            ),
-            reviewer=parts.reviewer if parts.reviews else None,
-            condition=condition,
-            deadline=parts.deadline,
-            actions=parts.actions,
-            hook=parts.hook,
-        )
-        controller.history = _opening(parts, tools, server.agent_roots or (str(workspace),))
-        controller.fork_point = ForkPoint(
-            parts.env, session, server, workspace, parts.relog, parts.deadline
-        )
+        controller = _controller(parts, session, server, workspace, tools)
+        opening = _opening(parts, tools, server.agent_roots or (str(workspace),))
         if parts.hook is not None:
             parts.hook.attach(controller, workspace)
         session.start()
@@ -468,6 +453,7 @@ def _run_session(
             session,
             parts.planner,
             env.error_hint,
+            opening=opening,
             goal=lambda: _verify(parts, workspace, answer_key).success,
         )
         if parts.actions is not None:
@@ -477,6 +463,33 @@ def _run_session(
         return ending
 
 
+def _controller(
+    parts: _Parts,
+    session: WorkerSession,
+    server: ServerSlot,
+    workspace: Path,
+    tools: list[ToolSchema],
+) -> Controller:
+    """The trajectory's boundary handler: its context (with the fork point a branch by fork
+    replaces at a boundary) and who reviews it."""
+    condition = parts.condition
+    fork_point = ForkPoint(parts.env, session, server, workspace, parts.relog, parts.deadline)
+    context = RunContext(
+        task=parts.task,
+        tools=tuple(tools),
+        sink=parts.sink,
+        deadline=parts.deadline,
+        actions=parts.actions,
+        hook=parts.hook,
+        fork_point=fork_point,
+    )
+    schedule = parse_schedule(
+        condition.schedule, write_tools=parts.env.write_tools, read_tools=parts.env.read_tools
+    )
+    reviewer = parts.reviewer if parts.reviews else None
+    return Controller(context, Review(condition, schedule, reviewer))
+
+
 def _opening(parts: _Parts, tools: list[ToolSchema], roots: tuple[str, ...]) -> list[Message]:
     """The planner's first messages: the system prompt and the task (paper A.1). Agent code
     names the workspace by the fixed root where the environment confines its server (the
@@ -484,11 +497,8 @@ def _opening(parts: _Parts, tools: list[ToolSchema], roots: tuple[str, ...]) -> 
     planner note) names none."""
     condition = parts.condition
     note = parts.env.planner_note()
-    # An environment with more APIs than a prompt can hold lists some and documents the rest
-    # (the apps: the documentation APIs, paper A.2); every tool stays callable.
-    shown = getattr(parts.env, "prompt_tools", None)
     system = render_system_prompt(
-        shown(tools) if callable(shown) else tools,
+        parts.env.prompt_tools(tools),  # the apps list some and document the rest (paper A.2)
         fmt=condition.planner_format,
         python_allowed=parts.task.python_allowed,
         example=parts.env.planner_example(condition.planner_format),

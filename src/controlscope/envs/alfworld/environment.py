@@ -34,6 +34,7 @@ from controlscope.core import (
     TaskError,
     Verdict,
 )
+from controlscope.envs._base import Environment
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.alfworld import _planning
 from controlscope.envs.alfworld._actions import READ_TOOLS, WRITE_TOOLS
@@ -92,8 +93,9 @@ def excluded_scenes_from_env() -> tuple[int, ...]:
         ) from None
 
 
-class AlfworldEnvironment:
-    """The ALFWorld environment (implements :class:`~controlscope.envs.Environment`).
+class AlfworldEnvironment(Environment):
+    """The ALFWorld environment (an :class:`~controlscope.envs.Environment` with the default
+    capabilities: branches replay their prefix, a panel clusters by template: a scene).
 
     Args:
         excluded_scenes: scenes whose games are left out of the task list; None: those of

@@ -27,6 +27,7 @@ from controlscope.core import (
     ToolSchema,
     Verdict,
 )
+from controlscope.envs._base import Environment
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.apps import _planning
 from controlscope.envs.apps._appworld_client import (
@@ -56,8 +57,9 @@ PLANNER_NOTE = (
 )
 
 
-class AppWorldEnvironment:
-    """AppWorld's official tasks (implements :class:`~controlscope.envs.Environment`).
+class AppWorldEnvironment(Environment):
+    """AppWorld's official tasks (an :class:`~controlscope.envs.Environment` whose prompt
+    lists some of its tools, :meth:`prompt_tools`).
 
     Attributes:
         name: ``appworld``.

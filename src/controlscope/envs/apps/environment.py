@@ -39,6 +39,7 @@ from controlscope.core import (
     ToolSchema,
     Verdict,
 )
+from controlscope.envs._base import Environment
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.apps import _planning
 from controlscope.envs.apps._apps import APIS, READ_TOOLS, WRITE_TOOLS
@@ -140,8 +141,9 @@ def _split_id(task_id: str) -> tuple[str, int]:
     return template, int(number)
 
 
-class AppsEnvironment:
-    """The app-API environment (implements :class:`~controlscope.envs.Environment`).
+class AppsEnvironment(Environment):
+    """The app-API environment (an :class:`~controlscope.envs.Environment` whose prompt lists
+    some of its tools, :meth:`prompt_tools`).
 
     Attributes:
         name: ``apps``.

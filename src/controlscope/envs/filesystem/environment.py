@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from controlscope.core import AnswerKey, Check, PlannerFormat, Task, TaskError, Verdict
+from controlscope.envs._base import Environment
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem import _planning
 from controlscope.envs.filesystem.registry import REGISTRY, FsTaskSpec
@@ -143,8 +144,8 @@ def prepare_workspace(workspace: Path) -> Path:
     return root.resolve()
 
 
-class FilesystemEnvironment:
-    """The filesystem environment (implements :class:`~controlscope.envs.Environment`).
+class FilesystemEnvironment(Environment):
+    """The filesystem environment (an :class:`~controlscope.envs.Environment`).
 
     Attributes:
         name: ``filesystem``.
@@ -152,13 +153,16 @@ class FilesystemEnvironment:
         write_tools: the server's writing tools.
         state_in_workspace: the whole state is the workspace directory (the MCP filesystem
             server keeps none of its own), so a trajectory can be forked at a boundary with a
-            copy of it and a new server (``controlscope.run._fork``).
+            copy of it and a new server (``controlscope.run.ForkPoint``).
+        cluster_by: ``category``: a panel's bootstrap resamples the seven task categories
+            (paper section 4).
     """
 
     name = "filesystem"
     read_tools = _planning.READ_TOOLS
     write_tools = _planning.WRITE_TOOLS
     state_in_workspace = True
+    cluster_by = "category"
 
     def __init__(self) -> None:
         self._specs = load_tasks()
