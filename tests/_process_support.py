@@ -1,13 +1,16 @@
 """Helpers for tests of real processes: find a process's children, watch its CPU, signal it
-while it computes."""
+while it computes, start it with SIGINT as a terminal or a script would."""
 
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 MODEL_CHILD = "controlscope.models._local_child"
 """The module the local model's processes run (their command line names it)."""
@@ -83,6 +86,25 @@ def wait_until_busy(pid: int, cpu_s: float = 0.3, timeout_s: float = 120.0) -> N
     """Wait until ``pid`` has used ``cpu_s`` more CPU seconds than now (it is computing)."""
     start = cpu_seconds(pid)
     wait_for(lambda: cpu_seconds(pid) - start >= cpu_s, timeout_s, f"process {pid} to compute")
+
+
+@contextmanager
+def sigint_as(how: Literal["terminal", "ignored"]) -> Iterator[None]:
+    """SIGINT in this process, and so in the processes it starts or forks meanwhile, as a
+    command has it in a terminal (``terminal``: Python's handler, so a process it starts gets
+    SIGINT at its default and raises KeyboardInterrupt) or in a background job of a script
+    (``ignored``: a shell without job control starts it ignored, and Python keeps it ignored),
+    whichever way this test session was started.
+
+    A test that sends Ctrl-C must not depend on that: a session started in the background by
+    a script (as CI does) passes SIGINT on ignored to every process it starts.
+    """
+    handler = signal.default_int_handler if how == "terminal" else signal.SIG_IGN
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class SignalWhenBusy(threading.Thread):

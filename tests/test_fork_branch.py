@@ -19,11 +19,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 import controlscope as cs
+from _process_support import sigint_as
 from controlscope import replay
 from controlscope._proc import alive, cmdline, descendants
 from controlscope.cli import main as cli
@@ -48,7 +49,7 @@ from controlscope.record import LogError
 from controlscope.record import iter_events as record_iter_events
 from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer
 from controlscope.run import _trajectory as trajectory
-from controlscope.run._fork import ForkPoint
+from controlscope.run._fork import BRANCH_INTERRUPT, ForkPoint, interruptible_branch
 from controlscope.worker import WorkerSession
 from test_api import SOLVE, script
 from test_replay import KEEP, after_point, fenced, first_review_request, record
@@ -305,15 +306,27 @@ def test_each_forked_branch_has_the_wall_clock_budget_left_at_the_boundary(
     assert second_left > first_left - slow_s / 2
 
 
-SLEEPER = 'print("started", flush=True)\nimport time\ntime.sleep(120)'
+RUNNING = "/tmp/the-replacement-runs"
+"""What the sleeping replacement creates in its worker's ``/tmp`` once it runs."""
+SLEEPER = f'open("{RUNNING}", "w").close()\nimport time\ntime.sleep(120)'
+
+
+def replacement_runs(pid: int) -> bool:
+    """Whether a worker below ``pid`` runs the sleeping replacement: its ``/tmp`` (private to
+    its sandbox, seen through ``/proc``) holds :data:`RUNNING`."""
+    return any(Path(f"/proc/{p}/root{RUNNING}").exists() for p in descendants(pid))
 
 
 def start_branching(
-    source: Path, tmp_path: Path, mechanism: str = "auto"
+    source: Path,
+    tmp_path: Path,
+    sigint: Literal["terminal", "ignored"] = "terminal",
+    mechanism: str = "auto",
 ) -> tuple[subprocess.Popen[str], Path]:
     """``controlscope branch`` (two Full branches whose replacement sleeps), its temporary
-    folder ``tmp_path/temp``, once its first branch's replacement runs; the command's
-    process and its ``--out``."""
+    folder ``tmp_path/temp``, started with SIGINT as ``sigint`` says (:func:`sigint_as`), once
+    its first branch's replacement runs (its log says it started, its worker says it runs);
+    the command's process and its ``--out``."""
     temp = tmp_path / "temp"
     temp.mkdir()
     out = tmp_path / "b"
@@ -321,35 +334,43 @@ def start_branching(
     argv += ["--scope", "full", "--draws", "2", "--out", str(out), "--mechanism", mechanism]
     argv += ["--model", script(tmp_path, "Done."), "--reviewer-model"]
     argv.append(script(tmp_path, json.dumps({**json.loads(REPLACE_JUNK), "code": SLEEPER})))
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "TMPDIR": str(temp)},
-    )
+    with sigint_as(sigint):
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            env={**os.environ, "TMPDIR": str(temp)},
+        )
     log = out / "full-d0" / "events.jsonl"
     deadline = time.monotonic() + 60
-    while not (log.exists() and '"replaces":' in log.read_text()):
+    while not (log.exists() and '"replaces":' in log.read_text() and replacement_runs(proc.pid)):
         if time.monotonic() > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
             raise AssertionError("the branch's replacement never started")
         time.sleep(0.1)
-    time.sleep(0.5)
     return proc, out
 
 
 @pytest.mark.parametrize("mechanism", ["fork", "replay"])
-@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C to its process group"])
+@pytest.mark.parametrize(
+    ("how", "sigint"),
+    [
+        ("SIGTERM to the command", "terminal"),
+        ("SIGTERM to the command", "ignored"),
+        ("Ctrl-C to its process group", "terminal"),
+    ],
+)
 def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_nothing(
-    source: Path, tmp_path: Path, how: str, mechanism: str
+    source: Path, tmp_path: Path, how: str, sigint: Literal["terminal", "ignored"], mechanism: str
 ) -> None:
     """Interrupted while a branch runs in its own process (forked at the boundary, or before
     it replays its prefix), the command ends (130), the running branch's log and the trunk's
     end recorded with their summaries, and no process or workspace of it is left (however the
-    interrupt reaches it: to the command alone, or to its group)."""
-    proc, out = start_branching(source, tmp_path, mechanism)
+    interrupt reaches it: to the command alone, or to its group; a command started with SIGINT
+    ignored, in the background of a script, is interrupted by SIGTERM all the same)."""
+    proc, out = start_branching(source, tmp_path, sigint, mechanism)
     try:
         children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
         if how.startswith("SIGTERM"):
@@ -370,14 +391,15 @@ def test_an_interrupted_branch_command_records_the_running_branch_and_leaves_not
 
 
 @pytest.mark.parametrize("mechanism", ["fork", "replay"])
+@pytest.mark.parametrize("sigint", ["terminal", "ignored"])
 def test_a_branch_whose_trunk_is_killed_records_its_interruption_and_leaves_nothing(
-    source: Path, tmp_path: Path, mechanism: str
+    source: Path, tmp_path: Path, sigint: Literal["terminal", "ignored"], mechanism: str
 ) -> None:
     """A trunk killed outright (SIGKILL: it records nothing more) takes the branch it is
     running with it: that branch records its end as interrupted (not as a run that went on
     after its worker died), and neither it, its processes nor the boundary's copies outlive
-    it."""
-    proc, out = start_branching(source, tmp_path, mechanism)
+    it (also when SIGINT was ignored, as in the background of a script)."""
+    proc, out = start_branching(source, tmp_path, sigint, mechanism)
     try:
         children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
         proc.kill()
@@ -393,6 +415,35 @@ def test_a_branch_whose_trunk_is_killed_records_its_interruption_and_leaves_noth
     summary = cs.read_summary(out / "full-d0")
     assert summary.complete and summary.end_reason == "interrupted"
     assert list((tmp_path / "temp").iterdir()) == []
+
+
+@pytest.mark.parametrize("sigint", ["terminal", "ignored"])
+def test_a_forked_branch_takes_its_first_interrupt_and_only_that(
+    tmp_path: Path, sigint: Literal["terminal", "ignored"]
+) -> None:
+    """A branch's process is interrupted by its trunk's signal whatever it inherited for
+    SIGINT, keeps ignoring a Ctrl-C when it was started ignoring it, and records its end
+    whole when its trunk forwards an interrupt it already got (a Ctrl-C to the group)."""
+    ended = tmp_path / "ended"
+    with sigint_as(sigint):
+        pid = os.fork()
+        if pid == 0:  # a branch's process, as ForkPoint.fork makes it
+            status = 1
+            try:
+                interruptible_branch()
+                os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C: taken unless ignored
+                os.kill(os.getpid(), BRANCH_INTERRUPT)  # the trunk's
+                time.sleep(30)
+            except KeyboardInterrupt as interrupt:
+                os.kill(os.getpid(), BRANCH_INTERRUPT)  # forwarded while the end is recorded
+                ended.write_text(str(interrupt))
+                status = 0
+            finally:
+                os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    taken = signal.SIGINT if sigint == "terminal" else BRANCH_INTERRUPT
+    assert ended.read_text() == f"signal {int(taken)}"
 
 
 MARKS = """
@@ -472,7 +523,8 @@ def test_an_interrupt_reaching_a_branch_before_its_log_is_its_own_stays_out_of_t
         take_over(self, *args, **kwargs)
 
     monkeypatch.setattr(ForkPoint, "take_over", interrupted)
-    found = branches(source, tmp_path / "b", "fork", scopes=["keep", "arg"])
+    with sigint_as("terminal"):  # a Ctrl-C interrupts, however this session was started
+        found = branches(source, tmp_path / "b", "fork", scopes=["keep", "arg"])
     trunk = cs.read_events(tmp_path / "b" / "prefix")
     assert [e.seq for e in trunk] == list(range(len(trunk)))
     ends = [e for e in trunk if isinstance(e, RunEndEvent)]

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from _process_support import SignalWhenBusy, alive, wait_for, wait_until_busy
+from _process_support import SignalWhenBusy, alive, sigint_as, wait_for, wait_until_busy
 from controlscope.core import Message, ModelRequest, ProviderError, ToolSpec
 from controlscope.models._chat_template import ChatTemplate
 from controlscope.models._local import EVAL_GRID, PURPOSES, LocalModel
@@ -118,10 +120,38 @@ def test_a_hung_process_is_killed_at_the_calls_deadline() -> None:
         assert 2.0 <= waited < 15.0, waited
         assert info.value.kind == "timeout"
         assert "did not answer within the call's deadline of 2 s and was killed" in str(info.value)
+        assert "by then it had not started on the prompt" in str(info.value)  # hung, not slow
         assert not alive(pid) and model.pids == {}
         model.request_timeout_s = 300.0
         assert model.complete(_request("other", max_tokens=8)).text
         assert model.pids["other"] != pid
+
+
+def test_a_request_that_fails_part_way_says_how_far_the_process_had_got() -> None:
+    """The process keeps its progress as it goes: killed once it has generated a few tokens, the
+    error says it had evaluated the whole prompt and generated at least those."""
+    with LocalModel(MODEL, n_ctx=2048) as model:
+        model.complete(_request("planner"))
+        pid, process = model.pids["planner"], model._slots["planner"].process
+        assert process is not None
+
+        def kill_once_generating() -> None:
+            wait_for(lambda: process.progress().generated_tokens >= 3, 120, "3 tokens")
+            os.kill(pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_once_generating, daemon=True)
+        killer.start()
+        with pytest.raises(ProviderError) as info:
+            model.complete(_request("planner", "Count from 1 to 300, one a line.", 600))
+        killer.join(5)
+    found = re.search(
+        r"by then it had evaluated (\d+) of the (\d+) prompt tokens to evaluate \((\d+) more "
+        r"kept from its context\) and generated (\d+) tokens",
+        str(info.value),
+    )
+    assert info.value.kind == "runtime_crash" and found, str(info.value)
+    evaluated, to_evaluate, kept, generated = (int(n) for n in found.groups())
+    assert evaluated == to_evaluate > 0 and kept % EVAL_GRID == 0 and generated >= 3
 
 
 def test_a_process_that_cannot_load_in_time_is_a_runtime_crash() -> None:
@@ -189,13 +219,14 @@ def test_no_process_outlives_its_controller(how: str) -> None:
     """Normal exit and an uncaught exception (no close(): the finalizer at exit), SIGTERM and
     SIGKILL of the controller mid-request (the process notices its parent died), and Ctrl-C
     (SIGINT to the whole process group, as a terminal sends it)."""
-    controller = subprocess.Popen(
-        [sys.executable, "-c", _CONTROLLER, "busy" if how.startswith("SIG") else how],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    with sigint_as("terminal"):  # Ctrl-C interrupts it, however this session was started
+        controller = subprocess.Popen(
+            [sys.executable, "-c", _CONTROLLER, "busy" if how.startswith("SIG") else how],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
     try:
         assert controller.stdout is not None
         child = int(controller.stdout.readline())

@@ -4,12 +4,16 @@ accepts, its words for the forms it refuses, and a configuration file's relative
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from controlscope.core import MODEL_SPEC_FORMS, ModelSpec
+from controlscope.core import DEFAULT_MAX_TOKENS, MODEL_SPEC_FORMS, ModelSpec
+from controlscope.experiments import unserved
 from controlscope.models import make_model
-from controlscope.panel import anchor_paths
+from controlscope.panel import PanelConfig, anchor_paths, default_workers, parse_config
+from controlscope.panel import _runner as panel_runner
+from controlscope.run import build_models
 
 # text -> (kind, arg, is_local, names_path, path, takes_provider_options, canonical text)
 FORMS: dict[str, tuple[str, str, bool, bool, Path | None, bool, str]] = {
@@ -104,3 +108,30 @@ def test_anchored_paths() -> None:
     folder = Path("/srv/panels")
     assert str(ModelSpec.parse("replay:../runs/a").anchored(folder)) == "replay:/srv/runs/a"
     assert str(ModelSpec.parse("scripted:s.json").anchored(folder)) == "scripted:/srv/panels/s.json"
+
+
+def test_a_served_model_named_like_a_gguf_runs_on_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``openai:NAME.gguf`` names a model behind an endpoint: it gets the served models'
+    formats and budgets, lets a panel run one run per core, and takes reasoning options; a
+    GGUF file (``local:PATH.gguf``, ``PATH.gguf``) runs here, one run at a time."""
+    served = "openai:org/m:q4.gguf"
+    models = build_models(planner=served, reviewer=None, base_url="http://127.0.0.1:9/v1")
+    assert (models.planner_format, models.review_mode) == ("tools", "tools")
+    assert (models.max_tokens, models.view_limits) == (DEFAULT_MAX_TOKENS, None)
+    assert models.reviewer is models.planner  # one spec, one model
+
+    def config(model: str, **reviewer: Any) -> PanelConfig:
+        keys = {"tasks": ["file_context/file_splitting"], "scopes": ["keep", "full"]}
+        planner = {"model": "openai:planner"}
+        return parse_config({**keys, "planner": planner, "reviewer": {"model": model, **reviewer}})
+
+    monkeypatch.setattr(panel_runner, "machine_cores", lambda: 8)
+    assert default_workers(config(served)) == 8
+    assert default_workers(config("q4.gguf")) == default_workers(config("local:q4.gguf")) == 1
+
+    reasoning = {"protocol": "reasoning", "options": {"reasoning_effort": "high"}}
+    assert unserved([("p", config(served, **reasoning))]) == []
+    [line] = unserved([("p", config("local:q4.gguf", **reasoning))])
+    assert "the reasoning reviewer local:q4.gguf has no reasoning options" in line

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
+from _schedules_golden import BRANCH_SPECS, GOLDEN, SPECS, branch_answers, spec_answers
 from controlscope.cli import _branch
 from controlscope.core import Boundary, CallSite, Keep, Operation, PatchArguments, ReplaceWorkflow
 from controlscope.envs.filesystem._planning import READ_TOOLS, WRITE_TOOLS
@@ -18,6 +21,7 @@ from controlscope.replay import branch_schedule
 from controlscope.schedule import (
     BRANCH_SCHEDULE_FORMS,
     SCHEDULE_FORMS,
+    SCHEDULES,
     AtCall,
     Continuous,
     EveryBoundary,
@@ -28,11 +32,15 @@ from controlscope.schedule import (
     RetainFirst,
     Schedule,
     ScheduleContext,
+    ScheduleKind,
+    ScheduleSpec,
     SourceBlock,
+    branch_schedule_forms,
     local_rule_boundary,
     needs_source,
     parse_schedule,
     place_from_source,
+    schedule_forms,
     schedule_name,
     static_call_count,
     static_write_count,
@@ -451,3 +459,118 @@ def test_schedule_invariants_on_random_trajectories(seed: int) -> None:
     retained = drive(parse("retain_first"), steps)
     first = next((i for i, (_, kind) in enumerate(log) if kind == "replace_workflow"), None)
     assert retained == (continuous if first is None else continuous[: first + 1])
+
+
+# --- the golden fixture: what the grammar answered before the schedule package ----------------
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, Any]:
+    return dict(json.loads(GOLDEN.read_text()))
+
+
+def test_the_listed_forms_are_the_recorded_ones(recorded: dict[str, Any]) -> None:
+    assert recorded["SCHEDULE_FORMS"] == SCHEDULE_FORMS
+    assert recorded["BRANCH_SCHEDULE_FORMS"] == BRANCH_SCHEDULE_FORMS
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_what_the_grammar_answers_is_unchanged(spec: str, recorded: dict[str, Any]) -> None:
+    """Canonical names (recorded in logs, manifests and experiment hashes), the schedules built
+    and their reviews, placement from a source run, and every refusal's words."""
+    assert spec_answers(spec) == recorded["specs"][spec]
+
+
+@pytest.mark.parametrize("spec", BRANCH_SPECS)
+def test_a_branchs_schedule_is_unchanged(spec: str, recorded: dict[str, Any]) -> None:
+    assert branch_answers(spec) == recorded["branch_schedule(spec, 4)"][spec]
+
+
+# --- the registry: one ScheduleKind per kind, a spec parsed once ------------------------------
+
+
+def test_every_listed_form_parses_and_its_name_reads_back_as_itself() -> None:
+    for form in SCHEDULE_FORMS.split(", "):
+        bare = form.endswith(" (with a source run)")
+        text = form.split(" ")[0].replace(":K", ":3").replace(":N", ":8").replace(":n", ":2")
+        spec = ScheduleSpec.parse(text)
+        assert spec.needs_source is bare
+        assert ScheduleSpec.parse(spec.name) == spec
+        if not bare:
+            assert spec.build(**TOOLS).name == spec.name == parse(text).name
+
+
+@pytest.mark.parametrize("text", [s for s in SPECS if s.strip() and "sometimes" not in s])
+def test_a_specs_name_is_the_name_of_what_it_builds(text: str) -> None:
+    """The grammar names a spec without building it; the schedules name themselves: the two
+    agree for every spec that builds, and a spec with a bare part stays bare."""
+    try:
+        spec = ScheduleSpec.parse(text)
+    except ValueError:
+        return
+    assert ScheduleSpec.parse(spec.name) == spec
+    if spec.needs_source:
+        placed = spec.placed(call_index=5, calls=10)
+        assert placed.build(**TOOLS).name == placed.name
+        assert not placed.needs_source
+        with pytest.raises(ValueError, match=r"source run|source trajectory"):
+            spec.build(**TOOLS)
+    else:
+        assert spec.build(**TOOLS).name == spec.name == schedule_name(text)
+
+
+def test_a_leading_continuous_is_implied_by_a_wrapping_modifier() -> None:
+    assert ScheduleSpec.parse("continuous+protect:5") == ScheduleSpec.parse("protect:5")
+    assert ScheduleSpec.parse("continuous + retain_first").parts == (("retain_first", None),)
+    assert ScheduleSpec.parse("continuous+continuous").parts == (("continuous", None),) * 2
+
+
+def test_a_branchs_schedules_are_specs() -> None:
+    recorded, after = ScheduleSpec.parse("retain_first+continuous").for_branch(6)
+    assert (recorded.name, after.name) == ("once:6+continuous+retain_first", "retain_first")
+    recorded, after = ScheduleSpec.parse("once").for_branch(2)
+    assert (recorded.name, after.name) == ("once:2", "never")
+    with pytest.raises(ValueError, match=re.escape("not 'per_block + protect:2'")):
+        ScheduleSpec.parse("per_block + protect:2").for_branch(2)
+
+
+class Every3rd:
+    """A toy schedule: a review at every third boundary."""
+
+    def __init__(self, offset: int) -> None:
+        self.name = f"every3rd:{offset}"
+        self._offset = offset
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        return (boundary.call_index + self._offset) % 3 == 0
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """Nothing to track."""
+
+
+def test_a_kind_added_to_the_registry_parses_builds_and_is_listed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    toy = ScheduleKind(
+        "every3rd",
+        "count",
+        lambda arg, base, tools: Every3rd(arg or 0),
+        missing="needs an offset, e.g. every3rd:1",
+        branch=True,
+        wraps=True,
+        modifier=True,
+    )
+    monkeypatch.setitem(SCHEDULES, "every3rd", toy)
+    assert schedule_forms().endswith(", retain_first, every3rd:n")
+    assert branch_schedule_forms().endswith(", every3rd:n")
+    assert drive(parse("every3rd:1"), reads("b0", 7)) == [2, 5]
+    assert schedule_name(" every3rd:01 ") == "every3rd:1"
+    assert isinstance(parse("every3rd:1"), Schedule)
+    with pytest.raises(ValueError, match="every3rd needs an offset"):
+        parse("every3rd")
+    with pytest.raises(ValueError, match=r"expected one of .*, every3rd:n$"):
+        parse("sometimes")
+    with pytest.raises(ValueError, match="only protect:n, retain_first, every3rd:n or continuous"):
+        parse("never+per_block")
+    name, after = branch_schedule("every3rd:2", 4)
+    assert (name, after().name) == ("once:4+continuous+every3rd:2", "every3rd:2")

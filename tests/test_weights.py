@@ -184,7 +184,7 @@ def test_cli_pull_prints_path_last(
 ) -> None:
     assert cli_main(["model", "pull", "--model", "0.5b", "--quiet"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == str(real_small_gguf)
-    assert cli_main(["model", "pull", "--model", "/nonexistent/x.gguf"]) == 1
+    assert cli_main(["model", "pull", "--model", "/nonexistent/x.gguf"]) == 2
     assert "neither a known model" in capsys.readouterr().err
 
 

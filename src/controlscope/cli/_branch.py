@@ -26,6 +26,7 @@ from controlscope.replay import (
     branch_schedule,
     resolve_boundary,
 )
+from controlscope.schedule import BRANCH_SCHEDULE_FORMS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--schedule",
         default="once",
-        help="after the boundary: once (then Keep), continuous, protect:n, retain_first",
+        help=f"after the boundary: {BRANCH_SCHEDULE_FORMS}",
     )
     parser.add_argument("--out", type=path_option, required=True, help="directory of the branches")
     parser.add_argument(

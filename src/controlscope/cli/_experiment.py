@@ -18,9 +18,9 @@ from typing import Any
 
 from rich.console import Console
 
-from controlscope.cli._console import NumberOption, fail, inert, path_option
-from controlscope.cli._run_args import key_values
-from controlscope.core import Workers
+from controlscope.cli._console import fail, inert, path_option
+from controlscope.cli._settings_args import add_settings, key_values
+from controlscope.core import PlannerModel
 from controlscope.experiments import (
     SIZES,
     ExperimentError,
@@ -29,7 +29,7 @@ from controlscope.experiments import (
     load_experiment,
     run_experiment,
 )
-from controlscope.panel import PanelProgress, PanelStatus
+from controlscope.panel import ExecutionSettings, PanelProgress, PanelStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,13 +53,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a provider option passed with a role's requests (repeatable), e.g. "
         "reasoning:reasoning_effort=high",
     )
-    parser.add_argument("--base-url", default=None, help="endpoint of openai specs")
+    add_settings(parser, PlannerModel, fields=("base_url",), title="models", keep_defaults=True)
     parser.add_argument(
         "--out", type=path_option, default=None, help="output folder (default: experiments/NAME)"
     )
-    workers = NumberOption(Workers)
-    parser.add_argument(
-        "--workers", type=workers, default=None, help=f"runs at a time ({workers.span})"
+    add_settings(
+        parser,
+        ExecutionSettings,
+        fields=("workers",),
+        title="execution",
+        keep_defaults=True,
+        checked=True,
     )
     parser.add_argument("--quiet", action="store_true", help="no live progress")
 

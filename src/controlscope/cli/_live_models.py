@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 
-from controlscope.cli._console import path_option
+from controlscope.cli._settings_args import add_settings
 from controlscope.core import ChatModel, ProviderError
 from controlscope.models import CacheError, WeightsError
 from controlscope.replay import ReplayError
 from controlscope.review import ModelReviewer
-from controlscope.run import build_models
+from controlscope.run import RunSpec, build_models
 
 RECORDED = "recorded"
 """The ``--model`` value that lets the recording answer on after the prefix."""
@@ -18,18 +18,16 @@ RECORDED = "recorded"
 
 def add_model_arguments(parser: argparse.ArgumentParser, *, reviewer: bool) -> None:
     """Register the live models' options (``--model``, ``--reviewer-model``, ``--base-url``,
-    ``--cache``)."""
-    group = parser.add_argument_group("live models (after the replayed prefix)").add_argument
-    group(
-        "--model",
-        default="local",
-        help="planner after the prefix: local|local:0.5b|PATH.gguf|openai:NAME, or "
-        f"{RECORDED} (the recording answers on; default local)",
+    ``--cache``: the run settings' own, defaults kept)."""
+    roles = ("model", "reviewer_model") if reviewer else ("model",)
+    add_settings(
+        parser,
+        RunSpec,
+        fields=(*roles, "base_url", "cache"),
+        title="live models (after the replayed prefix)",
+        keep_defaults=True,
+        extra_help={"model": f"or {RECORDED}: the recording answers on after the prefix"},
     )
-    if reviewer:
-        group("--reviewer-model", default=None, help="reviewer model (default: --model)")
-    group("--base-url", default=None, help="OpenAI-compatible base URL")
-    group("--cache", type=path_option, default=None, help="an SQLite exact-request cache file")
 
 
 def build_live(

@@ -15,10 +15,11 @@ import argparse
 
 from rich.console import Console
 
-from controlscope.cli._console import NumberOption, fail, inert, path_option
-from controlscope.core import Workers
+from controlscope.cli._console import fail, inert, path_option
+from controlscope.cli._settings_args import add_settings
 from controlscope.panel import (
     ConfigError,
+    ExecutionSettings,
     PanelError,
     PanelProgress,
     PanelResult,
@@ -31,12 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``panel``'s options."""
     parser.add_argument("config", type=path_option, metavar="CONFIG.toml", help="the panel's file")
     parser.add_argument("--out", type=path_option, required=True, help="the panel folder")
-    workers = NumberOption(Workers)
-    parser.add_argument(
-        "--workers",
-        type=workers,
-        default=None,
-        help=f"runs at a time (default: sized to the machine; {workers.span})",
+    add_settings(
+        parser,
+        ExecutionSettings,
+        fields=("workers",),
+        title="execution",
+        keep_defaults=True,
+        checked=True,
     )
     parser.add_argument("--quiet", action="store_true", help="no live progress")
 

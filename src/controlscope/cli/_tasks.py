@@ -48,8 +48,7 @@ def main(args: argparse.Namespace) -> int:
     except TaskError as error:  # an unknown environment, or its data is missing
         return fail(errors, "tasks", str(error), 2)
     # Folders that look like tasks but cannot be read (an MCPMark folder without verify.py).
-    problems: list[str] = list(getattr(env, "problems", []))
-    for problem in problems:
+    for problem in env.problems:
         errors.print(f"[yellow]skipped: {inert(problem)}[/yellow]")
     if args.json:
         print(json.dumps([_row(t) for t in tasks], indent=2))

@@ -78,7 +78,11 @@ class ModelRequest(BaseModel):
         temperature: sampling temperature.
         top_p: nucleus sampling, if set.
         max_tokens: per-request output cap in tokens.
-        seed: sampling seed, if set.
+        seed: sampling seed, if set. A request that sets none is answered with the seed of the
+            model's own choice; a model that has a seed of its own (the local model:
+            :class:`SeededModel`) states it, and the request is recorded, cached and sent with
+            that seed (:func:`seeded_request`), so two models that differ only in it never
+            share a cached answer and the log names the seed each answer was sampled with.
         json_schema: when set, the answer is constrained to JSON matching this schema.
         provider_options: passed through to the provider (e.g. a reasoning mode).
         draw: the draw index; part of the cache key so separately sampled draws never merge.
@@ -227,6 +231,37 @@ class ProviderError(RuntimeError):
         super().__init__(message)
         self.status = status
         self.kind: ProviderErrorKind = kind if kind in PROVIDER_ERROR_KINDS else "other"
+
+
+@runtime_checkable
+class SeededModel(Protocol):
+    """A model that samples with a seed of its own when a request sets none (the local model:
+    its base seed and the request's draw)."""
+
+    def sampling_seed(self, request: ModelRequest) -> int | None:
+        """The seed ``request`` is sampled with: its own ``seed`` when set, else the model's
+        (None when the model does not choose one itself)."""
+        ...
+
+
+def seeded_request(model: object, request: ModelRequest) -> ModelRequest:
+    """``request`` as ``model`` samples it: with the seed of the model's own choice when the
+    request sets none and the model is a :class:`SeededModel`; otherwise unchanged.
+
+    What the controller and the reviewer record and send, and what the exact-request cache
+    keys on, so that the seed that shaped an answer is part of its request.
+
+    Args:
+        model: the model that will answer (any object; only a :class:`SeededModel` adds a seed).
+        request: the request as rendered.
+
+    Returns:
+        ``request`` with ``seed`` set, or ``request`` itself.
+    """
+    if request.seed is not None or not isinstance(model, SeededModel):
+        return request
+    seed = model.sampling_seed(request)
+    return request if seed is None else request.model_copy(update={"seed": seed})
 
 
 @runtime_checkable

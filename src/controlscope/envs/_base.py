@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from controlscope.core import AnswerKey, PlannerFormat, Task, ToolServer, Verdict
+from controlscope.core import (
+    AnswerKey,
+    ClusterBy,
+    PlannerFormat,
+    Task,
+    TaskError,
+    ToolSchema,
+    ToolServer,
+    Verdict,
+)
 
 
 @runtime_checkable
 class Environment(Protocol):
     """An environment: tasks, their initial states, a tool server per workspace, verifiers.
+
+    An environment subclasses this class (``class Mine(Environment)``), implements the methods
+    without a body here and overrides the capabilities it has; the others keep their defaults.
 
     Attributes:
         name: the environment's name (``filesystem``...), as ``controlscope run --env`` takes it.
@@ -18,16 +31,53 @@ class Environment(Protocol):
             paper's local rule, appendix B).
         write_tools: the names of its tools that change the environment's state (a "writer
             block" of the local rule).
-
-    Optional: ``state_in_workspace = True`` on an environment whose whole state is its
-    workspace directory (its server keeps none in memory): its trajectories can then be forked
-    at a boundary, each branch with a copy of the workspace and a new server
-    (``controlscope.replay.branch``); without it branches replay their prefix.
+        state_in_workspace: the whole state is the workspace directory (the server keeps none
+            in memory): a trajectory can then be forked at a boundary, each branch with a copy
+            of the workspace and a new server (``controlscope.replay.branch``). Default False:
+            branches replay their prefix.
+        cluster_by: what a panel's bootstrap resamples when the panel does not say: the task
+            category (the filesystem's seven, paper section 4) or the scenario template (the
+            apps', paper 5.3 and A.2). Default ``template``.
+        problems: one line per thing that looks like a task and cannot be read (``controlscope
+            tasks`` prints them). Default none.
     """
 
     name: str
     read_tools: frozenset[str]
     write_tools: frozenset[str]
+    state_in_workspace: bool = False
+    cluster_by: ClusterBy = "template"
+    problems: Sequence[str] = ()
+
+    def prompt_tools(self, tools: list[ToolSchema]) -> list[ToolSchema]:
+        """The tools the planner's system prompt lists (every tool stays callable).
+
+        An environment with more APIs than a prompt can hold lists some and documents the
+        rest (the apps: the documentation APIs, paper A.2).
+
+        Args:
+            tools: the server's tools.
+
+        Returns:
+            Those the prompt lists; by default all of them.
+        """
+        return tools
+
+    def with_network(self) -> Environment:
+        """The same environment with the network granted to its tool server
+        (``--allow-network``).
+
+        Returns:
+            The environment with the grant.
+
+        Raises:
+            TaskError: its server does not ask for the network (the grant would be silently
+                meaningless); by default always.
+        """
+        raise TaskError(
+            f"--allow-network grants the network to a task spec's server that asks for it "
+            f"(server.network = true); {self.name} has none"
+        )
 
     def tasks(self) -> list[Task]:
         """List the environment's tasks.
@@ -112,13 +162,17 @@ class Environment(Protocol):
         """
         ...
 
-    def state_hash(self, task: Task, workspace: Path) -> str:
+    def state_hash(self, task: Task, workspace: Path, *, since: float | None = None) -> str:
         """A hash of the workspace's state, to compare terminal states across branches and
         replays (paper section 3.3 and A.4).
 
         Args:
             task: the task whose state the workspace holds.
             workspace: the workspace to hash.
+            since: when the run whose state it is started (seconds since the epoch; None:
+                now), as for :meth:`normalise_observation`: file times from about then on are
+                the run's clock, older ones the task's own. A replay passes its recording's
+                start, so the same state hashes the same whenever it is replayed.
 
         Returns:
             A hex digest, equal for equal states.
@@ -128,13 +182,16 @@ class Environment(Protocol):
         """
         ...
 
-    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+    def file_hashes(
+        self, task: Task, workspace: Path, *, since: float | None = None
+    ) -> dict[str, str]:
         """Each file of the workspace by relative path, hashed by the rule of
         :meth:`state_hash`: a terminal workspace compared file by file (paper 3.3, A.4).
 
         Args:
             task: the task whose state the workspace holds.
             workspace: the workspace to hash.
+            since: as for :meth:`state_hash`.
 
         Returns:
             A hash per file (equal for equal files), by relative path.

@@ -9,6 +9,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from controlscope.core import ModelSpec
 from controlscope.experiments._config import SIZES, Experiment, ExperimentError, Size
 from controlscope.panel import ConfigError, PanelConfig, anchor_paths, parse_config
 
@@ -20,9 +21,6 @@ SHARED_CACHE = "cache.sqlite"
 
 PANEL_CACHE = f"../../{SHARED_CACHE}"
 """The shared cache as a panel names it (from ``OUT/panels/NAME/``)."""
-
-LOCAL_PREFIXES = ("local", "scripted", "replay")
-"""Model specs that take no provider options (no reasoning mode)."""
 
 
 def deep_merge(base: Mapping[str, Any], *layers: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -158,14 +156,19 @@ def unserved(configs: list[tuple[str, PanelConfig]]) -> list[str]:
     whose reviewer has no reasoning options (the embedded model, a scripted model, or an
     endpoint given no ``reviewer.options``): they ran with the protocol's settings (automatic
     tool choice, 16,384 tokens, Keep after an invalid review) but no reasoning mode (paper 4,
-    M18)."""
+    M18). A model takes reasoning options when its spec does
+    (:attr:`~controlscope.core.ModelSpec.takes_provider_options`: an ``openai`` model).
+
+    Raises:
+        ValueError: a reasoning reviewer's spec that names no model (``ModelSpec.parse``).
+    """
     lines = []
     for name, config in configs:
         reviewer = config.reviewer
         spec = reviewer.model or config.planner.model
         if reviewer.protocol != "reasoning":
             continue
-        if spec.startswith(LOCAL_PREFIXES) or spec.endswith(".gguf"):
+        if not ModelSpec.parse(spec).takes_provider_options:
             why = "has no reasoning options"
         elif not reviewer.options:
             why = "was given no reasoning options (reviewer.options)"

@@ -4,7 +4,10 @@ A response is stored under the SHA-256 of the canonical JSON of the request's mo
 (model id, messages, tools, tool choice, temperature, top_p, token cap, seed, JSON schema, provider
 options) plus its ``draw`` index. Identical ordinary-planning requests of a paired panel therefore
 share one response, while separately sampled reviews (different ``draw``) never merge. The
-request's ``purpose`` is not part of the key.
+request's ``purpose`` is not part of the key. A request that sets no seed is keyed with the seed
+the model samples it with when the model chooses one itself (the local model's base seed:
+:func:`~controlscope.core.seeded_request`), so models that differ only in their seed never
+share an answer.
 
 The store is one SQLite file in WAL mode, safe for several threads and processes: the first
 response stored under a key wins, and later writers read the winner back.
@@ -25,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from controlscope.core import ChatModel, ModelRequest, ModelResponse
+from controlscope.core import ChatModel, ModelRequest, ModelResponse, SeededModel, seeded_request
 
 __all__ = ["CacheError", "CachedModel", "RequestCache", "request_key"]
 
@@ -280,13 +283,23 @@ class CachedModel:
         """The inner model's id (the cache adds nothing to what answers)."""
         return self.inner.model_id
 
+    def sampling_seed(self, request: ModelRequest) -> int | None:
+        """The seed the inner model samples ``request`` with (see
+        :class:`~controlscope.core.SeededModel`)."""
+        inner = self.inner
+        return inner.sampling_seed(request) if isinstance(inner, SeededModel) else request.seed
+
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer from the cache, or from the inner model on a miss.
+
+        The request is keyed, stored and sent with the seed the inner model samples it with
+        (:func:`~controlscope.core.seeded_request`).
 
         Raises:
             ProviderError: from the inner model on a miss.
             CacheError: when the cache cannot be read or written.
         """
+        request = seeded_request(self.inner, request)
         key = request_key(self.inner.model_id, request)
         hit = self.cache.get(key)
         if hit is not None:

@@ -1,4 +1,5 @@
-"""Build a :class:`~controlscope.core.ChatModel` from a short spec string.
+"""Build a :class:`~controlscope.core.ChatModel` from a model spec
+(:class:`~controlscope.core.ModelSpec`, or its text).
 
 Specs (as given to ``--model`` / ``--reviewer-model``):
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from controlscope.core import ChatModel
+from controlscope.core import ChatModel, ModelSpec
 from controlscope.models._openai import OpenAIModel
 from controlscope.models._replay import ReplayModel
 from controlscope.models._scripted import ScriptedModel
@@ -49,11 +50,6 @@ OPENAI_OPTIONS = frozenset(
 )
 """Keyword options that :func:`make_model` passes to :class:`OpenAIModel`."""
 
-_SPEC_HELP = (
-    "local, local:1.5b, local:0.5b, local:PATH.gguf, PATH.gguf, openai, openai:NAME, "
-    "scripted:FILE.json, replay:DIR"
-)
-
 
 def _options(kind: str, given: dict[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
     chosen = {key: value for key, value in given.items() if value is not None}
@@ -66,7 +62,7 @@ def _options(kind: str, given: dict[str, Any], allowed: frozenset[str]) -> dict[
 
 
 def make_model(
-    spec: str,
+    spec: str | ModelSpec,
     *,
     base_url: str | None = None,
     api_key: str | None = None,
@@ -77,7 +73,7 @@ def make_model(
     """Return the model a spec names.
 
     Args:
-        spec: see the module docstring.
+        spec: a parsed spec, or its text (see the module docstring).
         base_url: endpoint for ``openai`` specs (default: ``OPENAI_BASE_URL``).
         api_key: key for ``openai`` specs (default: ``OPENAI_API_KEY``).
         role: which role's calls a ``replay`` spec answers (``planner`` or ``reviewer``).
@@ -91,32 +87,28 @@ def make_model(
 
     Raises:
         ValueError: for an unknown spec, an empty path, a ``replay`` spec without ``role``,
-            ``base_url``/``api_key`` with a non-``openai`` spec, or options that do not apply.
+            ``base_url``/``api_key`` with a non-``openai`` spec, or options that do not apply
+            (the words of :meth:`ModelSpec.parse` for a spec it refuses).
         FileNotFoundError: when a ``scripted`` file or ``replay`` run directory is missing.
-        controlscope.models._weights.WeightsError: when local weights are missing or corrupt.
+        controlscope.models.WeightsError: when local weights are missing or corrupt.
     """
-    text = spec.strip()
-    kind, sep, rest = text.partition(":")
-    if not sep and text.lower().endswith(".gguf"):
-        kind, rest = "local", text
-    if kind != "openai" and (base_url is not None or api_key is not None):
-        raise ValueError(f"base_url and api_key apply only to openai specs, not {spec!r}")
-    if kind == "local":
-        name = rest or "1.5b"
+    parsed = spec if isinstance(spec, ModelSpec) else ModelSpec.parse(spec)
+    if parsed.kind != "openai" and (base_url is not None or api_key is not None):
+        raise ValueError(f"base_url and api_key apply only to openai specs, not {str(spec)!r}")
+    if parsed.kind == "local":
         from controlscope.models._local import LocalModel
 
+        name = parsed.arg or "1.5b"
         model: ChatModel = LocalModel(name, **_options("local", options, LOCAL_OPTIONS))
         return model
-    if kind == "openai":
+    if parsed.kind == "openai":
         chosen = _options("openai", options, OPENAI_OPTIONS)
-        return OpenAIModel(rest or None, base_url=base_url, api_key=api_key, **chosen)
-    if kind in ("scripted", "replay"):
-        if not rest:
-            raise ValueError(f"{kind} spec needs a path: {kind}:PATH")
-        _options(kind, options, frozenset())
-        if kind == "scripted":
-            return ScriptedModel.from_file(rest)
-        if role is None:
-            raise ValueError(f"replay spec {spec!r} needs a role: make_model(spec, role='planner')")
-        return ReplayModel.from_run_dir(rest, role, normalise=normalise)
-    raise ValueError(f"unknown model spec {spec!r}; expected one of: {_SPEC_HELP}")
+        return OpenAIModel(parsed.arg or None, base_url=base_url, api_key=api_key, **chosen)
+    _options(parsed.kind, options, frozenset())
+    if parsed.kind == "scripted":
+        return ScriptedModel.from_file(parsed.arg)
+    if role is None:
+        raise ValueError(
+            f"replay spec {str(spec)!r} needs a role: make_model(spec, role='planner')"
+        )
+    return ReplayModel.from_run_dir(parsed.arg, role, normalise=normalise)

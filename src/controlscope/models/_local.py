@@ -11,7 +11,9 @@ embedded local model"):
   prefixes) are untouched. Every call has one deadline that covers all of it (waiting for the
   purpose's process, loading it, the answer): ``request_timeout_s``, or the run's per-call limit,
   never past the run's wall-clock ceiling (:func:`~controlscope.core.call_seconds`); a child
-  still working then is killed and the call fails with ``timeout``. Children end with
+  still working then is killed and the call fails with ``timeout``, the error saying how far
+  the request had got (prompt tokens evaluated, tokens generated), so a slow request can be
+  told from a hung one. Children end with
   :meth:`LocalModel.close`, with the model's garbage collection or interpreter exit, or by
   themselves when the controller dies;
 - the prompt is the GGUF's own chat template (Qwen2.5's ChatML with tools) rendered in the
@@ -172,7 +174,8 @@ class LocalModel:
         n_threads: CPU threads of each process; default :func:`default_threads`.
         seed: base sampling seed; a request without ``seed`` samples with
             ``seed + 1_000_003 * draw`` so separately drawn reviews differ while a repeated
-            request is reproducible.
+            request is reproducible. It is not part of :attr:`model_id`: the request carries
+            it (:meth:`sampling_seed`, recorded in the log and keyed on by the cache).
         verbose: let llama.cpp log to this process's stderr (otherwise its log is kept apart and
             its tail quoted in ``runtime_crash`` errors).
         request_timeout_s: seconds one call may take, all of it counted; a run's per-call limit
@@ -244,6 +247,11 @@ class LocalModel:
     def path(self) -> Path:
         """The verified GGUF file."""
         return self._path
+
+    @property
+    def seed(self) -> int:
+        """The base sampling seed (see :meth:`sampling_seed`)."""
+        return self._seed
 
     @property
     def n_ctx(self) -> int:
@@ -583,10 +591,14 @@ class LocalModel:
             "top_k": int(options.get("top_k", 0)),
             "min_p": float(options.get("min_p", 0.0)),
             "repeat_penalty": float(options.get("repeat_penalty", 1.0)),
-            "seed": request.seed
-            if request.seed is not None
-            else self._seed + 1_000_003 * request.draw,
+            "seed": self.sampling_seed(request),
         }
+
+    def sampling_seed(self, request: ModelRequest) -> int:
+        """The seed ``request`` is sampled with: its ``seed``, else ``seed + 1_000_003 * draw``
+        of this model's base seed (:class:`~controlscope.core.SeededModel`: the controller and
+        the reviewer record the request with it, and the exact-request cache keys on it)."""
+        return request.seed if request.seed is not None else self._seed + 1_000_003 * request.draw
 
     def _interpret(
         self, request: ModelRequest, raw: str, forced: tuple[ToolSpec, ...]

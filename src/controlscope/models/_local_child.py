@@ -9,9 +9,11 @@ is loaded, so nothing a C library prints can corrupt the protocol.
 Messages (parent -> child), each answered by exactly one line:
 
 - configuration ``{"model_path", "n_ctx", "n_threads", "grid", "seed", "verbose",
-  "parent_pid"}``: answered by ``{"ok": true, "ready": true, "eog": [...], "controls": [...],
-  "bos_text", "eos_text", "template", "system_info"}`` (``controls``: the texts of the control
-  tokens) or ``{"ok": false, "kind", "message"}`` (weights llama.cpp cannot load);
+  "parent_pid", "progress_fd"}`` (``progress_fd``: an inherited file descriptor, or null, where
+  a ``complete`` request's progress is kept, see below): answered by ``{"ok": true, "ready":
+  true, "eog": [...], "controls": [...], "bos_text", "eos_text", "template", "system_info"}``
+  (``controls``: the texts of the control tokens) or ``{"ok": false, "kind", "message"}``
+  (weights llama.cpp cannot load);
 - ``{"op": "complete", "segments", "max_tokens", "temperature", "top_p", "top_k", "min_p",
   "repeat_penalty", "seed", "schema", "strict"}`` (``segments``: the prompt as ``[control,
   text]`` pairs, see ``ChatTemplate.segments``; ``schema``: JSON-schema text or null;
@@ -21,6 +23,13 @@ Messages (parent -> child), each answered by exactly one line:
 - ``{"op": "tokenize", "text", "special"}`` and ``{"op": "prompt_tokens", "segments"}``:
   ``{"ok": true, "tokens": [...]}``;
 - ``{"op": "clear"}`` (forget the KV prefix): ``{"ok": true}``.
+
+While it answers a ``complete`` message the child keeps its progress at offset 0 of the
+``progress_fd`` file, rewritten after each evaluation batch and each generated token: four
+little-endian signed 64-bit integers (:data:`PROGRESS_FORMAT`): the prompt's tokens, those kept
+from the context, those evaluated so far and the tokens generated so far. The parent reads them
+when the request fails (its deadline passed, the child died), so a slow request can be told
+from a hung one.
 
 Errors the parent should report are answered as ``{"ok": false, "kind", "message"}`` with a
 :class:`~controlscope.core.ProviderError` kind. End of stdin ends the process. It also
@@ -33,17 +42,22 @@ terminal reaches the controller, which decides. A native crash prints the Python
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
 import resource
 import signal
+import struct
 import sys
 import threading
 import time
 from typing import IO, Any
 
 _PARENT_POLL_S = 0.2
+
+PROGRESS_FORMAT = "<4q"
+"""The progress record: prompt tokens, kept, evaluated and generated (see the module docstring)."""
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -82,11 +96,20 @@ class _Runtime:
         )
         self.reusable = 0
         self.evaluated = 0
+        fd = config.get("progress_fd")
+        self.progress_fd: int | None = None if fd is None else int(fd)
+        self.progress = [0, 0, 0, 0]  # prompt, kept, evaluated, generated (PROGRESS_FORMAT)
         original_eval = self.llama.eval
 
-        def counting_eval(tokens: Any) -> Any:
-            self.evaluated += len(tokens)
-            return original_eval(tokens)
+        def counting_eval(tokens: Any) -> None:
+            # One grid batch per call: the batches llama.cpp's own loop makes (n_batch is the
+            # grid), each counted when it is done.
+            for start in range(0, len(tokens), self.grid):
+                batch = tokens[start : start + self.grid]
+                original_eval(batch)
+                self.evaluated += len(batch)
+                if self.progress[3] == 0:  # still the prompt
+                    self.report(evaluated=self.evaluated)
 
         self.llama.eval = counting_eval  # type: ignore[method-assign]
         model = self.llama._model
@@ -105,6 +128,15 @@ class _Runtime:
         self.template: str | None = self.llama.metadata.get("tokenizer.chat_template")
         self.system_info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
         self.grammars: dict[str, Any] = {}
+
+    def report(self, **counts: int) -> None:
+        """Update the request's progress (``prompt``, ``kept``, ``evaluated``, ``generated``)
+        and rewrite its record in the progress file, if there is one."""
+        for name, value in counts.items():
+            self.progress[("prompt", "kept", "evaluated", "generated").index(name)] = value
+        if self.progress_fd is not None:
+            with contextlib.suppress(OSError):
+                os.pwrite(self.progress_fd, struct.pack(PROGRESS_FORMAT, *self.progress), 0)
 
     def ready(self) -> dict[str, Any]:
         return {
@@ -227,6 +259,7 @@ class _Runtime:
         self.reusable = 0  # until the prompt is evaluated, nothing past ``keep`` is known
         self.llama.n_tokens = keep  # eval() drops the KV entries from here on
         self.evaluated = 0
+        self.report(prompt=len(tokens), kept=keep, evaluated=0, generated=0)
         t0 = time.perf_counter()
         t_first = t0
         gen = self.llama.generate(
@@ -251,6 +284,7 @@ class _Runtime:
                     finish = "stop"
                     break
                 out.append(int(token))
+                self.report(generated=len(out))
                 if len(out) >= max_new:
                     break
         finally:

@@ -107,6 +107,18 @@ class ReplayModel:
         """The number of recorded requests."""
         return len(self._pairs)
 
+    def sampling_seed(self, request: ModelRequest) -> int | None:
+        """The seed the recorded model sampled the next request with (see
+        :class:`~controlscope.core.SeededModel`): ``request``'s own when it sets one, else the
+        next recorded request's (a model that chose the seed itself recorded it there; None in
+        logs written before it was), so the replayed request is the recorded one."""
+        if request.seed is not None:
+            return request.seed
+        with self._lock:
+            if self.position < len(self._pairs):
+                return self._pairs[self.position][0].seed
+        return None
+
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Check ``request`` against the next recorded one and return its recorded response.
 

@@ -15,7 +15,8 @@ sidecar (``<file>.sha256.json``, keyed by size and mtime) so later loads do not 
 The cache directory is ``$CONTROLSCOPE_HOME/models`` when ``CONTROLSCOPE_HOME`` is set, else
 ``~/.cache/controlscope/models``.
 
-This module imports only the standard library at top level (it is the ``controlscope model`` CLI).
+At top level this module imports only the standard library and the model spec
+(:class:`~controlscope.core.ModelSpec`; it is the ``controlscope model`` CLI).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controlscope._home import home
+from controlscope.core import ModelSpec
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -136,12 +138,22 @@ def weights_dir() -> Path:
     return home() / "models"
 
 
+def _local_arg(name_or_path: str) -> str:
+    """What ``name_or_path`` names: a ``local:NAME`` spec's name or path
+    (:class:`~controlscope.core.ModelSpec`), else the text itself, stripped (``1.5b``)."""
+    try:
+        spec = ModelSpec.parse(name_or_path)
+    except ValueError:
+        return name_or_path.strip()
+    return spec.arg if spec.kind == "local" and spec.arg else name_or_path.strip()
+
+
 def resolve_model_name(name_or_path: str) -> KnownModel | None:
     """Return the known model named by ``name_or_path`` (``1.5b``, ``local:0.5b``, ...), else None.
 
     A string that names no known model is treated by callers as a GGUF path.
     """
-    key = name_or_path.strip().lower().removeprefix("local:")
+    key = _local_arg(name_or_path).lower()
     if key in KNOWN_MODELS:
         return KNOWN_MODELS[key]
     for model in KNOWN_MODELS.values():
@@ -372,7 +384,7 @@ def ensure_weights(name_or_path: str = DEFAULT_MODEL, *, progress: bool = False)
     """
     model = resolve_model_name(name_or_path)
     if model is None:
-        path = Path(name_or_path.removeprefix("local:")).expanduser()
+        path = Path(_local_arg(name_or_path)).expanduser()
         if not path.is_file():
             known = ", ".join(KNOWN_MODELS)
             raise UnknownWeights(

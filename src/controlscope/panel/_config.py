@@ -42,43 +42,42 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from controlscope.core import (
-    AppProtocol,
-    BlockBudget,
-    BlockRequests,
-    CallBudget,
+    BudgetOverrides,
     ClusterBy,
+    ConditionSettings,
     CpusPerRun,
     DecisionMode,
     Draws,
-    IsolationRequest,
-    Lattice,
+    ExecutionOptions,
+    ModelSpec,
     PlannerFormat,
-    Repairs,
-    ReplaceBoundary,
+    PlannerModel,
+    PlannerSampling,
+    Requested,
+    ReviewerModel,
     ReviewerProtocol,
+    ReviewerSampling,
     ReviewToolChoice,
+    RunLimits,
+    RunSettings,
     Scope,
-    Seconds,
     Seed,
     SourceIndex,
     SourcePrograms,
-    Temperature,
-    TokenCap,
-    TurnBudget,
-    View,
-    WorkerMemoryMb,
     Workers,
     app_protocol_defaults,
     lattice_operations,
+    panel_key,
     read_toml,
+    setting,
+    setting_info,
 )
 from controlscope.envs import ENVIRONMENT_KINDS
 from controlscope.models import base_url_problem
 from controlscope.replay import ReplayError, branch_schedule
-from controlscope.run import ViewBounds
 from controlscope.schedule import schedule_name
 
 Start = Literal["whole", "first_boundary", "midpoint", "local_rule", "feedback_rule"]
@@ -103,38 +102,78 @@ Backend = Literal["local", "ray"]
 """Where runs execute: a process pool on this machine, or Ray tasks (``RAY_ADDRESS`` names a
 cluster; without it a local Ray instance is started)."""
 
-FILE_MODELS = ("scripted", "replay")
-"""Model spec kinds that name a path (``scripted:FILE.json``, ``replay:DIR``): a relative one
-in a configuration file is read from the file's folder."""
-
 
 class ConfigError(ValueError):
     """A panel configuration that cannot run: a file that is not TOML, an unknown key, task,
     category, scope or model, a value out of range. The message is one line naming the key."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _PanelSection(Requested):
+    """A part of a panel file: its keys are the settings' panel keys (:func:`panel_key`), so
+    ``[planner] format`` sets ``planner_format`` and a problem is named ``planner.format``; a
+    setting the file leaves out is not stated (each run takes its own default, or the one
+    :func:`controlscope.run.prepare` resolves), and a key newer than the first file format is
+    written only when it is not its default (see :class:`~controlscope.core.SettingInfo`), so
+    panels and experiments written before it resume."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=panel_key,
+        validate_by_alias=True,
+        validate_by_name=False,
+        serialize_by_alias=True,
+    )
+
+    def _dumped(self, data: dict[str, Any]) -> dict[str, Any]:
+        for name, field in type(self).model_fields.items():
+            key = field.alias or name
+            new = setting_info(field).since > 1 and key in data
+            if new and getattr(self, name) == field.get_default(call_default_factory=True):
+                del data[key]
+        return data
+
+    def as_written(self, name: str) -> Any:
+        """The value the file gives setting ``name`` (by its name, not its key); None when
+        the file leaves it out.
+
+        Args:
+            name: the setting's name (``planner_format``).
+
+        Returns:
+            The value, or None.
+        """
+        return getattr(self, name) if name in self.model_fields_set else None
 
 
-class PlannerSettings(_Section):
-    """The planner (it writes the source programs and does the ordinary planning).
+class PlannerSettings(_PanelSection, PlannerSampling, PlannerModel):
+    """The planner (it writes the source programs and does the ordinary planning): the file's
+    ``[planner]`` section, keys ``model``, ``base_url``, ``format``, ``temperature``,
+    ``max_tokens``, ``options`` (each setting's description:
+    :class:`~controlscope.core.PlannerModel`, :class:`~controlscope.core.PlannerSampling`).
 
     Attributes:
-        model: its model spec (see :func:`controlscope.models.make_model`).
-        base_url: the OpenAI-compatible endpoint of ``openai`` specs.
-        format: ``fenced`` or ``tools``; None: by model kind.
-        temperature: the planner's temperature; None: 0.7 (paper section 4).
-        max_tokens: per-request token cap; None: by model kind (16,384; 1,024 local).
-        options: provider options passed with every planner request.
+        format: ``planner_format`` as the file gives it; None when it leaves it out.
+        temperature: ``planner_temperature`` as the file gives it; None: the reviewer's.
+        options: ``planner_options`` as the file gives it; None when it leaves it out.
     """
 
-    model: str = "local"
-    base_url: str | None = None
-    format: PlannerFormat | None = None
-    temperature: Temperature | None = None
-    max_tokens: TokenCap | None = None
-    options: dict[str, Any] | None = None
+    @property
+    def format(self) -> PlannerFormat | None:
+        """``planner_format`` as the file gives it (None: by model kind)."""
+        value: PlannerFormat | None = self.as_written("planner_format")
+        return value
+
+    @property
+    def temperature(self) -> float | None:
+        """``planner_temperature`` as the file gives it (None: the reviewer's)."""
+        return self.planner_temperature
+
+    @property
+    def options(self) -> dict[str, Any] | None:
+        """``planner_options`` as the file gives it (None: none)."""
+        value: dict[str, Any] | None = self.as_written("planner_options")
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -145,61 +184,73 @@ class PlannerSettings(_Section):
         return value
 
 
-class ReviewerSettings(_Section):
-    """The reviewer, and what it is shown.
+class ReviewerSettings(_PanelSection, ReviewerSampling, ReviewerModel):
+    """The reviewer, and what it is shown: the file's ``[reviewer]`` section, keys ``model``
+    (None: the planner's), ``mode``, ``tool_choice``, ``protocol``, ``temperature``,
+    ``max_tokens``, ``options``, ``view``, ``view_bounds`` (each setting's description:
+    :class:`~controlscope.core.ReviewerModel`, :class:`~controlscope.core.ReviewerSampling`).
 
     Attributes:
-        model: its model spec; None: the planner's.
-        mode: ``tools`` or ``json``; None: by model kind.
-        tool_choice: ``auto`` or ``required``; None: ``auto`` (paper section 4).
-        temperature: the reviewer's temperature; None: 0.7.
-        max_tokens: its per-request cap; None: the planner's.
-        options: provider options passed with every review request (a reasoning mode).
-        view: ``with_feedback`` or ``code_only`` (paper A.3).
-        view_bounds: ``complete`` or ``bounded``; None: bounded for local models.
-        protocol: ``fast`` or ``reasoning`` (paper section 4, ALFWorld): fixes the tool
-            choice, the token cap and what an invalid review does
-            (:data:`controlscope.core.REVIEWER_PROTOCOLS`); None: the settings one by one.
+        model: ``reviewer_model`` as the file gives it; None: the planner's.
+        mode: ``review_mode`` as the file gives it; None: by model kind.
+        tool_choice: ``reviewer_tool_choice`` as the file gives it; None when left out.
+        protocol: ``reviewer_protocol`` as the file gives it; None: none.
+        max_tokens: ``reviewer_max_tokens`` as the file gives it; None: the planner's.
+        options: ``reviewer_options`` as the file gives it; None when left out.
     """
 
-    model: str | None = None
-    mode: DecisionMode | None = None
-    tool_choice: ReviewToolChoice | None = None
-    protocol: ReviewerProtocol | None = None
-    temperature: Temperature | None = None
-    max_tokens: TokenCap | None = None
-    options: dict[str, Any] | None = None
-    view: View = "with_feedback"
-    view_bounds: ViewBounds | None = None
+    @property
+    def model(self) -> str | None:
+        """``reviewer_model`` as the file gives it (None: the planner's)."""
+        return self.reviewer_model
+
+    @property
+    def mode(self) -> DecisionMode | None:
+        """``review_mode`` as the file gives it (None: by model kind)."""
+        value: DecisionMode | None = self.as_written("review_mode")
+        return value
+
+    @property
+    def tool_choice(self) -> ReviewToolChoice | None:
+        """``reviewer_tool_choice`` as the file gives it (None: ``auto``)."""
+        value: ReviewToolChoice | None = self.as_written("reviewer_tool_choice")
+        return value
+
+    @property
+    def protocol(self) -> ReviewerProtocol | None:
+        """``reviewer_protocol`` as the file gives it (None: none)."""
+        return self.reviewer_protocol
+
+    @property
+    def max_tokens(self) -> int | None:
+        """``reviewer_max_tokens`` as the file gives it (None: the planner's)."""
+        return self.reviewer_max_tokens
+
+    @property
+    def options(self) -> dict[str, Any] | None:
+        """``reviewer_options`` as the file gives it (None: none)."""
+        value: dict[str, Any] | None = self.as_written("reviewer_options")
+        return value
 
 
-class BudgetSettings(_Section):
-    """Budgets of every run (paper section 4); None keeps the task's (100 calls, 100 turns,
-    1,800 execution seconds, ALFWorld's five ordinary repairs) and the 10,800 s wall-clock
-    ceiling. Each is checked against the range a run spec's option has (the ceilings of
-    :mod:`controlscope.core`, e.g. :data:`~controlscope.core.MAX_CALLS`)."""
-
-    max_calls: CallBudget | None = None
-    max_turns: TurnBudget | None = None
-    max_seconds: Seconds | None = None
-    max_repairs: Repairs | None = None
-    max_wall_seconds: Seconds | None = None
-    max_blocks: BlockBudget | None = None
-    max_block_requests: BlockRequests | None = None
-    block_exec_s: Seconds | None = None
-    worker_memory_mb: WorkerMemoryMb = 2048
+class BudgetSettings(_PanelSection, RunLimits, BudgetOverrides):
+    """Budgets and limits of every run (paper section 4): the file's ``[budgets]`` section;
+    an override left out keeps the task's (100 calls, 100 turns, 1,800 execution seconds,
+    ALFWorld's five ordinary repairs) and the 10,800 s wall-clock ceiling. Each setting is
+    described, and its range declared, in :class:`~controlscope.core.BudgetOverrides` and
+    :class:`~controlscope.core.RunLimits`."""
 
 
-class ExecutionSettings(_Section):
-    """How the runs execute; ``backend`` and ``workers`` can change between a panel and its
-    resumption, the rest cannot.
+class ExecutionSettings(_PanelSection, ExecutionOptions):
+    """How the runs execute: the file's ``[execution]`` section (``isolation``:
+    :class:`~controlscope.core.ExecutionOptions`); ``backend``, ``workers`` and
+    ``cpus_per_run`` can change between a panel and its resumption, the rest cannot.
 
     Attributes:
         backend: ``local`` (a process pool) or ``ray``.
         workers: runs at a time; None: the machine's cores for models that do not run here,
             one for the embedded local model (which uses every core).
         cpus_per_run: CPUs a run declares to Ray (``num_cpus`` of its task).
-        isolation: the worker isolation asked for.
         cache: whether planning requests go through the panel's exact-request cache (paper
             A.5); without it, whole-run scopes do not share their source program.
         cache_file: the exact-request cache's file; a relative path is read from the panel
@@ -208,12 +259,17 @@ class ExecutionSettings(_Section):
             folder.
     """
 
-    backend: Backend = "local"
-    workers: Workers | None = None
-    cpus_per_run: CpusPerRun = 1.0
-    isolation: IsolationRequest = "auto"
-    cache: bool = True
-    cache_file: str | None = None
+    backend: Backend = setting("local", "where runs execute: local (a process pool) or ray")
+    workers: Workers | None = setting(
+        None,
+        "runs at a time",
+        shown_default="sized to the machine (one for the embedded model)",
+    )
+    cpus_per_run: CpusPerRun = setting(1.0, "CPUs a run declares to Ray")
+    cache: bool = setting(True, "planning requests go through the panel's exact-request cache")
+    cache_file: str | None = setting(
+        None, "the exact-request cache's file, relative to the panel folder"
+    )
 
     @field_validator("cache_file")
     @classmethod
@@ -223,7 +279,7 @@ class ExecutionSettings(_Section):
         return value
 
 
-class PanelConfig(_Section):
+class PanelConfig(_PanelSection, ConditionSettings):
     """A panel's configuration (see the module docstring for the file).
 
     Attributes:
@@ -245,17 +301,14 @@ class PanelConfig(_Section):
         scopes: the scopes compared; ``keep`` is required (the baseline every unit reuses).
         draws: reviewer draws per reviewing scope (at most
             :data:`~controlscope.core.MAX_DRAWS`).
-        lattice: ``default`` or ``v2``.
-        schedule: when reviewing scopes review; a branched start takes ``once`` or a
-            continuous schedule; under a ``whole`` start a bare ``once`` or ``midpoint`` is
-            placed on the unit's Keep run (its source run, paper appendix B and B.1).
-        start: where reviewing scopes start (:data:`Start`).
-        replace_boundary: what a replacement replaces (paper A.1).
-        app_protocol: ``v1`` or ``v2`` (paper A.2): the default lattice, replacement
-            boundary and (V1) schedule, the block allowance and the private-runtime guard of
-            every run (:data:`~controlscope.core.APP_PROTOCOLS`); None: none.
-        cluster: what the report's bootstrap resamples; None: ``category`` for the
-            filesystem and MCPMark's tasks, ``template`` otherwise.
+        start: where reviewing scopes start (:data:`Start`). The schedule
+            (:class:`~controlscope.core.ConditionSettings`, like the lattice, the replacement
+            boundary and the app protocol at the top level): a branched start takes ``once``
+            or a continuous schedule; under a ``whole`` start a bare ``once`` or ``midpoint``
+            is placed on the unit's Keep run (its source run, paper appendix B and B.1).
+        cluster: what the report's bootstrap resamples; None: the environment's
+            ``cluster_by`` (``category`` for the filesystem and MCPMark's tasks, ``template``
+            otherwise).
         planner: the planner's settings.
         reviewer: the reviewer's settings.
         budgets: the runs' budgets.
@@ -274,11 +327,7 @@ class PanelConfig(_Section):
     sources: list[SourceIndex] | None = None
     scopes: list[str] = Field(default_factory=lambda: ["keep", "arg", "full"])
     draws: Draws = 1
-    lattice: Lattice = "default"
-    schedule: str = "continuous"
     start: Start = "whole"
-    replace_boundary: ReplaceBoundary = "reply"
-    app_protocol: AppProtocol | None = None
     cluster: ClusterBy | None = None
     planner: PlannerSettings = Field(default_factory=PlannerSettings)
     reviewer: ReviewerSettings = Field(default_factory=ReviewerSettings)
@@ -356,9 +405,29 @@ class PanelConfig(_Section):
         """The scopes other than Keep, in lattice order."""
         return [s for s in self.scopes if s != "keep"]
 
+    def settings(self) -> RunSettings:
+        """The run settings the file states (top level and sections, by name), each run's
+        scope, draw and source program aside.
+
+        Returns:
+            The settings; those the file leaves out are not stated.
+
+        Raises:
+            pydantic.ValidationError: stated settings that contradict a protocol.
+        """
+        given = {
+            **self.stated(),
+            **self.planner.stated(),
+            **self.reviewer.stated(),
+            **self.budgets.stated(),
+            **self.execution.stated(),
+        }
+        return RunSettings(**{k: v for k, v in given.items() if k in RunSettings.model_fields})
+
     def identity(self) -> dict[str, Any]:
         """What makes two panels the same experiment: everything but ``execution.backend``,
-        ``execution.workers`` and ``execution.cpus_per_run`` (a panel may resume elsewhere)."""
+        ``execution.workers`` and ``execution.cpus_per_run`` (a panel may resume elsewhere);
+        a key newer than the first file format only when it is not its default."""
         data = self.model_dump(mode="json")
         for key in ("backend", "workers", "cpus_per_run"):
             data["execution"].pop(key)
@@ -427,11 +496,20 @@ def anchor_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
                 out["params"][key] = {**value, "state": _resolved(state.strip(), folder)}
     for role in ("planner", "reviewer"):
         section = out.get(role)
-        model = section.get("model") if isinstance(section, dict) else None
-        kind, colon, path = model.partition(":") if isinstance(model, str) else ("", "", "")
-        if isinstance(section, dict) and colon and kind in FILE_MODELS and path.strip():
-            out[role] = {**section, "model": f"{kind}:{_resolved(path.strip(), folder)}"}
+        model = _file_model(section.get("model") if isinstance(section, dict) else None)
+        if isinstance(section, dict) and model is not None:
+            out[role] = {**section, "model": str(model.anchored(folder))}
     return out
+
+
+def _file_model(text: object) -> ModelSpec | None:
+    """The model spec ``text`` names when it names a file (``scripted:FILE``, ``replay:DIR``);
+    None otherwise, a spec that is no spec included (the plan names the problem)."""
+    try:
+        spec = ModelSpec.parse(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return spec if spec is not None and spec.names_path else None
 
 
 def _resolved(path: str, folder: Path) -> str:

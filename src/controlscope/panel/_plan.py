@@ -131,8 +131,7 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
             for source in config.source_indices:
                 runs.extend(_unit_runs(config, task, seed, source))
     keep_first = sorted(runs, key=lambda r: r.scope != KEEP)
-    by_category = config.env.partition(":")[0] in ("filesystem", "mcpmark")
-    cluster = config.cluster or ("category" if by_category else "template")
+    cluster = config.cluster or env.cluster_by
     return PanelPlan(runs=tuple(keep_first), cluster=cluster)
 
 
@@ -250,7 +249,9 @@ def run_spec(config: PanelConfig, run: PlannedRun, *, out: Path, source: Path | 
     Raises:
         pydantic.ValidationError: a value out of range (checked with the config already).
     """
-    p, r, b = config.planner, config.reviewer, config.budgets
+    given = config.settings().stated()
+    if "temperature" in given and "planner_temperature" not in given:
+        given["planner_temperature"] = DEFAULT_TEMPERATURE  # the reviewer's is not the planner's
     schedule = config.schedule
     source_run = None
     if needs_source(schedule):
@@ -260,55 +261,16 @@ def run_spec(config: PanelConfig, run: PlannedRun, *, out: Path, source: Path | 
             source_run = source
     if run.scope == KEEP and config.start != "whole":
         schedule = "never"
-    return RunSpec(
-        task=run.task,
-        env=config.env,
-        params=run.params,
-        seed=run.seed,
-        scope=Scope[run.scope.upper()],
-        lattice=config.lattice,
+    given.update(
         schedule=schedule,
         source_run=source_run,
-        view=r.view,
-        view_bounds=r.view_bounds,
-        replace_boundary=config.replace_boundary,
-        app_protocol=config.app_protocol,
-        model=p.model,
-        reviewer_model=r.model,
-        base_url=p.base_url,
-        planner_format=p.format,
-        review_mode=r.mode,
-        reviewer_tool_choice=r.tool_choice,
-        reviewer_protocol=r.protocol,
-        temperature=r.temperature,
-        planner_temperature=_planner_temperature(config),
-        max_tokens=p.max_tokens,
-        reviewer_max_tokens=r.max_tokens,
-        planner_options=p.options,
-        reviewer_options=r.options,
+        scope=Scope[run.scope.upper()],
         draw=run.draw,
         source_program=run.source_program,
-        max_calls=b.max_calls,
-        max_turns=b.max_turns,
-        max_seconds=b.max_seconds,
-        max_repairs=b.max_repairs,
-        max_wall_seconds=b.max_wall_seconds,
-        max_blocks=b.max_blocks,
-        max_block_requests=b.max_block_requests,
-        block_exec_s=b.block_exec_s,
-        isolation=config.execution.isolation,
-        worker_memory_mb=b.worker_memory_mb,
-        out=out,
     )
-
-
-def _planner_temperature(config: PanelConfig) -> float | None:
-    """The planner's own temperature: a reviewer's temperature must not become the planner's
-    (a run's ``temperature`` is both roles' unless the planner's is set)."""
-    p, r = config.planner, config.reviewer
-    if p.temperature is None and r.temperature is not None:
-        return DEFAULT_TEMPERATURE
-    return p.temperature
+    return RunSpec(
+        **given, task=run.task, env=config.env, params=run.params, seed=run.seed, out=out
+    )
 
 
 def condition_label(scope: str, draw: int, draws: int) -> str:

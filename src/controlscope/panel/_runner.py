@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controlscope.core import Workers, range_problem
+from controlscope.core import ModelSpec, Workers, range_problem
 from controlscope.panel._backends import Backend, LocalBackend, RayBackend, machine_cores
 from controlscope.panel._config import ConfigError, PanelConfig, load_config
 from controlscope.panel._folder import (
@@ -98,10 +98,14 @@ class PanelResult:
 
 
 def default_workers(config: PanelConfig) -> int:
-    """Runs at a time on this machine: one per core, or one for the embedded local model
-    (its inference uses every core)."""
+    """Runs at a time on this machine: one per core, or one for a model that runs here (the
+    embedded model or a GGUF file, :attr:`ModelSpec.is_local`: its inference uses every core).
+
+    Raises:
+        ValueError: a model spec that names no model (``ModelSpec.parse``'s words).
+    """
     models = (config.planner.model, config.reviewer.model or config.planner.model)
-    if any(m.startswith("local") or m.lower().endswith(".gguf") for m in models):
+    if any(ModelSpec.parse(m).is_local for m in models):
         return 1
     return machine_cores()
 

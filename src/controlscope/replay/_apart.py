@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import IO, Any, NoReturn, TypeVar
 
 from controlscope.replay._fork import die_with
-from controlscope.run._fork import CHILD_GRACE_S, INTERRUPTS, reap
+from controlscope.run import CHILD_GRACE_S, INTERRUPTS, interruptible_branch, reap
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ def run_apart(run: Callable[[], T], wall_s: float) -> tuple[T | None, str | None
         run: what the child does (one branch, recorded in its run directory); its result is
             pickled back.
         wall_s: the branch's wall-clock budget: the child is killed after it plus
-            :data:`~controlscope.run._fork.CHILD_GRACE_S`.
+            :data:`~controlscope.run.CHILD_GRACE_S`.
 
     Returns:
         ``run``'s result (None when the child ended without one: it died, or its result could
@@ -78,6 +78,7 @@ def _child(
     code = 1
     outcome: tuple[str, Any] = ("raised", RuntimeError("the branch's process did not run"))
     try:
+        interruptible_branch()  # before interrupts are let through
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         die_with(parent)
         outcome = ("result", run())

@@ -30,6 +30,7 @@ import json
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal, NoReturn
 
@@ -64,7 +65,7 @@ from controlscope.replay._run import (
 )
 from controlscope.review import Reviewer
 from controlscope.run import place_schedule, read_source
-from controlscope.schedule import Never, Schedule, parse_schedule, schedule_name
+from controlscope.schedule import Schedule, ScheduleSpec
 
 Mechanism = Literal["auto", "fork", "replay"]
 """How branches start: by fork where possible, else by prefix replay (``auto``); by fork or
@@ -230,24 +231,13 @@ def branch_schedule(spec: str, call_index: int) -> tuple[str, Callable[[], Sched
         ``once:K`` or ``once:K+continuous[+...]``, and a factory of fresh schedules.
 
     Raises:
-        ReplayError: any other schedule.
+        ReplayError: any other schedule, or a spec that is not one (the grammar's words).
     """
-    parts = [p.strip() for p in spec.split("+")]
-    if parts == ["once"]:
-        return f"once:{call_index}", Never
-    modifiers = [p for p in parts if p != "continuous"]
-    if not all(p == "retain_first" or p.startswith("protect:") for p in modifiers):
-        raise ReplayError(
-            f"a branch's schedule is once or continuous (with protect:n or retain_first), "
-            f"not {spec!r}"
-        )
     try:
-        name = schedule_name("+".join([f"once:{call_index}", "continuous", *modifiers]))
-        after = "+".join(["continuous", *modifiers])
-        parse_schedule(after, write_tools=frozenset(), read_tools=frozenset())
+        recorded, after = ScheduleSpec.parse(spec).for_branch(call_index)
     except ValueError as err:
         raise ReplayError(str(err)) from None
-    return name, lambda: parse_schedule(after, write_tools=frozenset(), read_tools=frozenset())
+    return recorded.name, partial(after.build, write_tools=frozenset(), read_tools=frozenset())
 
 
 def branch_condition(

@@ -2,7 +2,7 @@
 
 The prefix is replayed once, every request and call checked, in a trajectory of its own (the
 trunk, recorded in ``OUT/prefix``); at the branches' boundary the trunk forks once per branch
-(:mod:`controlscope.run._fork`): each child goes on as one branch, recorded in its own run
+(:class:`controlscope.run.ForkPoint`): each child goes on as one branch, recorded in its own run
 directory exactly as a branch started by prefix replay is (``run_start`` under the branch's
 condition, the prefix's events, the ``branch_point``, then the branch), with ``fork`` as its
 origin's mechanism. The trunk waits for each child in turn and puts the boundary's workspace
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,14 @@ from controlscope.replay._hook import Plan, PrefixHook
 from controlscope.replay._recording import Recording
 from controlscope.replay._run import Outcome, run_from_prefix
 from controlscope.review import Reviewer
-from controlscope.run import Controller, StopRun
-from controlscope.run._fork import CHILD_GRACE_S, ForkPoint, env_unforkable
+from controlscope.run import (
+    BRANCH_INTERRUPT,
+    CHILD_GRACE_S,
+    ForkPoint,
+    StopRun,
+    TrajectoryControl,
+    env_unforkable,
+)
 from controlscope.worker import ForkError, WorkerProcess
 
 _PR_SET_PDEATHSIG = 1
@@ -76,14 +81,14 @@ class Fanout:
         self._trunk = os.getpid()
         self._point: ForkPoint | None = None
 
-    def split(self, hook: PrefixHook, controller: Controller) -> None:
+    def split(self, hook: PrefixHook, control: TrajectoryControl) -> None:
         """Fork every branch at this boundary, one after the other; return in a child (as its
         branch), end the trunk (``StopRun``) once every child has ended.
 
         Raises:
             StopRun: in the trunk, always.
         """
-        point = controller.fork_point
+        point = control.fork_point
         self.failure = "the trajectory has no fork point" if point is None else point.unavailable()
         if point is None or self.failure is not None:
             raise StopRun("prefix_end", f"no branch forked: {self.failure}")
@@ -161,11 +166,11 @@ def _wait_for(point: ForkPoint, branch: ForkedBranch, pid: int, worker: WorkerPr
 
 
 def die_with(trunk: int) -> None:
-    """Make this forked process interrupted (``SIGINT``: it records its end) when the trunk
-    ``trunk`` dies, and at once if it has died already (a trunk killed outright records
-    nothing more and cannot end its branch)."""
+    """Make this forked process interrupted (:data:`BRANCH_INTERRUPT`: it records its end)
+    when the trunk ``trunk`` dies, and at once if it has died already (a trunk killed outright
+    records nothing more and cannot end its branch)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, BRANCH_INTERRUPT, 0, 0, 0)
     if os.getppid() != trunk:
         raise KeyboardInterrupt("the trunk died")
 

@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from controlscope.core import (
     BlockResult,
@@ -35,16 +35,14 @@ from controlscope.core import (
     PrimitiveCall,
     Scope,
     TaskError,
+    seeded_request,
 )
 from controlscope.models import ReplayModel
 from controlscope.record import ABSENT, ReplayMismatch, first_difference, map_strings
 from controlscope.replay._recording import RecordedReview, Recording
 from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer
-from controlscope.run import Controller, StopRun
+from controlscope.run import StopRun, TrajectoryControl
 from controlscope.schedule import Never, Schedule, ScheduleContext
-
-if TYPE_CHECKING:
-    from controlscope.replay._fork import Fanout
 
 FROZEN_NOTE = "the recorded operation, frozen"
 """The answer text a frozen operation's proposal is recorded with."""
@@ -144,6 +142,12 @@ class _Answering:
         """The live model's id, else the recording's."""
         return self._live.model_id if self._live is not None else self._replay.model_id
 
+    def sampling_seed(self, request: ModelRequest) -> int | None:
+        """The seed of the model that answers now (see :class:`~controlscope.core.SeededModel`)."""
+        if self._hook.switched and self._live is not None:
+            return seeded_request(self._live, request).seed
+        return self._replay.sampling_seed(request)
+
     def complete(self, request: ModelRequest) -> ModelResponse:
         """The recorded answer (request checked) or, after the switch, the live one."""
         if self._hook.switched and self._live is not None:
@@ -211,6 +215,29 @@ class _Schedule:
         self._hook.stop_at_point()
 
 
+class Splitter(Protocol):
+    """Branches forked from a trunk at its plan's boundary (a
+    :class:`~controlscope.replay._fork.Fanout`): the hook calls :meth:`split` there, and the
+    trunk's run ends its process with :meth:`exit_child` in a forked branch."""
+
+    @property
+    def child(self) -> object | None:
+        """The branch this process is, in a forked child; None in the trunk."""
+        ...
+
+    def split(self, hook: PrefixHook, control: TrajectoryControl) -> None:
+        """Fork the branches at this boundary; return in a forked child only.
+
+        Raises:
+            StopRun: in the trunk, once every branch has ended.
+        """
+        ...
+
+    def exit_child(self, failed: bool) -> None:
+        """End a forked child's process once its branch is recorded (never returns)."""
+        ...
+
+
 class PrefixHook:
     """The :class:`~controlscope.run.TrajectoryHook` of a trajectory that starts from a
     recorded prefix (see the module docstring).
@@ -267,7 +294,7 @@ class PrefixHook:
         self._point_block: str | None = None
         self._replacement: str | None = None
         self._reported = {"planner": 0, "reviewer": 0}
-        self.fanout: Fanout | None = None
+        self.fanout: Splitter | None = None
         """The branches to fork at the plan's boundary (a trunk, :mod:`._fork`)."""
 
     # -- counts ------------------------------------------------------------------------------
@@ -292,14 +319,14 @@ class PrefixHook:
 
     # -- the hook ------------------------------------------------------------------------------
 
-    def attach(self, controller: Controller, workspace: Path) -> None:
-        """Give the controller the prefix's reviewer, schedule and recorded condition."""
+    def attach(self, control: TrajectoryControl, workspace: Path) -> None:
+        """Give the trajectory the prefix's reviewer, schedule and recorded condition."""
         self._workspace = workspace
-        controller.reviewer = _Dispatch(self)
-        controller.schedule = _Schedule(self)
-        controller.condition = self.recording.condition
+        control.steer(
+            condition=self.recording.condition, schedule=_Schedule(self), reviewer=_Dispatch(self)
+        )
 
-    def before_boundary(self, controller: Controller, boundary: Boundary) -> None:
+    def before_boundary(self, control: TrajectoryControl, boundary: Boundary) -> None:
         """Check the boundary against the recording, set the condition its review was
         recorded under, and at the plan's boundary record ``(h, s)`` and switch."""
         self.position += 1
@@ -307,22 +334,22 @@ class PrefixHook:
             self._check_boundary(boundary)
             review = self.recording.review_at(self.position)
             if review is not None:
-                controller.condition = self.recording.condition_for(review)
+                control.steer(condition=self.recording.condition_for(review))
         if self.position == self.plan.position:
             if self.fanout is not None and self.fanout.child is None:
-                self.fanout.split(self, controller)  # returns in a forked branch only
-            self._reach(controller, boundary)
+                self.fanout.split(self, control)  # returns in a forked branch only
+            self._reach(control, boundary)
 
     def become(self, plan: Plan, reviewer: Reviewer | None) -> None:
         """Go on as a branch forked at the plan's boundary: its plan and its reviewer."""
         self.plan, self._branch_reviewer = plan, reviewer
 
-    def after_call(self, controller: Controller, call: PrimitiveCall) -> None:
+    def after_call(self, control: TrajectoryControl, call: PrimitiveCall) -> None:
         """Check a prefix call's tool, final arguments and observation."""
         if not self.switched:
             self._actions.check(call)
 
-    def after_block(self, controller: Controller, result: BlockResult) -> None:
+    def after_block(self, control: TrajectoryControl, result: BlockResult) -> None:
         """A candidate endpoint ends when the replacement chosen at its boundary ends."""
         if not (self.switched and self.plan.candidate):
             return
@@ -338,7 +365,7 @@ class PrefixHook:
                 f"{result.calls} call(s); no further planning (a frozen candidate)",
             )
 
-    def finish(self, controller: Controller) -> None:
+    def finish(self, control: TrajectoryControl) -> None:
         """A whole replay made every recorded call and request; a branch reached its
         boundary."""
         if self.plan.position is not None:
@@ -352,7 +379,7 @@ class PrefixHook:
                     message=f"the run ended before boundary {self.plan.position} was reached",
                 )
             return
-        self._report_clock(controller)
+        self._report_clock(control)
         self._actions.finish()
         self._check_counts()
         self.clock_files = self._clock_files(self._hashes()[1])
@@ -431,13 +458,13 @@ class PrefixHook:
         }
         return map_strings(data, self.recording.normalise)
 
-    def _reach(self, controller: Controller, boundary: Boundary) -> None:
+    def _reach(self, control: TrajectoryControl, boundary: Boundary) -> None:
         """Record ``(h, s)`` at the plan's boundary; stop there or switch to the branch."""
-        self._report_clock(controller)
+        self._report_clock(control)
         state, files = self._hashes()
         self.clock_files = self._clock_files(files)
         reviewer = ModelReviewer(self._reviewer_replay)
-        state_h = controller.public_state(boundary)
+        state_h = control.public_state(boundary)
         normalise = self.recording.normalise
         request_hash = shared_request_hash(reviewer, state_h, self.plan.condition, normalise)
         self.point = BranchPointEvent(
@@ -449,17 +476,20 @@ class PrefixHook:
             request_hash=request_hash,
             clock_files=self.clock_files,
         )
-        controller.sink(self.point)
+        control.sink(self.point)
         if self.plan.stop:
             return  # the boundary is logged, then the run stops (stop_at_point)
         self.switched = True
         self._point_block = boundary.block_id
-        controller.condition = self.plan.condition
+        control.steer(condition=self.plan.condition)
 
     def _hashes(self) -> tuple[str | None, dict[str, str]]:
-        env, task = self.recording.env, self.recording.task
+        env, task, since = self.recording.env, self.recording.task, self.recording.start.t
         try:
-            return env.state_hash(task, self._workspace), env.file_hashes(task, self._workspace)
+            return (
+                env.state_hash(task, self._workspace, since=since),
+                env.file_hashes(task, self._workspace, since=since),
+            )
         except TaskError:
             return None, {}
 
@@ -478,14 +508,14 @@ class PrefixHook:
                 out[rel] = hashlib.sha256(masked.encode("utf-8", "surrogateescape")).hexdigest()
         return out
 
-    def _report_clock(self, controller: Controller) -> None:
+    def _report_clock(self, control: TrajectoryControl) -> None:
         """Record the masked clock differences not reported yet (paper A.4)."""
         fresh = []
         for role, model in (("planner", self._planner_replay), ("reviewer", self._reviewer_replay)):
             fresh += model.masked[self._reported[role] :]
             self._reported[role] = len(model.masked)
         if fresh:
-            controller.sink(ClockDifferencesEvent(differences=fresh))
+            control.sink(ClockDifferencesEvent(differences=fresh))
 
     def _check_counts(self) -> None:
         """Every recorded boundary and request was reached by a whole replay."""

@@ -311,7 +311,7 @@ class Recording:
         workspace = make_dir("cs-check-", workspace_root)
         try:
             self.env.setup(self.task, self.seed, workspace)
-            today = self.env.state_hash(self.task, workspace)
+            today = self.env.state_hash(self.task, workspace, since=self.start.t)
         except TaskError as err:
             raise ReplayError(f"the recorded task cannot be set up: {err}") from None
         finally:

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controlscope.core import EVENTS_FILE, BranchOrigin, BranchPurpose, ChatModel
 from controlscope.record import ReplayMismatch
-from controlscope.replay._hook import FROZEN_NOTE, FrozenOperation, Plan, PrefixHook
+from controlscope.replay._hook import FROZEN_NOTE, FrozenOperation, Plan, PrefixHook, Splitter
 from controlscope.replay._recording import Recording, ReplayError
 from controlscope.review import Reviewer
 from controlscope.run import Observer, RunResult, run_trajectory
-
-if TYPE_CHECKING:
-    from controlscope.replay._fork import Fanout
 
 
 @dataclass(frozen=True)
@@ -103,7 +100,7 @@ def run_from_prefix(
     operation: int | None = None,
     workspace_root: Path | None = None,
     observer: Observer | None = None,
-    fanout: Fanout | None = None,
+    fanout: Splitter | None = None,
 ) -> Outcome:
     """Run one trajectory whose prefix answers from ``recording`` (see :class:`PrefixHook`).
 
@@ -154,6 +151,7 @@ def run_from_prefix(
             observer=observer,
             hook=hook,
             origin=origin,
+            since=recording.start.t,  # the recording's state, hashed as it was
         )
         failed = False
     except ReplayMismatch as err:

@@ -50,6 +50,7 @@ from controlscope.core import (
     clip_text,
     model_call_event,
     recorded_operation,
+    seeded_request,
 )
 from controlscope.review._operations import decision_schema, operation_tools, parse_decision
 from controlscope.review._state import PublicState
@@ -151,8 +152,12 @@ class ModelReviewer:
         )
 
     def propose(self, state: PublicState, condition: Condition) -> Proposal:
-        """Ask the model and read its proposal (a provider error becomes ``Proposal.error``)."""
-        request = self.build_request(state, condition)
+        """Ask the model and read its proposal (a provider error becomes ``Proposal.error``).
+
+        The request is sent and recorded with the seed the model samples it with
+        (:func:`~controlscope.core.seeded_request`).
+        """
+        request = seeded_request(self.model, self.build_request(state, condition))
         try:
             response = self.model.complete(request)
         except ProviderError as err:

@@ -7,12 +7,28 @@
   source run and say where the paper's local rule (appendix B) or feedback-visibility rule
   (A.3) places a one-time review in it, or why the pair is ineligible;
 - :class:`TrajectoryHook` steers a trajectory from outside (the prefix replays and branches
-  of :mod:`controlscope.replay`) through its :class:`Controller`; :class:`StopRun` ends it.
+  of :mod:`controlscope.replay`) through :class:`TrajectoryControl` (what its
+  :class:`Controller` lets it read, and :meth:`Controller.steer`); :class:`StopRun` ends it
+  (a controller is built from its :class:`RunContext` and :class:`Review`);
+- :class:`ForkPoint` forks a trajectory paused at a boundary into branches (where
+  :func:`env_unforkable` and :meth:`ForkPoint.unavailable` allow it); a branch's process is
+  made :func:`interruptible_branch`, interrupted with :data:`BRANCH_INTERRUPT` (one of
+  :data:`INTERRUPTS`) and waited for with :func:`reap`, within its budget plus
+  :data:`CHILD_GRACE_S`.
 """
 
 from controlscope.run._api import run_prepared, run_task
-from controlscope.run._controller import Controller
-from controlscope.run._hook import StopRun, TrajectoryHook
+from controlscope.run._controller import Controller, Review, RunContext
+from controlscope.run._fork import (
+    BRANCH_INTERRUPT,
+    CHILD_GRACE_S,
+    INTERRUPTS,
+    ForkPoint,
+    env_unforkable,
+    interruptible_branch,
+    reap,
+)
+from controlscope.run._hook import StopRun, TrajectoryControl, TrajectoryHook
 from controlscope.run._loop import REPLACEMENT_CODE_CHARS, Ending, receipts_by_block
 from controlscope.run._models import LOCAL_MAX_TOKENS, RunModels, build_models
 from controlscope.run._replay_check import (
@@ -33,29 +49,39 @@ from controlscope.run._spec import PreparedRun, RunSpec, SpecError, ViewBounds, 
 from controlscope.run._trajectory import Observer, RunResult, run_trajectory
 
 __all__ = [
+    "BRANCH_INTERRUPT",
+    "CHILD_GRACE_S",
+    "INTERRUPTS",
     "LOCAL_MAX_TOKENS",
     "REPLACEMENT_CODE_CHARS",
     "REPLAYED_SETTINGS",
     "Controller",
     "Ending",
+    "ForkPoint",
     "Observer",
     "OnceRule",
     "PreparedRun",
+    "Review",
+    "RunContext",
     "RunModels",
     "RunResult",
     "RunSpec",
     "SourceTrajectory",
     "SpecError",
     "StopRun",
+    "TrajectoryControl",
     "TrajectoryHook",
     "ViewBounds",
     "build_models",
     "check_replay",
+    "env_unforkable",
     "feedback_rule_of",
+    "interruptible_branch",
     "local_rule_of",
     "place_schedule",
     "prepare",
     "read_source",
+    "reap",
     "receipts_by_block",
     "recorded_settings",
     "recorded_start",

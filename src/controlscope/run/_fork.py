@@ -50,8 +50,7 @@ from controlscope.core import (
 )
 from controlscope.envs import Environment
 from controlscope.review import Reviewer
-from controlscope.worker import ForkError, WorkerProcess, WorkerSession
-from controlscope.worker._fork import OpenFiles
+from controlscope.worker import ForkError, OpenFiles, WorkerProcess, WorkerSession
 
 CHILD_GRACE_S = 60.0
 """Seconds a branch's process may outlive its wall-clock budget before it is killed."""
@@ -61,8 +60,14 @@ INTERRUPT_GRACE_S = 5.0
 
 INTERRUPT_SETTLE_S = 1.0
 """Seconds an interrupted trunk waits for a branch's process to end by itself (an interrupt
-of the whole process group reached it too) before interrupting it."""
+of the whole process group reached it too) before interrupting it (a branch already
+interrupted takes no second interrupt, so this only saves a signal)."""
 
+BRANCH_INTERRUPT = signal.SIGTERM
+"""The signal a trunk interrupts its branch's process with (an interrupt the branch did not
+get, the trunk's death). Not ``SIGINT``: a process started with ``SIGINT`` ignored (a
+background job of a script) passes that on to its forks, and the branch would never end
+recorded; a forked branch always takes this signal as an interrupt."""
 
 INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM})
 """The signals that interrupt a run (the CLI turns ``SIGTERM`` into an interrupt)."""
@@ -230,6 +235,8 @@ class ForkPoint:
             raise ForkError(f"the controller could not fork: {err}") from err
         if pid != 0:
             signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+        else:  # interrupts stay blocked until take_over
+            interruptible_branch()
         return pid, worker
 
     def take_over(
@@ -277,8 +284,8 @@ class ForkPoint:
 
 def env_unforkable(env: Environment) -> str | None:
     """Why no trajectory of ``env`` can be forked (its state is more than its workspace
-    directory: ``state_in_workspace`` is not set), or None."""
-    if getattr(env, "state_in_workspace", False):
+    directory: ``Environment.state_in_workspace`` is not set), or None."""
+    if env.state_in_workspace:
         return None
     return (
         f"the {env.name} environment's state is not only its workspace directory (its server "
@@ -321,14 +328,34 @@ def reap(pid: int, timeout_s: float) -> str | None:
     return None if code == 0 else f"the branch's process exited with status {code}"
 
 
+def interruptible_branch() -> None:
+    """In a branch's process (forked at the boundary, or to replay its prefix apart), with
+    interrupts still blocked: :data:`BRANCH_INTERRUPT` interrupts it whatever the trunk does
+    with that signal, ``SIGINT`` (a Ctrl-C) too unless the trunk ignores it, and the first
+    interrupt is the only one (:func:`_interrupted`)."""
+    signal.signal(BRANCH_INTERRUPT, _interrupted)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _interrupted)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """A branch's process is interrupted: it records its end (``KeyboardInterrupt``) and
+    takes no further interrupt while it does (its trunk may forward one a Ctrl-C already
+    delivered; the trunk kills it after :data:`INTERRUPT_GRACE_S`)."""
+    for sig in INTERRUPTS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _interrupt(pid: int, fd: int) -> list[tuple[int, str]]:
     """Interrupt the child ``pid`` (pidfd ``fd``) as this process was (a Ctrl-C reaches both; a
-    SIGTERM sent to this process alone does not reach it): it records its end, or is killed
-    after :data:`INTERRUPT_GRACE_S`. Returns the processes below it that were killed."""
+    SIGTERM sent to this process alone does not reach it) with :data:`BRANCH_INTERRUPT`: it
+    records its end, or is killed after :data:`INTERRUPT_GRACE_S`. Returns the processes below
+    it that were killed."""
     if select.select([fd], [], [], INTERRUPT_SETTLE_S)[0]:
         return []  # the interrupt reached it too, and it has ended
     with contextlib.suppress(ProcessLookupError):
-        signal.pidfd_send_signal(fd, signal.SIGINT)
+        signal.pidfd_send_signal(fd, BRANCH_INTERRUPT)
     if not select.select([fd], [], [], INTERRUPT_GRACE_S)[0]:
         return _kill(pid, fd)
     return []

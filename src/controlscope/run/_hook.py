@@ -3,20 +3,54 @@
 Prefix replays and branches (:mod:`controlscope.replay`, paper sections 3.1 and 3.3) run an
 ordinary trajectory whose first part answers from a recording: at every boundary a hook checks
 what the trajectory did against the recording and, at the branch's boundary, hands the
-controller the branch's condition, schedule and reviewer. The hook sees the
-:class:`~controlscope.run._controller.Controller` at four points; it may end the trajectory
-there by raising :class:`StopRun`.
+trajectory the branch's condition, schedule and reviewer. The hook sees the trajectory at four
+points through :class:`TrajectoryControl` (what the controller lets it read and do); it may end
+the trajectory there by raising :class:`StopRun`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from controlscope.core import BlockResult, Boundary, EndReason, PrimitiveCall
+from controlscope.core import BlockResult, Boundary, Condition, EndReason, Event, PrimitiveCall
+from controlscope.review import PublicState, Reviewer
+from controlscope.run._fork import ForkPoint
+from controlscope.schedule import Schedule
 
-if TYPE_CHECKING:
-    from controlscope.run._controller import Controller
+
+class TrajectoryControl(Protocol):
+    """What a hook may read and do of the trajectory it steers (the
+    :class:`~controlscope.run.Controller` is one)."""
+
+    @property
+    def condition(self) -> Condition:
+        """The condition the trajectory is reviewed under now."""
+        ...
+
+    @property
+    def fork_point(self) -> ForkPoint | None:
+        """What a branch by fork replaces at a boundary; None where the trajectory has none."""
+        ...
+
+    def steer(
+        self,
+        *,
+        condition: Condition | None = None,
+        schedule: Schedule | None = None,
+        reviewer: Reviewer | None = None,
+    ) -> None:
+        """Change the trajectory's condition, schedule or reviewer from now on (what is
+        given replaces what was)."""
+        ...
+
+    def public_state(self, boundary: Boundary) -> PublicState:
+        """The public state ``h`` at ``boundary`` (paper 3.1, A.1), as a review would see it."""
+        ...
+
+    def sink(self, event: Event) -> None:
+        """Record ``event`` in the trajectory's log."""
+        ...
 
 
 class StopRun(Exception):
@@ -39,53 +73,52 @@ class StopRun(Exception):
 
 
 class TrajectoryHook(Protocol):
-    """Called by the controller at fixed points of one trajectory.
+    """Called by the trajectory's controller at fixed points of it.
 
     Any method may raise :class:`StopRun` (the run ends graded) or a
     :class:`~controlscope.record.ReplayMismatch` (the run ends ``replay_diverged``).
     """
 
-    def attach(self, controller: Controller, workspace: Path) -> None:
+    def attach(self, control: TrajectoryControl, workspace: Path) -> None:
         """Called once, after ``run_start`` is written and before the first planning turn.
 
         Args:
-            controller: the trajectory's controller (its condition, schedule and reviewer may
-                be replaced).
+            control: the trajectory (its condition, schedule and reviewer may be steered).
             workspace: the task's workspace (the tool server's directory).
         """
         ...
 
-    def before_boundary(self, controller: Controller, boundary: Boundary) -> None:
+    def before_boundary(self, control: TrajectoryControl, boundary: Boundary) -> None:
         """Called at every boundary before the schedule is asked.
 
         Args:
-            controller: the trajectory's controller.
+            control: the trajectory.
             boundary: the pending call.
         """
         ...
 
-    def after_call(self, controller: Controller, call: PrimitiveCall) -> None:
+    def after_call(self, control: TrajectoryControl, call: PrimitiveCall) -> None:
         """Called after every primitive call is logged.
 
         Args:
-            controller: the trajectory's controller.
+            control: the trajectory.
             call: the call as made, with its observation.
         """
         ...
 
-    def after_block(self, controller: Controller, result: BlockResult) -> None:
+    def after_block(self, control: TrajectoryControl, result: BlockResult) -> None:
         """Called after every block's end is logged (cancellation receipts included).
 
         Args:
-            controller: the trajectory's controller.
+            control: the trajectory.
             result: how the block ended.
         """
         ...
 
-    def finish(self, controller: Controller) -> None:
+    def finish(self, control: TrajectoryControl) -> None:
         """Called when the planner loop has ended (not after :class:`StopRun`).
 
         Args:
-            controller: the trajectory's controller.
+            control: the trajectory.
         """
         ...

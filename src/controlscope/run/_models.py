@@ -10,11 +10,11 @@ from controlscope.core import (
     DEFAULT_MAX_TOKENS,
     ChatModel,
     DecisionMode,
+    ModelSpec,
     PlannerFormat,
     ViewLimits,
 )
-from controlscope.models._cache import CachedModel, RequestCache
-from controlscope.models._factory import make_model
+from controlscope.models import CachedModel, RequestCache, make_model
 
 LOCAL_MAX_TOKENS = 1024
 """Default per-request cap for the embedded model: at about 20 tokens/s on 2 cores, the paper's
@@ -45,8 +45,13 @@ class RunModels:
     view_limits: ViewLimits | None = None
 
 
-def _is_local(spec: str) -> bool:
-    return spec.startswith("local") or spec.lower().endswith(".gguf")
+def _runs_here(text: str) -> bool:
+    """Whether ``text`` names a model that runs in this machine's processes
+    (:attr:`ModelSpec.is_local`); False for a spec that names none."""
+    try:
+        return ModelSpec.parse(text).is_local
+    except ValueError:
+        return False
 
 
 def build_models(
@@ -65,7 +70,7 @@ def build_models(
     answers each role from that role's recorded calls.
 
     Args:
-        planner: the planner's spec (see :func:`controlscope.models._factory.make_model`).
+        planner: the planner's spec (see :func:`controlscope.models.make_model`).
         reviewer: the reviewer's spec; None means the planner's.
         base_url: endpoint for ``openai`` specs.
         cache_path: an SQLite exact-request cache file; None for no cache.
@@ -76,21 +81,22 @@ def build_models(
     Raises:
         ValueError, FileNotFoundError, WeightsError: from the model factory.
     """
-    reviewer_spec = reviewer or planner
+    planner_spec = ModelSpec.parse(planner)
+    reviewer_text = reviewer or planner
+    reviewer_spec = ModelSpec.parse(reviewer_text) if need_reviewer else None
 
-    def build(spec: str, role: str) -> ChatModel:
-        is_openai = spec.startswith("openai")
+    def build(spec: ModelSpec, role: str) -> ChatModel:
         return make_model(
             spec,
-            base_url=base_url if is_openai else None,
-            role=role if spec.startswith("replay:") else None,
+            base_url=base_url if spec.kind == "openai" else None,
+            role=role if spec.kind == "replay" else None,
             normalise=normalise,
         )
 
-    planner_model = build(planner, "planner")
+    planner_model = build(planner_spec, "planner")
     reviewer_model: ChatModel | None = None
-    if need_reviewer:
-        if reviewer_spec == planner and not planner.startswith("replay:"):
+    if reviewer_spec is not None:
+        if reviewer_spec == planner_spec and planner_spec.kind != "replay":
             reviewer_model = planner_model
         else:
             reviewer_model = build(reviewer_spec, "reviewer")
@@ -99,8 +105,8 @@ def build_models(
         planner_model = CachedModel(planner_model, cache)
         if reviewer_model is not None:
             reviewer_model = CachedModel(reviewer_model, cache)
-    local = _is_local(planner)
-    local_reviewer = _is_local(reviewer_spec)
+    local = planner_spec.is_local
+    local_reviewer = _runs_here(reviewer_text)
     return RunModels(
         planner=planner_model,
         reviewer=reviewer_model,

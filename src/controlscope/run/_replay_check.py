@@ -8,40 +8,55 @@ taken from the recording, so the replayed requests can match the recorded ones.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from controlscope.core import (
     EVENTS_FILE,
+    REQUEST_SETTINGS,
+    Lattice,
+    ReplaceBoundary,
     RunEndEvent,
     RunStartEvent,
+    Scope,
     Task,
     TaskBudgets,
+    View,
     changed_data,
 )
 from controlscope.record import read_events
 from controlscope.schedule import schedule_name
 
-if TYPE_CHECKING:
-    from controlscope.run._spec import RunSpec
-
-REPLAYED_SETTINGS = (
-    "planner_format",
-    "review_mode",
-    "reviewer_tool_choice",
-    "max_tokens",
-    "reviewer_max_tokens",
-    "temperature",
-    "planner_temperature",
-    "planner_options",
-    "reviewer_options",
-    "draw",
-    "source_program",
-    "view_limits",
-    "review_fallback",
-    "reviewer_protocol",
-)
+REPLAYED_SETTINGS = (*REQUEST_SETTINGS, "view_limits", "review_fallback", "reviewer_protocol")
 """Run settings that shape model requests: a replay takes them from the recorded run unless the
 spec states them (and then they must match)."""
+
+
+class ReplayOptions(Protocol):
+    """What :func:`check_replay` reads of a replay's specification (a
+    :class:`~controlscope.run.RunSpec` has it all)."""
+
+    @property
+    def seed(self) -> int:
+        """The task's data seed."""
+
+    @property
+    def scope(self) -> Scope:
+        """The granted scope."""
+
+    @property
+    def lattice(self) -> Lattice:
+        """The lattice."""
+
+    @property
+    def view(self) -> View:
+        """The reviewer's view."""
+
+    @property
+    def replace_boundary(self) -> ReplaceBoundary:
+        """What a replacement replaces."""
+
+    def stated_settings(self) -> dict[str, Any]:
+        """The request-shaping settings the spec states, in the condition's terms."""
 
 
 def _recording(run_dir: Path) -> RunStartEvent:
@@ -85,7 +100,7 @@ def recorded_start(run_dir: Path) -> float:
 
 
 def check_replay(
-    run_dir: Path, spec: RunSpec, task: Task, budgets: TaskBudgets, schedule: str
+    run_dir: Path, spec: ReplayOptions, task: Task, budgets: TaskBudgets, schedule: str
 ) -> None:
     """Refuse a replay whose condition differs from the recorded run's.
 

@@ -20,6 +20,7 @@ from typing import Literal
 
 from controlscope.core import (
     EVENTS_FILE,
+    BlockId,
     Boundary,
     Event,
     RunStartEvent,
@@ -29,11 +30,10 @@ from controlscope.core import (
 from controlscope.record import read_events
 from controlscope.schedule import (
     LocalBoundary,
+    ScheduleSpec,
     SourceBlock,
     feedback_rule_boundary,
     local_rule_boundary,
-    place_from_source,
-    schedule_name,
 )
 
 
@@ -94,27 +94,28 @@ def read_source(run_dir: Path) -> SourceTrajectory:
 
 def _blocks(events: list[Event]) -> tuple[SourceBlock, ...]:
     """The natural blocks of a log, their boundaries, observed tools and queued blocks."""
-    order: list[str] = []
+    order: list[BlockId] = []
     boundaries: dict[str, list[Boundary]] = defaultdict(list)
     tools: dict[str, list[str]] = defaultdict(list)
     for event in events:
         if event.type in ("block_start", "block_end"):
-            block_id = event.block_id if event.type == "block_start" else event.result.block_id
-            if ".r" not in block_id and block_id not in order:
-                order.append(block_id)
+            text = event.block_id if event.type == "block_start" else event.result.block_id
+            block = BlockId.parse(text)
+            if not block.is_replacement and block not in order:
+                order.append(block)
         elif event.type == "boundary":
             boundaries[event.boundary.block_id].append(event.boundary)
         elif event.type == "primitive_call":
             tools[event.call.block_id].append(event.call.tool)
-    reply = [block_id.split(".", 1)[0] for block_id in order]
+    reply = [block.reply for block in order]
     return tuple(
         SourceBlock(
-            block_id=block_id,
-            boundaries=tuple(boundaries[block_id]),
-            tools=tuple(tools[block_id]),
+            block_id=str(block),
+            boundaries=tuple(boundaries[str(block)]),
+            tools=tuple(tools[str(block)]),
             queued_after=reply[i + 1 :].count(reply[i]),
         )
-        for i, block_id in enumerate(order)
+        for i, block in enumerate(order)
     )
 
 
@@ -169,8 +170,8 @@ def place_schedule(
     Raises:
         ValueError: a bare ``once`` and an ineligible task-source pair (the reason is named).
     """
-    parts = {p.strip() for p in schedule.split("+")}
-    if "once" in parts:
+    spec = ScheduleSpec.parse(schedule)
+    if ("once", None) in spec.parts:
         if once_rule == "feedback":
             local = feedback_rule_of(source, read_tools=read_tools)
             rule = "the feedback rule (paper A.3)"
@@ -196,5 +197,4 @@ def place_schedule(
             calls=source.calls,
             call_index=source.calls // 2,
         )
-    spec = place_from_source(schedule, call_index=placed.call_index, calls=source.calls)
-    return schedule_name(spec), placed
+    return spec.placed(call_index=placed.call_index, calls=source.calls).name, placed

@@ -6,7 +6,8 @@ Validation happens in two steps, both before any model is called:
 
 1. constructing the spec checks each value alone and together (ranges, finite numbers, the
    schedule's grammar, a scope its lattice has, a bare ``once``/``midpoint`` with a source
-   run, non-empty strings) and raises :class:`pydantic.ValidationError`;
+   run, non-empty strings, stated settings a protocol fixes) and raises
+   :class:`pydantic.ValidationError`;
 2. :func:`prepare` checks what needs the outside world (the environment and task exist, the
    output directory is usable, a source run places the schedule, a replay's options match its
    recording, the models can be built) and raises :class:`SpecError`.
@@ -17,55 +18,26 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from controlscope.core import (
     APP_BLOCK_REQUESTS,
     APP_BLOCKS,
     APP_PROTOCOLS,
-    REVIEWER_PROTOCOLS,
-    AppProtocol,
-    BlockBudget,
-    BlockRequests,
-    CallBudget,
     Condition,
-    DecisionMode,
-    DrawIndex,
-    IsolationRequest,
-    Lattice,
-    PlannerFormat,
+    ModelSpec,
     ProviderError,
-    Repairs,
-    ReplaceBoundary,
-    ReviewerProtocol,
-    ReviewToolChoice,
+    RunSettings,
     Scope,
-    ScopeName,
-    Seconds,
     Seed,
     SourceBoundary,
-    SourceIndex,
     Task,
     TaskBudgets,
     TaskError,
-    Temperature,
-    TokenCap,
-    TurnBudget,
-    View,
-    ViewLimits,
-    WorkerMemoryMb,
-    app_protocol_conflict,
-    app_protocol_defaults,
-    lattice_operations,
+    ViewBounds,
+    setting,
 )
 from controlscope.envs import Environment, get_environment
 from controlscope.envs.external import grant_network
@@ -76,9 +48,7 @@ from controlscope.run._replay_check import check_replay, recorded_settings, reco
 from controlscope.run._source import place_schedule, read_source
 from controlscope.schedule import needs_source, schedule_name
 
-ViewBounds = Literal["complete", "bounded"]
-"""How much of the public state a review shows: all of it (the paper's ``h``) or a bounded
-view (:class:`~controlscope.core.ViewLimits`) for small contexts."""
+__all__ = ["PreparedRun", "RunSpec", "SpecError", "ViewBounds", "prepare"]
 
 
 class SpecError(ValueError):
@@ -86,8 +56,21 @@ class SpecError(ValueError):
     options differ from its recording, a model that cannot be built); nothing has run."""
 
 
-class RunSpec(BaseModel):
-    """Everything that defines one run, with the defaults ``controlscope run`` uses.
+class RunSpec(RunSettings):
+    """Everything that defines one run: the task, where to write, and every run setting
+    (:class:`~controlscope.core.RunSettings`, each declared once with its default, range and
+    description: ``RunSpec.model_fields[name].description``, ``controlscope run --help``).
+
+    A setting reads as its value, or its default when it is not stated. Nine are resolved by
+    :func:`prepare` when nobody states them, from a replayed recording (``replay:DIR``), else
+    by the models' kind (``planner_format``, ``review_mode``, ``max_tokens``) or the default
+    (``reviewer_tool_choice``, ``temperature``, the provider options, ``draw``,
+    ``source_program``): an unstated
+    ``spec.max_tokens`` reads 16,384 while a local model gets 1,024. What runs is
+    ``prepare(spec).condition``; what was asked is :meth:`stated_settings`. An explicit None
+    for a resolved setting means "not stated", and ``model_dump`` writes an unstated one as
+    None. Every number is checked against its range before anything runs (the ceilings of
+    :mod:`controlscope.core`).
 
     Attributes:
         task: the task id, e.g. ``student_database/english_talent``; None: the only task of
@@ -103,77 +86,10 @@ class RunSpec(BaseModel):
         allow_network: grant the network to a task spec's server that asks for it (otherwise
             such a spec is refused).
         params: the task's generator parameters (e.g. ``{"students": 25}``).
-        seed: the task's data seed (0 to 2**63 - 1; for the student tasks the subset seed).
-            Every number is checked against its range before anything runs (the ceilings of
-            :mod:`controlscope.core`: :data:`~controlscope.core.MAX_CALLS` calls,
-            :data:`~controlscope.core.MAX_SECONDS` seconds,
-            :data:`~controlscope.core.MAX_TOKENS` tokens...).
-        scope: the granted scope (``keep``, ``arg``, ``params``, ``full``; paper section 3.1).
-        lattice: ``default`` (Keep ⊂ Arg ⊂ Full, paper 3.1) or ``v2`` (Keep ⊂ Arg ⊂ Params ⊂
-            Full, A.2); ``params`` exists only under ``v2``.
-        schedule: when to review (see :func:`controlscope.schedule.parse_schedule`); stored in
-            canonical form. A bare ``once`` or ``midpoint`` needs ``source_run``.
+        seed: the task's data seed (for the student tasks the subset seed).
         source_run: a recorded source run (a completed Keep trajectory of the same task and
             seed) that places a bare ``once`` (the local rule, paper appendix B) or ``midpoint``
             (N = its calls, B.1).
-        view: the reviewer's view (paper A.3).
-        view_bounds: ``complete`` (the whole public state, paper 3.1) or ``bounded``; None:
-            bounded for a local reviewer model (8,192-token context), complete otherwise (a
-            replay: the recording's).
-        replace_boundary: what a replacement replaces (paper A.1).
-        model: the planner's model spec (``local``, ``local:0.5b``, ``PATH.gguf``,
-            ``openai:NAME``, ``replay:DIR``; see :func:`controlscope.models.make_model`).
-        reviewer_model: the reviewer's model spec; None means the planner's.
-        base_url: the OpenAI-compatible endpoint for ``openai`` specs (``http`` or ``https``,
-            naming a host).
-        planner_format: how the planner emits code; None: ``fenced`` for local models,
-            ``tools`` otherwise (a replay: the recording's).
-        review_mode: how the reviewer answers; None: ``json`` for local models, ``tools``
-            otherwise (a replay: the recording's).
-        reviewer_tool_choice: ``auto`` or ``required`` for the reviewer's operation tools;
-            None: ``auto`` (paper section 4's matched configurations).
-        reviewer_protocol: ``fast`` or ``reasoning`` (paper section 4, ALFWorld): fixes the
-            reviewer's tool choice, token cap and what an invalid review does
-            (:data:`~controlscope.core.REVIEWER_PROTOCOLS`); recorded in the condition. A
-            stated ``reviewer_tool_choice`` or ``reviewer_max_tokens`` must agree with it.
-            None: the settings one by one, an invalid review Keeps.
-        temperature: sampling temperature of the reviewer, and of the planner unless
-            ``planner_temperature`` is given; None: 0.7 (paper section 4).
-        planner_temperature: the planner's temperature apart; None: ``temperature``.
-        max_tokens: per-request token cap; None: 16,384 (paper section 4), 1,024 for the local
-            model.
-        reviewer_max_tokens: the reviewer's cap apart; None: ``max_tokens``.
-        planner_options: provider options passed through with planner requests.
-        reviewer_options: provider options passed through with review requests (e.g. a
-            reasoning mode).
-        draw: the reviewer draw index; None: 0.
-        source_program: the source-program index (P1 = 0, P2 = 1; the planner requests'
-            draw); None: 0.
-        max_calls: the primitive-call budget; None: the task's (100).
-        max_turns: the planning-turn budget; None: the task's (100).
-        max_seconds: the execution-seconds budget; None: the task's (1,800).
-        max_repairs: ordinary repairs after a failed plan (paper section 4); None: the task's
-            (ALFWorld: 5; the filesystem tasks: no recovery protocol).
-        max_wall_seconds: the run's wall-clock ceiling, everything counted (planning, reviews,
-            execution, waits); None: 10,800 (three hours). Recorded in ``run_start``.
-        max_blocks: natural blocks per task; None: the task's, else the app protocol's (40),
-            else no cap.
-        max_block_requests: API requests per natural block; None: the task's, else the app
-            protocol's (250), else no cap.
-        app_protocol: ``v1`` or ``v2`` (paper section 5.3, appendix A.2;
-            :data:`~controlscope.core.APP_PROTOCOLS`): its lattice, replacement boundary and,
-            for V1, per-block schedule are the defaults of those options (a stated one must
-            agree, the schedule aside); it fixes what a replacement gets of its block's
-            allowance and the private-runtime guard, and caps blocks and requests per block.
-            Recorded in the condition. None: the settings one by one.
-        block_exec_s: execution seconds one block may run; None (the default): no per-block
-            limit, the task's execution budget governs.
-        request_timeout_s: seconds one model call may take, every attempt, wait and the whole
-            answer counted; None: each model's own (600 s). Recorded in the condition.
-        isolation: the worker isolation asked for.
-        worker_memory_mb: the worker's whole memory in MiB (from
-            :data:`~controlscope.core.MIN_WORKER_MEMORY_MB` to
-            :data:`~controlscope.core.MAX_WORKER_MEMORY_MB`).
         cache: an SQLite exact-request cache file shared between runs; None for none.
         out: the run directory to write (must not hold a recorded run).
         environment: the environment's name as the run resolves it (a property):
@@ -184,56 +100,20 @@ class RunSpec(BaseModel):
         pydantic.ValidationError: a value out of range or of the wrong form.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    task: str | None = None
-    env: str = "filesystem"
-    mcpmark: Path | None = None
-    state: Path | None = None
-    task_spec: Path | None = None
-    allow_network: bool = False
+    group: ClassVar[str] = "task"
+    task: str | None = setting(
+        None, "the task id, e.g. student_database/english_talent", shown_default="the only task"
+    )
+    env: str = setting("filesystem", "the environment")
+    mcpmark: Path | None = setting(None, "an MCPMark task folder (or a checkout)")
+    state: Path | None = setting(None, "the MCPMark task's initial-state directory")
+    task_spec: Path | None = setting(None, "a TOML task spec (any MCP server)")
+    allow_network: bool = setting(False, "a task spec's server may use the network")
     params: dict[str, int | str] = Field(default_factory=dict)
-    seed: Seed = 0
-    scope: ScopeName = Scope.FULL
-    lattice: Lattice = "default"
-    schedule: str = "continuous"
-    source_run: Path | None = None
-    view: View = "with_feedback"
-    view_bounds: ViewBounds | None = None
-    replace_boundary: ReplaceBoundary = "reply"
-    model: str = "local"
-    reviewer_model: str | None = None
-    base_url: str | None = None
-    planner_format: PlannerFormat | None = None
-    review_mode: DecisionMode | None = None
-    reviewer_tool_choice: ReviewToolChoice | None = None
-    reviewer_protocol: ReviewerProtocol | None = None
-    temperature: Temperature | None = None
-    planner_temperature: Temperature | None = None
-    max_tokens: TokenCap | None = None
-    reviewer_max_tokens: TokenCap | None = None
-    planner_options: dict[str, Any] | None = None
-    reviewer_options: dict[str, Any] | None = None
-    draw: DrawIndex | None = None
-    source_program: SourceIndex | None = None
-    max_calls: CallBudget | None = None
-    max_turns: TurnBudget | None = None
-    max_seconds: Seconds | None = None
-    max_repairs: Repairs | None = None
-    max_wall_seconds: Seconds | None = None
-    max_blocks: BlockBudget | None = None
-    max_block_requests: BlockRequests | None = None
-    app_protocol: AppProtocol | None = None
-    block_exec_s: Seconds | None = None
-    request_timeout_s: Seconds | None = None
-    isolation: IsolationRequest = "auto"
-    worker_memory_mb: WorkerMemoryMb = 2048
-    cache: Path | None = None
-    out: Path
-
-    @model_validator(mode="before")
-    @classmethod
-    def _protocol_defaults(cls, data: Any) -> Any:
-        return app_protocol_defaults(data)
+    seed: Seed = setting(0, "the task's data seed (student tasks: the subset seed)")
+    source_run: Path | None = setting(None, "a recorded run that places a bare once or midpoint")
+    cache: Path | None = setting(None, "an SQLite exact-request cache file to use")
+    out: Path = setting(description="the run directory to write")
 
     @field_validator("schedule")
     @classmethod
@@ -268,14 +148,7 @@ class RunSpec(BaseModel):
         return self.env
 
     @model_validator(mode="after")
-    def _coherent(self) -> RunSpec:
-        lattice_operations(self.scope, self.lattice)  # Params only under v2
-        if self.app_protocol is not None:
-            conflict = app_protocol_conflict(
-                self.app_protocol, lattice=self.lattice, replace_boundary=self.replace_boundary
-            )
-            if conflict is not None:
-                raise ValueError(conflict)
+    def _sourced(self) -> RunSpec:
         if needs_source(self.schedule) and self.source_run is None:
             raise ValueError(
                 f"schedule {self.schedule!r} takes its boundary from a recorded source run: "
@@ -286,18 +159,9 @@ class RunSpec(BaseModel):
                 "source_run places a bare once or midpoint schedule; the schedule "
                 f"{self.schedule!r} has neither"
             )
-        if self.reviewer_protocol is not None:
-            fixed = REVIEWER_PROTOCOLS[self.reviewer_protocol]
-            for name in ("reviewer_tool_choice", "reviewer_max_tokens"):
-                value = getattr(self, name)
-                if value is not None and value != fixed[name]:
-                    raise ValueError(
-                        f"the {self.reviewer_protocol} reviewer protocol has {name} "
-                        f"{fixed[name]!r}, not {value!r}"
-                    )
         return self
 
-    @field_validator("model", "reviewer_model", "base_url", "task", "env")
+    @field_validator("task", "env")
     @classmethod
     def _stripped(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
@@ -322,7 +186,7 @@ class RunSpec(BaseModel):
 
     def replace(self, **changes: Any) -> RunSpec:
         """A copy with ``changes`` applied and checked like a new spec (``model_copy`` would
-        not check them).
+        not check them); what the spec left unstated stays unstated.
 
         Raises:
             pydantic.ValidationError: a changed value is out of range.
@@ -333,31 +197,6 @@ class RunSpec(BaseModel):
     def reviews(self) -> bool:
         """Whether the condition can review at all (not Keep, not ``never``)."""
         return self.schedule != "never" and self.scope != Scope.KEEP
-
-    def stated_settings(self) -> dict[str, Any]:
-        """The request-shaping settings this spec states, in the condition's terms (those of
-        :data:`~controlscope.run.REPLAYED_SETTINGS` that are not None)."""
-        stated: dict[str, Any] = {
-            "planner_format": self.planner_format,
-            "review_mode": self.review_mode,
-            "reviewer_tool_choice": self.reviewer_tool_choice,
-            "max_tokens": self.max_tokens,
-            "reviewer_max_tokens": self.reviewer_max_tokens,
-            "temperature": self.temperature,
-            "planner_temperature": self.planner_temperature,
-            "planner_options": self.planner_options,
-            "reviewer_options": self.reviewer_options,
-            "draw": self.draw,
-            "source_program": self.source_program,
-            "view_limits": None,
-        }
-        if self.view_bounds is not None:
-            bounded = self.view_bounds == "bounded"
-            stated["view_limits"] = ViewLimits().model_dump() if bounded else "complete"
-        if self.reviewer_protocol is not None:
-            stated.update(REVIEWER_PROTOCOLS[self.reviewer_protocol])
-            stated["reviewer_protocol"] = self.reviewer_protocol
-        return {k: v for k, v in stated.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -408,11 +247,10 @@ def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
         task = _task(spec, env)
         budgets = _budgets(spec, task)
         schedule, source = _placed_schedule(spec, env, task)
-        replay = _replay_dir(spec)
-        for model_spec in (spec.model, spec.reviewer_model):
-            if model_spec is not None and model_spec.startswith("replay:"):
-                check_replay(Path(model_spec.partition(":")[2]), spec, task, budgets, schedule)
-        since = recorded_start(replay) if replay is not None else None
+        recordings = _recordings(spec)
+        for recording in recordings:
+            check_replay(recording, spec, task, budgets, schedule)
+        since = recorded_start(recordings[0]) if recordings else None
         models = build_models(
             planner=spec.model,
             reviewer=spec.reviewer_model,
@@ -423,9 +261,11 @@ def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
         )
         condition = _condition(spec, models, budgets, schedule=schedule, source=source)
         actions = None
-        if spec.model.startswith("replay:"):
-            recording = Path(spec.model.partition(":")[2])
-            actions = RecordedActions.from_run_dir(recording, normalise=env.normalise_observation)
+        planner = _parsed(spec.model)
+        if planner is not None and planner.kind == "replay" and planner.path is not None:
+            actions = RecordedActions.from_run_dir(
+                planner.path, normalise=env.normalise_observation
+            )
         _make_out(spec.out)
     except (TaskError, ValueError, FileNotFoundError, ProviderError, WeightsError, CacheError) as e:
         raise SpecError(str(e)) from e
@@ -456,12 +296,21 @@ def _task(spec: RunSpec, env: Environment) -> Task:
     return env.task(task_id, **params)
 
 
-def _replay_dir(spec: RunSpec) -> Path | None:
-    """The recording a ``replay:DIR`` model answers from (the planner's, else the reviewer's)."""
-    for model_spec in (spec.model, spec.reviewer_model):
-        if model_spec is not None and model_spec.startswith("replay:"):
-            return Path(model_spec.partition(":")[2])
-    return None
+def _parsed(text: str | None) -> ModelSpec | None:
+    """The model spec ``text`` names; None when none is given or it names none (building the
+    model then says why, in the model factory's words)."""
+    if text is None:
+        return None
+    try:
+        return ModelSpec.parse(text)
+    except ValueError:
+        return None
+
+
+def _recordings(spec: RunSpec) -> list[Path]:
+    """The recordings ``replay:DIR`` models answer from (the planner's first)."""
+    parsed = (_parsed(text) for text in (spec.model, spec.reviewer_model))
+    return [p.path for p in parsed if p is not None and p.kind == "replay" and p.path is not None]
 
 
 def _placed_schedule(
@@ -505,9 +354,8 @@ def _check_paths(spec: RunSpec) -> None:
         and cache.name in ("events.jsonl", "summary.json")
     ):
         raise ValueError(f"cache {cache} would overwrite the run's {cache.name}")
-    if spec.base_url is not None and not any(
-        s is not None and s.startswith("openai") for s in (spec.model, spec.reviewer_model)
-    ):
+    kinds = {p.kind for p in (_parsed(spec.model), _parsed(spec.reviewer_model)) if p}
+    if spec.base_url is not None and "openai" not in kinds:
         raise ValueError("base_url applies only to openai:NAME models")
 
 
@@ -544,8 +392,9 @@ def _condition(
         "max_tokens": models.max_tokens,
         "view_limits": models.view_limits,
     }
-    if spec.model.startswith("replay:"):
-        settings.update(recorded_settings(Path(spec.model.partition(":")[2])))
+    planner = _parsed(spec.model)
+    if planner is not None and planner.kind == "replay" and planner.path is not None:
+        settings.update(recorded_settings(planner.path))
     settings.update(spec.stated_settings())
     if settings.get("view_limits") == "complete":
         settings["view_limits"] = None

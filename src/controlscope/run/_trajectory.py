@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -63,7 +64,7 @@ from controlscope.record import (
     write_summary,
 )
 from controlscope.review import ModelReviewer, Reviewer
-from controlscope.run._controller import Controller
+from controlscope.run._controller import Controller, Review, RunContext
 from controlscope.run._fork import ForkPoint, ServerSlot
 from controlscope.run._hook import StopRun, TrajectoryHook
 from controlscope.run._loop import Ending, run_loop, wall_budget
@@ -107,6 +108,7 @@ def run_trajectory(
     actions: RecordedActions | None = None,
     hook: TrajectoryHook | None = None,
     origin: BranchOrigin | None = None,
+    since: float | None = None,
 ) -> RunResult:
     """Run ``task`` once under ``condition`` and record it in ``out_dir``.
 
@@ -117,18 +119,18 @@ def run_trajectory(
         planner: the ordinary planner (it also writes the source program).
         reviewer: who proposes at reviewed boundaries; None (or a ``never`` schedule) means no
             reviews.
-        condition: scope, schedule, view, replacement boundary, formats, sampling, budgets
-            (the wall-clock ceiling ``budgets.wall_seconds`` included: nothing of the run
-            outlives it).
-        out_dir: the run directory; gets ``events.jsonl`` (flushed per event) and
-            ``summary.json``.
-        workspace_root: where the fresh workspace directory is made (a temporary directory
-            when None); the workspace is removed when the run ends, whatever agent code made
-            of it, and what killed runs left there first (:func:`controlscope.clean`).
+        condition: scope, schedule, view, replacement boundary, formats, sampling, budgets (the
+            wall-clock ceiling ``budgets.wall_seconds`` included: nothing of the run outlives it).
+        out_dir: the run directory (``events.jsonl``, flushed per event, and ``summary.json``).
+        workspace_root: where the fresh workspace is made (None: a temporary directory); it is
+            removed when the run ends, whatever agent code made of it, and what killed runs
+            left there first (:func:`controlscope.clean`).
         observer: called with every event after it is written.
         actions: a replay's recorded primitive calls, checked against the calls made (A.4).
         hook: steers a prefix replay or branch (:mod:`controlscope.replay`; ``StopRun`` ends it).
         origin: where a run that starts from a recorded prefix comes from (in ``run_start``).
+        since: when the run whose state the workspace holds started (a replay: its recording's
+            start; None: now): the workspace's hashes date file times from it.
 
     Returns:
         The run's summary, verdict and end reason.
@@ -152,7 +154,7 @@ def run_trajectory(
         workspace_root.mkdir(parents=True, exist_ok=True)
     writer = TrajectoryWriter(out_dir)
     parts = _Parts(env, task, seed, planner, reviewer, condition, writer, observer, actions)
-    parts.hook, parts.origin = hook, origin
+    parts.hook, parts.origin, parts.since = hook, origin, since or parts.since
     try:
         return _record(parts, workspace_root)
     except ReplayMismatch as err:
@@ -219,6 +221,8 @@ class _Parts:
         self.hook: TrajectoryHook | None = None
         self.origin: BranchOrigin | None = None
         self.task_data_hash: str | None = None
+        self.since = time.time()
+        """When the run whose state the workspace holds started (the hashes' reference)."""
         self._writer, self._observer = writer, observer
         self._started = False
 
@@ -330,7 +334,7 @@ def _graded_run(parts: _Parts, workspace_root: Path | None) -> tuple[Verdict, En
     workspace = make_dir("cs-ws-", workspace_root)
     try:
         answer_key: AnswerKey = parts.env.setup(parts.task, parts.seed, workspace)
-        parts.task_data_hash = parts.env.state_hash(parts.task, workspace)
+        parts.task_data_hash = parts.env.state_hash(parts.task, workspace, since=parts.since)
         ending = _serve(parts, workspace, answer_key)
         return _verify(parts, workspace, answer_key), ending, _hashes(parts, workspace)
     finally:
@@ -342,8 +346,8 @@ def _hashes(parts: _Parts, workspace: Path) -> Hashes:
     the verdict already says what could be read)."""
     try:
         return (
-            parts.env.state_hash(parts.task, workspace),
-            parts.env.file_hashes(parts.task, workspace),
+            parts.env.state_hash(parts.task, workspace, since=parts.since),
+            parts.env.file_hashes(parts.task, workspace, since=parts.since),
         )
     except TaskError:
         return None, {}
@@ -366,7 +370,7 @@ def _serve(parts: _Parts, workspace: Path, answer_key: AnswerKey) -> Ending:
     except ToolServerError as err:
         return Ending("environment_error", f"the tool server did not start: {err}")
     try:
-        parts.server_info = dict(getattr(server.held, "server_info", {}) or {})
+        parts.server_info = dict(server.held.server_info)
         return _run_session(parts, server, workspace, answer_key)
     except (ReplayMismatch, KeyboardInterrupt):
         raise
@@ -420,7 +424,7 @@ def _run_session(
 ) -> Ending:
     """Start the worker, record ``run_start``, run the planner loop; return why it ended.
     Ordinary recovery asks the verifier whether the goal is reached after each plan."""
-    env, task, condition = parts.env, parts.task, parts.condition
+    env, condition = parts.env, parts.condition
     memory = condition.worker_memory_mb
     limits = Limits(
         # No per-block limit unless one is set: the task's execution budget governs.
@@ -439,23 +443,8 @@ def _run_session(
         parts.isolation = session.isolation
         parts.start()
         tools = server.list_tools()
-        controller = Controller(
-            task=task,
-            tools=tools,
-            sink=parts.sink,
-            schedule=parse_schedule(
-                condition.schedule, write_tools=env.write_tools, read_tools=env.read_tools
-            ),
-            reviewer=parts.reviewer if parts.reviews else None,
-            condition=condition,
-            deadline=parts.deadline,
-            actions=parts.actions,
-            hook=parts.hook,
-        )
-        controller.history = _opening(parts, tools, server.agent_roots or (str(workspace),))
-        controller.fork_point = ForkPoint(
-            parts.env, session, server, workspace, parts.relog, parts.deadline
-        )
+        controller = _controller(parts, session, server, workspace, tools)
+        opening = _opening(parts, tools, server.agent_roots or (str(workspace),))
         if parts.hook is not None:
             parts.hook.attach(controller, workspace)
         session.start()
@@ -464,6 +453,7 @@ def _run_session(
             session,
             parts.planner,
             env.error_hint,
+            opening=opening,
             goal=lambda: _verify(parts, workspace, answer_key).success,
         )
         if parts.actions is not None:
@@ -473,6 +463,33 @@ def _run_session(
         return ending
 
 
+def _controller(
+    parts: _Parts,
+    session: WorkerSession,
+    server: ServerSlot,
+    workspace: Path,
+    tools: list[ToolSchema],
+) -> Controller:
+    """The trajectory's boundary handler: its context (with the fork point a branch by fork
+    replaces at a boundary) and who reviews it."""
+    condition = parts.condition
+    fork_point = ForkPoint(parts.env, session, server, workspace, parts.relog, parts.deadline)
+    context = RunContext(
+        task=parts.task,
+        tools=tuple(tools),
+        sink=parts.sink,
+        deadline=parts.deadline,
+        actions=parts.actions,
+        hook=parts.hook,
+        fork_point=fork_point,
+    )
+    schedule = parse_schedule(
+        condition.schedule, write_tools=parts.env.write_tools, read_tools=parts.env.read_tools
+    )
+    reviewer = parts.reviewer if parts.reviews else None
+    return Controller(context, Review(condition, schedule, reviewer))
+
+
 def _opening(parts: _Parts, tools: list[ToolSchema], roots: tuple[str, ...]) -> list[Message]:
     """The planner's first messages: the system prompt and the task (paper A.1). Agent code
     names the workspace by the fixed root where the environment confines its server (the
@@ -480,11 +497,8 @@ def _opening(parts: _Parts, tools: list[ToolSchema], roots: tuple[str, ...]) -> 
     planner note) names none."""
     condition = parts.condition
     note = parts.env.planner_note()
-    # An environment with more APIs than a prompt can hold lists some and documents the rest
-    # (the apps: the documentation APIs, paper A.2); every tool stays callable.
-    shown = getattr(parts.env, "prompt_tools", None)
     system = render_system_prompt(
-        shown(tools) if callable(shown) else tools,
+        parts.env.prompt_tools(tools),  # the apps list some and document the rest (paper A.2)
         fmt=condition.planner_format,
         python_allowed=parts.task.python_allowed,
         example=parts.env.planner_example(condition.planner_format),

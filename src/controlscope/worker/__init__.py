@@ -11,15 +11,18 @@ the other layers (boundaries, primitive calls, block results, operations) live i
 Inside, each private module has one job: ``_process`` owns the worker process, ``_clock`` the
 execution clock, ``_driver`` drives one block's messages, ``_site`` derives where a call is made
 from the block sources the controller sent (checking the worker's claims), ``_apply`` applies an
-operation at a boundary, ``_session`` composes them; ``_runtime`` (with ``_constants``,
-``_snapshot`` and ``_hardening``) is the program that runs inside the sandbox, ``_channel`` the
-controller's end of its pipes, ``_sandbox`` the launch command, ``_fork`` the fork supervisor
-(the one way a paused worker is forked; agent code cannot create a process) and ``_proxies``
-the proxy generator.
+operation at a boundary, ``_guard`` checks a block's code under the V2 app protocol,
+``_session`` composes them; ``_runtime`` (with ``_snapshot``, ``_hardening`` and the
+block-data constant walk of :mod:`controlscope.core`, ``core/_block_data.py``) is the program
+that runs inside the sandbox, ``_channel`` the controller's end of its pipes, ``_sandbox`` the
+launch command and the runtime's bundle, ``_fork`` the fork supervisor (the one way a paused
+worker is forked; agent code cannot create a process; :data:`OpenFiles` is what a fork
+reopens) and ``_proxies`` the proxy generator.
 """
 
 from controlscope.core import Isolation
 from controlscope.worker._clock import ExecutionClock
+from controlscope.worker._fork import OpenFiles
 from controlscope.worker._process import (
     CONTROLLER_SPIN_S,
     WORKER_SPIN_S,
@@ -43,6 +46,7 @@ __all__ = [
     "ForkError",
     "Isolation",
     "Limits",
+    "OpenFiles",
     "ProxySet",
     "ToolError",
     "WorkerProcess",

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import logging
-import re
 import time
 import warnings
 from collections import deque
@@ -29,6 +28,7 @@ from types import TracebackType
 from typing import Literal
 
 from controlscope.core import (
+    BlockId,
     BlockResult,
     Deadline,
     Isolation,
@@ -66,23 +66,23 @@ from controlscope.worker._types import BoundaryHandler, Limits
 
 log = logging.getLogger(__name__)
 
-_REPLACEMENT_ID = re.compile(r"^(.*)\.r(\d+)$")
 _Queued = tuple[str, str, str | None]  # (block_id, code, id of the block it replaces)
 
 
 def replacement_id(old_id: str) -> str:
-    """The id of the block replacing ``old_id``: ``"3"`` -> ``"3.r1"``, ``"3.r1"`` -> ``"3.r2"``.
+    """The id of the block replacing ``old_id``: ``"3"`` -> ``"3.r1"``, ``"3.r1"`` -> ``"3.r2"``
+    (:meth:`BlockId.next_replacement`).
 
     Args:
         old_id: the replaced block's id.
 
     Returns:
         The replacement's id.
+
+    Raises:
+        ValueError: a text no block is named by (:meth:`BlockId.parse`).
     """
-    m = _REPLACEMENT_ID.match(old_id)
-    if m:
-        return f"{m.group(1)}.r{int(m.group(2)) + 1}"
-    return f"{old_id}.r1"
+    return str(BlockId.parse(old_id).next_replacement())
 
 
 def _parse(code: str) -> ast.Module:

@@ -34,6 +34,7 @@ from controlscope.core import (
     TaskError,
     Verdict,
 )
+from controlscope.envs._base import Environment
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.alfworld import _planning
 from controlscope.envs.alfworld._actions import READ_TOOLS, WRITE_TOOLS
@@ -92,8 +93,9 @@ def excluded_scenes_from_env() -> tuple[int, ...]:
         ) from None
 
 
-class AlfworldEnvironment:
-    """The ALFWorld environment (implements :class:`~controlscope.envs.Environment`).
+class AlfworldEnvironment(Environment):
+    """The ALFWorld environment (an :class:`~controlscope.envs.Environment` with the default
+    capabilities: branches replay their prefix, a panel clusters by template: a scene).
 
     Args:
         excluded_scenes: scenes whose games are left out of the task list; None: those of
@@ -238,9 +240,10 @@ class AlfworldEnvironment:
         """``text`` unchanged: the game's observations hold no clock readings."""
         return text
 
-    def state_hash(self, task: Task, workspace: Path) -> str:
+    def state_hash(self, task: Task, workspace: Path, *, since: float | None = None) -> str:
         """SHA-256 of the game file and the game's state (its facts, whether it is won);
-        equal for equal game states whatever the path to them.
+        equal for equal game states whatever the path to them (no file time is hashed, so
+        ``since`` changes nothing).
 
         Raises:
             TaskError: the workspace holds no game.
@@ -248,7 +251,9 @@ class AlfworldEnvironment:
         hashes = self.file_hashes(task, workspace)
         return _sha256("\n".join(f"{k} {v}" for k, v in sorted(hashes.items())).encode())
 
-    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+    def file_hashes(
+        self, task: Task, workspace: Path, *, since: float | None = None
+    ) -> dict[str, str]:
         """The game file's SHA-256 and, once the server ran, the game state's digest (under
         ``state``).
 

@@ -27,6 +27,7 @@ from controlscope.core import (
     ToolSchema,
     Verdict,
 )
+from controlscope.envs._base import Environment
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.apps import _planning
 from controlscope.envs.apps._appworld_client import (
@@ -56,8 +57,9 @@ PLANNER_NOTE = (
 )
 
 
-class AppWorldEnvironment:
-    """AppWorld's official tasks (implements :class:`~controlscope.envs.Environment`).
+class AppWorldEnvironment(Environment):
+    """AppWorld's official tasks (an :class:`~controlscope.envs.Environment` whose prompt
+    lists some of its tools, :meth:`prompt_tools`).
 
     Attributes:
         name: ``appworld``.
@@ -166,13 +168,15 @@ class AppWorldEnvironment:
         """``text`` unchanged (AppWorld's clock is the task's own)."""
         return text
 
-    def state_hash(self, task: Task, workspace: Path) -> str:
+    def state_hash(self, task: Task, workspace: Path, *, since: float | None = None) -> str:
         """SHA-256 of the task's configuration and the calls made (AppWorld keeps its state in
-        its experiment's folder)."""
+        its experiment's folder; no file time is hashed, so ``since`` changes nothing)."""
         hashes = self.file_hashes(task, workspace)
         return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()
 
-    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+    def file_hashes(
+        self, task: Task, workspace: Path, *, since: float | None = None
+    ) -> dict[str, str]:
         """SHA-256 of ``appworld.json`` and ``calls.jsonl`` (the latter once a call was made).
 
         Raises:

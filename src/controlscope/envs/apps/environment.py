@@ -39,6 +39,7 @@ from controlscope.core import (
     ToolSchema,
     Verdict,
 )
+from controlscope.envs._base import Environment
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.apps import _planning
 from controlscope.envs.apps._apps import APIS, READ_TOOLS, WRITE_TOOLS
@@ -140,8 +141,9 @@ def _split_id(task_id: str) -> tuple[str, int]:
     return template, int(number)
 
 
-class AppsEnvironment:
-    """The app-API environment (implements :class:`~controlscope.envs.Environment`).
+class AppsEnvironment(Environment):
+    """The app-API environment (an :class:`~controlscope.envs.Environment` whose prompt lists
+    some of its tools, :meth:`prompt_tools`).
 
     Attributes:
         name: ``apps``.
@@ -262,15 +264,18 @@ class AppsEnvironment:
         of the machine's."""
         return text
 
-    def state_hash(self, task: Task, workspace: Path) -> str:
-        """SHA-256 of every table's rows (equal for equal states whatever the file's layout).
+    def state_hash(self, task: Task, workspace: Path, *, since: float | None = None) -> str:
+        """SHA-256 of every table's rows (equal for equal states whatever the file's layout;
+        no file time is hashed, so ``since`` changes nothing).
 
         Raises:
             TaskError: the workspace holds no readable database.
         """
         return combined(self.file_hashes(task, workspace))
 
-    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+    def file_hashes(
+        self, task: Task, workspace: Path, *, since: float | None = None
+    ) -> dict[str, str]:
         """Each table's digest, as ``apps.db/{table}``.
 
         Raises:

@@ -15,6 +15,7 @@ from typing import Any
 
 from controlscope._bwrap import base_interpreter
 from controlscope.core import AnswerKey, Check, PlannerFormat, Task, TaskError, Verdict
+from controlscope.envs._base import Environment
 from controlscope.envs._confine import CommandLimits, executable_paths
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.external._files import broad_folder, check_state, copy_tree
@@ -34,8 +35,8 @@ from controlscope.envs.filesystem.server import start_filesystem_server
 __all__ = ["McpmarkEnvironment"]
 
 
-class McpmarkEnvironment(WorkspaceTasks):
-    """MCPMark's filesystem task folders (implements :class:`~controlscope.envs.Environment`).
+class McpmarkEnvironment(WorkspaceTasks, Environment):
+    """MCPMark's filesystem task folders (an :class:`~controlscope.envs.Environment`).
 
     A task's one parameter is ``state``: the directory of its initial state (default: the
     state it names, in ``test_environments/`` of the nearest folder above that has one).
@@ -50,12 +51,15 @@ class McpmarkEnvironment(WorkspaceTasks):
         state_in_workspace: the whole state is the workspace directory (the pinned filesystem
             server, as the built-in environment's, keeps none of its own; ``verify.py`` reads
             the workspace alone), so a trajectory can be forked at a boundary with a copy of
-            it and a new server (``controlscope.run._fork``).
+            it and a new server (``controlscope.run.ForkPoint``).
+        cluster_by: ``category``: a panel's bootstrap resamples the task categories, as the
+            built-in filesystem tasks' (paper section 4).
     """
 
     read_tools = _planning.READ_TOOLS
     write_tools = _planning.WRITE_TOOLS
     state_in_workspace = True
+    cluster_by = "category"
 
     def __init__(self, path: str | Path, *, verify_limits: CommandLimits = VERIFY_LIMITS) -> None:
         """Find the tasks.

@@ -24,6 +24,7 @@ from controlscope.core import (
     ToolServerError,
     Verdict,
 )
+from controlscope.envs._base import Environment
 from controlscope.envs._confine import (
     CommandLimits,
     executable_paths,
@@ -46,8 +47,9 @@ from controlscope.envs.external._workspace import WorkspaceTasks, empty_workspac
 __all__ = ["SpecEnvironment"]
 
 
-class SpecEnvironment(WorkspaceTasks):
-    """The tasks of a task spec file (implements :class:`~controlscope.envs.Environment`).
+class SpecEnvironment(WorkspaceTasks, Environment):
+    """The tasks of a task spec file (an :class:`~controlscope.envs.Environment` that may be
+    granted the network, :meth:`with_network`).
 
     Attributes:
         name: ``taskspec:`` and the resolved file (the name a replay builds it again from).
@@ -84,7 +86,13 @@ class SpecEnvironment(WorkspaceTasks):
         self._entries = {t.id: t for t in self.spec.tasks}
 
     def with_network(self) -> SpecEnvironment:
-        """The same tasks with the network granted to a server that asks for it."""
+        """The same tasks with the network granted to a server that asks for it.
+
+        Raises:
+            TaskError: the spec's server does not ask for it (``server.network`` is false).
+        """
+        if not self.spec.server.network:
+            super().with_network()  # refused, as any environment's
         return SpecEnvironment(self.path, network_granted=True)
 
     # -- placeholders, paths, commands -------------------------------------------------------

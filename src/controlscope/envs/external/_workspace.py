@@ -34,28 +34,32 @@ class WorkspaceTasks:
 
     A workspace is hashed as the filesystem environment hashes a time-sensitive task's
     (:func:`~controlscope.envs.filesystem.workspace.content_hash`): names, bytes, and the
-    modification times older than a day, the state's own (a copy keeps them), never those of
-    files a run wrote. Observations are masked as the filesystem server's (its clock readings),
-    which changes nothing in other servers' text.
+    modification times older than a day before the run started, the state's own (a copy keeps
+    them), never those of files a run wrote. A replay hashes from its recording's start, so a
+    task folder written the day a run was recorded hashes the same when it is replayed later.
+    Observations are masked as the filesystem server's (its clock readings), which changes
+    nothing in other servers' text.
     """
 
-    def state_hash(self, task: Task, workspace: Path) -> str:
-        """Hash of the workspace (paper 3.3, A.4).
+    def state_hash(self, task: Task, workspace: Path, *, since: float | None = None) -> str:
+        """Hash of the workspace (paper 3.3, A.4); ``since``: when the run started (None: now).
 
         Raises:
             TaskError: an unreadable workspace.
         """
         del task
-        return content_hash(Path(workspace), historical_mtimes=True)
+        return content_hash(Path(workspace), historical_mtimes=True, now=since)
 
-    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+    def file_hashes(
+        self, task: Task, workspace: Path, *, since: float | None = None
+    ) -> dict[str, str]:
         """Each file's hash by relative path, by the rule of :meth:`state_hash`.
 
         Raises:
             TaskError: an unreadable workspace.
         """
         del task
-        return file_hashes(Path(workspace), historical_mtimes=True)
+        return file_hashes(Path(workspace), historical_mtimes=True, now=since)
 
     def normalise_observation(self, text: str, *, since: float | None = None) -> str:
         """``text`` with the clock readings no seed controls masked (see

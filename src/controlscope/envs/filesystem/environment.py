@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from controlscope.core import AnswerKey, Check, PlannerFormat, Task, TaskError, Verdict
+from controlscope.envs._base import Environment
 from controlscope.envs._mcp import McpToolServer
 from controlscope.envs.filesystem import _planning
 from controlscope.envs.filesystem.registry import REGISTRY, FsTaskSpec
@@ -143,8 +144,8 @@ def prepare_workspace(workspace: Path) -> Path:
     return root.resolve()
 
 
-class FilesystemEnvironment:
-    """The filesystem environment (implements :class:`~controlscope.envs.Environment`).
+class FilesystemEnvironment(Environment):
+    """The filesystem environment (an :class:`~controlscope.envs.Environment`).
 
     Attributes:
         name: ``filesystem``.
@@ -152,13 +153,16 @@ class FilesystemEnvironment:
         write_tools: the server's writing tools.
         state_in_workspace: the whole state is the workspace directory (the MCP filesystem
             server keeps none of its own), so a trajectory can be forked at a boundary with a
-            copy of it and a new server (``controlscope.run._fork``).
+            copy of it and a new server (``controlscope.run.ForkPoint``).
+        cluster_by: ``category``: a panel's bootstrap resamples the seven task categories
+            (paper section 4).
     """
 
     name = "filesystem"
     read_tools = _planning.READ_TOOLS
     write_tools = _planning.WRITE_TOOLS
     state_in_workspace = True
+    cluster_by = "category"
 
     def __init__(self) -> None:
         self._specs = load_tasks()
@@ -246,20 +250,23 @@ class FilesystemEnvironment:
             checks = [Check(name="verifier", passed=False, reason=f"verifier error: {last}")]
         return Verdict(task_id=task.id, checks=checks)
 
-    def state_hash(self, task: Task, workspace: Path) -> str:
+    def state_hash(self, task: Task, workspace: Path, *, since: float | None = None) -> str:
         """Hash of the workspace for replay checks (paper appendix A.4).
 
         Relative names and bytes always; modification times set to the past by the generator
-        only for time-sensitive tasks (see
+        only for time-sensitive tasks, those older than a day before ``since`` (when the run
+        started; None: now. See
         :func:`~controlscope.envs.filesystem.workspace.content_hash`).
 
         Raises:
             TaskError: unknown task or an unreadable workspace.
         """
         spec = self.spec(task.id)
-        return content_hash(Path(workspace), historical_mtimes=spec.time_sensitive)
+        return content_hash(Path(workspace), historical_mtimes=spec.time_sensitive, now=since)
 
-    def file_hashes(self, task: Task, workspace: Path) -> dict[str, str]:
+    def file_hashes(
+        self, task: Task, workspace: Path, *, since: float | None = None
+    ) -> dict[str, str]:
         """Each file's hash by relative path, by the rule of :meth:`state_hash` (see
         :func:`~controlscope.envs.filesystem.workspace.file_hashes`).
 
@@ -267,7 +274,7 @@ class FilesystemEnvironment:
             TaskError: unknown task or an unreadable workspace.
         """
         spec = self.spec(task.id)
-        return file_hashes(Path(workspace), historical_mtimes=spec.time_sensitive)
+        return file_hashes(Path(workspace), historical_mtimes=spec.time_sensitive, now=since)
 
     def planner_example(self, fmt: PlannerFormat) -> str:
         """A two-turn worked example with the filesystem tools, written for ``fmt``."""

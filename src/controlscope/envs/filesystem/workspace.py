@@ -24,8 +24,10 @@ __all__ = ["HISTORICAL_MARGIN_S", "Workspace", "content_hash", "file_hashes"]
 
 HISTORICAL_MARGIN_S = 86_400.0
 """A file's modification time counts as task-relevant (historical) when it is at least this many
-seconds older than the moment of hashing. Generators date files years back; a run lasts at most
-1,800 s (paper section 4), so nothing a run writes is this old."""
+seconds older than the start of the run whose state is hashed (the moment of hashing when it is
+not known). Generators date files years back; a run lasts at most 1,800 s (paper section 4), so
+nothing a run writes is this old. A replay hashes from its recording's start, so a file a copied
+task state brought that was under a day old then counts the same however much later it replays."""
 
 _CHUNK = 1 << 20
 
@@ -118,7 +120,8 @@ def content_hash(
     Args:
         root: the workspace directory.
         historical_mtimes: include task-relevant modification times (time-sensitive tasks).
-        now: the reference time, seconds since the epoch (``time.time()`` when ``None``).
+        now: the reference time, seconds since the epoch: when the run whose state this is
+            started (``time.time()`` when ``None``).
 
     Returns:
         A hex SHA-256 digest (64 characters); equal trees give equal digests.
