@@ -3,6 +3,7 @@
 - :func:`run_task` runs a :class:`RunSpec` (what ``controlscope run`` does);
 - :func:`run_trajectory` runs ready objects (environment, task, models, reviewer, condition);
 - :func:`prepare` checks a spec against the outside world without running it;
+  :func:`settings_condition` resolves the condition of settings alone (an agent's session);
 - :func:`read_source`, :func:`local_rule_of` and :func:`feedback_rule_of` read a recorded
   source run and say where the paper's local rule (appendix B) or feedback-visibility rule
   (A.3) places a one-time review in it, or why the pair is ineligible;
@@ -45,7 +46,14 @@ from controlscope.run._source import (
     place_schedule,
     read_source,
 )
-from controlscope.run._spec import PreparedRun, RunSpec, SpecError, ViewBounds, prepare
+from controlscope.run._spec import (
+    PreparedRun,
+    RunSpec,
+    SpecError,
+    ViewBounds,
+    prepare,
+    settings_condition,
+)
 from controlscope.run._trajectory import Observer, RunResult, run_trajectory
 
 __all__ = [
@@ -88,4 +96,5 @@ __all__ = [
     "run_prepared",
     "run_task",
     "run_trajectory",
+    "settings_condition",
 ]
