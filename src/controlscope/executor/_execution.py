@@ -31,7 +31,8 @@ class Decision:
         fallback: why the proposal was not executed (``malformed``, ``out_of_scope``,
             ``invalid_arguments``, ``provider_error``); None when it was.
         detail: the validation's reason, when the proposal was refused.
-        reviewer_asked: whether a reviewer was asked (False under granted Keep).
+        reviewed: whether a reviewer was asked (False under granted Keep, where no reviewer
+            is).
     """
 
     call_index: int
@@ -41,7 +42,7 @@ class Decision:
     operation: Operation
     fallback: FallbackKind | None
     detail: str
-    reviewer_asked: bool
+    reviewed: bool
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Execution:
         blocks: the block's result and its replacements', in order.
         session_end: why the session ended during this block (a budget, its wall-clock
             ceiling, an error), or None while it goes on.
+        ok: whether the block (or the replacement that ran in its place) completed.
     """
 
     block_id: str
@@ -94,11 +96,14 @@ def execution_of(events: Sequence[Event], session_end: EndReason | None) -> Exec
     decisions: list[Decision] = []
     blocks: list[BlockResult] = []
     pending: dict[int, tuple[Operation | None, str]] = {}
+    asked: set[int] = set()
     for event in events:
         if event.type == "primitive_call":
             calls.append(event.call)
         elif event.type == "block_end":
             blocks.append(event.result)
+        elif event.type == "review_request":
+            asked.add(event.call_index)
         elif event.type == "proposal":
             pending[event.call_index] = (event.operation, "")
         elif event.type == "validation":
@@ -115,7 +120,7 @@ def execution_of(events: Sequence[Event], session_end: EndReason | None) -> Exec
                     operation=event.operation,
                     fallback=event.fallback,
                     detail=detail,
-                    reviewer_asked=event.model_called,
+                    reviewed=event.call_index in asked,
                 )
             )
     return _assembled(blocks, calls, decisions, session_end)

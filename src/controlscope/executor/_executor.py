@@ -87,6 +87,12 @@ class Executor:
         seed: the worker's seed (its ``random`` module at every block).
         timeout_s: how long an upstream server may take to start, and one tool call.
 
+    Attributes:
+        settings: the run settings.
+        run_dir: the session's run directory.
+        tools: the tools as agent code calls them.
+        problems: one line per upstream server that did not start.
+
     Raises:
         ExecutorError: bad servers or tools, settings the run refuses (a bare ``once``, a
             ``fenced`` planner format), a model that cannot be built, an ``out`` that holds a
@@ -290,12 +296,14 @@ def _start(
     env = SessionEnvironment(run_dir, tools=tools)
     task = env.task(SESSION_TASK)
     reviews = settings.schedule != "never" and settings.scope != Scope.KEEP
+    session = SessionThread(tools)
     try:
         models = build_models(
             planner=settings.model,
             reviewer=settings.reviewer_model,
             base_url=settings.base_url,
             need_reviewer=reviewer is None and reviews,
+            planner_model=session.planner,
         )
         condition = settings_condition(settings, task, replace(models, planner_format="tools"))
     except (SpecError, ValueError, FileNotFoundError, ProviderError, WeightsError) as err:
@@ -303,10 +311,7 @@ def _start(
     chosen: Reviewer | None = GuardedReviewer(reviewer) if reviewer is not None else None
     if chosen is None and models.reviewer is not None:
         chosen = ModelReviewer(models.reviewer)
-    session = SessionThread(
-        env, task, reviewer=chosen, condition=condition, out_dir=run_dir, seed=seed, tools=tools
-    )
-    session.thread.start()
+    session.start(env, task, reviewer=chosen, condition=condition, out_dir=run_dir, seed=seed)
     if session.wait() != "ready":
         reason, detail = session.end_reason()
         raise ExecutorError(f"the session did not start ({reason}): {detail.splitlines()[0]}")
@@ -328,10 +333,10 @@ def _shutdown(session: SessionThread) -> None:
     if session.ended:
         return
     session.inbox.put(None)
-    session.thread.join(CLOSE_GRACE_S)
-    if session.thread.is_alive():  # a block still running: its worker is killed
+    session.finished.wait(CLOSE_GRACE_S)
+    if not session.finished.is_set():  # a block still running: its worker is killed
         session.kill()
-        session.thread.join(CLOSE_GRACE_S)
+        session.finished.wait(CLOSE_GRACE_S)
     session.kill()
 
 

@@ -111,16 +111,32 @@ class SessionThread:
     """One session's run on its own thread, with the events it wrote.
 
     Args:
-        env: the session's environment.
-        task: its task.
-        reviewer: who reviews (None: no reviews).
-        condition: the resolved condition.
-        out_dir: the run directory.
-        seed: the worker's seed.
         tools: the session's tools (closed when the run ends, and by :meth:`kill`).
+
+    Attributes:
+        planner: the session's planner (the agent's blocks).
+        inbox: the agent's blocks for the planner; None closes the session.
+        signals: ``ready`` when the planner waits for a block, ``ended`` when the run ended.
+        events: every event the run wrote, in order.
+        result: the run's result once it ended.
+        failure: what the run raised, if it did.
+        finished: set once the run ended (its end recorded, its tools stopped).
     """
 
-    def __init__(
+    def __init__(self, tools: ToolServer) -> None:
+        self.inbox: queue.Queue[str | None] = queue.Queue()
+        self.signals: queue.Queue[Signal] = queue.Queue()
+        self.planner = SessionPlanner(self.inbox, self.signals)
+        self.events: list[Event] = []
+        self.result: RunResult | None = None
+        self.failure: BaseException | None = None
+        self.tools = tools
+        self.handle = WorkerHandle()
+        self.finished = threading.Event()
+        self._lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def start(
         self,
         env: Environment,
         task: Task,
@@ -129,22 +145,22 @@ class SessionThread:
         condition: Condition,
         out_dir: Path,
         seed: int,
-        tools: ToolServer,
     ) -> None:
-        self.inbox: queue.Queue[str | None] = queue.Queue()
-        self.signals: queue.Queue[Signal] = queue.Queue()
-        self.events: list[Event] = []
-        self.result: RunResult | None = None
-        self.failure: BaseException | None = None
-        self.tools = tools
-        self.handle = WorkerHandle()
-        self.finished = threading.Event()
-        self._lock = threading.Lock()
+        """Start the run on its thread.
+
+        Args:
+            env: the session's environment.
+            task: its task.
+            reviewer: who reviews (None: no reviews).
+            condition: the resolved condition.
+            out_dir: the run directory.
+            seed: the worker's seed.
+        """
         run: Callable[[], RunResult] = lambda: run_trajectory(  # noqa: E731
             env,
             task,
             seed=seed,
-            planner=SessionPlanner(self.inbox, self.signals),
+            planner=self.planner,
             reviewer=reviewer,
             condition=condition,
             out_dir=out_dir,
@@ -154,6 +170,7 @@ class SessionThread:
         self.thread = threading.Thread(
             target=self._main, args=(run,), name="controlscope-session", daemon=True
         )
+        self.thread.start()
 
     def _observe(self, event: Event) -> None:
         with self._lock:
