@@ -1,0 +1,117 @@
+"""What reviewing inside another agent's code costs: the executor's call against a direct one.
+
+Prints a few human-readable lines, then as its LAST line one JSON object:
+
+- ``overhead_per_call_ms``: the median time of one ``read_text_file`` of the real npm filesystem
+  server made by agent code in a Keep executor (``controlscope.Executor``, scope ``keep``:
+  every call still passes its boundary, is logged and checked) minus the median time of the
+  same call made directly through the MCP client, over ``--calls`` calls each (default 200),
+  timed in alternating rounds so that both sides see the same machine load (target <= 1 ms);
+- ``executor_call_median_ms`` / ``direct_call_median_ms``: the two medians;
+- ``executor_start_s``: the time to start an executor with that server (worker included);
+- ``load_average``: the machine's one-minute load average when the calls were timed (the
+  worker's round trip is two wake-ups of other processes per call: on a machine with more
+  runnable processes than cores each costs a time slice, so read the overhead with it);
+- ``adapters`` / ``adapters_passed``: the framework adapters and how many pass their
+  end-to-end scenario (0: none are built yet);
+- ``serve_overhead_ms``: one ``execute_python`` of 10 calls through ``controlscope serve``
+  minus 10 direct calls (null: ``serve`` is not built yet).
+
+Usage: ``python benchmarks/executor.py [--calls N] [--rounds R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import controlscope as cs
+from controlscope.envs import McpToolServer
+from controlscope.envs.filesystem.server import find_server_script
+
+_BLOCK = """
+import time as _t
+_times = []
+for _ in range({n}):
+    _s = _t.perf_counter()
+    read_text_file(path={path!r})
+    _times.append((_t.perf_counter() - _s) * 1000)
+print(_times)
+"""
+
+
+def _executor_round(ex: cs.Executor, path: str, n: int) -> list[float]:
+    """``n`` calls made by agent code in the executor, each timed inside the block."""
+    run = ex.execute(_BLOCK.format(n=n, path=path))
+    if not run.ok:
+        raise RuntimeError(f"the timing block failed: {run.error}")
+    times: list[float] = json.loads(run.output)
+    return times
+
+
+def _direct_round(server: McpToolServer, path: str, n: int) -> list[float]:
+    """``n`` calls of the same tool made directly through the MCP client."""
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        server.call("read_text_file", {"path": path})
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200, help="calls per side")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds")
+    args = parser.parse_args()
+    per_round = max(1, args.calls // args.rounds)
+    with tempfile.TemporaryDirectory(prefix="cs-bench-executor-") as tmp:
+        root = Path(tmp) / "files"
+        root.mkdir()
+        (root / "a.txt").write_text("alpha\n" * 20)
+        path = str(root / "a.txt")
+        command = ["node", str(find_server_script()), str(root)]
+        settings = cs.RunSettings(scope="keep", max_calls=10 * args.calls + 10)
+        started = time.perf_counter()
+        ex = cs.Executor(servers={"fs": command}, settings=settings, out=Path(tmp) / "run")
+        start_s = time.perf_counter() - started
+        direct = McpToolServer.stdio(command[0], command[1:], timeout_s=60)
+        via: list[float] = []
+        plain: list[float] = []
+        try:
+            _executor_round(ex, path, 5)  # warm both sides up
+            _direct_round(direct, path, 5)
+            for _ in range(args.rounds):
+                via += _executor_round(ex, path, per_round)
+                plain += _direct_round(direct, path, per_round)
+        finally:
+            ex.close()
+            direct.close()
+    via_ms, plain_ms = statistics.median(via), statistics.median(plain)
+    print(f"executor start: {start_s:.2f} s ({len(via)} calls per side)")
+    print(f"read_text_file: via a Keep executor {via_ms:.3f} ms, direct {plain_ms:.3f} ms")
+    print(f"overhead per call: {via_ms - plain_ms:.3f} ms (target <= 1 ms)")
+    print(
+        json.dumps(
+            {
+                "overhead_per_call_ms": round(via_ms - plain_ms, 4),
+                "executor_call_median_ms": round(via_ms, 4),
+                "direct_call_median_ms": round(plain_ms, 4),
+                "executor_start_s": round(start_s, 3),
+                "load_average": round(os.getloadavg()[0], 2),
+                "calls": len(via),
+                "adapters": 0,
+                "adapters_passed": 0,
+                "serve_overhead_ms": None,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
