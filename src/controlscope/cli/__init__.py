@@ -1,5 +1,5 @@
 """The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``panel``, ``experiment``,
-``report``, ``view``, ``tasks``, ``model``, ``clean``, ``setup``.
+``report``, ``view``, ``tasks``, ``model``, ``clean``, ``serve``, ``setup``.
 
 Each verb lives in its own module, which only parses its arguments, calls the library and prints
 (the library does the work: :func:`controlscope.run_task` for ``run``). Exit status: 0 on
@@ -54,6 +54,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "clean": (
         "controlscope.cli._clean",
         "remove the workspaces and directories that killed runs left behind (--dry-run)",
+    ),
+    "serve": (
+        "controlscope.cli._serve",
+        "an MCP server with one tool, execute_python, whose code runs reviewed (stdio or HTTP)",
     ),
     "setup": (
         "controlscope.cli._setup",

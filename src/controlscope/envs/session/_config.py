@@ -143,7 +143,8 @@ def _entry(source: str, name: str, entry: Any) -> McpServer:
     try:
         return McpServer.of(entry)
     except ValidationError as err:
-        first = err.errors()[0]
+        errors = err.errors()  # an unknown field says most (a remote server's url)
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         where = ".".join(str(p) for p in first["loc"]) or "entry"
         if first["type"] == "extra_forbidden":
             hint = " (only stdio servers are started: give command and args)"
