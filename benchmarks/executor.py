@@ -14,8 +14,9 @@ Prints a few human-readable lines, then as its LAST line one JSON object:
   runnable processes than cores each costs a time slice, so read the overhead with it);
 - ``adapters`` / ``adapters_passed``: the framework adapters and how many pass their
   end-to-end scenario (0: none are built yet);
-- ``serve_overhead_ms``: one ``execute_python`` of 10 calls through ``controlscope serve``
-  minus 10 direct calls (null: ``serve`` is not built yet).
+- ``serve_overhead_ms``: one ``execute_python`` of 10 calls through ``controlscope serve`` (a
+  Keep session, the mcp SDK's client over stdio) minus 10 direct calls, medians over
+  ``--serve-repeats`` (default 10) of each (target <= 50 ms).
 
 Usage: ``python benchmarks/executor.py [--calls N] [--rounds R]``.
 """
@@ -26,9 +27,14 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 import controlscope as cs
 from controlscope.envs import McpToolServer
@@ -64,10 +70,40 @@ def _direct_round(server: McpToolServer, path: str, n: int) -> list[float]:
     return times
 
 
+def _serve_ms(
+    config: Path, out: Path, path: str, repeats: int, direct: McpToolServer
+) -> tuple[list[float], list[float]]:
+    """Milliseconds of one ``execute_python`` of 10 calls through ``controlscope serve``, and
+    of 10 direct calls made right after each (the same load on both sides)."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            *("-m", "controlscope.cli", "serve", "--servers", str(config)),
+            *("--scope", "keep", "--max-calls", "10000", "--out", str(out)),
+        ],
+        env={**os.environ, "PYTHONPATH": str(Path(cs.__file__).parents[1])},
+    )
+    code = f"for _ in range(10):\n    read_text_file(path={path!r})\nprint('ok')"
+
+    async def session() -> tuple[list[float], list[float]]:
+        async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+            await client.call_tool("execute_python", {"code": code})  # warm up
+            served, ten = [], []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                await client.call_tool("execute_python", {"code": code})
+                served.append((time.perf_counter() - start) * 1000)
+                ten.append(sum(_direct_round(direct, path, 10)))
+            return served, ten
+
+    return anyio.run(session)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="calls per side")
-    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds")
+    parser.add_argument("--rounds", type=int, default=20, help="alternating rounds")
+    parser.add_argument("--serve-repeats", type=int, default=10, help="execute_python calls")
     args = parser.parse_args()
     per_round = max(1, args.calls // args.rounds)
     with tempfile.TemporaryDirectory(prefix="cs-bench-executor-") as tmp:
@@ -89,6 +125,12 @@ def main() -> None:
             for _ in range(args.rounds):
                 via += _executor_round(ex, path, per_round)
                 plain += _direct_round(direct, path, per_round)
+            ex.close()
+            config = Path(tmp) / "mcp.json"
+            config.write_text(
+                json.dumps({"mcpServers": {"fs": {"command": command[0], "args": command[1:]}}})
+            )
+            served, ten = _serve_ms(config, Path(tmp) / "served", path, args.serve_repeats, direct)
         finally:
             ex.close()
             direct.close()
@@ -96,6 +138,11 @@ def main() -> None:
     print(f"executor start: {start_s:.2f} s ({len(via)} calls per side)")
     print(f"read_text_file: via a Keep executor {via_ms:.3f} ms, direct {plain_ms:.3f} ms")
     print(f"overhead per call: {via_ms - plain_ms:.3f} ms (target <= 1 ms)")
+    serve_ms = statistics.median(served) - statistics.median(ten)
+    print(
+        f"execute_python of 10 calls via serve {statistics.median(served):.1f} ms, 10 direct "
+        f"calls {statistics.median(ten):.1f} ms: overhead {serve_ms:.1f} ms (target <= 50 ms)"
+    )
     print(
         json.dumps(
             {
@@ -107,7 +154,7 @@ def main() -> None:
                 "calls": len(via),
                 "adapters": 0,
                 "adapters_passed": 0,
-                "serve_overhead_ms": None,
+                "serve_overhead_ms": round(serve_ms, 2),
             }
         )
     )

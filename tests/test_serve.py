@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -15,6 +18,7 @@ import mcp_types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from controlscope._proc import descendants
 from controlscope.envs.filesystem.server import find_server_script
 from controlscope.models import ScriptedModel
 from controlscope.record import read_events
@@ -91,3 +95,59 @@ def test_serve_refuses_a_bad_server_file_in_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "unknown field 'url'" in done.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_serve_over_streamable_http_ends_on_sigterm(tmp_path: Path) -> None:
+    out, port = tmp_path / "session", _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controlscope.cli", "serve", "--transport", "http"]
+        + ["--port", str(port), "--scope", "keep", "--out", str(out)],
+        env=ENV,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    async def session() -> str:
+        async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=60) as client:
+            ran = await client.call_tool("execute_python", {"code": "print(6 * 7)"})
+            return _text(ran)
+
+    try:
+        _wait_listening(port, proc)
+        text = anyio.run(session)
+        below = descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=90)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "42" in text
+    assert read_events(out)[-1].type == "run_end"
+    assert below and not [pid for pid in below if _proc_alive(pid)]
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[str]) -> None:
+    """Wait (at most two minutes) until the server accepts connections on ``port``."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"the server does not listen on {port} (exit {proc.poll()})")
+
+
+def _proc_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
