@@ -23,8 +23,9 @@ from controlscope._proc import cmdline, descendants
 from controlscope.core import Condition, Keep, PatchArguments
 from controlscope.envs.filesystem.server import find_server_script
 from controlscope.envs.session import SESSION_FILE
-from controlscope.record import read_events
+from controlscope.record import iter_events, read_events, summarize
 from controlscope.replay import Recording, replay_prefix
+from controlscope.view import export
 from controlscope.review import Proposal, PublicState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,6 +132,10 @@ def test_reviewer_patches_the_second_call_and_the_session_replays(
     events = read_events(out)
     assert events[0].type == "run_start" and events[-1].type == "run_end"
     assert (out / "summary.json").is_file() and (out / SESSION_FILE).is_file()
+    summary = summarize(iter_events(out))
+    assert (summary.primitive_calls, summary.argument_patches, summary.complete) == (2, 1, True)
+    page = export(out, tmp_path / "site").read_text()
+    assert "patch_arguments" in page and "beta" in page
     replayed = subprocess.run(
         [
             sys.executable,

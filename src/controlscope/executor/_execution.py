@@ -137,7 +137,10 @@ def _assembled(
             block_id="",
             status="cancelled",
             output="",
-            error=f"the block did not run: the session ended ({session_end})",
+            error=(
+                "the block did not run"
+                + (f": the session ended ({session_end})" if session_end is not None else "")
+            ),
             calls=(),
             decisions=(),
             blocks=(),
