@@ -25,8 +25,8 @@ from controlscope.envs.filesystem.server import find_server_script
 from controlscope.envs.session import SESSION_FILE
 from controlscope.record import iter_events, read_events, summarize
 from controlscope.replay import Recording, replay_prefix
-from controlscope.view import export
 from controlscope.review import Proposal, PublicState
+from controlscope.view import export
 
 ROOT = Path(__file__).resolve().parents[1]
 KEEP = cs.RunSettings(scope="keep", schedule="never")

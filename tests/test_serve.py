@@ -107,8 +107,10 @@ def _free_port() -> int:
 def test_serve_over_streamable_http_ends_on_sigterm(tmp_path: Path) -> None:
     out, port = tmp_path / "session", _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "controlscope.cli", "serve", "--transport", "http"]
-        + ["--port", str(port), "--scope", "keep", "--out", str(out)],
+        [
+            *(sys.executable, "-m", "controlscope.cli", "serve", "--transport", "http"),
+            *("--port", str(port), "--scope", "keep", "--out", str(out)),
+        ],
         env=ENV,
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
