@@ -170,16 +170,23 @@ def test_replay_of_an_edited_session_diverges(files: Path, tmp_path: Path) -> No
     assert found.divergence is not None and "b.txt" in found.divergence.message
 
 
+def where() -> int:
+    """The process the tool runs in."""
+    return os.getpid()
+
+
 def test_python_tools_run_here_and_fail_as_tool_errors(tmp_path: Path) -> None:
-    with cs.Executor(tools=[add, fails, not_json], settings=KEEP, out=tmp_path / "s") as ex:
+    tools = [add, fails, not_json, where]
+    with cs.Executor(tools=tools, settings=KEEP, out=tmp_path / "s") as ex:
         assert "def add(a: int, b: int = 2) -> str:" in ex.signatures()
-        ok = ex.execute("print(add(a=2, b=3))\nimport os\nprint(os.getpid())")
+        ok = ex.execute("print(add(a=2, b=3))\nimport os\nprint(os.getpid())\nprint(where())")
         raised = ex.execute("fails(x='milk')")
         odd = ex.execute("not_json()")
         bad = ex.execute("add(a='seven')")
         plain = ex.execute("z = 6 * 7\nprint(z)")
     assert ok.output.splitlines()[0] == "5"
-    assert int(ok.output.splitlines()[1]) != os.getpid()  # the block ran in the worker
+    assert int(ok.output.splitlines()[1]) != os.getpid()  # the block ran in the worker,
+    assert int(ok.output.splitlines()[2]) == os.getpid()  # the tool in this process
     assert raised.status == "error" and "fails raised ValueError: no milk" in (raised.error or "")
     assert raised.calls[0].result.is_error
     assert odd.status == "error" and "not JSON data" in (odd.error or "")
@@ -286,8 +293,12 @@ def test_bad_server_file_and_settings(tmp_path: Path) -> None:
         cs.Executor(settings=cs.RunSettings(planner_format="fenced"), out=tmp_path / "u")
 
 
-def test_sigterm_ends_every_process_and_records_the_end(files: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["exit", "sigterm"])
+def test_interpreter_exit_and_sigterm_end_every_process(
+    how: str, files: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "s"
+    wait = "time.sleep(120)" if how == "sigterm" else "sys.stdin.readline()"
     script = textwrap.dedent(
         f"""
         import sys, time
@@ -296,11 +307,12 @@ def test_sigterm_ends_every_process_and_records_the_end(files: Path, tmp_path: P
             scope="keep", schedule="never"), out={str(out)!r})
         ex.execute("print(1)")
         print("ready", flush=True)
-        time.sleep(120)
+        {wait}
         """
     )
     proc = subprocess.Popen(
         [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
@@ -309,13 +321,21 @@ def test_sigterm_ends_every_process_and_records_the_end(files: Path, tmp_path: P
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         below = descendants(proc.pid)
         assert below  # the worker and the server
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == -signal.SIGTERM
+        if how == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == -signal.SIGTERM
+        else:  # the script ends without closing its executor
+            assert proc.stdin is not None
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            assert proc.wait(timeout=60) == 0
     finally:
         proc.kill()
         proc.wait()
     deadline = time.monotonic() + 10
-    while any(Path(f"/proc/{pid}").exists() for pid in below) and time.monotonic() < deadline:
+    alive = [pid for pid in below if _state(pid) not in ("Z", "X", "gone")]
+    while alive and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [pid for pid in below if Path(f"/proc/{pid}").exists()]
+        alive = [pid for pid in alive if _state(pid) not in ("Z", "X", "gone")]
+    assert not alive, {pid: cmdline(pid) for pid in alive}
     assert read_events(out)[-1].type == "run_end"
