@@ -339,3 +339,15 @@ def test_interpreter_exit_and_sigterm_end_every_process(
         alive = [pid for pid in alive if _state(pid) not in ("Z", "X", "gone")]
     assert not alive, {pid: cmdline(pid) for pid in alive}
     assert read_events(out)[-1].type == "run_end"
+
+
+def test_a_budget_ends_the_session_and_says_so(tmp_path: Path) -> None:
+    settings = cs.RunSettings(scope="keep", max_turns=2)
+    with cs.Executor(settings=settings, out=tmp_path / "s") as ex:
+        first = ex.execute("v = 1")
+        last = ex.execute("print(v + 1)")
+        with pytest.raises(cs.ExecutorClosed, match=r"the session ended \(budget:planning_turns"):
+            ex.execute("print(3)")
+    assert first.session_end is None and first.ok
+    assert last.ok and last.output == "2\n" and last.session_end == "budget:planning_turns"
+    assert read_events(tmp_path / "s")[-1].type == "run_end"

@@ -35,6 +35,7 @@ from controlscope.envs.session import (
     SessionEnvironment,
     SessionRecord,
     SessionTools,
+    first_line,
     parse_mcp_servers,
     start_session_tools,
 )
@@ -307,14 +308,14 @@ def _start(
         )
         condition = settings_condition(settings, task, replace(models, planner_format="tools"))
     except (SpecError, ValueError, FileNotFoundError, ProviderError, WeightsError) as err:
-        raise ExecutorError(str(err).strip().splitlines()[0]) from None
+        raise ExecutorError(first_line(err)) from None
     chosen: Reviewer | None = GuardedReviewer(reviewer) if reviewer is not None else None
     if chosen is None and models.reviewer is not None:
         chosen = ModelReviewer(models.reviewer)
     session.start(env, task, reviewer=chosen, condition=condition, out_dir=run_dir, seed=seed)
     if session.wait() != "ready":
         reason, detail = session.end_reason()
-        raise ExecutorError(f"the session did not start ({reason}): {detail.splitlines()[0]}")
+        raise ExecutorError(f"the session did not start ({reason}): {first_line(detail)}")
     return session
 
 

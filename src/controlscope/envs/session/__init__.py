@@ -11,6 +11,7 @@ upstream servers' configuration (:class:`McpServer`, :func:`parse_mcp_servers`,
 from controlscope.envs.session._config import (
     McpServer,
     ServerConfigError,
+    first_line,
     load_mcp_servers,
     parse_mcp_servers,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "SessionEnvironment",
     "SessionRecord",
     "SessionTools",
+    "first_line",
     "load_mcp_servers",
     "parse_mcp_servers",
     "start_session_tools",

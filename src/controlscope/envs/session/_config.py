@@ -24,7 +24,22 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from controlscope.core import MAX_CONFIG_BYTES, InputFileError, read_json
 
-__all__ = ["McpServer", "ServerConfigError", "load_mcp_servers", "parse_mcp_servers"]
+__all__ = [
+    "McpServer",
+    "ServerConfigError",
+    "first_line",
+    "load_mcp_servers",
+    "parse_mcp_servers",
+]
+
+
+def first_line(err: BaseException | str) -> str:
+    """The first non-blank line of an error's message (its type's name when it has none): a
+    failure told in one line."""
+    text = str(err).strip()
+    if not text:
+        return type(err).__name__ if isinstance(err, BaseException) else "unknown error"
+    return text.splitlines()[0]
 
 
 class ServerConfigError(ValueError):

@@ -38,6 +38,7 @@ from controlscope.core import (
     read_json,
 )
 from controlscope.envs._base import Environment
+from controlscope.envs.session._config import first_line
 from controlscope.record import iter_events
 
 __all__ = [
@@ -110,8 +111,7 @@ class SessionEnvironment(Environment):
             raw = path.read_bytes()
             self.record = SessionRecord.model_validate(read_json(path, MAX_CONFIG_BYTES))
         except (OSError, InputFileError, ValidationError) as err:
-            first = str(err).strip().splitlines()[0]
-            raise TaskError(f"{path}: not a session's record: {first}") from None
+            raise TaskError(f"{path}: not a session's record: {first_line(err)}") from None
         self._digest = hashlib.sha256(raw).hexdigest()
         self._live = tools
 

@@ -37,7 +37,7 @@ from controlscope.core import (
     data_problem,
 )
 from controlscope.envs._mcp import MAX_RESULT_CHARS, McpToolServer
-from controlscope.envs.session._config import McpServer, ServerConfigError
+from controlscope.envs.session._config import McpServer, ServerConfigError, first_line
 
 __all__ = ["PYTHON_SOURCE", "PythonTool", "SessionTools", "start_session_tools"]
 
@@ -83,7 +83,7 @@ class PythonTool:
             schema = TypeAdapter(cast("Any", func)).json_schema()
             checked = validate_call(func)
         except (PydanticSchemaGenerationError, TypeError, ValueError) as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            first = first_line(err)
             raise ServerConfigError(
                 f"python tool {tool_name!r}: its signature has no JSON schema: {first}"
             ) from None
@@ -219,7 +219,7 @@ class SessionTools:
         try:
             return server.call(route.name, arguments, timeout_s=timeout_s)
         except ToolServerError as err:
-            why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            why = first_line(err)
             text = f"the MCP server {route.source!r} failed: {why}"
             return ToolResult(text=clip_text(text, 4000), is_error=True)
 
@@ -313,13 +313,13 @@ def start_session_tools(
                 label=f"server {name}",
             )
         except ToolServerError as err:
-            failed[name] = str(err).strip().splitlines()[0]
+            failed[name] = first_line(err)
             continue
         try:
             server.list_tools()
         except ToolServerError as err:
             server.close()
-            failed[name] = str(err).strip().splitlines()[0]
+            failed[name] = first_line(err)
             continue
         started[name] = server
     try:
