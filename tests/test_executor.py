@@ -351,3 +351,19 @@ def test_a_budget_ends_the_session_and_says_so(tmp_path: Path) -> None:
     assert first.session_end is None and first.ok
     assert last.ok and last.output == "2\n" and last.session_end == "budget:planning_turns"
     assert read_events(tmp_path / "s")[-1].type == "run_end"
+
+
+def test_a_server_is_confined_to_its_workspace_where_asked(files: Path, tmp_path: Path) -> None:
+    script = find_server_script()
+    node_modules = next(p for p in script.parents if p.name == "node_modules")
+    entry = {"command": "node", "args": [str(script), "{workspace}"]}
+    entry |= {"workspace": str(files), "read": [str(node_modules)]}
+    with cs.Executor(servers={"fs": entry}, settings=KEEP, out=tmp_path / "s") as ex:
+        run = ex.execute(
+            "print(list_allowed_directories())\nprint(read_text_file(path='/workspace/a.txt'))"
+        )
+    assert run.ok, run.error
+    assert "/workspace" in run.output and str(files) not in run.output
+    assert "alpha" in run.output
+    session = json.loads((tmp_path / "s" / SESSION_FILE).read_text())
+    assert session["servers"]["fs"].endswith(f"(confined to {files})")

@@ -7,7 +7,11 @@ The format (one file, or the same mapping in Python)::
                               "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp/x"],
                               "env": {"KEY": "value"}, "cwd": "/tmp"}}}
 
-Each server is started as a stdio subprocess. An entry is also accepted as a command line
+Each server is started as a stdio subprocess. Three keys of our own confine one where the user
+asks, as the filesystem server is confined: ``workspace`` (the one directory it may write, seen
+inside as ``/workspace``; ``{workspace}`` in its arguments and environment names it), ``read``
+(further directories it reads: its code) and ``network`` (keep the host's network). An entry
+is also accepted as a command line
 (``"node server.js /tmp/x"``, split as a shell would) or a list ``[command, *args]``. Anything
 else is refused with one line naming the server and the field: an unknown field (a remote
 server's ``url`` among them: only stdio servers are started), a missing or empty command.
@@ -54,8 +58,13 @@ class McpServer(BaseModel):
         args: its arguments.
         env: extra environment variables for it (merged over the MCP SDK's safe default
             environment; never written to a run directory).
-        cwd: its working directory (None: ours).
+        cwd: its working directory (None: ours; a confined server's is its workspace).
         type: the transport; ``stdio`` is the only one.
+        workspace: confine the server to this directory (bubblewrap: read-write there, seen
+            as ``/workspace``; the system and ``read`` read-only; no network unless
+            ``network``); None: not confined.
+        read: directories a confined server reads besides its executable's (its code).
+        network: a confined server keeps the host's network.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -64,6 +73,9 @@ class McpServer(BaseModel):
     env: dict[str, str] = {}
     cwd: str | None = None
     type: Literal["stdio"] = "stdio"
+    workspace: str | None = None
+    read: tuple[str, ...] = ()
+    network: bool = False
 
     @field_validator("command")
     @classmethod
@@ -96,8 +108,10 @@ class McpServer(BaseModel):
         return cls(command=words[0], args=tuple(words[1:]))
 
     def command_line(self) -> str:
-        """The command and its arguments as one line (recorded; the environment is not)."""
-        return shlex.join([self.command, *self.args])
+        """The command and its arguments as one line, and where it is confined (recorded;
+        the environment is not)."""
+        line = shlex.join([self.command, *self.args])
+        return line if self.workspace is None else f"{line} (confined to {self.workspace})"
 
 
 ServersGiven = str | Path | Mapping[str, Any]

@@ -2,7 +2,9 @@
 :class:`~controlscope.core.ToolServer`.
 
 - An upstream server is started as a stdio subprocess (:class:`~controlscope.envs.McpToolServer`,
-  its own process group, killed whole on close). One that fails to start is left out and
+  its own process group, killed whole on close), confined to its workspace where its
+  configuration names one (:func:`controlscope.envs._confine.start_confined_server`, the
+  confinement of task specs' servers). One that fails to start is left out and
   named in :attr:`SessionTools.problems` (and in ``run_start``'s server record); one that dies
   later answers each of its calls with a tool error naming the failure, so agent code sees a
   ``ToolError`` and the session goes on.
@@ -19,10 +21,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError, validate_call
@@ -36,6 +40,7 @@ from controlscope.core import (
     clip_text,
     data_problem,
 )
+from controlscope.envs._confine import executable_paths, start_confined_server, which
 from controlscope.envs._mcp import MAX_RESULT_CHARS, McpToolServer
 from controlscope.envs.session._config import McpServer, ServerConfigError, first_line
 
@@ -277,6 +282,39 @@ def _info(
     return info
 
 
+def _start_server(name: str, config: McpServer, timeout_s: float) -> McpToolServer:
+    """Start one upstream server, confined to its workspace when it names one.
+
+    Raises:
+        ToolServerError: it did not start (its command not found, its workspace missing).
+    """
+    if config.workspace is None:
+        return McpToolServer.stdio(
+            config.command,
+            list(config.args),
+            cwd=config.cwd,
+            env=config.env,
+            timeout_s=timeout_s,
+            label=f"server {name}",
+        )
+    command = which(config.command)
+    workspace = Path(config.workspace)
+    if command is None:
+        raise ToolServerError(f"server {name}: {config.command!r} is no executable")
+    if not workspace.is_dir():
+        raise ToolServerError(f"server {name}: its workspace {workspace} is no directory")
+    named = [Path(a) for a in config.args if os.path.isabs(a) and Path(a).exists()]
+    return start_confined_server(
+        command,
+        list(config.args),
+        workspace,
+        ro_paths=[*executable_paths(command), *named, *(Path(r) for r in config.read)],
+        env=config.env,
+        network=config.network,
+        timeout_s=timeout_s,
+    )
+
+
 def start_session_tools(
     servers: Mapping[str, McpServer],
     python: Sequence[PythonTool],
@@ -304,14 +342,7 @@ def start_session_tools(
     failed: dict[str, str] = {}
     for name, config in servers.items():
         try:
-            server: McpToolServer = McpToolServer.stdio(
-                config.command,
-                list(config.args),
-                cwd=config.cwd,
-                env=config.env,
-                timeout_s=timeout_s,
-                label=f"server {name}",
-            )
+            server = _start_server(name, config, timeout_s)
         except ToolServerError as err:
             failed[name] = first_line(err)
             continue
