@@ -8,6 +8,10 @@ Prints a few human-readable lines, then as its LAST line one JSON object:
   same call made directly through the MCP client, over ``--calls`` calls each (default 200),
   timed in alternating rounds so that both sides see the same machine load (target <= 1 ms);
 - ``executor_call_median_ms`` / ``direct_call_median_ms``: the two medians;
+- ``worker_call_median_ms`` / ``executor_own_ms``: the same call made by the same block in a
+  bare :class:`~controlscope.worker.WorkerSession` with a Keep handler (the worker's round
+  trip, no run around it), and the executor's median less it: what the run adds (its log,
+  schedule and controller), apart from the worker's process hops;
 - ``executor_start_s``: the time to start an executor with that server (worker included);
 - ``load_average``: the machine's one-minute load average when the calls were timed (the
   worker's round trip is two wake-ups of other processes per call: on a machine with more
@@ -37,8 +41,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 import controlscope as cs
+from controlscope.core import BlockResult, Boundary, Keep, Operation, PrimitiveCall
 from controlscope.envs import McpToolServer
 from controlscope.envs.filesystem.server import find_server_script
+from controlscope.worker import Limits, WorkerSession
 
 _BLOCK = """
 import time as _t
@@ -57,6 +63,30 @@ def _executor_round(ex: cs.Executor, path: str, n: int) -> list[float]:
     if not run.ok:
         raise RuntimeError(f"the timing block failed: {run.error}")
     times: list[float] = json.loads(run.output)
+    return times
+
+
+class _KeepAll:
+    """A boundary handler that keeps every call (the worker's own cost alone)."""
+
+    def on_block_start(self, block_id: str, code: str, replaces: str | None) -> None:
+        """Nothing."""
+
+    def on_boundary(self, boundary: Boundary) -> Operation:
+        """Keep."""
+        return Keep()
+
+    def on_call(self, call: PrimitiveCall) -> None:
+        """Nothing."""
+
+    def on_block_end(self, result: BlockResult) -> None:
+        """Nothing."""
+
+
+def _worker_round(session: WorkerSession, path: str, n: int, index: int) -> list[float]:
+    """``n`` calls made by the same block in a bare worker session."""
+    (result,) = session.run_reply([(f"b{index}", _BLOCK.format(n=n, path=path))], _KeepAll())
+    times: list[float] = json.loads(result.output)
     return times
 
 
@@ -117,14 +147,21 @@ def main() -> None:
         ex = cs.Executor(servers={"fs": command}, settings=settings, out=Path(tmp) / "run")
         start_s = time.perf_counter() - started
         direct = McpToolServer.stdio(command[0], command[1:], timeout_s=60)
+        bare_server = McpToolServer.stdio(command[0], command[1:], timeout_s=60)
+        bare = WorkerSession(bare_server, Limits(primitive_calls=10**9))
         via: list[float] = []
         plain: list[float] = []
+        worker: list[float] = []
         try:
-            _executor_round(ex, path, 5)  # warm both sides up
+            _executor_round(ex, path, 5)  # warm every side up
             _direct_round(direct, path, 5)
-            for _ in range(args.rounds):
+            _worker_round(bare, path, 5, 0)
+            for index in range(args.rounds):
                 via += _executor_round(ex, path, per_round)
                 plain += _direct_round(direct, path, per_round)
+                worker += _worker_round(bare, path, per_round, index + 1)
+            bare.close()
+            bare_server.close()
             ex.close()
             config = Path(tmp) / "mcp.json"
             config.write_text(
@@ -134,10 +171,14 @@ def main() -> None:
         finally:
             ex.close()
             direct.close()
+            bare.close()
+            bare_server.close()
     via_ms, plain_ms = statistics.median(via), statistics.median(plain)
+    worker_ms = statistics.median(worker)
     print(f"executor start: {start_s:.2f} s ({len(via)} calls per side)")
     print(f"read_text_file: via a Keep executor {via_ms:.3f} ms, direct {plain_ms:.3f} ms")
     print(f"overhead per call: {via_ms - plain_ms:.3f} ms (target <= 1 ms)")
+    print(f"a bare worker's call {worker_ms:.3f} ms: the run adds {via_ms - worker_ms:.3f} ms")
     serve_ms = statistics.median(served) - statistics.median(ten)
     print(
         f"execute_python of 10 calls via serve {statistics.median(served):.1f} ms, 10 direct "
@@ -149,6 +190,8 @@ def main() -> None:
                 "overhead_per_call_ms": round(via_ms - plain_ms, 4),
                 "executor_call_median_ms": round(via_ms, 4),
                 "direct_call_median_ms": round(plain_ms, 4),
+                "worker_call_median_ms": round(worker_ms, 4),
+                "executor_own_ms": round(via_ms - worker_ms, 4),
                 "executor_start_s": round(start_s, 3),
                 "load_average": round(os.getloadavg()[0], 2),
                 "calls": len(via),
