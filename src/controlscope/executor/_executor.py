@@ -181,13 +181,13 @@ class Executor:
         with self._lock:
             self._check_open()
             session = self._session
-            mark = session.mark()
+            session.take()  # what was written between blocks
             session.inbox.put(code)
             signal_ = None
             while signal_ is None:
                 signal_ = session.wait(_POLL_S)
             ended = None if signal_ == "ready" else session.end_reason()[0]
-            return execution_of(session.since(mark), ended)
+            return execution_of(session.take(), ended)
 
     async def aexecute(self, code: str) -> Execution:
         """:meth:`execute` for async frameworks (on a worker thread of anyio's)."""

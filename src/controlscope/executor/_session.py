@@ -43,6 +43,19 @@ SESSION_MODEL = "executor"
 CLOSED_ANSWER = "The session was closed."
 """The planner's final answer when the executor is closed."""
 
+KEPT_EVENTS = frozenset(
+    {
+        "block_end",
+        "primitive_call",
+        "review_request",
+        "proposal",
+        "validation",
+        "realized_operation",
+    }
+)
+"""The events an execution is built from (:func:`~controlscope.executor._execution.execution_of`);
+the others are in the log alone."""
+
 Signal = Literal["ready", "ended"]
 """What the run thread tells the executor: the planner waits for a block, or the run ended."""
 
@@ -117,7 +130,7 @@ class SessionThread:
         planner: the session's planner (the agent's blocks).
         inbox: the agent's blocks for the planner; None closes the session.
         signals: ``ready`` when the planner waits for a block, ``ended`` when the run ended.
-        events: every event the run wrote, in order.
+        events: the events of :data:`KEPT_EVENTS` the run wrote since the last :meth:`take`.
         result: the run's result once it ended.
         failure: what the run raised, if it did.
         finished: set once the run ended (its end recorded, its tools stopped).
@@ -173,8 +186,9 @@ class SessionThread:
         self.thread.start()
 
     def _observe(self, event: Event) -> None:
-        with self._lock:
-            self.events.append(event)
+        if event.type in KEPT_EVENTS:
+            with self._lock:
+                self.events.append(event)
 
     def _main(self, run: Callable[[], RunResult]) -> None:
         try:
@@ -187,15 +201,12 @@ class SessionThread:
             self.finished.set()
             self.signals.put("ended")
 
-    def mark(self) -> int:
-        """How many events were written so far."""
+    def take(self) -> list[Event]:
+        """The kept events written since the last :meth:`take` (they are dropped here, so a
+        long session's memory does not grow with its log)."""
         with self._lock:
-            return len(self.events)
-
-    def since(self, mark: int) -> list[Event]:
-        """The events written after :meth:`mark` returned ``mark``."""
-        with self._lock:
-            return self.events[mark:]
+            taken, self.events = self.events, []
+            return taken
 
     def wait(self, timeout_s: float | None = None) -> Signal | None:
         """The next signal (None when none came within ``timeout_s``)."""
