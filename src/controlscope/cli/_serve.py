@@ -20,6 +20,7 @@ from controlscope.core import RunSettings
 from controlscope.executor import DEFAULT_GOAL, Executor, ExecutorError
 from controlscope.integrations import code_mode_server
 from controlscope.schedule import SCHEDULE_FORMS
+from controlscope.view import is_loopback
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +63,12 @@ def main(args: argparse.Namespace) -> int:
         for problem in executor.problems:
             console.print(f"controlscope serve: {problem}", markup=False)
         server = code_mode_server(executor)
+        if args.transport == "http" and not is_loopback(args.host):
+            console.print(
+                f"controlscope serve: warning: serving on {args.host}, not loopback: anyone who "
+                "can reach this machine can run code in the session and call its tools",
+                markup=False,
+            )
         if args.transport == "stdio":
             anyio.run(server.run_stdio_async)
         else:
