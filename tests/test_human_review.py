@@ -183,6 +183,8 @@ def test_a_wrong_type_is_refused_with_the_schemas_reason_and_a_typed_replacement
     or for a boundary no longer pending, is refused; a replacement typed in runs."""
     reviewer, server, out = waiting
     assert server.review_url is not None
+    page.goto(server.url)  # the run's live page links to the review page while a call waits
+    expect(page.locator("#review-banner a")).to_have_attribute("href", "/review")
     page.goto(server.review_url)
     expect(page.locator("#pending-tool")).to_have_text("read_text_file")
     page.locator('.arg[data-name="head"]').fill("two")

@@ -35,7 +35,7 @@ from controlscope.view._render import (
     render_target,
     render_unit,
 )
-from controlscope.view._review import review_routes
+from controlscope.view._review import review_routes, with_banner
 
 _HEADERS = {
     "Content-Security-Policy": SERVED_CSP + "; frame-ancestors 'none'",
@@ -83,8 +83,9 @@ class _Pages:
     """The request handlers of one folder's viewer; what the folder is, is looked at again on
     every request (a run started after the server shows up)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, desk: ReviewDesk | None = None) -> None:
         self.root = root
+        self.desk = desk
 
     def home(self, request: Request) -> Response:
         try:
@@ -94,7 +95,7 @@ class _Pages:
         number = _page_number(request)
         if number is None:
             return _error("No such page", "a page number is a whole number from 1", 404)
-        return _guarded(lambda: render_target(found, _LINKS, number))
+        return _guarded(lambda: with_banner(render_target(found, _LINKS, number), self.desk))
 
     def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -106,7 +107,7 @@ class _Pages:
         number = _page_number(request)
         if number is None:
             return _error("No such page", "a page number is a whole number from 1", 404)
-        return _guarded(lambda: render_run(found, run_id, _LINKS, number))
+        return _guarded(lambda: with_banner(render_run(found, run_id, _LINKS, number), self.desk))
 
     def unit(self, request: Request) -> Response:
         unit = request.path_params["unit"]
@@ -235,7 +236,7 @@ def build_app(
     Returns:
         The ASGI application.
     """
-    pages = _Pages(Path(path))
+    pages = _Pages(Path(path), desk)
     routes = [
         Route("/", pages.home),
         Route("/run/{run_id:path}", pages.run),

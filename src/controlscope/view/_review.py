@@ -205,6 +205,21 @@ class ReviewPages:
         return Response(text, media_type="text/javascript", headers=self.headers)
 
 
+def with_banner(page: str, desk: ReviewDesk | None) -> str:
+    """A run's or folder's page with, at its top, a link to the review page when boundaries
+    wait for a decision (the live page reloads when the log changes, so it appears when a
+    boundary arrives); the page itself when no desk or nothing waits."""
+    waiting = len(desk.pending()) if desk is not None else 0
+    if not waiting:
+        return page
+    what = "a boundary waits" if waiting == 1 else f"{waiting} boundaries wait"
+    banner = (
+        f'<p class="live" id="review-banner">{what} for your decision: '
+        '<a href="/review">the review page</a></p>\n'
+    )
+    return page.replace("<main>\n", "<main>\n" + banner, 1)
+
+
 def review_routes(desk: ReviewDesk, links: Links, headers: dict[str, str]) -> list[Route]:
     """The review page's routes for ``desk`` (see the module docstring)."""
     pages = ReviewPages(desk, links, headers)
