@@ -31,7 +31,14 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 import controlscope as cs
 from controlscope import view
 from controlscope.cli import main as cli
-from controlscope.core import PrimitiveCallEvent, ProposalEvent, RealizedOperationEvent
+from controlscope.core import (
+    Boundary,
+    CallSite,
+    OperationSet,
+    PrimitiveCallEvent,
+    ProposalEvent,
+    RealizedOperationEvent,
+)
 from test_api import TASK, script
 
 #: Call 0 is not reviewed (continuous review starts after a completed call); call 1 (a read
@@ -346,3 +353,39 @@ def test_a_time_limit_without_a_person_and_a_browser_person_without_a_page_are_r
     with pytest.raises(cs.SpecError, match="review page"):
         cs.run_task(spec)
     assert not (out / "events.jsonl").exists()
+
+
+def _state(tool: str, call_index: int) -> cs.PublicState:
+    code = f'{tool}(path="/workspace/a.txt")\n'
+    boundary = Boundary(
+        block_id="t0.b0",
+        call_index=call_index,
+        block_call_index=0,
+        tool=tool,
+        arguments={"path": "/workspace/a.txt"},
+        line=1,
+        call_site=CallSite(module="__main__"),
+        code=code,
+    )
+    return cs.PublicState(goal="a goal", boundary=boundary)
+
+
+def test_the_queue_lists_the_boundaries_waiting_oldest_first_escaped(tmp_path: Path) -> None:
+    """Several runs sharing one desk: the review page lists what waits, oldest first, each a
+    link to its own decision, their text escaped; a decided one leaves the list."""
+    desk = cs.review.ReviewDesk()
+    granted = OperationSet.of("full")
+    first = desk.post(_state("read_text_file", 3), granted, label=f"run {HOSTILE}")
+    second = desk.post(_state("write_file", 7), granted, label="the other run")
+    with view.ViewServer(tmp_path, desk=desk) as server:
+        with urllib.request.urlopen(f"{server.url}review", timeout=30) as response:
+            html = response.read().decode()
+        queue = html[html.index('<ol id="queue">') : html.index("</ol>")]
+        assert queue.index(first.ticket) < queue.index(second.ticket)
+        assert HOSTILE not in html and "run &lt;img" in html
+        assert f'data-ticket="{first.ticket}"' in html  # the oldest is shown
+        assert desk.decide(first.ticket, desk.secret, "keep").answer == "accepted"
+        with urllib.request.urlopen(f"{server.url}review", timeout=30) as response:
+            html = response.read().decode()
+        assert first.ticket not in html and f'data-ticket="{second.ticket}"' in html
+        assert '<ol id="queue">' not in html  # one waits: no list

@@ -196,6 +196,8 @@ class ReviewDesk:
             pending.reason = reason if isinstance(reason, str) else ""
             pending.decision = json.dumps({"operation": kind, **(payload or {})}, default=str)
             pending.done.set()
+            del self._pending[ticket]  # decided: it leaves the desk at once
+            self.version = next(self._version)
         return DeskAnswer("accepted")
 
 
