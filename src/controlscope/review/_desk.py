@@ -60,6 +60,7 @@ class PendingReview:
         operation: the accepted operation, once there is one.
         decision: the accepted decision as handed in (kind, payload), as JSON text.
         reason: the person's stated reason, if any.
+        done: set once a decision is accepted.
     """
 
     ticket: str
