@@ -50,11 +50,11 @@ def _block() -> str:
 
 
 def _decide(page: Page, desk: ReviewDesk, seen: str, edit: bool) -> tuple[str, float, float]:
-    """Wait for a boundary other than ``seen``; decide it. Returns its ticket, the ms until the
-    page showed it and the wall clock of the click."""
+    """Wait for a boundary other than ``seen`` (shown, its buttons answering); decide it.
+    Returns its ticket, the ms until the page showed it and the wall clock of the click."""
     page.wait_for_function(
         "prev => { const r = document.getElementById('review');"
-        " return r && r.dataset.ticket && r.dataset.ticket !== prev; }",
+        " return r && r.dataset.ready && r.dataset.ticket && r.dataset.ticket !== prev; }",
         arg=seen,
         polling=5,
         timeout=60_000,

@@ -104,6 +104,12 @@ def post(url: str, body: dict[str, Any], key: str | None) -> tuple[int, dict[str
         return err.code, json.loads(err.read())
 
 
+def shown(page: Page, tool: str) -> None:
+    """Wait until the review page shows a call of ``tool`` and its buttons answer."""
+    expect(page.locator("#pending-tool")).to_have_text(tool, timeout=60_000)
+    expect(page.locator("#review")).to_have_attribute("data-ready", "true")
+
+
 def shot(page: Page, tmp_path: Path, name: str) -> None:
     path = tmp_path / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
@@ -128,14 +134,14 @@ def test_the_printed_review_page_edits_an_argument_and_the_call_runs_with_it(
         found = re.search(r"review page: (http://127\.0\.0\.1:\d+/review#key=\S+)", line)
         assert found, line
         page.goto(found.group(1))
-        expect(page.locator("#pending-tool")).to_have_text("read_text_file", timeout=60_000)
+        shown(page, "read_text_file")
         assert page.evaluate("window.pwned") is None  # the agent's text is shown, not run
         expect(page.locator("#review-block .pending-line")).to_contain_text("head=2")
         page.locator('.arg[data-name="head"]').fill("3")
         shot(page, tmp_path, "review-page")
         page.locator("#decide-patch_arguments").click()
         expect(page.locator("#review-message")).to_contain_text("accepted")
-        expect(page.locator("#pending-tool")).to_have_text("write_file", timeout=60_000)
+        shown(page, "write_file")
         page.locator("#decide-keep").click()
         assert run.wait(timeout=120) == 0  # the run ends (and its page with it)
     finally:
@@ -193,7 +199,7 @@ def test_a_wrong_type_is_refused_with_the_schemas_reason_and_a_typed_replacement
     page.goto(server.url)  # the run's live page links to the review page while a call waits
     expect(page.locator("#review-banner a")).to_have_attribute("href", "/review")
     page.goto(server.review_url)
-    expect(page.locator("#pending-tool")).to_have_text("read_text_file")
+    shown(page, "read_text_file")
     page.locator('.arg[data-name="head"]').fill("two")
     page.locator("#decide-patch_arguments").click()
     expect(page.locator("#review-message")).to_contain_text("head: \"two\" is not of type 'number'")

@@ -150,6 +150,7 @@
     });
   });
 
+  root.dataset.ready = "true";  // the buttons answer from now on
   var seen = root.dataset.version;
   function poll() {
     fetch("/_review/wait?v=" + encodeURIComponent(seen), { cache: "no-store" })
