@@ -29,6 +29,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 import controlscope as cs
+from _process_support import sigint_as
 from controlscope import view
 from controlscope.cli import main as cli
 from controlscope.core import (
@@ -326,7 +327,8 @@ def test_ctrl_c_while_a_person_is_awaited_ends_the_run_recorded_as_interrupted(
     command = [sys.executable, "-m", "controlscope.cli", "run", "--task", TASK, "--model"]
     command += [model, "--reviewer", "human", "--scope", "full", "--out", str(out), "--quiet"]
     env = {**os.environ, "PYTHONPATH": str(Path(cs.__file__).parents[1])}
-    run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    with sigint_as("terminal"):  # as Ctrl-C reaches it from a terminal
+        run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
