@@ -70,7 +70,14 @@ from controlscope.executor import (
 )
 from controlscope.models import make_model
 from controlscope.record import RunSummary, read_events, read_summary
-from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer, ReviewOutcome
+from controlscope.review import (
+    HumanReviewer,
+    ModelReviewer,
+    Proposal,
+    PublicState,
+    Reviewer,
+    ReviewOutcome,
+)
 from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_task, run_trajectory
 from controlscope.schedule import Schedule, parse_schedule
 from controlscope.scope import validate_operation
@@ -140,6 +147,7 @@ __all__ = [
     "Experiment",
     "ExperimentError",
     "ExperimentResult",
+    "HumanReviewer",
     "Keep",
     "Leftover",
     "Limits",

@@ -208,8 +208,11 @@ RejectionReason = Literal[
 ``too_large`` code longer than :data:`MAX_CODE_CHARS`."""
 
 
-FallbackKind = Literal["malformed", "out_of_scope", "invalid_arguments", "provider_error"]
-"""Why a review was executed as ``keep`` although the reviewer did not choose it (paper A.4)."""
+FallbackKind = Literal[
+    "malformed", "out_of_scope", "invalid_arguments", "provider_error", "timeout"
+]
+"""Why a review was executed as ``keep`` although the reviewer did not choose it (paper A.4);
+``timeout``: a person did not decide within the review's time limit."""
 
 FALLBACK_KINDS: tuple[FallbackKind, ...] = get_args(FallbackKind)
 """Every fallback kind."""

@@ -415,8 +415,9 @@ class PanelConfig(_PanelSection, ConditionSettings):
         Raises:
             pydantic.ValidationError: stated settings that contradict a protocol.
         """
+        top = {k: v for k, v in self.stated().items() if not isinstance(v, _PanelSection)}
         given = {
-            **self.stated(),
+            **top,  # the sections apart: [reviewer] is no value of the setting ``reviewer``
             **self.planner.stated(),
             **self.reviewer.stated(),
             **self.budgets.stated(),

@@ -18,7 +18,7 @@
   :data:`CHILD_GRACE_S`.
 """
 
-from controlscope.run._api import run_prepared, run_task
+from controlscope.run._api import human_reviewer, run_prepared, run_task
 from controlscope.run._controller import Controller, Review, RunContext
 from controlscope.run._fork import (
     BRANCH_INTERRUPT,
@@ -84,6 +84,7 @@ __all__ = [
     "check_replay",
     "env_unforkable",
     "feedback_rule_of",
+    "human_reviewer",
     "interruptible_branch",
     "local_rule_of",
     "place_schedule",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from controlscope.core import ChatModel
-from controlscope.review import ModelReviewer, Reviewer
-from controlscope.run._spec import PreparedRun, RunSpec, prepare
+from controlscope.review import HumanReviewer, ModelReviewer, Reviewer
+from controlscope.run._spec import PreparedRun, RunSpec, SpecError, prepare
 from controlscope.run._trajectory import Observer, RunResult, run_trajectory
 
 
@@ -23,9 +23,10 @@ def run_task(
 
     Args:
         spec: the run's specification.
-        reviewer: a reviewer of your own (a rule, a human, another model setup) in place of the
-            model reviewer built from ``spec.reviewer_model``; its proposals are validated
-            against ``spec.scope`` like a model's.
+        reviewer: a reviewer of your own (a rule, a :class:`~controlscope.review.HumanReviewer`,
+            another model setup) in place of the model reviewer built from
+            ``spec.reviewer_model``; its proposals are validated against ``spec.scope`` like a
+            model's. None with ``spec.reviewer`` ``human:terminal``: a person at this terminal.
         planner: a planner model object in place of the one built from ``spec.model``
             (``spec.model`` still sets the defaults that depend on the model kind).
         observer: called with every event after it is written (e.g. live progress).
@@ -34,14 +35,34 @@ def run_task(
         The run's summary, verdict, end reason and directory.
 
     Raises:
-        SpecError: the spec cannot run (see :func:`~controlscope.run.prepare`); nothing ran.
+        SpecError: the spec cannot run (see :func:`~controlscope.run.prepare`; a person in the
+            browser with no reviewer given: :func:`human_reviewer`); nothing ran.
         ReplayMismatch: a ``replay:`` model received a request its recording does not hold, or
             the replay's primitive calls left the recorded ones (``ActionMismatch``: tool,
             final arguments and normalised observation are compared); the run is recorded
             with end reason ``replay_diverged``.
     """
+    if reviewer is None and spec.reviewer != "model":
+        reviewer = human_reviewer(spec)
     prepared = prepare(spec, build_reviewer=reviewer is None)
     return run_prepared(prepared, reviewer=reviewer, planner=planner, observer=observer)
+
+
+def human_reviewer(spec: RunSpec) -> HumanReviewer:
+    """The person who reviews ``spec``'s run at this terminal (``reviewer="human:terminal"``).
+
+    Raises:
+        SpecError: a person in the browser: the review page must be served, so bring the
+            reviewer (``HumanReviewer()``, its desk served by ``view.ViewServer(out,
+            desk=reviewer.desk)``) or use ``controlscope run --reviewer human``.
+    """
+    if spec.reviewer != "human:terminal":
+        raise SpecError(
+            f"reviewer {spec.reviewer!r} decides on the review page, which this call does not "
+            "serve: pass reviewer=HumanReviewer() and serve reviewer.desk with "
+            "view.ViewServer(out, desk=reviewer.desk), or use controlscope run --reviewer human"
+        )
+    return HumanReviewer("terminal", timeout_s=spec.review_timeout_s, label=spec.out.name)
 
 
 def run_prepared(
