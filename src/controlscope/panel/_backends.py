@@ -1,4 +1,5 @@
-"""Where a panel's runs execute: a process pool on this machine, or Ray tasks.
+"""Where a panel's runs execute: a process pool on this machine (a process per run, or, for
+a served model, many runs on threads of a few processes), or Ray tasks.
 
 Both hand each run to the same :func:`~controlscope.panel._unit.execute`, which writes the run
 directory, so the panel folder is the same whichever ran it. Ray workers must see the panel
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import queue
 import signal
 import time
 from collections.abc import Sequence
@@ -17,8 +19,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any, Protocol
 
 from controlscope._extras import require_extra
+from controlscope.models import EndpointGate
 from controlscope.panel._folder import RunRecord
-from controlscope.panel._unit import RunJob, execute, start_pool_process
+from controlscope.panel._unit import RunJob, execute, serve_runs, start_pool_process
 
 
 class Backend(Protocol):
@@ -153,6 +156,98 @@ def _send(pid: int | None, signum: int) -> None:
     if pid is not None:
         with contextlib.suppress(OSError):
             os.kill(pid, signum)
+
+
+class ServedBackend:
+    """Runs against a served model: many runs in flight in a few processes, a thread each,
+    their requests bounded by one :class:`~controlscope.models.EndpointGate` shared by the
+    processes (``connections`` in flight at most, rate-limit pauses shared).
+
+    A run that waits for its endpoint costs a thread and its open connection, not a process;
+    each run keeps its own worker process, tool server and workspace, as in
+    :class:`LocalBackend`. Runs go to the process with the fewest running.
+
+    Args:
+        runs: runs at a time (:attr:`slots`).
+        processes: processes they run in (at most ``runs``).
+        connections: the endpoint's requests in flight at most.
+        grace_s: seconds a cancelled backend's processes get to record their runs' ends after
+            SIGTERM before they are killed (:meth:`close`).
+
+    Attributes:
+        gate: the endpoint's gate (its counts are the panel's requests).
+    """
+
+    def __init__(self, runs: int, processes: int, connections: int, grace_s: float = 30.0) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.slots = runs
+        self.gate = EndpointGate(connections, context)
+        self._grace_s = grace_s
+        self._done: Any = context.Queue()
+        self._queues: list[Any] = []
+        self._processes: list[Any] = []
+        for _ in range(max(1, min(processes, runs))):
+            jobs = context.Queue()
+            process = context.Process(
+                target=serve_runs, args=(jobs, self._done, self.gate), daemon=False
+            )
+            process.start()
+            self._queues.append(jobs)
+            self._processes.append(process)
+        self._where: dict[int, int] = {}
+        self._next = 0
+
+    def submit(self, job: RunJob) -> int:
+        """Hand ``job`` to the process with the fewest runs; its handle is a number."""
+        load = [0] * len(self._processes)
+        for index in self._where.values():
+            load[index] += 1
+        index = min(range(len(load)), key=lambda i: (load[i], i))
+        if not self._processes[index].is_alive():
+            raise RuntimeError(f"the panel's process {self._processes[index].pid} has ended")
+        self._next += 1
+        self._where[self._next] = index
+        self._queues[index].put((self._next, job))
+        return self._next
+
+    def wait(self, handles: list[int], timeout_s: float) -> list[tuple[int, RunRecord | str]]:
+        """The runs that finished within ``timeout_s``; a run whose process died is handed
+        back with the reason."""
+        out: list[tuple[int, RunRecord | str]] = []
+        try:
+            out.append(self._done.get(timeout=timeout_s))
+            while True:
+                out.append(self._done.get_nowait())
+        except queue.Empty:
+            pass
+        for key, _ in out:
+            self._where.pop(key, None)
+        for key, index in list(self._where.items()):
+            process = self._processes[index]
+            if key in handles and not process.is_alive():
+                del self._where[key]
+                out.append((key, f"its process {process.pid} ended (status {process.exitcode})"))
+        return [(key, outcome) for key, outcome in out if key in handles]
+
+    def close(self, *, cancel: bool) -> None:
+        """End the processes once their runs have ended; with ``cancel``, SIGTERM them first
+        (their runs end recorded as interrupted), give them ``grace_s`` seconds, then
+        SIGKILL any left."""
+        if not cancel:
+            for jobs in self._queues:
+                jobs.put(None)
+            for process in self._processes:
+                process.join()
+            return
+        for process in self._processes:
+            _send(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self._grace_s
+        while time.monotonic() < deadline and any(p.is_alive() for p in self._processes):
+            time.sleep(0.1)
+        for process in self._processes:
+            if process.is_alive():
+                _send(process.pid, signal.SIGKILL)
+            process.join(_SETTLE_S)
 
 
 class RayBackend:

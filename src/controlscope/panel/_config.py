@@ -51,6 +51,7 @@ from controlscope.core import (
     CpusPerRun,
     DecisionMode,
     Draws,
+    EndpointOptions,
     ExecutionOptions,
     ModelSpec,
     PlannerFormat,
@@ -146,11 +147,12 @@ class _PanelSection(Requested):
         return getattr(self, name) if name in self.model_fields_set else None
 
 
-class PlannerSettings(_PanelSection, PlannerSampling, PlannerModel):
+class PlannerSettings(_PanelSection, EndpointOptions, PlannerSampling, PlannerModel):
     """The planner (it writes the source programs and does the ordinary planning): the file's
     ``[planner]`` section, keys ``model``, ``base_url``, ``format``, ``temperature``,
-    ``max_tokens``, ``options`` (each setting's description:
-    :class:`~controlscope.core.PlannerModel`, :class:`~controlscope.core.PlannerSampling`).
+    ``max_tokens``, ``options`` and ``max_connections`` (each setting's description:
+    :class:`~controlscope.core.PlannerModel`, :class:`~controlscope.core.PlannerSampling`,
+    :class:`~controlscope.core.EndpointOptions`).
 
     Attributes:
         format: ``planner_format`` as the file gives it; None when it leaves it out.
@@ -426,11 +428,13 @@ class PanelConfig(_PanelSection, ConditionSettings):
 
     def identity(self) -> dict[str, Any]:
         """What makes two panels the same experiment: everything but ``execution.backend``,
-        ``execution.workers`` and ``execution.cpus_per_run`` (a panel may resume elsewhere);
-        a key newer than the first file format only when it is not its default."""
+        ``execution.workers``, ``execution.cpus_per_run`` and ``planner.max_connections`` (a
+        panel may resume elsewhere, at another concurrency); a key newer than the first file
+        format only when it is not its default."""
         data = self.model_dump(mode="json")
         for key in ("backend", "workers", "cpus_per_run"):
             data["execution"].pop(key)
+        data["planner"].pop("max_connections", None)
         return data
 
 

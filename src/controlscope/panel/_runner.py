@@ -10,12 +10,20 @@ nothing. One panel command at a time runs on a folder: it holds the folder's loc
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from controlscope.core import ModelSpec, Workers, range_problem
-from controlscope.panel._backends import Backend, LocalBackend, RayBackend, machine_cores
+from controlscope.models import EndpointGate, GateStats
+from controlscope.panel._backends import (
+    Backend,
+    LocalBackend,
+    RayBackend,
+    ServedBackend,
+    machine_cores,
+)
 from controlscope.panel._config import ConfigError, PanelConfig, load_config
 from controlscope.panel._folder import (
     RunRecord,
@@ -43,6 +51,10 @@ class PanelStatus:
         ineligible: runs left out of the comparison (no boundary to branch at).
         successes: successes so far by condition (``keep``, ``arg``, ``full-d1``...).
         verdicts: finished runs with a verdict so far, by condition.
+        elapsed_s: seconds since the panel started its runs.
+        endpoint: the served endpoint's counts so far (requests in flight, done, seconds
+            waited on answers and on rate limits); None when the runs' models are not served
+            or the backend does not count them.
     """
 
     total: int
@@ -53,6 +65,30 @@ class PanelStatus:
     ineligible: int = 0
     successes: dict[str, int] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    endpoint: GateStats | None = None
+
+    @property
+    def rate_limit_wait_s(self) -> float:
+        """Wall seconds the panel's requests were paused by the endpoint's rate limits."""
+        return self.endpoint.rate_limited_s if self.endpoint is not None else 0.0
+
+    @property
+    def requests_per_s(self) -> float:
+        """Endpoint requests per second since the panel started (0 without counts)."""
+        if self.endpoint is None or self.elapsed_s <= 0:
+            return 0.0
+        return self.endpoint.requests / self.elapsed_s
+
+    @property
+    def remaining_s(self) -> float | None:
+        """The time the rest of the runs will take at the pace of those run so far (None
+        before one has finished)."""
+        ran = self.finished + self.failed - self.skipped
+        left = self.total - self.finished - self.failed
+        if ran <= 0 or self.elapsed_s <= 0:
+            return None
+        return left * self.elapsed_s / ran
 
     def count(self, run: PlannedRun, record: RunRecord, draws: int) -> None:
         """Fold one finished run in."""
@@ -110,14 +146,36 @@ def default_workers(config: PanelConfig) -> int:
     return machine_cores()
 
 
+def served(config: PanelConfig) -> bool:
+    """Whether both of the panel's models are served (``openai`` specs): its runs then wait
+    on the endpoint, not on this machine's cores."""
+    models = (config.planner.model, config.reviewer.model or config.planner.model)
+    return all(ModelSpec.parse(m).kind == "openai" for m in models)
+
+
+def served_runs(connections: int) -> int:
+    """Runs at a time that keep ``connections`` requests in flight: half as many again, since
+    a run spends part of its life starting, executing and being graded, not waiting."""
+    return connections + connections // 2
+
+
 def make_backend(config: PanelConfig, workers: int | None = None) -> Backend:
     """The configured backend (``workers`` overrides the configuration's).
+
+    A panel of served models (:func:`served`) on the local backend runs its runs on threads
+    of a few processes (:class:`ServedBackend`), :func:`served_runs` of
+    ``planner.max_connections`` at a time unless ``workers`` says otherwise; any other runs a
+    process per run, one per core (:func:`default_workers`).
 
     Raises:
         MissingExtra: ``ray`` asked for and not installed.
     """
     if config.execution.backend == "ray":
         return RayBackend(config.execution.cpus_per_run)
+    if served(config):
+        connections = config.planner.max_connections
+        runs = workers or config.execution.workers or served_runs(connections)
+        return ServedBackend(runs, min(machine_cores(), runs), connections)
     count = workers or config.execution.workers or default_workers(config)
     threads = max(1, machine_cores() // count) if count > 1 else None
     return LocalBackend(count, threads)
@@ -208,6 +266,15 @@ def _drive(
     every run has a record."""
     waiting = [r for r in plan.runs if r.id not in records]
     running: dict[object, PlannedRun] = {}
+    started = time.monotonic()
+    gate = getattr(backend, "gate", None)
+
+    def notify_now() -> None:
+        status.running = len(running)
+        status.elapsed_s = time.monotonic() - started
+        status.endpoint = gate.stats() if isinstance(gate, EndpointGate) else None
+        notify(status)
+
     while waiting or running:
         for run in list(waiting):
             if len(running) >= backend.slots:
@@ -224,8 +291,7 @@ def _drive(
             except Exception as err:  # a broken pool: the run could not start
                 records[run.id] = _lost(run, f"{type(err).__name__}: {err}")
                 status.count(run, records[run.id], config.draws)
-        status.running = len(running)
-        notify(status)
+        notify_now()
         if not running:
             if waiting and all(_ready(r, records) is None for r in waiting):
                 raise RuntimeError(f"runs wait for Keep runs that never ran: {waiting[0].id}")
@@ -235,8 +301,7 @@ def _drive(
             record = outcome if isinstance(outcome, RunRecord) else _lost(run, outcome)
             records[run.id] = record
             status.count(run, record, config.draws)
-        status.running = len(running)
-        notify(status)
+        notify_now()
 
 
 def _ready(run: PlannedRun, records: dict[str, RunRecord]) -> bool | None:

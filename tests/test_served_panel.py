@@ -1,0 +1,58 @@
+"""Panels against a served model (paper 3.2, 4), on real parts: a loopback OpenAI-compatible
+endpoint holding every request for a latency (``fixtures/served_endpoint.py``), the npm
+filesystem server, the isolated worker and the panel's real processes.
+
+The endpoint's planner answers a ten-call program, then ``Done.``; every review keeps. The
+panel's runs wait on the endpoint, so how many requests it holds at once is bounded by
+``[planner] max_connections``, not by the machine's cores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlscope import panel as cp
+from fixtures.served_endpoint import ServedEndpoint
+
+TASKS = [
+    "file_context/uppercase",
+    "file_context/file_merging",
+    "desktop/music_report",
+    "papers/find_math_paper",
+]
+
+
+@pytest.fixture
+def endpoint() -> Iterator[ServedEndpoint]:
+    served = ServedEndpoint(latency_s=1.0)
+    yield served
+    served.close()
+
+
+def config(endpoint: ServedEndpoint, tasks: list[str], **planner: Any) -> dict[str, Any]:
+    return {
+        "env": "filesystem",
+        "tasks": tasks,
+        "seeds": [0],
+        "scopes": ["keep", "arg", "full"],
+        "planner": {"model": "openai:served", "base_url": endpoint.base_url, **planner},
+    }
+
+
+def test_a_served_panel_keeps_more_requests_in_flight_than_cores_never_more_than_allowed(
+    endpoint: ServedEndpoint, tmp_path: Path
+) -> None:
+    result = cp.run_panel(
+        cp.parse_config(config(endpoint, TASKS, max_connections=4)), tmp_path / "panel"
+    )
+    assert result.complete and len(result.records) == 12
+    assert all(r.status == "done" for r in result.records.values())
+    assert 2 < endpoint.peak <= 4, endpoint.peak
+    counted = result.status.endpoint
+    assert counted is not None and counted.requests == endpoint.requests
+    assert 2 < counted.peak <= 4 and counted.inflight == 0
+    assert counted.busy_s >= endpoint.requests * 1.0 * 0.9  # each held about a second
