@@ -9,6 +9,7 @@ panel's runs wait on the endpoint, so how many requests it holds at once is boun
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from controlscope import panel as cp
+from controlscope.cli import main as cli
 from fixtures.served_endpoint import ServedEndpoint
 
 TASKS = [
@@ -56,3 +58,23 @@ def test_a_served_panel_keeps_more_requests_in_flight_than_cores_never_more_than
     assert counted is not None and counted.requests == endpoint.requests
     assert 2 < counted.peak <= 4 and counted.inflight == 0
     assert counted.busy_s >= endpoint.requests * 1.0 * 0.9  # each held about a second
+
+
+def test_a_rate_limit_pauses_every_run_and_the_panel_reports_the_wait(
+    endpoint: ServedEndpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint.rate_limit(1, 3.0)
+    path = tmp_path / "panel.toml"
+    data = config(endpoint, TASKS[:3], max_connections=4)
+    planner = data.pop("planner")
+    lines = [f"{key} = {json.dumps(value)}" for key, value in data.items()]
+    lines += ["[planner]", *(f"{key} = {json.dumps(value)}" for key, value in planner.items())]
+    path.write_text("\n".join(lines) + "\n")
+    assert cli(["panel", str(path), "--out", str(tmp_path / "panel"), "--quiet"]) == 0
+    limited = [at for at, status in endpoint.arrivals if status == 429]
+    assert len(limited) == 1
+    paused = [at for at, _ in endpoint.arrivals if limited[0] + 0.5 < at < limited[0] + 2.8]
+    assert paused == []  # no run sent a request while the endpoint asked for a pause
+    assert any(at >= limited[0] + 2.8 for at, _ in endpoint.arrivals)
+    out = capsys.readouterr().out
+    assert "waited 3.0 s on rate limits (1 rate-limit answer)" in out

@@ -76,4 +76,12 @@ def _print(result: PanelResult) -> None:
     )
     for label, seen in s.verdicts.items():
         out.print(inert(f"  {label}: {s.successes.get(label, 0)}/{seen} successes"))
+    if s.endpoint is not None:
+        e = s.endpoint
+        out.print(
+            f"  endpoint: {e.requests} requests, at most {e.peak} in flight, "
+            f"{e.busy_s:.0f} s waiting on answers; waited {e.rate_limited_s:.1f} s on rate "
+            f"limits ({e.rate_limits} rate-limit answer{'' if e.rate_limits == 1 else 's'})",
+            highlight=False,
+        )
     out.print(inert(f"report: controlscope report {result.panel}"))
