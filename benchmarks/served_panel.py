@@ -10,10 +10,10 @@ filesystem server and the isolated worker. Reports:
 * ``inflight_peak``: the most requests the endpoint held at once;
 * ``max_connections``: the panel's bound on them;
 * ``wall_s``: the panel's wall time;
-* ``ideal_wall_s``: the dependency-bound critical path at that concurrency: every run a chain of
-  its uncached requests (read from its log), each taking exactly the latency and nothing else,
-  Keep runs first and a unit's reviewing runs after its Keep run, at most ``max_connections``
-  at once (greedy list scheduling);
+* ``ideal_wall_s``: the dependency-bound critical path at that concurrency, every request (a
+  run's uncached model calls, read from its log) taking exactly the latency and nothing else:
+  the longer of one unit's chain (its Keep run, then its longest reviewing run) and all the
+  requests spread over ``max_connections`` connections;
 * ``controller_cpu_s_per_run``: the CPU seconds of the panel's pool processes (the runs'
   controllers; not their workers, tool servers or verifiers) per run;
 * ``rss_mb_per_inflight_run``: the resident memory of every process below the panel (pool
@@ -31,7 +31,6 @@ Usage: ``python benchmarks/served_panel.py [--units 60] [--latency 1.0] [--worke
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import math
 import os
@@ -45,7 +44,6 @@ from typing import Any
 from controlscope import panel as cp
 from controlscope._proc import descendants
 from controlscope.core import ModelCallEvent
-from controlscope.envs import get_environment
 from controlscope.record import read_events
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,22 +94,26 @@ class TreeSampler:
 
 
 def panel_config(units: int, base_url: str, max_connections: int | None) -> cp.PanelConfig:
-    """``units`` filesystem units (tasks x seeds) x Keep, Arg and Full, default settings."""
-    tasks = [t.id for t in get_environment("filesystem").tasks()]
-    seeds = max(1, math.ceil(units / len(tasks)))
-    chosen = tasks[: math.ceil(units / seeds)]
+    """``units`` filesystem units (the panel's tasks x seeds) x Keep, Arg and Full, default
+    settings."""
     planner: dict[str, Any] = {"model": "openai:served", "base_url": base_url}
     if max_connections is not None:
         planner["max_connections"] = max_connections
-    return cp.parse_config(
-        {
-            "env": "filesystem",
-            "tasks": chosen,
-            "seeds": list(range(seeds)),
-            "scopes": ["keep", "arg", "full"],
-            "planner": planner,
-        }
-    )
+    data: dict[str, Any] = {
+        "env": "filesystem",
+        "tasks": "all",
+        "seeds": [0],
+        "scopes": ["keep", "arg", "full"],
+        "planner": planner,
+    }
+    tasks = list(dict.fromkeys(r.task for r in plan(data).runs))
+    seeds = max(1, math.ceil(units / len(tasks)))
+    data.update(tasks=tasks[: math.ceil(units / seeds)], seeds=list(range(seeds)))
+    return cp.parse_config(data)
+
+
+def plan(data: dict[str, Any]) -> cp.PanelPlan:
+    return cp.plan_panel(cp.parse_config(data), check_models=False)
 
 
 def uncached_requests(folder: Path, run_id: str) -> int:
@@ -125,27 +127,16 @@ def uncached_requests(folder: Path, run_id: str) -> int:
 
 
 def ideal_wall_s(plan: cp.PanelPlan, requests: dict[str, int], slots: int, latency: float) -> float:
-    """The critical path at ``slots`` requests at once: every run a chain of its requests of
-    ``latency`` seconds, Keep runs first, a reviewing run released by its Keep run's end."""
-    ready = [(0.0, 0, r.id) for r in plan.runs if r.after is None]
-    after: dict[str, list[str]] = {}
+    """The dependency-bound critical path at ``slots`` requests at once, every request taking
+    ``latency`` seconds and nothing else: the longer of a unit's chain (its Keep run's
+    requests, then its longest reviewing run's) and all requests spread over ``slots``."""
+    chain: dict[str, int] = {}
     for run in plan.runs:
         if run.after is not None:
-            after.setdefault(run.after, []).append(run.id)
-    heapq.heapify(ready)
-    free = [0.0] * slots  # when each connection is free next
-    end = 0.0
-    while ready:
-        at, _, run_id = heapq.heappop(ready)
-        clock = at
-        for _ in range(requests.get(run_id, 0)):
-            start = max(clock, heapq.heappop(free))
-            clock = start + latency
-            heapq.heappush(free, clock)
-        end = max(end, clock)
-        for child in after.get(run_id, ()):
-            heapq.heappush(ready, (clock, 1, child))
-    return end
+            chain[run.after] = max(chain.get(run.after, 0), requests.get(run.id, 0))
+    longest = max((requests.get(keep, 0) + n for keep, n in chain.items()), default=0)
+    spread = math.ceil(sum(requests.values()) / slots)
+    return max(longest, spread) * latency
 
 
 def main() -> None:

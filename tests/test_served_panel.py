@@ -18,6 +18,7 @@ import pytest
 
 from controlscope import panel as cp
 from controlscope.cli import main as cli
+from controlscope.models import GateStats
 from fixtures.served_endpoint import ServedEndpoint
 
 TASKS = [
@@ -78,3 +79,19 @@ def test_a_rate_limit_pauses_every_run_and_the_panel_reports_the_wait(
     assert any(at >= limited[0] + 2.8 for at, _ in endpoint.arrivals)
     out = capsys.readouterr().out
     assert "waited 3.0 s on rate limits (1 rate-limit answer)" in out
+
+
+def test_the_live_line_shows_requests_in_flight_their_rate_waits_and_time_left() -> None:
+    status = cp.PanelStatus(total=10, finished=4, running=3, elapsed_s=100.0)
+    status.endpoint = GateStats(
+        inflight=12, peak=16, requests=400, busy_s=310.4, rate_limited_s=3.0, rate_limits=1
+    )
+    line = cp.PanelProgress.render(status).plain
+    assert line == (
+        "runs 4/10  running 3  failed 0  | requests 12 in flight  4.0/s  waited 310 s on "
+        "answers  paused 3 s by rate limits  | 1m40s elapsed, about 2m30s left"
+    )
+    status.endpoint = None
+    assert cp.PanelProgress.render(status).plain.endswith(
+        "  failed 0  | 1m40s elapsed, about 2m30s left"
+    )
