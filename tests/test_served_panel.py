@@ -95,3 +95,17 @@ def test_the_live_line_shows_requests_in_flight_their_rate_waits_and_time_left()
     assert cp.PanelProgress.render(status).plain.endswith(
         "  failed 0  | 1m40s elapsed, about 2m30s left"
     )
+
+
+def test_a_served_panel_on_ray_runs_many_runs_per_actor_within_the_connections(
+    endpoint: ServedEndpoint, tmp_path: Path
+) -> None:
+    import ray
+
+    data = config(endpoint, TASKS[:2], max_connections=4)
+    result = cp.run_panel(
+        cp.parse_config({**data, "execution": {"backend": "ray"}}), tmp_path / "panel"
+    )
+    assert not ray.is_initialized()  # the instance it started is shut down
+    assert result.complete and all(r.status == "done" for r in result.records.values())
+    assert 2 < endpoint.peak <= 4, endpoint.peak

@@ -19,7 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any, Protocol
 
 from controlscope._extras import require_extra
-from controlscope.models import EndpointGate
+from controlscope.models import EndpointGate, install_gate
 from controlscope.panel._folder import RunRecord
 from controlscope.panel._unit import RunJob, execute, serve_runs, start_pool_process
 
@@ -77,6 +77,12 @@ def _usable_cores() -> tuple[int, ...]:
         return tuple(sorted(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux: no affinity to set either
         return ()
+
+
+def served_runs(connections: int) -> int:
+    """Runs at a time that keep ``connections`` requests in flight: half as many again, since
+    a run spends part of its life starting, executing and being graded, not waiting."""
+    return connections + connections // 2
 
 
 _SETTLE_S = 10.0
@@ -254,12 +260,16 @@ class RayBackend:
     """Each run a Ray task declaring ``cpus_per_run`` CPUs; ``ray.init()`` connects to the
     cluster ``RAY_ADDRESS`` names, or starts a local instance (shut down by :meth:`close`).
 
+    For served models (``connections`` given) runs go to actors instead, one per
+    ``cpus_per_run`` CPUs (at most one per connection), each running many runs at once on
+    threads with its share of the endpoint's ``connections`` (:class:`RunActor`).
+
     Raises:
         MissingExtra: Ray is not installed (the message names ``pip install
             'controlscope[ray]'``).
     """
 
-    def __init__(self, cpus_per_run: float) -> None:
+    def __init__(self, cpus_per_run: float, connections: int | None = None) -> None:
         require_extra("ray", "ray", "the panel's ray backend")
         import ray
 
@@ -271,10 +281,30 @@ class RayBackend:
         total = float(resources.get("CPU", 1.0))
         self.slots = max(1, int(total // cpus_per_run))
         self._remote = ray.remote(num_cpus=cpus_per_run, max_retries=0)(execute)
+        self._actors: list[Any] = []
+        self._turn = 0
+        if connections is not None:
+            self._served(cpus_per_run, connections)
+
+    def _served(self, cpus_per_run: float, connections: int) -> None:
+        """Actors that each run many runs at once on threads, their requests through a gate of
+        their own: ``connections`` shared out between them (one actor per ``cpus_per_run``
+        CPUs, at most one per connection)."""
+        actors = max(1, min(self.slots, connections))
+        share = [connections // actors + (i < connections % actors) for i in range(actors)]
+        runs = [served_runs(n) for n in share]
+        actor = self._ray.remote(num_cpus=cpus_per_run, max_restarts=0)(RunActor)
+        self._actors = [
+            actor.options(max_concurrency=n).remote(c) for n, c in zip(runs, share, strict=True)
+        ]
+        self.slots = sum(runs)
 
     def submit(self, job: RunJob) -> Any:
-        """Start ``job`` as a Ray task."""
-        return self._remote.remote(job)
+        """Start ``job`` as a Ray task, or on the next actor for a served model."""
+        if not self._actors:
+            return self._remote.remote(job)
+        self._turn += 1
+        return self._actors[self._turn % len(self._actors)].run.remote(job)
 
     def wait(self, handles: list[Any], timeout_s: float) -> list[tuple[Any, RunRecord | str]]:
         """The tasks done within ``timeout_s``."""
@@ -288,6 +318,26 @@ class RayBackend:
         return out
 
     def close(self, *, cancel: bool) -> None:
-        """Shut down the local instance this backend started (a cluster is left running)."""
+        """Shut down the local instance this backend started (a cluster is left running, its
+        actors ended)."""
+        for actor in self._actors:
+            with contextlib.suppress(Exception):
+                self._ray.kill(actor)
         if self._owned:
             self._ray.shutdown()
+
+
+class RunActor:
+    """A Ray actor running many runs of a served model at once (one thread each, Ray's
+    ``max_concurrency``), their requests through an endpoint gate of its own.
+
+    Args:
+        connections: its share of the endpoint's connections.
+    """
+
+    def __init__(self, connections: int) -> None:
+        install_gate(EndpointGate(connections))
+
+    def run(self, job: RunJob) -> RunRecord:
+        """Execute one run (:func:`~controlscope.panel._unit.execute`)."""
+        return execute(job)

@@ -23,6 +23,7 @@ from controlscope.panel._backends import (
     RayBackend,
     ServedBackend,
     machine_cores,
+    served_runs,
 )
 from controlscope.panel._config import ConfigError, PanelConfig, load_config
 from controlscope.panel._folder import (
@@ -153,25 +154,21 @@ def served(config: PanelConfig) -> bool:
     return all(ModelSpec.parse(m).kind == "openai" for m in models)
 
 
-def served_runs(connections: int) -> int:
-    """Runs at a time that keep ``connections`` requests in flight: half as many again, since
-    a run spends part of its life starting, executing and being graded, not waiting."""
-    return connections + connections // 2
-
-
 def make_backend(config: PanelConfig, workers: int | None = None) -> Backend:
     """The configured backend (``workers`` overrides the configuration's).
 
     A panel of served models (:func:`served`) on the local backend runs its runs on threads
     of a few processes (:class:`ServedBackend`), :func:`served_runs` of
-    ``planner.max_connections`` at a time unless ``workers`` says otherwise; any other runs a
-    process per run, one per core (:func:`default_workers`).
+    ``planner.max_connections`` at a time unless ``workers`` says otherwise, and on Ray on
+    threads of actors sharing the connections out; any other runs a process per run, one per
+    core (:func:`default_workers`).
 
     Raises:
         MissingExtra: ``ray`` asked for and not installed.
     """
     if config.execution.backend == "ray":
-        return RayBackend(config.execution.cpus_per_run)
+        connections = config.planner.max_connections if served(config) else None
+        return RayBackend(config.execution.cpus_per_run, connections)
     if served(config):
         connections = config.planner.max_connections
         runs = workers or config.execution.workers or served_runs(connections)
