@@ -71,14 +71,33 @@ def test_a_rate_limit_pauses_every_run_and_the_panel_reports_the_wait(
     lines = [f"{key} = {json.dumps(value)}" for key, value in data.items()]
     lines += ["[planner]", *(f"{key} = {json.dumps(value)}" for key, value in planner.items())]
     path.write_text("\n".join(lines) + "\n")
-    assert cli(["panel", str(path), "--out", str(tmp_path / "panel"), "--quiet"]) == 0
+    out = ["--out", str(tmp_path / "panel"), "--quiet"]
+    assert cli(["panel", str(path), *out, "--max-connections", "3"]) == 0
+    assert endpoint.peak <= 3  # the option, over the file's 4
     limited = [at for at, status in endpoint.arrivals if status == 429]
     assert len(limited) == 1
     paused = [at for at, _ in endpoint.arrivals if limited[0] + 0.5 < at < limited[0] + 2.8]
     assert paused == []  # no run sent a request while the endpoint asked for a pause
     assert any(at >= limited[0] + 2.8 for at, _ in endpoint.arrivals)
-    out = capsys.readouterr().out
-    assert "waited 3.0 s on rate limits (1 rate-limit answer)" in out
+    printed = capsys.readouterr().out
+    assert "waited 3.0 s on rate limits (1 rate-limit answer)" in printed
+
+
+def test_max_connections_out_of_range_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "panel.toml"
+    path.write_text('tasks = ["file_context/uppercase"]\n[planner]\nmodel = "openai:m"\n')
+    assert cli(["panel", str(path), "--out", str(tmp_path / "p"), "--max-connections", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "controlscope panel: argument --max-connections: expected an integer from 1 to 1,024, "
+        "not '0'"
+    )
+    path.write_text(path.read_text() + "max_connections = 0\n")
+    assert cli(["panel", str(path), "--out", str(tmp_path / "p"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "planner.max_connections" in err, err
 
 
 def test_the_live_line_shows_requests_in_flight_their_rate_waits_and_time_left() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controlscope.core import ModelSpec, Workers, range_problem
+from controlscope.core import Connections, ModelSpec, Workers, range_problem
 from controlscope.models import EndpointGate, GateStats
 from controlscope.panel._backends import (
     Backend,
@@ -183,6 +183,7 @@ def run_panel(
     out: str | os.PathLike[str],
     *,
     workers: int | None = None,
+    max_connections: int | None = None,
     observer: PanelObserver | None = None,
 ) -> PanelResult:
     """Run (or resume) a panel into the folder ``out``; what ``controlscope panel`` does.
@@ -196,14 +197,16 @@ def run_panel(
         workers: runs at a time on the local backend (None: the configuration's, else sized
             to the machine, see :func:`default_workers`; at most
             :data:`~controlscope.core.MAX_WORKERS`).
+        max_connections: requests in flight at once to a served endpoint (None: the
+            configuration's ``[planner] max_connections``); it may differ on resumption.
         observer: called with the status whenever it changes (e.g. a live display).
 
     Returns:
         Every run's record.
 
     Raises:
-        ConfigError: the configuration cannot run, or ``workers`` is out of its range
-            (checked before any run starts).
+        ConfigError: the configuration cannot run, or ``workers`` or ``max_connections``
+            is out of its range (checked before any run starts).
         PanelError: ``out`` holds another panel (the difference named) or is unusable.
         PanelBusy: another panel command runs on ``out`` (a :class:`PanelError` naming its
             pid, host and since when); the folder is held for this call's whole life.
@@ -211,9 +214,14 @@ def run_panel(
             again on resumption.
     """
     problem = None if workers is None else range_problem("workers", Workers, workers)
+    if problem is None and max_connections is not None:
+        problem = range_problem("max_connections", Connections, max_connections)
     if problem is not None:
         raise ConfigError(problem)
     cfg = config if isinstance(config, PanelConfig) else load_config(Path(config))
+    if max_connections is not None:
+        planner = cfg.planner.model_copy(update={"max_connections": max_connections})
+        cfg = cfg.model_copy(update={"planner": planner})
     plan = plan_panel(cfg)
     panel = Path(out).resolve()
     check_folder(panel)  # before the lock file is made in it
