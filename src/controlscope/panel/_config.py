@@ -250,8 +250,10 @@ class ExecutionSettings(_PanelSection, ExecutionOptions):
 
     Attributes:
         backend: ``local`` (a process pool) or ``ray``.
-        workers: runs at a time; None: the machine's cores for models that do not run here,
-            one for the embedded local model (which uses every core).
+        workers: runs at a time; None: half as many again as ``[planner] max_connections``
+            for served models (``openai`` specs: they wait on their endpoint), the machine's
+            cores for other models that do not run here, one for the embedded local model
+            (which uses every core).
         cpus_per_run: CPUs a run declares to Ray (``num_cpus`` of its task).
         cache: whether planning requests go through the panel's exact-request cache (paper
             A.5); without it, whole-run scopes do not share their source program.
@@ -265,7 +267,8 @@ class ExecutionSettings(_PanelSection, ExecutionOptions):
     workers: Workers | None = setting(
         None,
         "runs at a time",
-        shown_default="sized to the machine (one for the embedded model)",
+        shown_default="1.5 x max_connections for served models, else sized to the machine "
+        "(one for the embedded model)",
     )
     cpus_per_run: CpusPerRun = setting(1.0, "CPUs a run declares to Ray")
     cache: bool = setting(True, "planning requests go through the panel's exact-request cache")
