@@ -10,13 +10,20 @@ panel's runs wait on the endpoint, so how many requests it holds at once is boun
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import controlscope as cs
 from controlscope import panel as cp
+from controlscope._proc import alive, cmdline, descendants
 from controlscope.cli import main as cli
 from controlscope.models import GateStats
 from fixtures.served_endpoint import ServedEndpoint
@@ -61,16 +68,57 @@ def test_a_served_panel_keeps_more_requests_in_flight_than_cores_never_more_than
     assert counted.busy_s >= endpoint.requests * 1.0 * 0.9  # each held about a second
 
 
-def test_a_rate_limit_pauses_every_run_and_the_panel_reports_the_wait(
-    endpoint: ServedEndpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    endpoint.rate_limit(1, 3.0)
-    path = tmp_path / "panel.toml"
-    data = config(endpoint, TASKS[:3], max_connections=4)
+def write_toml(path: Path, data: dict[str, Any]) -> Path:
     planner = data.pop("planner")
     lines = [f"{key} = {json.dumps(value)}" for key, value in data.items()]
     lines += ["[planner]", *(f"{key} = {json.dumps(value)}" for key, value in planner.items())]
     path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_an_interrupted_served_panel_ends_every_run_recorded_and_leaves_no_process(
+    endpoint: ServedEndpoint, tmp_path: Path
+) -> None:
+    """Ctrl-C while runs wait on the endpoint on threads of the panel's processes: each run
+    ends recorded as interrupted (not finished: it runs again on resumption), the command
+    exits 130 and no process of it is left."""
+    path = write_toml(tmp_path / "panel.toml", config(endpoint, TASKS, max_connections=4))
+    folder = tmp_path / "panel"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controlscope.cli", "panel", str(path), "--out", str(folder),
+         "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while endpoint.inflight < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert endpoint.inflight >= 2, "no two runs ever waited on the endpoint at once"
+        below = descendants(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in below) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = {pid: cmdline(pid) for pid in below if alive(pid)}
+    assert not left, f"processes outlived their panel: {left}"
+    logs = list((folder / cp.RUNS_DIR).rglob("events.jsonl"))
+    assert len(logs) >= 2
+    for log in logs:
+        summary = cs.read_summary(log.parent)
+        if not (log.parent / cp.RUN_MARKER).exists():
+            assert summary.end_reason == "interrupted", log
+
+
+def test_a_rate_limit_pauses_every_run_and_the_panel_reports_the_wait(
+    endpoint: ServedEndpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint.rate_limit(1, 3.0)
+    path = write_toml(tmp_path / "panel.toml", config(endpoint, TASKS[:3], max_connections=4))
     out = ["--out", str(tmp_path / "panel"), "--quiet"]
     assert cli(["panel", str(path), *out, "--max-connections", "3"]) == 0
     assert endpoint.peak <= 3  # the option, over the file's 4

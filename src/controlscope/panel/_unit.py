@@ -310,16 +310,14 @@ def _serve_one(key: int, job: RunJob, done: Queue[Finished]) -> None:
 
 
 def _interrupt_threads(runs: list[threading.Thread], grace_s: float = 25.0) -> None:
-    """Raise KeyboardInterrupt in every run's thread (again while it has not ended: a thread
-    blocked in a wait receives it when the wait returns), for at most ``grace_s`` seconds."""
+    """Raise KeyboardInterrupt once in every run's thread (a thread blocked in a wait takes
+    it when the wait returns; once only, so that it cannot cut into the run's own clean-up),
+    and wait at most ``grace_s`` seconds for them to end."""
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        alive = [t for t in runs if t.is_alive()]
-        if not alive:
-            return
-        for thread in alive:
-            if thread.ident is not None:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt)
-                )
-        alive[0].join(max(0.0, min(0.5, deadline - time.monotonic())))
+    for thread in runs:
+        if thread.is_alive() and thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt)
+            )
+    for thread in runs:
+        thread.join(max(0.0, deadline - time.monotonic()))
