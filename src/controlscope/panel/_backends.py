@@ -80,9 +80,10 @@ def _usable_cores() -> tuple[int, ...]:
 
 
 def served_runs(connections: int) -> int:
-    """Runs at a time that keep ``connections`` requests in flight: half as many again, since
-    a run spends part of its life starting, executing and being graded, not waiting."""
-    return connections + connections // 2
+    """Runs at a time that keep ``connections`` requests in flight: twice as many, since a
+    run spends much of its life starting, executing and being graded, not waiting (a Keep run
+    makes two requests in its life, a reviewing run one per boundary)."""
+    return 2 * connections
 
 
 _SETTLE_S = 10.0

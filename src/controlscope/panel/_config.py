@@ -250,7 +250,7 @@ class ExecutionSettings(_PanelSection, ExecutionOptions):
 
     Attributes:
         backend: ``local`` (a process pool) or ``ray``.
-        workers: runs at a time; None: half as many again as ``[planner] max_connections``
+        workers: runs at a time; None: twice ``[planner] max_connections``
             for served models (``openai`` specs: they wait on their endpoint), the machine's
             cores for other models that do not run here, one for the embedded local model
             (which uses every core).
@@ -267,7 +267,7 @@ class ExecutionSettings(_PanelSection, ExecutionOptions):
     workers: Workers | None = setting(
         None,
         "runs at a time",
-        shown_default="1.5 x max_connections for served models, else sized to the machine "
+        shown_default="2 x max_connections for served models, else sized to the machine "
         "(one for the embedded model)",
     )
     cpus_per_run: CpusPerRun = setting(1.0, "CPUs a run declares to Ray")
