@@ -24,6 +24,15 @@ filesystem server and the isolated worker. Reports:
 Targets at 1 s latency on 2 cores: ``wall_s / ideal_wall_s`` at most 1.5, ``inflight_peak`` at
 least 0.9 x ``max_connections``, at most 1 CPU-second and 150 MB per ten-call run.
 
+Measured on 3 December 2026, 2 cores shared with other work (load average 12 to 26), 60 units
+(180 runs) at 1 s latency: before served panels had their own backend, a process per run and
+one run per core: ``inflight_peak`` 2, ``wall_s`` 776 (1,144 requests; the ideal at 16
+connections would be 72 s), 234 MB per run in flight; after, at the default 16 connections and
+32 runs in flight: ``inflight_peak`` 16, ``wall_s`` 123 to 137 against ``ideal_wall_s`` 75
+(1.64 to 1.83: the runs' start-up, their MCP servers and workers, competes for the shared
+cores), 0.18 CPU-seconds of controller and 0.5 of everything per run, 98 to 102 MB per run in
+flight.
+
 Usage: ``python benchmarks/served_panel.py [--units 60] [--latency 1.0] [--workers N]
 [--max-connections N]``. The last line printed is one JSON object.
 """
