@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,3 +177,18 @@ def test_a_served_panel_on_ray_runs_many_runs_per_actor_within_the_connections(
     assert not ray.is_initialized()  # the instance it started is shut down
     assert result.complete and all(r.status == "done" for r in result.records.values())
     assert 2 < endpoint.peak <= 4, endpoint.peak
+
+
+def test_a_run_leaves_no_thread_of_its_endpoint_client_behind(
+    endpoint: ServedEndpoint, tmp_path: Path
+) -> None:
+    """A served panel's process runs hundreds of runs: none may leave its client's event loop
+    (and its connection) behind."""
+    settings = cp.parse_config(config(endpoint, TASKS[:1]))
+    keep = cp.plan_panel(settings).runs[0]
+    before = {thread.ident for thread in threading.enumerate()}
+    record = cp.execute(cp.RunJob(tmp_path, settings, keep))
+    assert record.status == "done" and endpoint.requests == 2
+    new = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    left = [name for name in new if "process_request_thread" not in name]  # not the endpoint's
+    assert left == []

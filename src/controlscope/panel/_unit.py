@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING
 from controlscope._tree import remove_tree
 from controlscope.core import ChatModel
 from controlscope.envs import get_environment
-from controlscope.models import CachedModel, EndpointGate, RequestCache, install_gate
+from controlscope.models import (
+    CachedModel,
+    EndpointGate,
+    OpenAIModel,
+    RequestCache,
+    install_gate,
+)
 from controlscope.panel._config import PanelConfig
 from controlscope.panel._folder import CACHE_FILE, RunRecord, log_sha256, run_dir, write_record
 from controlscope.panel._plan import KEEP, PlannedRun, run_spec
@@ -137,8 +143,19 @@ def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
         if problem is not None:
             return RunRecord(id=job.run.id, status="ineligible", detail=problem)
     prepared = prepare(spec)
-    result = run_prepared(prepared, planner=_planner(prepared.models.planner, job))
+    try:
+        result = run_prepared(prepared, planner=_planner(prepared.models.planner, job))
+    finally:
+        _close(prepared.models.planner, prepared.models.reviewer)
     return _done(job.run.id, result)
+
+
+def _close(*models: ChatModel | None) -> None:
+    """Close the run's endpoint clients: their event-loop threads and connections would
+    otherwise outlive the run in a process that goes on to run others."""
+    for model in models:
+        if isinstance(model, OpenAIModel):
+            model.close()
 
 
 def _source_problem(source_run: Path, schedule: str, env_name: str) -> str | None:
@@ -172,16 +189,19 @@ def _branch(job: RunJob, directory: Path, keep_dir: Path) -> RunRecord:
         need_reviewer=True,
     )
     assert models.reviewer is not None
-    found = run_branch(
-        recording,
-        at=at,
-        scope=job.run.scope,
-        out=directory,
-        planner=_planner(models.planner, job),
-        reviewer=ModelReviewer(models.reviewer),
-        draw=job.run.draw,
-        schedule=config.schedule,
-    )
+    try:
+        found = run_branch(
+            recording,
+            at=at,
+            scope=job.run.scope,
+            out=directory,
+            planner=_planner(models.planner, job),
+            reviewer=ModelReviewer(models.reviewer),
+            draw=job.run.draw,
+            schedule=config.schedule,
+        )
+    finally:
+        _close(models.planner, models.reviewer)
     summary = found.summary
     return RunRecord(
         id=job.run.id,
