@@ -10,6 +10,7 @@ panel's runs wait on the endpoint, so how many requests it holds at once is boun
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -192,3 +193,27 @@ def test_a_run_leaves_no_thread_of_its_endpoint_client_behind(
     new = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
     left = [name for name in new if "process_request_thread" not in name]  # not the endpoint's
     assert left == []
+
+
+def test_a_served_panel_goes_on_in_its_other_process_when_one_dies(
+    endpoint: ServedEndpoint, tmp_path: Path
+) -> None:
+    """One of the panel's processes killed while its runs wait: those runs are reported (and
+    their units' reviewing runs blocked); every later run goes to the living process."""
+    killed: list[int] = []
+
+    def kill_one(status: cp.PanelStatus) -> None:
+        if not killed and status.running >= 4:
+            victim = multiprocessing.active_children()[0]
+            killed.append(victim.pid or 0)
+            os.kill(victim.pid or 0, signal.SIGKILL)
+
+    settings = cp.parse_config(config(endpoint, TASKS, max_connections=2))
+    result = cp.run_panel(settings, tmp_path / "panel", observer=kill_one)
+    assert killed
+    errors = [r.detail for r in result.records.values() if r.status == "error"]
+    lost = [d for d in errors if d.startswith("its process ended")]
+    assert 1 <= len(lost) <= 2, errors  # the runs the killed process held
+    blocked = [d for d in errors if d.startswith("the unit's Keep run could not run")]
+    assert len(lost) + len(blocked) == len(errors), errors
+    assert len(result.records) - len(errors) >= 6

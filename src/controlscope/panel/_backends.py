@@ -205,13 +205,18 @@ class ServedBackend:
         self._next = 0
 
     def submit(self, job: RunJob) -> int:
-        """Hand ``job`` to the process with the fewest runs; its handle is a number."""
+        """Hand ``job`` to the living process with the fewest runs; its handle is a number.
+
+        Raises:
+            RuntimeError: every process of the backend has ended.
+        """
         load = [0] * len(self._processes)
         for index in self._where.values():
             load[index] += 1
-        index = min(range(len(load)), key=lambda i: (load[i], i))
-        if not self._processes[index].is_alive():
-            raise RuntimeError(f"the panel's process {self._processes[index].pid} has ended")
+        living = [i for i, process in enumerate(self._processes) if process.is_alive()]
+        if not living:
+            raise RuntimeError("every process of the panel's served backend has ended")
+        index = min(living, key=lambda i: (load[i], i))
         self._next += 1
         self._where[self._next] = index
         self._queues[index].put((self._next, job))
@@ -233,7 +238,7 @@ class ServedBackend:
             process = self._processes[index]
             if key in handles and not process.is_alive():
                 del self._where[key]
-                out.append((key, f"its process {process.pid} ended (status {process.exitcode})"))
+                out.append((key, f"process {process.pid} ended with status {process.exitcode}"))
         return [(key, outcome) for key, outcome in out if key in handles]
 
     def close(self, *, cancel: bool) -> None:
