@@ -27,7 +27,7 @@ import controlscope as cs
 from controlscope import panel as cp
 from controlscope._proc import alive, cmdline, descendants
 from controlscope.cli import main as cli
-from controlscope.models import GateStats
+from controlscope.models import EndpointGate, GateStats
 from fixtures.served_endpoint import ServedEndpoint
 
 TASKS = [
@@ -199,14 +199,19 @@ def test_a_served_panel_goes_on_in_its_other_process_when_one_dies(
     endpoint: ServedEndpoint, tmp_path: Path
 ) -> None:
     """One of the panel's processes killed while its runs wait: those runs are reported (and
-    their units' reviewing runs blocked); every later run goes to the living process."""
-    killed: list[int] = []
+    their units' reviewing runs blocked); every later run goes to the living process, and the
+    connections the dead one held are given back to it."""
+    killed: list[float] = []
+    measured: list[float] = []
 
     def kill_one(status: cp.PanelStatus) -> None:
-        if not killed and status.running >= 4:
+        if not killed and status.running >= 4 and endpoint.inflight == 2:
             victim = multiprocessing.active_children()[0]
-            killed.append(victim.pid or 0)
+            killed.append(time.monotonic())
             os.kill(victim.pid or 0, signal.SIGKILL)
+        elif killed and not measured and time.monotonic() > killed[0] + 1.5:
+            measured.append(time.monotonic())  # the dead one's requests have been answered
+            endpoint.peak = endpoint.inflight
 
     settings = cp.parse_config(config(endpoint, TASKS, max_connections=2))
     result = cp.run_panel(settings, tmp_path / "panel", observer=kill_one)
@@ -217,3 +222,42 @@ def test_a_served_panel_goes_on_in_its_other_process_when_one_dies(
     blocked = [d for d in errors if d.startswith("the unit's Keep run could not run")]
     assert len(lost) + len(blocked) == len(errors), errors
     assert len(result.records) - len(errors) >= 6
+    assert measured and endpoint.peak == 2  # both connections in use after the death
+
+
+def _hold_a_connection(gate: EndpointGate, ready: Any) -> None:
+    """In a process of its own: take one of the gate's connections as member 1 and keep it."""
+    import anyio
+
+    async def hold() -> None:
+        async with gate.slot():
+            ready.set()
+            await anyio.sleep(600)
+
+    gate.join(1)
+    anyio.run(hold)
+
+
+def test_the_connections_a_dead_process_held_are_given_back() -> None:
+    import anyio
+
+    context = multiprocessing.get_context("spawn")
+    gate = EndpointGate(2, context, members=2)
+    ready = context.Event()
+    holder = context.Process(target=_hold_a_connection, args=(gate, ready))
+    holder.start()
+    try:
+        assert ready.wait(60)
+        assert gate.stats().inflight == 1
+    finally:
+        holder.kill()
+        holder.join(30)
+    assert gate.reclaim(1) == 1 and gate.reclaim(1) == 0
+    assert gate.stats().inflight == 0
+
+    async def both() -> None:
+        with anyio.fail_after(30):  # both connections, at once
+            async with gate.slot(), gate.slot():
+                assert gate.stats().inflight == 2
+
+    anyio.run(both)

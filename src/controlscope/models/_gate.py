@@ -63,18 +63,41 @@ class EndpointGate:
         connections: the most requests in flight at once (at least 1).
         context: the ``multiprocessing`` context the sharing processes are started from
             (None: the default one).
+        members: the processes sharing it, each of which :meth:`join` s as its own member,
+            so that the connections a member holds when it dies can be given back
+            (:meth:`reclaim`).
 
     Raises:
-        ValueError: ``connections`` below 1.
+        ValueError: ``connections`` or ``members`` below 1.
     """
 
-    def __init__(self, connections: int, context: Any = None) -> None:
-        if connections < 1:
-            raise ValueError(f"an endpoint takes at least 1 connection, not {connections}")
+    def __init__(self, connections: int, context: Any = None, members: int = 1) -> None:
+        if connections < 1 or members < 1:
+            raise ValueError(
+                f"a gate takes at least 1 connection and 1 member, not {connections} and "
+                f"{members}"
+            )
         ctx = context or multiprocessing.get_context()
         self.connections = connections
         self._slots = ctx.BoundedSemaphore(connections)
         self._state: Any = ctx.Array("d", 8)
+        self._held: Any = ctx.Array("i", members, lock=False)  # guarded by the state's lock
+        self._member = 0
+
+    def join(self, member: int) -> None:
+        """Count this process's connections as member ``member``'s (0 to ``members`` - 1)."""
+        self._member = member
+
+    def reclaim(self, member: int) -> int:
+        """Give back the connections member ``member`` held when it died (its process can no
+        longer release them); returns how many."""
+        with self._state.get_lock():
+            held = int(self._held[member])
+            self._held[member] = 0
+            self._state[_INFLIGHT] -= held
+        for _ in range(held):
+            self._slots.release()
+        return held
 
     def stats(self) -> GateStats:
         """The counts so far (see :class:`GateStats`)."""
@@ -139,6 +162,7 @@ class EndpointGate:
     def _add(self, *, inflight: int, queued: float = 0.0, busy: float = 0.0) -> None:
         with self._state.get_lock():
             s = self._state
+            self._held[self._member] += inflight
             s[_INFLIGHT] += inflight
             s[_PEAK] = max(s[_PEAK], s[_INFLIGHT])
             s[_QUEUED] += queued

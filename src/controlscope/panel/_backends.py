@@ -188,20 +188,22 @@ class ServedBackend:
     def __init__(self, runs: int, processes: int, connections: int, grace_s: float = 30.0) -> None:
         context = multiprocessing.get_context("spawn")
         self.slots = runs
-        self.gate = EndpointGate(connections, context)
+        count = max(1, min(processes, runs))
+        self.gate = EndpointGate(connections, context, members=count)
         self._grace_s = grace_s
         self._done: Any = context.Queue()
         self._queues: list[Any] = []
         self._processes: list[Any] = []
-        for _ in range(max(1, min(processes, runs))):
+        for member in range(count):
             jobs = context.Queue()
             process = context.Process(
-                target=serve_runs, args=(jobs, self._done, self.gate), daemon=False
+                target=serve_runs, args=(jobs, self._done, self.gate, member), daemon=False
             )
             process.start()
             self._queues.append(jobs)
             self._processes.append(process)
         self._where: dict[int, int] = {}
+        self._reclaimed: set[int] = set()
         self._next = 0
 
     def submit(self, job: RunJob) -> int:
@@ -239,6 +241,10 @@ class ServedBackend:
             if key in handles and not process.is_alive():
                 del self._where[key]
                 out.append((key, f"process {process.pid} ended with status {process.exitcode}"))
+        for index, process in enumerate(self._processes):
+            if index not in self._reclaimed and not process.is_alive():
+                self._reclaimed.add(index)  # what it held would be lost to the others
+                self.gate.reclaim(index)
         return [(key, outcome) for key, outcome in out if key in handles]
 
     def close(self, *, cancel: bool) -> None:

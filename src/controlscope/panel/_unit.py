@@ -291,7 +291,10 @@ def _watch_parent(parent: int, period_s: float = 0.2, grace_s: float = 20.0) -> 
 
 
 def serve_runs(
-    jobs: Queue[tuple[int, RunJob] | None], done: Queue[Finished], gate: EndpointGate
+    jobs: Queue[tuple[int, RunJob] | None],
+    done: Queue[Finished],
+    gate: EndpointGate,
+    member: int = 0,
 ) -> None:
     """A process of a :class:`~controlscope.panel.ServedBackend`: each job it is handed runs
     at once on a thread of its own (a run waiting for its endpoint costs a thread, not a
@@ -304,8 +307,10 @@ def serve_runs(
         done: where each run's ``(key, record)`` goes, or ``(key, reason)`` when it ended
             without a record (interrupted, or its run raised).
         gate: the endpoint's gate, shared with the panel's other processes.
+        member: this process's member number in the gate.
     """
     start_pool_process(None)
+    gate.join(member)
     install_gate(gate)
     runs: list[threading.Thread] = []
     try:
