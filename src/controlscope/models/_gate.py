@@ -74,8 +74,7 @@ class EndpointGate:
     def __init__(self, connections: int, context: Any = None, members: int = 1) -> None:
         if connections < 1 or members < 1:
             raise ValueError(
-                f"a gate takes at least 1 connection and 1 member, not {connections} and "
-                f"{members}"
+                f"a gate takes at least 1 connection and 1 member, not {connections} and {members}"
             )
         ctx = context or multiprocessing.get_context()
         self.connections = connections
