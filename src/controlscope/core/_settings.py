@@ -39,6 +39,7 @@ from controlscope.core._ceilings import (
     BlockBudget,
     BlockRequests,
     CallBudget,
+    Connections,
     DrawIndex,
     Repairs,
     Seconds,
@@ -280,6 +281,20 @@ class PlannerModel(Section):
         None,
         "the OpenAI-compatible endpoint of openai specs (http or https, naming a host)",
         shown_default="OPENAI_BASE_URL",
+    )
+
+
+class EndpointOptions(Section):
+    """How many requests a panel keeps in flight to its served endpoint (a panel's
+    ``[planner]``; not a run setting: it bounds the panel's runs together, and is not
+    recorded in the condition)."""
+
+    group: ClassVar[str] = "planner"
+    max_connections: Connections = setting(
+        16,
+        "requests a panel keeps in flight at once to the served endpoint (both roles "
+        "together); its runs at a time follow from it, not from the machine's cores",
+        since=2,
     )
 
 
