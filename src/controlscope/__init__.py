@@ -57,7 +57,15 @@ from controlscope.envs.filesystem import SetupError
 from controlscope.models import make_model
 from controlscope.record import RunSummary, read_events, read_summary
 from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer, ReviewOutcome
-from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_task, run_trajectory
+from controlscope.run import (
+    RunProgress,
+    RunResult,
+    RunSpec,
+    SpecError,
+    prepare,
+    run_task,
+    run_trajectory,
+)
 from controlscope.schedule import Schedule, parse_schedule
 from controlscope.scope import validate_operation
 from controlscope.worker import Limits, WorkerSession
@@ -143,6 +151,7 @@ __all__ = [
     "Report",
     "ReviewOutcome",
     "Reviewer",
+    "RunProgress",
     "RunResult",
     "RunSettings",
     "RunSpec",

@@ -18,8 +18,12 @@ from controlscope.analysis._figures import (
     EFFORT_FILE,
     TOKENS_FILE,
     effort,
+    effort_chart,
     effort_figure,
+    effort_png,
+    tokens_chart,
     tokens_figure,
+    tokens_png,
 )
 from controlscope.analysis._goals import GoalCompletion, goal_completion
 from controlscope.analysis._paired import (
@@ -57,13 +61,17 @@ __all__ = [
     "check_outcomes",
     "cluster_bootstrap",
     "effort",
+    "effort_chart",
     "effort_figure",
+    "effort_png",
     "goal_completion",
     "outcomes",
     "paired_comparison",
     "read_panel",
     "report",
     "report_cells",
+    "tokens_chart",
     "tokens_figure",
+    "tokens_png",
     "write_report",
 ]

@@ -41,15 +41,8 @@ def main(args: argparse.Namespace) -> int:
         return fail(console, "run", one_line(err), 2)
     except (ValueError, SpecError) as err:
         return fail(console, "run", str(err), 2)
-    from controlscope.cli._progress import LiveProgress
-
-    budget = prepared.condition.budgets.primitive_calls
-    progress = None if args.quiet else LiveProgress(console, prepared.task.id, budget)
-    try:
-        if progress is not None:
-            progress.start()
-        observer = progress.observe if progress is not None else None
-        result = run_prepared(prepared, observer=observer)
+    try:  # a live line on standard error when it is a terminal (not with --quiet)
+        result = run_prepared(prepared, progress=None if args.quiet else "auto")
     except (TaskError, SpecError) as err:
         return fail(console, "run", str(err), 2)
     except ReplayMismatch as err:
@@ -58,9 +51,6 @@ def main(args: argparse.Namespace) -> int:
         return 1
     except OSError as err:
         return fail(console, "run", str(err), 1)
-    finally:
-        if progress is not None:
-            progress.stop()
     _print_result(spec, result)
     if result.end_reason == "planner_provider_error":
         return fail(console, "run", f"the planner's model failed: {result.detail}", 3)
