@@ -161,7 +161,8 @@ def served_run(weights: Path, tmp: Path) -> dict[str, Any]:
         ]
         abandoned = max(1, len(failed)) if busy(server.pid) else 0
     calls = [e for e in events(out) if e["type"] == "model_call" and e["role"] == "planner"]
-    usage = (calls[0].get("response") or {}) if calls else {}
+    answer = (calls[0].get("response") or {}) if calls else {}
+    usage = answer.get("usage") or {}
     result = {
         "served_cpu_first_answer_s": round(first_answer, 1) if first_answer else None,
         "served_run_exit": proc.returncode,
@@ -171,6 +172,7 @@ def served_run(weights: Path, tmp: Path) -> dict[str, Any]:
         "served_abandoned_attempts": abandoned,
         "planner_prompt_tokens": usage.get("input_tokens"),
         "planner_answer_tokens": usage.get("output_tokens"),
+        "planner_latency_s": answer.get("latency_s"),
         "served_run_stderr": stderr.decode("utf-8", "replace")[-500:],
         "server_command": " ".join(server_command(weights, 0)[1:]),
     }

@@ -103,5 +103,6 @@ def test_the_panel_page_shows_the_figures_and_what_the_reviewers_did(whole: Path
     figures = re.findall(r'<img src="data:image/png;base64,([^"]+)" alt="(\w+) figure"', html)
     assert [name for _, name in figures] == ["effort", "tokens"]
     assert all(base64.b64decode(data)[:4] == b"\x89PNG" for data, _ in figures)
+    assert "1 paired unit, 1 compared" in html
     reviewers = html.split('id="panel-reviewers">')[1].split("</ul>")[0]
     assert "refused and run as Keep (syntax_error 1)" in reviewers
