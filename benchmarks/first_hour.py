@@ -7,7 +7,9 @@ Measures, in one run on this machine:
   task "English-talent selection", 25 students, seed 0) with ``--model openai:qwen`` against
   ``llama_cpp.server`` on loopback, serving the cached Qwen2.5-Coder-1.5B-Instruct weights with
   2 threads, started as the README says; seconds from starting the command until its log holds
-  the first ``block_start`` (the planner's first answer read and its program started). One
+  the first ``block_start`` (the planner's first answer read and its program started; null
+  when the call failed, e.g. past its deadline: ``served_run_detail`` says how, with the tokens
+  received). One
   planning turn (``--max-turns 1``) and no reviews, so the planner's request is the only one;
 - ``served_curl_answer_s``: the same request (the body the client sends, read back from the
   run's log) sent once directly with ``urllib`` to a freshly started server (no prompt prefix
@@ -169,6 +171,9 @@ def served_run(weights: Path, tmp: Path) -> dict[str, Any]:
         "served_run_end": (json.loads((out / "summary.json").read_text()) or {}).get("end_reason")
         if (out / "summary.json").exists()
         else None,
+        "served_run_detail": next(
+            (e.get("detail") for e in events(out) if e["type"] == "run_end"), None
+        ),
         "served_abandoned_attempts": abandoned,
         "planner_prompt_tokens": usage.get("input_tokens"),
         "planner_answer_tokens": usage.get("output_tokens"),
@@ -177,13 +182,15 @@ def served_run(weights: Path, tmp: Path) -> dict[str, Any]:
         "server_command": " ".join(server_command(weights, 0)[1:]),
     }
     del stdout
+    print(json.dumps(result), file=sys.stderr, flush=True)  # the run's part, before the next
     if calls:
         result["served_curl_answer_s"] = direct(weights, calls[0]["request"])
     return result
 
 
-def direct(weights: Path, recorded: dict[str, Any]) -> float:
-    """Seconds for the recorded planner request sent once, streamed, to a fresh server."""
+def direct(weights: Path, recorded: dict[str, Any]) -> float | None:
+    """Seconds for the recorded planner request sent once, streamed, to a fresh server (None:
+    no whole answer within the run's deadline, :data:`REQUEST_TIMEOUT_S`)."""
     from controlscope.core import ModelRequest
     from controlscope.models._openai import request_to_openai
     from controlscope.models._streamed import STREAM_FIELDS
@@ -198,7 +205,8 @@ def direct(weights: Path, recorded: dict[str, Any]) -> float:
         started = time.monotonic()
         with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
             while response.readline():
-                pass
+                if time.monotonic() - started > REQUEST_TIMEOUT_S:
+                    return None
         return round(time.monotonic() - started, 1)
 
 
