@@ -26,7 +26,9 @@ Measures, in one run on this machine:
 
 Also printed: the planner's prompt and answer tokens, the server's command, the load average
 before and after. CPU-heavy (a 1.5B model on 2 threads, twice; a wheel install): run it alone.
-``--skip-served`` or ``--skip-pip`` leaves a part out (its numbers are then null).
+``--skip-served`` or ``--skip-pip`` leaves a part out (its numbers are then null);
+``--request-timeout-s`` sets the run's deadline (default 1,800 s; a short one cuts the planner's
+call, to see whether the server goes on computing it).
 
 The last line of stdout is one JSON object.
 """
@@ -145,7 +147,7 @@ def served_run(weights: Path, tmp: Path) -> dict[str, Any]:
     with served(weights) as (url, server):
         argv = [sys.executable, "-m", "controlscope.cli", "run", *TASK, "--model", "openai:qwen"]
         argv += ["--base-url", url, "--max-tokens", str(MAX_TOKENS), "--schedule", "never"]
-        argv += ["--request-timeout-s", str(REQUEST_TIMEOUT_S), "--max-turns", "1", "--quiet"]
+        argv += ["--request-timeout-s", f"{REQUEST_TIMEOUT_S:g}", "--max-turns", "1", "--quiet"]
         argv += ["--out", str(out)]
         env = {**os.environ, "OPENAI_API_KEY": "none", "PYTHONPATH": str(ROOT / "src")}
         started = time.monotonic()
@@ -203,10 +205,13 @@ def direct(weights: Path, recorded: dict[str, Any]) -> float | None:
             url + "/chat/completions", data=data, headers={"Content-Type": "application/json"}
         )
         started = time.monotonic()
-        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
-            while response.readline():
-                if time.monotonic() - started > REQUEST_TIMEOUT_S:
-                    return None
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+                while response.readline():
+                    if time.monotonic() - started > REQUEST_TIMEOUT_S:
+                        return None
+        except TimeoutError:
+            return None
         return round(time.monotonic() - started, 1)
 
 
@@ -251,7 +256,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-served", action="store_true")
     parser.add_argument("--skip-pip", action="store_true")
+    parser.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=REQUEST_TIMEOUT_S,
+        help="the run's per-call deadline (a short one checks that a cut attempt is abandoned)",
+    )
     args = parser.parse_args()
+    globals()["REQUEST_TIMEOUT_S"] = args.request_timeout_s
     sys.path.insert(0, str(ROOT / "src"))
     from controlscope.models import ensure_weights
 
