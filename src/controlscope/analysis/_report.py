@@ -74,6 +74,7 @@ class Report:
         scopes: the panel's scopes, in the lattice's order (the conditions compared).
         draws: the panel's reviewer draws.
         call_budget: the panel's call budget (the effort figure's x axis ends there).
+        viewer: the command that opens the viewer on the panel (quoted, one inert line).
         reviewers: one sentence per condition saying what its reviewers did (reviews,
             changes proposed, realized, refused with their reasons).
     """
