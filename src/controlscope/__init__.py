@@ -78,7 +78,15 @@ from controlscope.review import (
     Reviewer,
     ReviewOutcome,
 )
-from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_task, run_trajectory
+from controlscope.run import (
+    RunProgress,
+    RunResult,
+    RunSpec,
+    SpecError,
+    prepare,
+    run_task,
+    run_trajectory,
+)
 from controlscope.schedule import Schedule, parse_schedule
 from controlscope.scope import validate_operation
 from controlscope.worker import Limits, WorkerSession
@@ -170,6 +178,7 @@ __all__ = [
     "Report",
     "ReviewOutcome",
     "Reviewer",
+    "RunProgress",
     "RunResult",
     "RunSettings",
     "RunSpec",

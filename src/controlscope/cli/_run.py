@@ -81,16 +81,9 @@ def _run(
     console: Console,
 ) -> int:
     """Run the prepared spec with live progress; print the result; the exit status."""
-    from controlscope.cli._progress import LiveProgress
-
-    budget = prepared.condition.budgets.primitive_calls
     quiet = args.quiet or spec.reviewer == "human:terminal"  # the terminal is the person's
-    progress = None if quiet else LiveProgress(console, prepared.task.id, budget)
-    try:
-        if progress is not None:
-            progress.start()
-        observer = progress.observe if progress is not None else None
-        result = run_prepared(prepared, reviewer=reviewer, observer=observer)
+    try:  # a live line on standard error when it is a terminal (not with --quiet)
+        result = run_prepared(prepared, reviewer=reviewer, progress=None if quiet else "auto")
     except (TaskError, SpecError) as err:
         return fail(console, "run", str(err), 2)
     except ReplayMismatch as err:
@@ -99,9 +92,6 @@ def _run(
         return 1
     except OSError as err:
         return fail(console, "run", str(err), 1)
-    finally:
-        if progress is not None:
-            progress.stop()
     _print_result(spec, result)
     if result.end_reason == "planner_provider_error":
         return fail(console, "run", f"the planner's model failed: {result.detail}", 3)

@@ -209,9 +209,15 @@ RejectionReason = Literal[
 
 
 FallbackKind = Literal[
-    "malformed", "out_of_scope", "invalid_arguments", "provider_error", "timeout"
+    "malformed",
+    "out_of_scope",
+    "invalid_arguments",
+    "provider_error",
+    "syntax_error",
+    "timeout",
 ]
 """Why a review was executed as ``keep`` although the reviewer did not choose it (paper A.4);
+``syntax_error``: the proposed code (a replacement or a new block) does not compile;
 ``timeout``: a person did not decide within the review's time limit."""
 
 FALLBACK_KINDS: tuple[FallbackKind, ...] = get_args(FallbackKind)

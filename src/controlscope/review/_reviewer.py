@@ -11,8 +11,9 @@ error produces a recorded Keep fallback, after which the existing program contin
 - ``malformed``: the answer holds no parseable operation, or (JSON decisions) one that breaks
   the decision schema it was asked for;
 - ``out_of_scope``: it names an operation the granted scope does not allow;
+- ``syntax_error``: the code it proposes (a replacement, a new block) does not compile;
 - ``invalid_arguments``: validation rejected it for any other reason (unknown argument, schema
-  violation, code-valued parameter, structure change, syntax error, empty patch);
+  violation, code-valued parameter, structure change, empty patch);
 - ``provider_error``: the model request failed (:class:`~controlscope.core.ProviderError`);
 - ``timeout``: a person made no decision within the time limit
   (:class:`~controlscope.review.HumanReviewer`).
@@ -331,6 +332,8 @@ def _fallback_kind(proposal: Proposal, validation: Validation) -> FallbackKind |
         return "malformed"
     if validation.reason == "out_of_scope":
         return "out_of_scope"
+    if validation.reason == "syntax_error":
+        return "syntax_error"
     return "invalid_arguments"
 
 

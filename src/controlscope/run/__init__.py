@@ -1,6 +1,8 @@
 """Running one trajectory: the spec, the entry points, the result.
 
-- :func:`run_task` runs a :class:`RunSpec` (what ``controlscope run`` does);
+- :func:`run_task` runs a :class:`RunSpec` (what ``controlscope run`` does), showing its
+  progress (:class:`RunProgress`) on a terminal (:class:`TerminalProgress`) or giving it to a
+  callback of yours (:class:`ProgressTracker` builds it from the events);
 - :func:`run_trajectory` runs ready objects (environment, task, models, reviewer, condition);
 - :func:`prepare` checks a spec against the outside world without running it;
   :func:`settings_condition` resolves the condition of settings alone (an agent's session);
@@ -32,6 +34,13 @@ from controlscope.run._fork import (
 from controlscope.run._hook import StopRun, TrajectoryControl, TrajectoryHook
 from controlscope.run._loop import REPLACEMENT_CODE_CHARS, Ending, receipts_by_block
 from controlscope.run._models import LOCAL_MAX_TOKENS, RunModels, build_models
+from controlscope.run._progress import (
+    ProgressCallback,
+    ProgressOption,
+    ProgressTracker,
+    RunProgress,
+    TerminalProgress,
+)
 from controlscope.run._replay_check import (
     REPLAYED_SETTINGS,
     check_replay,
@@ -69,14 +78,19 @@ __all__ = [
     "Observer",
     "OnceRule",
     "PreparedRun",
+    "ProgressCallback",
+    "ProgressOption",
+    "ProgressTracker",
     "Review",
     "RunContext",
     "RunModels",
+    "RunProgress",
     "RunResult",
     "RunSpec",
     "SourceTrajectory",
     "SpecError",
     "StopRun",
+    "TerminalProgress",
     "TrajectoryControl",
     "TrajectoryHook",
     "ViewBounds",

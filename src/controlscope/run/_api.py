@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from controlscope.core import ChatModel
+from contextlib import ExitStack
+
+from controlscope.core import ChatModel, Event
 from controlscope.review import HumanReviewer, ModelReviewer, Reviewer
+from controlscope.run._progress import (
+    ProgressOption,
+    ProgressTracker,
+    TerminalProgress,
+    terminal_wanted,
+)
 from controlscope.run._spec import PreparedRun, RunSpec, SpecError, prepare
 from controlscope.run._trajectory import Observer, RunResult, run_trajectory
 
@@ -14,6 +22,7 @@ def run_task(
     reviewer: Reviewer | None = None,
     planner: ChatModel | None = None,
     observer: Observer | None = None,
+    progress: ProgressOption = "auto",
 ) -> RunResult:
     """Run one task under one condition on real parts, and record it in ``spec.out``.
 
@@ -29,7 +38,10 @@ def run_task(
             model's. None with ``spec.reviewer`` ``human:terminal``: a person at this terminal.
         planner: a planner model object in place of the one built from ``spec.model``
             (``spec.model`` still sets the defaults that depend on the model kind).
-        observer: called with every event after it is written (e.g. live progress).
+        observer: called with every event after it is written.
+        progress: ``"auto"`` shows a live line (turn, block, calls, reviews, elapsed) on
+            standard error when it is a terminal; a callback of yours is called with a
+            :class:`~controlscope.run.RunProgress` after every event; None shows nothing.
 
     Returns:
         The run's summary, verdict, end reason and directory.
@@ -45,7 +57,9 @@ def run_task(
     if reviewer is None and spec.reviewer != "model":
         reviewer = human_reviewer(spec)
     prepared = prepare(spec, build_reviewer=reviewer is None)
-    return run_prepared(prepared, reviewer=reviewer, planner=planner, observer=observer)
+    return run_prepared(
+        prepared, reviewer=reviewer, planner=planner, observer=observer, progress=progress
+    )
 
 
 def human_reviewer(spec: RunSpec) -> HumanReviewer:
@@ -71,6 +85,7 @@ def run_prepared(
     reviewer: Reviewer | None = None,
     planner: ChatModel | None = None,
     observer: Observer | None = None,
+    progress: ProgressOption = "auto",
 ) -> RunResult:
     """Run a spec already checked by :func:`~controlscope.run.prepare` (see :func:`run_task`).
 
@@ -81,14 +96,37 @@ def run_prepared(
     chosen: Reviewer | None = reviewer
     if chosen is None and models.reviewer is not None:
         chosen = ModelReviewer(models.reviewer)
-    return run_trajectory(
-        prepared.env,
-        prepared.task,
-        seed=spec.seed,
-        planner=planner or models.planner,
-        reviewer=chosen,
-        condition=prepared.condition,
-        out_dir=spec.out,
-        observer=observer,
-        actions=prepared.actions,
-    )
+    with ExitStack() as shown:
+        callback = progress
+        if progress == "auto":
+            callback = shown.enter_context(TerminalProgress()) if terminal_wanted() else None
+        observers = [o for o in (observer, _tracker(prepared, callback)) if o is not None]
+        return run_trajectory(
+            prepared.env,
+            prepared.task,
+            seed=spec.seed,
+            planner=planner or models.planner,
+            reviewer=chosen,
+            condition=prepared.condition,
+            out_dir=spec.out,
+            observer=_each(observers) if observers else None,
+            actions=prepared.actions,
+        )
+
+
+def _tracker(prepared: PreparedRun, callback: ProgressOption) -> Observer | None:
+    """An observer feeding ``callback`` the run's progress (None without a callback)."""
+    if callback is None or callback == "auto":
+        return None
+    budget = prepared.condition.budgets.primitive_calls
+    return ProgressTracker(prepared.task.id, budget, callback).observe
+
+
+def _each(observers: list[Observer]) -> Observer:
+    """One observer calling each of ``observers`` in order."""
+
+    def observe(event: Event) -> None:
+        for observer in observers:
+            observer(event)
+
+    return observe
