@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controlscope.core import ModelSpec, Workers, range_problem
+from controlscope.core import ModelSpec, Workers, absolute_path, range_problem
 from controlscope.panel._backends import Backend, LocalBackend, RayBackend, machine_cores
 from controlscope.panel._config import ConfigError, PanelConfig, load_config
 from controlscope.panel._folder import (
@@ -160,7 +160,7 @@ def run_panel(
         raise ConfigError(problem)
     cfg = config if isinstance(config, PanelConfig) else load_config(Path(config))
     plan = plan_panel(cfg)
-    panel = Path(out).resolve()
+    panel = absolute_path(out)
     check_folder(panel)  # before the lock file is made in it
     with lock_panel(panel):
         open_panel(panel, cfg, plan)
