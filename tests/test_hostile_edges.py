@@ -2,14 +2,17 @@
 and no traceback: a loop of symbolic links wherever a path is named (a task spec, a cache, an
 output folder, a panel's model file), an output folder under something that is not a folder,
 an unrecognized argument holding terminal escapes and line breaks, a scripted model's answer
-that is not a response."""
+that is not a response; and an endpoint's answer nested too deeply to parse, a provider error."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -129,3 +132,57 @@ def test_a_scripted_answer_that_is_no_response_is_named_in_one_line(tmp_path: Pa
     (tmp_path / "script.json").write_text(json.dumps(["ok", {"text": 5, "tool_calls": "x"}]))
     done = controlscope(tmp_path, *_run("--out", "o"))
     refused(done, "script.json: answer 1 is not a model response: text: Input should be")
+
+
+DEEP = 100_000
+_HEAD = "HTTP/1.1 200 OK\r\ncontent-type: {}\r\nconnection: close\r\n\r\n"
+DEEP_ANSWERS = {
+    "whole": _HEAD.format("application/json").encode() + b"[" * DEEP + b"]" * DEEP,
+    "streamed": _HEAD.format("text/event-stream").encode()
+    + b"data: "
+    + b"[" * DEEP
+    + b"]" * DEEP
+    + b"\n\n",
+}
+
+
+def _read_request(conn: socket.socket) -> None:
+    """Read one request whole (its headers, then its Content-Length of body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(1 << 16)
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    length = next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length:"))
+    while len(body) < length:
+        body += conn.recv(1 << 16)
+
+
+@pytest.mark.parametrize("how", sorted(DEEP_ANSWERS))
+def test_an_answer_nested_too_deeply_is_a_provider_error(how: str) -> None:
+    """An endpoint's answer of JSON nested 100,000 deep (whole or as a streamed event) is a
+    malformed answer, a provider error the run records, not a RecursionError that ends it."""
+    from controlscope.core import Message, ModelRequest, ProviderError
+    from controlscope.models import OpenAIModel
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                with conn:
+                    _read_request(conn)
+                    conn.sendall(DEEP_ANSWERS[how])
+
+    threading.Thread(target=answer, daemon=True).start()
+    port = listener.getsockname()[1]
+    model = OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1)
+    request = ModelRequest(messages=(Message(role="user", content="hi"),), max_tokens=8)
+    try:
+        with pytest.raises(ProviderError, match="nested too deeply") as caught:
+            model.complete(request)
+    finally:
+        model.close()
+        listener.close()
+    assert caught.value.kind == "other"
