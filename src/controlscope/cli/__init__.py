@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from controlscope._extras import MissingExtra
+from controlscope.core import escape_untrusted
 
 #: verb -> (module, help); each module has ``add_arguments(parser)`` and ``main(args) -> int``.
 _COMMANDS: dict[str, tuple[str, str]] = {
@@ -68,10 +69,12 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    """argparse with its errors as one line and exit status 2 (no usage dump)."""
+    """argparse with its errors as one line and exit status 2 (no usage dump); what the
+    message quotes of the command line (an unrecognized argument) is escaped, so it cannot
+    break the line or drive the terminal."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: {message}\n")
+        self.exit(2, f"{self.prog}: {escape_untrusted(message)}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

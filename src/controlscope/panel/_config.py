@@ -69,6 +69,7 @@ from controlscope.core import (
     SourceIndex,
     SourcePrograms,
     Workers,
+    absolute_path,
     app_protocol_defaults,
     lattice_operations,
     panel_key,
@@ -523,7 +524,7 @@ def _file_model(text: object) -> ModelSpec | None:
 def _resolved(path: str, folder: Path) -> str:
     """``path`` made absolute against ``folder`` (``~`` expanded)."""
     given = Path(path).expanduser()
-    return str(given if given.is_absolute() else (folder / given).resolve())
+    return str(given if given.is_absolute() else absolute_path(folder / given))
 
 
 def config_problem(err: ValidationError) -> str:

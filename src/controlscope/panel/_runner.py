@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controlscope.core import Connections, ModelSpec, Workers, range_problem
+from controlscope.core import Connections, ModelSpec, Workers, absolute_path, range_problem
 from controlscope.models import EndpointGate, GateStats
 from controlscope.panel._backends import (
     Backend,
@@ -223,7 +223,7 @@ def run_panel(
         planner = cfg.planner.model_copy(update={"max_connections": max_connections})
         cfg = cfg.model_copy(update={"planner": planner})
     plan = plan_panel(cfg)
-    panel = Path(out).resolve()
+    panel = absolute_path(out)
     check_folder(panel)  # before the lock file is made in it
     with lock_panel(panel):
         open_panel(panel, cfg, plan)

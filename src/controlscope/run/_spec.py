@@ -37,6 +37,7 @@ from controlscope.core import (
     TaskBudgets,
     TaskError,
     ViewBounds,
+    absolute_path,
     setting,
 )
 from controlscope.envs import Environment, get_environment
@@ -350,7 +351,7 @@ def _check_paths(spec: RunSpec) -> None:
     cache = spec.cache
     if (
         cache is not None
-        and cache.resolve().parent == out.resolve()
+        and absolute_path(cache).parent == absolute_path(out)
         and cache.name in ("events.jsonl", "summary.json")
     ):
         raise ValueError(f"cache {cache} would overwrite the run's {cache.name}")
