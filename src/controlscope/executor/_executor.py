@@ -154,6 +154,12 @@ class Executor:
         """One line per upstream server that did not start (also in ``run_start``)."""
         return self._tools.problems
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`execute` would raise :class:`ExecutorClosed` (the executor was
+        closed, or its session ended)."""
+        return self._closed or self._session.ended
+
     def signatures(self) -> str:
         """The tools' signatures as the planner's system prompt shows them
         (:func:`~controlscope.planner.render_signatures`), for another framework's prompt."""
