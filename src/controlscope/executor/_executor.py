@@ -93,6 +93,7 @@ class Executor:
         run_dir: the session's run directory.
         tools: the tools as agent code calls them.
         problems: one line per upstream server that did not start.
+        closed: whether the executor was closed or its session ended.
 
     Raises:
         ExecutorError: bad servers or tools, settings the run refuses (a bare ``once``, a
