@@ -280,3 +280,28 @@ def test_a_smolagents_tool_outside_the_executor_is_refused_before_any_step(
         with pytest.raises(ValueError, match=r"tool\(s\) \['shout'\] are not the executor's"):
             agent.run("Shout.", max_steps=1)
     assert server.requests == 0  # refused before the model was asked
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def test_a_smolagents_action_that_fails_is_the_steps_error_and_the_run_goes_on(
+    tmp_path: Path, endpoint: list[StreamServer]
+) -> None:
+    from smolagents import ActionStep, OpenAIModel
+
+    from controlscope.integrations import reviewed_code_agent
+
+    failing = "<code>\ntotal = add(a=word_count, b=1)\nprint(total)\n1 / 0\n</code>"
+    done = "<code>\nfinal_answer({'total': total, 'odd': {1}})\n</code>"
+    server = _serve(endpoint, Answer(pieces=[failing]), Answer(pieces=[done]))
+    with cs.Executor(tools=[add], settings=KEEP, out=tmp_path / "s") as ex:
+        model = OpenAIModel(model_id="scripted", api_base=server.base_url, api_key="none")
+        agent = reviewed_code_agent(ex, model, verbosity_level=-1)
+        answer = agent.run("Add.", max_steps=3, additional_args={"word_count": 41})
+    first, last = [s for s in agent.memory.steps if isinstance(s, ActionStep)]
+    assert "ZeroDivisionError" in str(first.error) and "42" in str(first.error)
+    assert answer == {"total": "42", "odd": "{1}"}  # a tool returns text; a set, its repr
+    assert last.is_final_answer
