@@ -205,7 +205,11 @@ def _split_answer(output: str, marker: str) -> tuple[str, tuple[Any] | None]:
     kept, answer = [], None
     for line in output.splitlines(keepends=True):
         if line.startswith(marker):
-            answer = (json.loads(line[len(marker) :]),)
+            text = line[len(marker) :]
+            try:
+                answer = (json.loads(text),)
+            except ValueError:  # cut short by the output's bound: the text as it came
+                answer = (text.rstrip("\n"),)
         else:
             kept.append(line)
     return "".join(kept), answer
