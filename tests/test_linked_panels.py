@@ -6,13 +6,18 @@ filesystem server, pool processes) with scripted models."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 
 import controlscope as cs
+from controlscope import experiments as ex
 from controlscope import panel as cp
 from controlscope import replay
-from controlscope.core import ModelCallEvent, ReviewRequestEvent
+from controlscope.analysis import report
+from controlscope.core import ModelCallEvent, ReviewRequestEvent, RunStartEvent
+from controlscope.experiments import _across as ex_across
 from test_api import TASK
 from test_panel import write_config
 
@@ -93,3 +98,96 @@ def test_a_panel_configured_otherwise_lends_no_runs(
     records = [cp.read_record(cp.run_dir(tmp_path / "other", r.id)) for r in result.plan.runs]
     assert {r.status for r in records} == {"error"}
     assert all("is configured otherwise: budgets" in r.detail for r in records)
+
+
+# --- cells that pair units across panels (Table 4's within-scope change, B.2's W/L/T) ---------
+
+UPPER = "file_context/uppercase"  # one call: no boundary a continuous review follows
+
+
+@pytest.fixture(scope="module")
+def protection(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """B.2's design on two units: continuous Full (a replacement at call 3 of the split task;
+    no review on the uppercase task), then protected Full from the continuous panel's runs."""
+    tmp = tmp_path_factory.mktemp("protection")
+    continuous = cp.load_config(
+        write_config(tmp, tasks=[TASK, UPPER], scopes=["keep", "full"], start="whole")
+    )
+    continuous = continuous.model_copy(update={"schedule": "continuous"})
+    protected = linked(
+        continuous.model_copy(update={"schedule": "protect:5"}),
+        keep_from="../continuous",
+        diverge_from="../continuous",
+    )
+    folders = {"continuous": tmp / "continuous", "protected": tmp / "protected"}
+    assert cp.run_panel(continuous, folders["continuous"]).complete
+    assert cp.run_panel(protected, folders["protected"]).complete
+    return folders
+
+
+def outcomes_by_unit(folder: Path, scope: str) -> dict[str, bool]:
+    """Each unit's success under ``scope`` (draw 0), read from the run records alone."""
+    plan = cp.read_manifest(folder).plan
+    return {
+        r.unit: bool(cp.read_record(cp.run_dir(folder, r.id)).success)
+        for r in plan.runs
+        if r.scope == scope
+    }
+
+
+def across(folders: dict[str, Path], panel: str, versus: str, **cell: Any) -> ex.CellValue:
+    reports = {name: report(path, write=False, resamples=200) for name, path in folders.items()}
+    return ex.cell_value(ex.Cell(panel=panel, versus_panel=versus, **cell), reports, resamples=200)
+
+
+def expected(base: dict[str, bool], other: dict[str, bool]) -> tuple[int, int, int, float]:
+    """Wins, losses, ties and the paired difference of ``other`` against ``base``."""
+    diffs = [int(other[u]) - int(base[u]) for u in base]
+    wins, losses = diffs.count(1), diffs.count(-1)
+    return wins, losses, diffs.count(0), sum(diffs) / len(diffs)
+
+
+def test_the_within_scope_change_pairs_continuous_with_one_time(panels: dict[str, Path]) -> None:
+    """Table 4 (B.1): continuous minus one-time within each scope."""
+    for scope in ("arg", "full"):
+        base = outcomes_by_unit(panels["one_time"], scope)
+        other = outcomes_by_unit(panels["continuous"], scope)
+        wins, losses, ties, diff = expected(base, other)
+        found = across(panels, "continuous", "one_time", metric="wins_losses_ties", scope=scope)
+        assert found.text == f"{wins}/{losses}/{ties}"
+        change = across(panels, "continuous", "one_time", metric="difference", scope=scope)
+        assert change.value == pytest.approx(diff) and change.text == f"{100 * diff:+.1f}"
+
+
+def test_protection_counts_wins_losses_ties_and_activations(
+    protection: dict[str, Path],
+) -> None:
+    """B.2: protected against continuous Full; protection activates where the two part."""
+    base = outcomes_by_unit(protection["continuous"], "full")
+    other = outcomes_by_unit(protection["protected"], "full")
+    assert len(base) == 2
+    wins, losses, ties, diff = expected(base, other)
+    found = across(protection, "protected", "continuous", metric="wins_losses_ties")
+    assert found.text == f"{wins}/{losses}/{ties}"
+    parted = 0
+    for run_dir in sorted((protection["protected"] / cp.RUNS_DIR).rglob("full-d0")):
+        start = cs.read_events(run_dir)[0]
+        assert isinstance(start, RunStartEvent) and start.branch is not None
+        assert start.branch.purpose == "divergence"
+        parted += start.branch.boundary is not None
+    assert parted == 1  # the split task parts after its replacement; uppercase never does
+    reports = {n: report(p, write=False, resamples=200) for n, p in protection.items()}
+    cell = ex.Cell(panel="protected", metric="activations", scope="full")
+    assert ex.cell_value(cell, reports).text == str(parted)
+    change = across(protection, "protected", "continuous", metric="difference")
+    assert change.value == pytest.approx(diff)
+
+
+def test_units_whose_keep_runs_differ_do_not_pair() -> None:
+    runs = pd.DataFrame({"unit": ["u1", "u2"], "cluster": ["a", "b"], "success": [True, False]})
+    keep = pd.DataFrame({"unit": ["u1", "u2"], "terminal_hash": ["h1", "h2"]})
+    table = ex_across.paired_across(runs, runs, keep, keep)
+    assert list(table[ex_across.COMPARED]) == [True, False]
+    other = keep.assign(terminal_hash=["h1", "zz"])
+    with pytest.raises(ValueError, match="unit u2 does not pair across the panels: their Keep"):
+        ex_across.paired_across(runs, runs, keep, other)

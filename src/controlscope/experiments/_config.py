@@ -38,6 +38,8 @@ Metric = Literal[
     "sgc",
     "replays",
     "text",
+    "wins_losses_ties",
+    "activations",
 ]
 """What a table cell shows (``controlscope.experiments._metrics``)."""
 
@@ -162,7 +164,12 @@ class Cell(_Strict):
         split: the task's split: its environment's ``split`` metadata (the apps, AppWorld),
             else the first part of its id (ALFWorld's cohort); None: every task.
         tasks: task ids or categories; None: every task.
-        versus: the baseline scope (``difference``, ``wins_losses``).
+        versus: the baseline scope (``difference``, ``wins_losses``, ``wins_losses_ties``);
+            with ``versus_panel``, None: the cell's own scope.
+        versus_panel: the panel the baseline runs in, when it is not ``panel``: units are
+            paired across the two panels of the experiment (the same task, seed and source
+            program, and the same Keep run: its terminal state hash is compared), paper B.1,
+            B.2, A.3, A.4.
         column: the run column(s) summed (``sum``); a list sums several.
         k: calls or actions (``within``).
         replay: the replay it reads (``replays``).
@@ -180,6 +187,7 @@ class Cell(_Strict):
     split: str | None = None
     tasks: list[str] | None = None
     versus: str | None = None
+    versus_panel: str | None = None
     column: str | list[str] | None = None
     k: Annotated[int, Field(ge=0, le=MAX_CALLS)] | None = None
     replay: str | None = None
@@ -189,10 +197,12 @@ class Cell(_Strict):
 
     @model_validator(mode="after")
     def _needs(self) -> Cell:
+        baseline = "versus_panel" if self.versus_panel is not None else "versus"
         needs = {
             "text": ("text",),
-            "difference": ("panel", "versus"),
-            "wins_losses": ("panel", "versus"),
+            "difference": ("panel", baseline),
+            "wins_losses": ("panel", baseline),
+            "wins_losses_ties": ("panel", baseline),
             "sum": ("panel", "column"),
             "within": ("panel", "k"),
             "replays": ("replay",),
@@ -310,6 +320,8 @@ class Experiment(_Strict):
                     where = f"table {table.name}, row {row.label!r}"
                     if cell.panel is not None:
                         _known(f"{where}: panel", cell.panel, panels)
+                    if cell.versus_panel is not None:
+                        _known(f"{where}: versus_panel", cell.versus_panel, panels)
                     if cell.replay is not None:
                         _known(f"{where}: replay", cell.replay, replays)
         for figure in self.figures:
