@@ -58,7 +58,12 @@ def paired_across(
     for unit in joined[UNIT]:
         left = hashes["terminal_hash_a"].get(unit) if unit in hashes.index else None
         right = hashes["terminal_hash_b"].get(unit) if unit in hashes.index else None
-        if not isinstance(left, str) or left != right:
+        if not isinstance(left, str) or not isinstance(right, str):
+            raise ValueError(
+                f"unit {unit} does not pair across the panels: a panel has no finished Keep "
+                "run of it (no terminal state hash)"
+            )
+        if left != right:
             raise ValueError(
                 f"unit {unit} does not pair across the panels: their Keep runs differ "
                 f"(terminal state hash {_short(left)} vs {_short(right)})"
