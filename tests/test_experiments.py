@@ -165,6 +165,15 @@ cells = [{ panel = "a", metric = "successes", scope = "keep" }]
         (('reviewer = "fast"', 'reviewer = "slow"'), "reviewer role 'slow' is not among"),
         (('name = "a"', 'name = "A b"'), "lowercase"),
         (('roles = ["planner", "fast"]', 'roles = ["fast"]'), "planner role"),
+        (
+            ('reviewer = "fast"', 'reviewer = "fast"\n[panels.set.execution]\nkeep_from = "../a"'),
+            "panel a: execution.keep_from names an earlier panel of the experiment (../NAME), "
+            "not '../a'; earlier panels: none",
+        ),
+        (
+            ('{ panel = "a"', '{ versus_panel = "z", panel = "a"'),
+            "row 'row': versus_panel 'z' is not defined",
+        ),
     ],
 )
 def test_a_bad_experiment_file_is_one_line(

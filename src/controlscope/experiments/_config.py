@@ -275,6 +275,33 @@ class FigureEntry(_Strict):
         return self
 
 
+LINKED_KEYS = ("keep_from", "diverge_from")
+"""A panel's ``[execution]`` keys that name another panel's folder (``../NAME``)."""
+
+
+def _linked_earlier(entry: PanelEntry, earlier: list[str]) -> None:
+    """A panel that takes runs from another (``keep_from``, ``diverge_from``) names an earlier
+    panel of the experiment as ``../NAME``: panels run in order, so its runs exist by then.
+
+    Raises:
+        ValueError: another folder, or a panel that is not earlier.
+    """
+    execution = entry.set.get("execution")
+    if not isinstance(execution, dict):
+        return
+    for key in LINKED_KEYS:
+        value = execution.get(key)
+        if value is None:
+            continue
+        name = value[3:] if isinstance(value, str) and value.startswith("../") else None
+        if name not in earlier:
+            shown = ", ".join(f"../{n}" for n in earlier) or "none: it is the first panel"
+            raise ValueError(
+                f"panel {entry.name}: execution.{key} names an earlier panel of the experiment "
+                f"(../NAME), not {value!r}; earlier panels: {shown}"
+            )
+
+
 class Experiment(_Strict):
     """An experiment's file, checked.
 
@@ -312,6 +339,8 @@ class Experiment(_Strict):
                     f"panel {entry.name}: reviewer role {entry.reviewer!r} is not among "
                     f"experiment.roles ({', '.join(self.experiment.roles)})"
                 )
+        for index, entry in enumerate(self.panels):
+            _linked_earlier(entry, [p.name for p in self.panels[:index]])
         for replay in self.replays:
             _known(f"replay {replay.name}: panel", replay.panel, panels)
         for table in self.tables:
