@@ -135,9 +135,11 @@ def outcomes_by_unit(folder: Path, scope: str) -> dict[str, bool]:
     }
 
 
-def across(folders: dict[str, Path], panel: str, versus: str, **cell: Any) -> ex.CellValue:
+def across(folders: dict[str, Path], panel: str, baseline: str, **cell: Any) -> ex.CellValue:
+    """The cell of ``panel`` against ``baseline`` (its ``versus_panel``)."""
     reports = {name: report(path, write=False, resamples=200) for name, path in folders.items()}
-    return ex.cell_value(ex.Cell(panel=panel, versus_panel=versus, **cell), reports, resamples=200)
+    found = ex.Cell(panel=panel, versus_panel=baseline, **cell)
+    return ex.cell_value(found, reports, resamples=200)
 
 
 def expected(base: dict[str, bool], other: dict[str, bool]) -> tuple[int, int, int, float]:
@@ -191,3 +193,26 @@ def test_units_whose_keep_runs_differ_do_not_pair() -> None:
     other = keep.assign(terminal_hash=["h1", "zz"])
     with pytest.raises(ValueError, match="unit u2 does not pair across the panels: their Keep"):
         ex_across.paired_across(runs, runs, keep, other)
+
+
+def test_the_matched_interface_check_compares_paired_first_requests(
+    panels: dict[str, Path],
+) -> None:
+    """A.4, 5.1: paired first review requests coincide in messages, schemas, tool choice,
+    token cap and model; Arg's and Full's differ in the operations offered (the schema)."""
+    same = across(panels, "continuous", "one_time", metric="first_requests", scope="full")
+    assert same.text == "1/1"
+    apart = across(
+        panels, "continuous", "one_time", metric="first_requests", scope="arg", versus="full"
+    )
+    requests = [
+        next(
+            e.request
+            for e in cs.read_events(cp.run_dir(panels[name], f"{UNIT}/{scope}-d0"))
+            if isinstance(e, ModelCallEvent) and e.role == "reviewer"
+        )
+        for name, scope in (("one_time", "full"), ("continuous", "arg"))
+    ]
+    fields = ("messages", "tools", "json_schema", "tool_choice", "max_tokens")
+    differ = [f for f in fields if getattr(requests[0], f) != getattr(requests[1], f)]
+    assert differ and apart.text == "0/1" and apart.note.split(": ")[1].split("[")[0] in differ

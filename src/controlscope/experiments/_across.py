@@ -11,9 +11,20 @@ Keep runs differ is not paired: the cell is ``n/a`` and names it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
 import pandas as pd
 
 from controlscope.analysis import CLUSTER, UNIT
+from controlscope.core import ModelCallEvent
+from controlscope.record import LogError, first_difference, iter_events
+
+MATCHED_FIELDS = ("messages", "tools", "json_schema", "tool_choice", "max_tokens")
+"""What two first review requests must share to match (paper 5.1, A.4: "messages, schemas,
+tool choice, token cap, and model identifier"; reasoning settings and draws may differ), the
+answering model's identifier besides."""
 
 BASELINE = "baseline"
 """The outcome table's column of the baseline panel's condition."""
@@ -94,3 +105,44 @@ def activations(runs: pd.DataFrame) -> int:
 
 def _short(value: object) -> str:
     return f"{value[:12]}…" if isinstance(value, str) else "none"
+
+
+def first_review_request(run_dir: Path) -> dict[str, Any] | None:
+    """A run's first review request as the matched-interface check compares it
+    (:data:`MATCHED_FIELDS` and ``model``, the answering model's identifier); None when the
+    run asked no reviewer or its log cannot be read."""
+    try:
+        for event in iter_events(run_dir):
+            if isinstance(event, ModelCallEvent) and event.role == "reviewer":
+                data = event.request.model_dump(mode="json", include=set(MATCHED_FIELDS))
+                data["model"] = event.response.model if event.response is not None else None
+                return data
+    except (OSError, LogError):
+        return None
+    return None
+
+
+def matched_requests(pairs: Iterable[tuple[Path, Path]]) -> tuple[int, int, str]:
+    """How many paired runs' first review requests match (paper 5.1, A.4: "forty P2 first
+    requests match in messages, schemas, tool choice, token cap, and model identifier").
+
+    Args:
+        pairs: the two run directories of each paired unit.
+
+    Returns:
+        The pairs whose requests match, the pairs where both asked a reviewer, and the first
+        difference found (``unit field``), empty when none.
+    """
+    equal = total = 0
+    first = ""
+    for left, right in pairs:
+        a, b = first_review_request(left), first_review_request(right)
+        if a is None or b is None:
+            continue
+        total += 1
+        found = first_difference(a, b)
+        if found is None:
+            equal += 1
+        elif not first:
+            first = f"{right.name}: {found[0]}"
+    return equal, total, first

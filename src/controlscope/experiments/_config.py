@@ -40,6 +40,7 @@ Metric = Literal[
     "text",
     "wins_losses_ties",
     "activations",
+    "first_requests",
 ]
 """What a table cell shows (``controlscope.experiments._metrics``)."""
 
@@ -203,6 +204,7 @@ class Cell(_Strict):
             "difference": ("panel", baseline),
             "wins_losses": ("panel", baseline),
             "wins_losses_ties": ("panel", baseline),
+            "first_requests": ("panel", "versus_panel"),
             "sum": ("panel", "column"),
             "within": ("panel", "k"),
             "replays": ("replay",),

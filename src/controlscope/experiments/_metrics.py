@@ -29,9 +29,15 @@ from controlscope.analysis import (
 )
 from controlscope.core import TaskError
 from controlscope.envs import get_environment
-from controlscope.experiments._across import BASELINE, COMPARED, activations, paired_across
+from controlscope.experiments._across import (
+    BASELINE,
+    COMPARED,
+    activations,
+    matched_requests,
+    paired_across,
+)
 from controlscope.experiments._config import Cell
-from controlscope.panel import KEEP, read_manifest
+from controlscope.panel import KEEP, read_manifest, run_dir
 
 
 @dataclass(frozen=True)
@@ -207,20 +213,38 @@ def _across_panels(
 ) -> CellValue:
     """The cell's condition in its panel against ``versus`` (else the same scope) in
     ``versus_panel``, units paired across the two (:func:`paired_across`)."""
-    if cell.metric not in ("difference", "wins_losses", "wins_losses_ties"):
+    if cell.metric not in ("difference", "wins_losses", "wins_losses_ties", "first_requests"):
         raise _NotAvailable(f"metric {cell.metric} does not pair panels")
     other = reports.get(cell.versus_panel or "")
     if other is None:
         raise _NotAvailable(f"panel {cell.versus_panel} has no report (it did not run)")
     there = cell.model_copy(update={"panel": cell.versus_panel})
     versus = cell.versus or cell.scope
+    baseline = condition_runs(other, there, versus, cell.draw)
+    compared = condition_runs(report, cell, cell.scope, cell.draw)
     table = paired_across(
-        condition_runs(other, there, versus, cell.draw),
-        condition_runs(report, cell, cell.scope, cell.draw),
+        baseline,
+        compared,
         condition_runs(other, there, KEEP, 0),
         condition_runs(report, cell, KEEP, 0),
     )
+    if cell.metric == "first_requests":
+        return _first_requests(table, baseline, compared, other, report)
     return _compared(cell, table, BASELINE, COMPARED, resamples=resamples, seed=seed)
+
+
+def _first_requests(
+    table: pd.DataFrame, baseline: pd.DataFrame, compared: pd.DataFrame, a: Report, b: Report
+) -> CellValue:
+    """``k/n``: the paired units whose first review requests match (:func:`matched_requests`)."""
+    left, right = baseline.set_index("unit")["id"], compared.set_index("unit")["id"]
+    pairs = [
+        (run_dir(a.panel, left[unit]), run_dir(b.panel, right[unit])) for unit in table["unit"]
+    ]
+    equal, total, first = matched_requests(pairs)
+    if total == 0:
+        raise _NotAvailable("no paired unit asked a reviewer in both panels")
+    return CellValue(text=f"{equal}/{total}", value=equal / total, note=first)
 
 
 def _compared(
