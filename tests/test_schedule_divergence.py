@@ -22,7 +22,9 @@ from controlscope.core import (
     ReviewRequestEvent,
 )
 from controlscope.models import ScriptedModel
+from controlscope.replay._run import run_from_prefix
 from controlscope.review import ModelReviewer
+from controlscope.schedule import Never
 from test_api import BROKEN, SOLVE
 from test_replay import KEEP, PATCH, REPLACE, fenced, record
 
@@ -210,3 +212,27 @@ def test_a_second_schedule_that_cannot_be_placed_is_refused(runs: dict[str, Path
         replay.schedule_divergence(runs["keep"], "once_online")
     with pytest.raises(replay.ReplayError, match="the second schedule"):
         replay.schedule_divergence(runs["keep"], "sometimes")
+
+
+def test_a_schedule_deciding_otherwise_in_the_shared_prefix_ends_the_replay_naming_it(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The second schedule is asked at every prefix boundary and must decide as recorded:
+    one that would not review where the first run did leaves the recording there."""
+    recording = replay.Recording.load(runs["continuous"])
+    point = replay.schedule_divergence(recording, "protect:5")
+    condition = recording.condition.model_copy(update={"schedule": "never"})
+    plan = replay.Plan(position=point.position, condition=condition, after=Never(), decides=True)
+    outcome = run_from_prefix(
+        recording,
+        plan,
+        out=tmp_path / "never",
+        purpose="divergence",
+        planner=ScriptedModel(["Done."]),
+        reviewer=ModelReviewer(ScriptedModel([KEEP])),
+    )
+    assert outcome.divergence is not None and outcome.divergence.field == "review"
+    assert outcome.divergence.boundary == 1  # the first boundary continuous Full reviewed
+    assert "schedule never decides review=False at boundary 1 (call 1), in the shared prefix" in (
+        outcome.divergence.message
+    )
