@@ -8,8 +8,10 @@
   schedule decides otherwise, then live (:func:`controlscope.replay.branch_at_divergence`);
   its shared prefix is checked event by event and by hash afterwards.
 
-Both read the other panel's manifest first: apart from the schedule, the scopes and how runs
-execute, its configuration must be this one's, or the runs would not pair.
+Both read the other panel's manifest first: apart from the schedule, the scopes, the start and
+how runs execute, its configuration must be this one's, or the runs would not pair (a panel of
+whole runs may take Keep runs from a panel of another reviewer, draws or replacement boundary:
+:func:`lending_difference`).
 """
 
 from __future__ import annotations
@@ -43,23 +45,42 @@ from controlscope.review import Reviewer
 OWN_KEYS = ("schedule", "scopes", "execution", "start")
 """What a linked panel may set otherwise than the panel it takes runs from."""
 
+KEEP_FREE = ("reviewer", "draws", "replace_boundary")
+"""What a panel whose reviewing runs are whole runs may also set otherwise than the panel it
+takes Keep runs from: its Keep runs ask no reviewer and its reviewing runs do not start from
+them (a branched panel's branches take their condition from the Keep run's record)."""
+
 
 def linked_folder(panel: Path, relative: str) -> Path:
     """The other panel's folder, ``relative`` read from ``panel``."""
     return (panel / relative).resolve()
 
 
-def _unlike(other: Path, config: PanelConfig) -> str | None:
+def lending_difference(theirs: PanelConfig, mine: PanelConfig, *, keep: bool) -> str | None:
+    """Why a panel of ``theirs`` cannot lend runs to one of ``mine``: the first difference
+    outside :data:`OWN_KEYS` (and, for Keep runs lent to a panel of whole runs, outside
+    :data:`KEEP_FREE` too); None when it can.
+
+    Args:
+        theirs: the lending panel's configuration.
+        mine: the borrowing panel's.
+        keep: only Keep runs are lent (``keep_from``), not first-schedule runs.
+    """
+    ignored = OWN_KEYS + (KEEP_FREE if keep and mine.start == "whole" else ())
+    there, here = theirs.identity(), mine.identity()
+    for key in ignored:
+        there.pop(key, None)
+        here.pop(key, None)
+    return difference(there, here, "")
+
+
+def _unlike(other: Path, config: PanelConfig, *, keep: bool = False) -> str | None:
     """Why the panel in ``other`` cannot lend runs to one of ``config``; None when it can."""
     try:
-        theirs = read_manifest(other).config.identity()
+        theirs = read_manifest(other).config
     except PanelError as err:
         return str(err)
-    mine = config.identity()
-    for key in OWN_KEYS:
-        theirs.pop(key, None)
-        mine.pop(key, None)
-    found = difference(theirs, mine, "")
+    found = lending_difference(theirs, config, keep=keep)
     return None if found is None else f"{other} is configured otherwise: {found}"
 
 
@@ -73,7 +94,7 @@ def reuse_keep(panel: Path, config: PanelConfig, run: PlannedRun, directory: Pat
     """
     assert config.execution.keep_from is not None
     other = linked_folder(panel, config.execution.keep_from)
-    problem = _unlike(other, config)
+    problem = _unlike(other, config, keep=True)
     record = finished(other, run.id) if problem is None else None
     if problem is None and (record is None or record.status != "done"):
         problem = f"the Keep run {run.id} has not finished in {other}"
