@@ -16,7 +16,7 @@ import pytest
 
 import controlscope as cs
 from controlscope.cli import main as cli
-from controlscope.core import TaskError
+from controlscope.core import TaskError, ToolAnnotations
 from controlscope.envs import McpToolServer, get_environment
 from controlscope.envs.alfworld.server import GAME_FILE
 from controlscope.envs.apps import (
@@ -83,6 +83,20 @@ def token(server: McpToolServer, app: str) -> str:
 
 
 # --- the apps and their documentation ---------------------------------------------------------
+
+
+def test_every_api_declares_whether_it_writes_in_its_annotations(tmp_path: Path) -> None:
+    with served(PAGED, tmp_path) as (server, _):
+        tools = {t.name: t for t in server.list_tools()}
+    for name, spec in APIS.items():
+        hints = tools[name].annotations
+        assert hints is not None, name
+        assert hints.read_only_hint is (not spec.writes), name
+        assert hints.open_world_hint is False, name
+        assert hints.risk().risky is spec.writes, name
+    assert tools["mail__delete_message"].annotations == ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+    )
 
 
 def test_seven_apps_a_supervisor_and_documentation_serve_every_api(tmp_path: Path) -> None:

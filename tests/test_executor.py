@@ -19,6 +19,7 @@ import anyio
 import pytest
 
 import controlscope as cs
+import controlscope.core as cs_core
 from controlscope._proc import cmdline, descendants
 from controlscope.core import Condition, Keep, PatchArguments
 from controlscope.envs.filesystem.server import find_server_script
@@ -367,3 +368,86 @@ def test_a_server_is_confined_to_its_workspace_where_asked(files: Path, tmp_path
     assert "alpha" in run.output
     session = json.loads((tmp_path / "s" / SESSION_FILE).read_text())
     assert session["servers"]["fs"].endswith(f"(confined to {files})")
+
+
+class AskedAbout:
+    """A scripted reviewer that keeps every call and remembers the tools it was asked about."""
+
+    def __init__(self) -> None:
+        self.tools: list[str] = []
+
+    def propose(self, state: PublicState, condition: Condition) -> Proposal:
+        self.tools.append(state.boundary.tool)
+        return Proposal(operation=Keep())
+
+
+@cs.tool_annotations(read_only_hint=True)
+def weather(city: str) -> str:
+    """A read-only Python tool."""
+    return f"sunny in {city}"
+
+
+def test_destructive_schedule_reviews_what_the_real_server_marks_destructive(
+    files: Path, tmp_path: Path, no_leftovers: None
+) -> None:
+    out = tmp_path / "session"
+    reviewer = AskedAbout()
+    settings = cs.RunSettings(scope="arg", schedule="destructive")
+    with cs.Executor(
+        servers={"fs": _fs(files)},
+        tools=[weather, add],
+        settings=settings,
+        reviewer=reviewer,
+        out=out,
+    ) as ex:
+        hints = {tool.name: tool.annotations for tool in ex.tools}
+        run = ex.execute(
+            textwrap.dedent(f"""\
+                print(list_directory(path={str(files)!r}))
+                write_file(path={str(files / "c.txt")!r}, content="gamma")
+                create_directory(path={str(files / "d")!r})
+                print(read_text_file(path={str(files / "c.txt")!r}))
+                print(weather(city="Oslo"), add(a=1))
+            """)
+        )
+    assert run.ok, run.error
+    # the npm server's own annotations, and the Python tools' (declared, or none)
+    assert hints["read_text_file"] is not None and hints["read_text_file"].read_only_hint
+    assert hints["write_file"] is not None and hints["write_file"].destructive_hint
+    assert hints["create_directory"] is not None and hints["create_directory"].idempotent_hint
+    assert hints["weather"] == cs_core.ToolAnnotations(read_only_hint=True)
+    assert hints["add"] is None
+    assert reviewer.tools == ["write_file", "create_directory", "add"]
+    assert [d.call_index for d in run.decisions] == [1, 2, 5]
+    boundaries = [e for e in read_events(out) if isinstance(e, cs_core.BoundaryEvent)]
+    recorded = {e.boundary.tool: (e.review, e.risk) for e in boundaries}
+    assert recorded["list_directory"] == (
+        False,
+        cs_core.ToolRisk(risky=False, hints="readOnlyHint true"),
+    )
+    assert recorded["write_file"] == (
+        True,
+        cs_core.ToolRisk(
+            risky=True, hints="readOnlyHint false, destructiveHint true, idempotentHint true"
+        ),
+    )
+    assert recorded["create_directory"] == (
+        True,
+        cs_core.ToolRisk(
+            risky=True, hints="readOnlyHint false, destructiveHint false, idempotentHint true"
+        ),
+    )
+    assert recorded["weather"][0] is False
+    assert recorded["add"] == (
+        True,
+        cs_core.ToolRisk(
+            risky=True,
+            hints="readOnlyHint false (default), destructiveHint true (default), "
+            "idempotentHint false (default)",
+        ),
+    )
+
+
+def test_tool_annotations_marks_only_what_can_carry_the_mark() -> None:
+    with pytest.raises(TypeError, match="decorate a function"):
+        cs.tool_annotations(read_only_hint=True)(Raising().propose)

@@ -134,6 +134,24 @@ def test_bad_schedule_and_a_used_run_directory_are_clear_errors(tmp_path: Path) 
     assert out.returncode == 2 and "already holds a recorded run" in out.stderr
 
 
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("destructiv", "unknown schedule 'destructiv'"),
+        ("destructive:1", "destructive takes no argument"),
+        ("destructive+per_block", "only protect:n, retain_first, continuous or destructive"),
+        ("destructive+protect", "protect needs a call count"),
+    ],
+)
+def test_a_misspelt_destructive_schedule_is_one_line(tmp_path: Path, spec: str, says: str) -> None:
+    out = controlscope(
+        "run", "--task", "file_context/uppercase", "--schedule", spec, "--out", str(tmp_path)
+    )
+    assert out.returncode == 2 and says in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (tmp_path / "events.jsonl").exists()
+
+
 def test_bad_model_files_and_a_stray_base_url_are_clear_errors(tmp_path: Path) -> None:
     empty = tmp_path / "empty.gguf"
     empty.write_bytes(b"")

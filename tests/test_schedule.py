@@ -15,7 +15,15 @@ import pytest
 
 from _schedules_golden import BRANCH_SPECS, GOLDEN, SPECS, branch_answers, spec_answers
 from controlscope.cli import _branch
-from controlscope.core import Boundary, CallSite, Keep, Operation, PatchArguments, ReplaceWorkflow
+from controlscope.core import (
+    Boundary,
+    CallSite,
+    Keep,
+    Operation,
+    PatchArguments,
+    ReplaceWorkflow,
+    ToolAnnotations,
+)
 from controlscope.envs.filesystem._planning import READ_TOOLS, WRITE_TOOLS
 from controlscope.replay import branch_schedule
 from controlscope.schedule import (
@@ -24,6 +32,7 @@ from controlscope.schedule import (
     SCHEDULES,
     AtCall,
     Continuous,
+    Destructive,
     EveryBoundary,
     Never,
     OnceOnline,
@@ -44,6 +53,7 @@ from controlscope.schedule import (
     schedule_name,
     static_call_count,
     static_write_count,
+    tool_risk,
 )
 
 TOOLS = {"write_tools": WRITE_TOOLS, "read_tools": READ_TOOLS}
@@ -70,6 +80,7 @@ class Step:
     function: str | None = None
     realized: Operation = field(default_factory=Keep)
     queued: tuple[str, ...] = ()
+    tool: str = "read_text_file"
 
 
 def drive(
@@ -91,7 +102,7 @@ def drive(
             block_id=step.block,
             call_index=completed,
             block_call_index=block_calls.get(step.block, 0),
-            tool="read_text_file",
+            tool=step.tool,
             arguments={"path": "/w/a.txt"},
             line=1,
             call_site=CallSite(module=step.block, function=step.function),
@@ -346,6 +357,10 @@ def test_bare_once_and_midpoint_are_placed_from_a_source() -> None:
         ("protect:5", Protect, "protect:5"),
         ("retain_first", RetainFirst, "retain_first"),
         ("continuous+protect:5", Protect, "protect:5"),
+        ("destructive", Destructive, "destructive"),
+        (" destructive + protect:3 ", Protect, "destructive+protect:3"),
+        ("continuous+destructive", Destructive, "continuous+destructive"),
+        ("per_block+destructive+retain_first", RetainFirst, "per_block+destructive+retain_first"),
     ],
 )
 def test_parse_schedule(spec: str, cls: type, name: str) -> None:
@@ -376,6 +391,11 @@ def test_schedule_name_is_canonical_without_an_environment() -> None:
         ("never:3", "takes no argument"),
         ("continuous+once:3", "may follow"),
         ("per_block+", "empty schedule"),
+        ("destructiv", "unknown schedule"),
+        ("Destructive", "unknown schedule"),
+        ("destructive:2", "destructive takes no argument"),
+        ("destructive+per_block", "only protect:n, retain_first, continuous or destructive"),
+        ("destructive+", "empty schedule"),
     ],
 )
 def test_parse_schedule_rejects_bad_specs(spec: str, message: str) -> None:
@@ -570,7 +590,89 @@ def test_a_kind_added_to_the_registry_parses_builds_and_is_listed(
         parse("every3rd")
     with pytest.raises(ValueError, match=r"expected one of .*, every3rd:n$"):
         parse("sometimes")
-    with pytest.raises(ValueError, match="only protect:n, retain_first, every3rd:n or continuous"):
+    with pytest.raises(
+        ValueError, match="only protect:n, retain_first, every3rd:n, continuous or destructive"
+    ):
         parse("never+per_block")
     name, after = branch_schedule("every3rd:2", 4)
     assert (name, after().name) == ("once:4+continuous+every3rd:2", "every3rd:2")
+
+
+# -- destructive: the tools' MCP annotations -----------------------------------------------
+
+HINTS = {
+    "read_text_file": ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    "write_file": ToolAnnotations(read_only_hint=False, destructive_hint=True),
+    "create_directory": ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    "odd": ToolAnnotations(read_only_hint=True, destructive_hint=True),
+    "plain": None,
+}
+"""Annotations as servers give them: read-only, destructive, additive (not read-only but not
+destructive), contradictory (read-only yet destructive), and none at all."""
+
+
+def hinted(spec: str) -> Schedule:
+    return parse_schedule(spec, **TOOLS, annotations=HINTS)
+
+
+def calls(block: str, *tools: str, realized: dict[int, Operation] | None = None) -> list[Step]:
+    return [
+        Step(block, tool=t, realized=(realized or {}).get(i, Keep())) for i, t in enumerate(tools)
+    ]
+
+
+MIXED = ("read_text_file", "write_file", "read_text_file", "create_directory", "plain", "odd")
+MIXED += ("unlisted", "read_text_file")
+
+
+def test_destructive_reviews_only_calls_a_server_marks_destructive_or_not_read_only() -> None:
+    # read-only tools are not reviewed; a tool without annotations (or not listed) takes MCP's
+    # defaults, not read-only and destructive; a read-only tool that says it is destructive is
+    assert drive(hinted("destructive"), calls("b0", *MIXED)) == [1, 3, 4, 5, 6]
+    # without annotations every call counts (MCP's defaults)
+    assert drive(parse("destructive"), calls("b0", *MIXED)) == list(range(len(MIXED)))
+
+
+def test_destructive_composes_with_the_other_schedules() -> None:
+    steps = calls("b0", "write_file", "read_text_file", "write_file", "write_file", "plain")
+    # the continuous rule narrowed: no review before the first completed call
+    assert drive(hinted("continuous+destructive"), steps) == [2, 3, 4]
+    # a protection window after a replacement (the replaced call is cancelled)
+    replaced = calls("b0", "write_file", realized={0: REPLACE})
+    replaced += calls("b0.r1", "write_file", "read_text_file", "write_file", "write_file")
+    assert drive(hinted("destructive"), replaced) == [0, 0, 2, 3]
+    assert drive(hinted("destructive+protect:2"), replaced) == [0, 2, 3]
+    assert drive(hinted("destructive+retain_first"), replaced) == [0]
+    # per natural block, at a destructive call only
+    blocks = calls("b0", "write_file", "write_file") + calls("b1", "read_text_file", "write_file")
+    assert drive(hinted("per_block+destructive"), blocks) == [0]
+
+
+def test_annotations_say_why_a_call_was_reviewed_or_not() -> None:
+    risks = {tool: (h or ToolAnnotations()).risk() for tool, h in HINTS.items()}
+    assert not risks["read_text_file"].risky
+    assert risks["read_text_file"].hints == "readOnlyHint true"
+    assert risks["write_file"].risky
+    assert risks["write_file"].hints == (
+        "readOnlyHint false, destructiveHint true, idempotentHint false (default)"
+    )
+    assert risks["create_directory"].risky  # not read-only, though additive
+    assert risks["plain"].hints == (
+        "readOnlyHint false (default), destructiveHint true (default), "
+        "idempotentHint false (default)"
+    )
+    assert risks["odd"].risky and risks["odd"].hints == "readOnlyHint true, destructiveHint true"
+    boundary = Boundary(
+        block_id="b0",
+        call_index=0,
+        block_call_index=0,
+        tool="write_file",
+        arguments={},
+        line=1,
+        call_site=CallSite(module="b0"),
+        code="write_file()",
+    )
+    for spec in ("destructive", "destructive+protect:2", "per_block+destructive+retain_first"):
+        assert tool_risk(hinted(spec), boundary) == risks["write_file"], spec
+    for spec in ("continuous", "protect:2", "every_boundary", "midpoint:4+continuous"):
+        assert tool_risk(hinted(spec), boundary) is None, spec

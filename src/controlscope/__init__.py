@@ -67,6 +67,7 @@ from controlscope.executor import (
     ExecutorClosed,
     ExecutorError,
     render_signatures,
+    tool_annotations,
 )
 from controlscope.models import make_model
 from controlscope.record import RunSummary, read_events, read_summary
@@ -211,6 +212,7 @@ __all__ = [
     "run_task",
     "run_trajectory",
     "setup",
+    "tool_annotations",
     "validate_operation",
     "write_results",
 ]

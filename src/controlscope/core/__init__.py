@@ -5,7 +5,8 @@ Nothing here imports from the rest of controlscope. Data flows one way through t
 reviewer -> operation -> environment -> event log -> analysis; each stage reads and writes the
 records defined here:
 
-- tools: :class:`ToolSchema`, :class:`ToolResult`, :class:`ToolServer`, :class:`ToolServerError`;
+- tools: :class:`ToolSchema` (with its :class:`ToolAnnotations` and their
+  :class:`ToolRisk`), :class:`ToolResult`, :class:`ToolServer`, :class:`ToolServerError`;
 - tasks: :class:`Task`, :class:`TaskBudgets`, :class:`Check`, :class:`Verdict`,
   :data:`AnswerKey`, :class:`TaskError`, :func:`changed_data`, :func:`name_problem` (what a
   task id may be), :data:`ClusterBy` (what a bootstrap over tasks resamples);
@@ -345,8 +346,10 @@ from controlscope.core._text import (
     unfence,
 )
 from controlscope.core._tools import (
+    ToolAnnotations,
     ToolCallTimeout,
     ToolResult,
+    ToolRisk,
     ToolSchema,
     ToolServer,
     ToolServerError,
@@ -533,11 +536,13 @@ __all__ = [
     "TaskError",
     "Temperature",
     "TokenCap",
+    "ToolAnnotations",
     "ToolCall",
     "ToolCallTimeout",
     "ToolChoice",
     "ToolParam",
     "ToolResult",
+    "ToolRisk",
     "ToolSchema",
     "ToolServer",
     "ToolServerError",

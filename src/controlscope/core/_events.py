@@ -41,6 +41,7 @@ from controlscope.core._operations import (
     ScopeName,
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
+from controlscope.core._tools import ToolRisk
 
 SCHEMA_VERSION = 7
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
@@ -332,11 +333,14 @@ class BoundaryEvent(_Event):
     Attributes:
         boundary: the pending call and the public runtime state.
         review: whether the schedule chose to review here.
+        risk: how a schedule that reads tool annotations (``destructive``) judged the pending
+            call, with the hints it read; None under a schedule that reads none.
     """
 
     type: Literal["boundary"] = "boundary"
     boundary: Boundary
     review: bool = False
+    risk: ToolRisk | None = None
 
 
 class ReviewRequestEvent(_Event):

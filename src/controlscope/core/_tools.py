@@ -13,6 +13,72 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class ToolAnnotations(BaseModel):
+    """The hints an MCP server gives about a tool (MCP's ``ToolAnnotations``; the field names of
+    the ``mcp`` SDK). None is a hint the tool does not give; MCP's defaults then apply (see
+    :meth:`risk`).
+
+    Attributes:
+        read_only_hint: ``readOnlyHint``: the tool does not change its environment (default
+            false).
+        destructive_hint: ``destructiveHint``: the tool may make destructive updates, meaningful
+            only when it is not read-only (default true).
+        idempotent_hint: ``idempotentHint``: calling it twice with the same arguments has no
+            further effect, meaningful only when it is not read-only (default false).
+        open_world_hint: ``openWorldHint``: the tool reaches an open world (default true).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    read_only_hint: bool | None = None
+    destructive_hint: bool | None = None
+    idempotent_hint: bool | None = None
+    open_world_hint: bool | None = None
+
+    def risk(self) -> ToolRisk:
+        """Whether a call of this tool is one a server marks destructive or not read-only.
+
+        With MCP's defaults (a hint not given: ``readOnlyHint`` false, ``destructiveHint``
+        true), a tool is risky unless it declares ``readOnlyHint: true``; a read-only tool that
+        also declares ``destructiveHint: true`` is risky too (the server says so).
+
+        Returns:
+            The verdict and the hints it rests on, each marked as given or MCP's default.
+        """
+        read_only = bool(self.read_only_hint)
+        destructive = True if self.destructive_hint is None else self.destructive_hint
+        idempotent = bool(self.idempotent_hint)
+
+        def hint(name: str, value: bool, given: bool | None) -> str:
+            return f"{name} {str(value).lower()}" + ("" if given is not None else " (default)")
+
+        words = [hint("readOnlyHint", read_only, self.read_only_hint)]
+        if not read_only or self.destructive_hint:
+            words.append(hint("destructiveHint", destructive, self.destructive_hint))
+        if not read_only:
+            words.append(hint("idempotentHint", idempotent, self.idempotent_hint))
+        risky = not read_only or self.destructive_hint is True
+        return ToolRisk(risky=risky, hints=", ".join(words))
+
+
+class ToolRisk(BaseModel):
+    """How a schedule that reads tool annotations judged a pending call (recorded on its
+    boundary).
+
+    Attributes:
+        risky: the tool is marked destructive or not read-only, so the call goes to review
+            (unless another part of the schedule holds it back).
+        hints: the hints the verdict rests on, e.g. ``readOnlyHint false (default),
+            destructiveHint true (default), idempotentHint false (default)``; ``(default)``
+            marks a hint the tool does not give.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    risky: bool
+    hints: str
+
+
 class ToolSchema(BaseModel):
     """One tool of an environment server.
 
@@ -22,6 +88,8 @@ class ToolSchema(BaseModel):
         input_schema: the tool's JSON schema for its arguments (an ``object`` schema).
         code_params: names of parameters whose values are executable programs. Patches to them
             fall outside the data-argument comparison (paper section 3.1) and are rejected.
+        annotations: the hints its server gives (MCP tool annotations); None when it gives
+            none (MCP's defaults: not read-only, destructive).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -30,6 +98,7 @@ class ToolSchema(BaseModel):
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     code_params: tuple[str, ...] = ()
+    annotations: ToolAnnotations | None = None
 
 
 class ToolResult(BaseModel):

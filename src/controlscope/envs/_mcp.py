@@ -43,6 +43,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from controlscope.core import (
+    ToolAnnotations,
     ToolCallTimeout,
     ToolResult,
     ToolSchema,
@@ -541,12 +542,15 @@ def _clean(text: str, max_chars: int) -> str:
 
 
 def _tool_schema(tool: mcp_types.Tool) -> ToolSchema:
-    """A tool as the server lists it, its text made recordable and its schema plain data."""
+    """A tool as the server lists it, its text made recordable, its schema plain data and its
+    annotations (MCP's hints: read-only, destructive, idempotent, open world) kept."""
     schema = dict(tool.input_schema)
+    hints = tool.annotations
     return ToolSchema(
         name=tool.name,
         description=_clean(tool.description or "", _DESCRIPTION_CHARS),
         input_schema=schema if data_problem(schema) is None else {"type": "object"},
+        annotations=None if hints is None else ToolAnnotations.model_validate(hints.model_dump()),
     )
 
 

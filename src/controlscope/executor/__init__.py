@@ -4,9 +4,11 @@ Public API: :class:`Executor` (one isolated worker and the session's tools for a
 session; :meth:`Executor.execute` / :meth:`Executor.aexecute` run one block), what a block
 returns (:class:`Execution`, :class:`Decision`), its errors (:class:`ExecutorError`,
 :class:`ExecutorClosed`), and :func:`render_signatures` (the tools as the planner's prompt
-shows them, for another framework's system prompt).
+shows them, for another framework's system prompt), :func:`tool_annotations` (the MCP hints a
+Python tool declares, which the ``destructive`` schedule reads).
 """
 
+from controlscope.envs.session import tool_annotations
 from controlscope.executor._execution import Decision, Execution
 from controlscope.executor._executor import (
     CLOSE_GRACE_S,
@@ -26,4 +28,5 @@ __all__ = [
     "ExecutorClosed",
     "ExecutorError",
     "render_signatures",
+    "tool_annotations",
 ]

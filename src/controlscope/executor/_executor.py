@@ -77,7 +77,8 @@ class Executor:
             :attr:`problems`. A tool name two sources give is namespaced ``server__tool``.
         tools: plain Python callables with type hints; they run in this process, never in the
             worker (input schema from the signature; an exception or a value that is not JSON
-            data is a tool error with the reason).
+            data is a tool error with the reason); MCP annotations declared with
+            :func:`~controlscope.executor.tool_annotations`.
         settings: every run setting (scope, schedule, view, reviewer model, budgets,
             isolation...); None: ``RunSettings()``, the defaults of ``controlscope run``.
         reviewer: a reviewer of your own in place of the model one the settings name; one

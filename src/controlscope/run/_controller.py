@@ -43,7 +43,7 @@ from controlscope.review import DecisionRecord, PublicState, Reviewer, review_bo
 from controlscope.run._ceiling import CeilingReviewer
 from controlscope.run._fork import ForkPoint
 from controlscope.run._hook import TrajectoryHook
-from controlscope.schedule import Schedule, ScheduleContext
+from controlscope.schedule import Schedule, ScheduleContext, tool_risk
 from controlscope.worker import EndPlan
 
 EventSink = Callable[[Event], object]
@@ -219,7 +219,8 @@ class Controller:
         )
         reviewer, schedule = self.review.reviewer, self.review.schedule
         review = reviewer is not None and schedule.should_review(boundary, ctx)
-        self.sink(BoundaryEvent(boundary=boundary, review=review))
+        risk = tool_risk(schedule, boundary)
+        self.sink(BoundaryEvent(boundary=boundary, review=review, risk=risk))
         realized: Operation = Keep()
         if review and reviewer is not None:
             realized = self._review(reviewer, boundary)

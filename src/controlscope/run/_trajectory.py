@@ -484,7 +484,10 @@ def _controller(
         fork_point=fork_point,
     )
     schedule = parse_schedule(
-        condition.schedule, write_tools=parts.env.write_tools, read_tools=parts.env.read_tools
+        condition.schedule,
+        write_tools=parts.env.write_tools,
+        read_tools=parts.env.read_tools,
+        annotations={tool.name: tool.annotations for tool in tools},
     )
     reviewer = parts.reviewer if parts.reviews else None
     return Controller(context, Review(condition, schedule, reviewer))

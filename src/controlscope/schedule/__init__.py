@@ -5,7 +5,8 @@ Public API:
 - the schedules (:mod:`._schedules`): the :class:`Schedule` protocol and its
   :class:`ScheduleContext`; :class:`Never`, :class:`Continuous`, :class:`EveryBoundary`,
   :class:`PerBlock`, :class:`AtCall`, :class:`OnceOnline`, and the modifiers
-  :class:`Protect`, :class:`RetainFirst`, :class:`FromFirst`;
+  :class:`Protect`, :class:`RetainFirst`, :class:`FromFirst`, :class:`Destructive` (MCP tool
+  annotations: :class:`ReadsAnnotations`, :func:`tool_risk`);
 - the grammar (:mod:`._grammar`): the registry of schedule kinds (:data:`SCHEDULES`, each a
   :class:`ScheduleKind`), a spec parsed once (:class:`ScheduleSpec`: canonical name, source
   placement, a branch's schedules, the schedule it builds) and the functions over it
@@ -47,15 +48,18 @@ from controlscope.schedule._placement import (
 from controlscope.schedule._schedules import (
     AtCall,
     Continuous,
+    Destructive,
     EveryBoundary,
     FromFirst,
     Never,
     OnceOnline,
     PerBlock,
     Protect,
+    ReadsAnnotations,
     RetainFirst,
     Schedule,
     ScheduleContext,
+    tool_risk,
 )
 
 __all__ = [
@@ -65,6 +69,7 @@ __all__ = [
     "SOURCE_PLACED",
     "AtCall",
     "Continuous",
+    "Destructive",
     "EveryBoundary",
     "FromFirst",
     "LocalBoundary",
@@ -72,6 +77,7 @@ __all__ = [
     "OnceOnline",
     "PerBlock",
     "Protect",
+    "ReadsAnnotations",
     "RetainFirst",
     "Schedule",
     "ScheduleArg",
@@ -91,4 +97,5 @@ __all__ = [
     "schedule_name",
     "static_call_count",
     "static_write_count",
+    "tool_risk",
 ]

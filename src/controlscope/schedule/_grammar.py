@@ -33,6 +33,10 @@ Specs accepted (:func:`parse_schedule` builds them):
 ``protect:n``       continuous, but after a replacement no review until ``n`` more primitive
                     calls have completed (paper B.2).
 ``retain_first``    continuous until the first replacement, then no more reviews (paper C.2).
+``destructive``     every call of a tool its server marks destructive or not read-only (MCP
+                    tool annotations; a tool without them takes MCP's defaults and is
+                    reviewed), the first call included (:class:`~controlscope.schedule.
+                    Destructive`); not a rule of the paper.
 ==================  =====================================================================
 
 The feedback-visibility boundary of appendix A.3
@@ -43,17 +47,21 @@ too; it starts branches (``controlscope branch --at feedback-rule``, a panel's `
 ``protect:n`` and ``retain_first`` are also modifiers of any base schedule, joined with ``+``:
 ``per_block+protect:5``, ``midpoint:40+continuous`` (the paper's continuous rule from the
 midpoint on; B.1's continuous condition shares the first review with the one-time condition).
+``destructive`` is a modifier too: after ``+`` it narrows the schedule before it to the calls
+of such tools (``continuous+destructive``), and the others wrap it (``destructive+protect:3``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from controlscope.core import ToolAnnotations
 from controlscope.schedule._schedules import (
     AtCall,
     Continuous,
+    Destructive,
     EveryBoundary,
     FromFirst,
     Never,
@@ -73,15 +81,18 @@ _LETTER: dict[ScheduleArg, str] = {"none": "", "count": "n", "call_index": "K", 
 
 @dataclass(frozen=True)
 class ToolSets:
-    """The environment's tool sets a schedule may read (``once_online`` reads both).
+    """The environment's tool sets a schedule may read (``once_online`` reads both,
+    ``destructive`` the annotations).
 
     Attributes:
         write_tools: the names of the writing tools.
         read_tools: the names of the information-returning tools.
+        annotations: each tool's MCP annotations by name (None or absent: none given).
     """
 
     write_tools: frozenset[str] = frozenset()
     read_tools: frozenset[str] = frozenset()
+    annotations: Mapping[str, ToolAnnotations | None] = field(default_factory=dict)
 
 
 Build = Callable[[int | None, Schedule | None, ToolSets], Schedule]
@@ -149,6 +160,10 @@ def _midpoint(arg: int | None, base: Schedule | None, tools: ToolSets) -> Schedu
     return AtCall(n // 2, name=f"midpoint:{n}", by_completed=True)
 
 
+def _destructive(arg: int | None, base: Schedule | None, tools: ToolSets) -> Schedule:
+    return Destructive(base, tools.annotations)
+
+
 def _protect(arg: int | None, base: Schedule | None, tools: ToolSets) -> Schedule:
     return Protect(base or Continuous(), _given(arg))
 
@@ -183,6 +198,7 @@ SCHEDULES: dict[str, ScheduleKind] = {
             f"recorded source run {_SOURCE_RUN}",
             source_placed=True,
         ),
+        ScheduleKind("destructive", "none", _destructive, modifier=True),
         ScheduleKind(
             "protect",
             "count",
@@ -366,12 +382,20 @@ class ScheduleSpec:
             parts.append((kind, arg))
         return ScheduleSpec(tuple(parts))
 
-    def build(self, *, write_tools: frozenset[str], read_tools: frozenset[str]) -> Schedule:
+    def build(
+        self,
+        *,
+        write_tools: frozenset[str],
+        read_tools: frozenset[str],
+        annotations: Mapping[str, ToolAnnotations | None] | None = None,
+    ) -> Schedule:
         """A fresh schedule of this spec, each part built on the ones before it.
 
         Args:
             write_tools: the environment's writing tools (for ``once_online``).
             read_tools: the environment's information-returning tools (for ``once_online``).
+            annotations: the tools' MCP annotations by name (for ``destructive``; None: no
+                tool gives any, so every call counts as destructive).
 
         Returns:
             A schedule that has observed nothing yet.
@@ -379,7 +403,7 @@ class ScheduleSpec:
         Raises:
             ValueError: a bare source-placed part (place it first: :meth:`placed`).
         """
-        tools = ToolSets(write_tools, read_tools)
+        tools = ToolSets(write_tools, read_tools, annotations or {})
         built: Schedule | None = None
         for name, arg in self.parts:
             kind = SCHEDULES[name]
@@ -426,14 +450,17 @@ def parse_schedule(
     *,
     write_tools: frozenset[str],
     read_tools: frozenset[str],
+    annotations: Mapping[str, ToolAnnotations | None] | None = None,
 ) -> Schedule:
     """Build a fresh schedule from its spec (see the module docstring for the grammar).
 
     Args:
         spec: e.g. ``"continuous"``, ``"once:6"``, ``"midpoint:40"``, ``"protect:5"``,
-            ``"per_block+retain_first"``.
+            ``"per_block+retain_first"``, ``"destructive+protect:3"``.
         write_tools: the environment's writing tools (for ``once``'s local rule).
         read_tools: the environment's information-returning tools (for ``once``).
+        annotations: the tools' MCP annotations by name (for ``destructive``; None: none
+            given, every call counts as destructive).
 
     Returns:
         A schedule that has observed nothing yet.
@@ -442,7 +469,7 @@ def parse_schedule(
         ValueError: unknown or malformed spec (the message lists the accepted forms).
     """
     parsed = ScheduleSpec.parse(spec, numbered=True)
-    return parsed.build(write_tools=write_tools, read_tools=read_tools)
+    return parsed.build(write_tools=write_tools, read_tools=read_tools, annotations=annotations)
 
 
 def schedule_name(spec: str) -> str:

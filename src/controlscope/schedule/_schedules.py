@@ -10,10 +10,11 @@ are read in :mod:`controlscope.schedule._grammar`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from controlscope.core import Boundary, Operation
+from controlscope.core import Boundary, Operation, ToolAnnotations, ToolRisk
 from controlscope.schedule._placement import static_call_count, static_write_count
 
 
@@ -68,6 +69,22 @@ class Schedule(Protocol):
             realized: the operation executed there (``keep`` when it was not reviewed).
         """
         ...
+
+
+@runtime_checkable
+class ReadsAnnotations(Protocol):
+    """A schedule that decides with the pending tool's annotations (``destructive``, and the
+    modifiers around it): it says how it judged a boundary, for the log."""
+
+    def tool_risk(self, boundary: Boundary) -> ToolRisk | None:
+        """How the pending call at ``boundary`` was judged; None when no part read the hints."""
+        ...
+
+
+def tool_risk(schedule: object, boundary: Boundary) -> ToolRisk | None:
+    """How ``schedule`` judged the pending call at ``boundary`` by its tool's annotations (the
+    boundary event records it); None for a schedule that reads none."""
+    return schedule.tool_risk(boundary) if isinstance(schedule, ReadsAnnotations) else None
 
 
 class _Tracked:
@@ -263,6 +280,43 @@ class OnceOnline(_Tracked):
             self._done = True
 
 
+class Destructive:
+    """Review only calls of tools a server marks destructive or not read-only (MCP tool
+    annotations; :meth:`~controlscope.core.ToolAnnotations.risk`): a tool without annotations
+    takes MCP's defaults (not read-only, destructive) and is reviewed.
+
+    Alone (``destructive``) it reviews every such call, the task's first call included; after
+    ``+`` it narrows the schedule before it (``continuous+destructive``: the continuous rule's
+    reviews at such calls only); ``protect:n`` and ``retain_first`` wrap it
+    (``destructive+protect:3``).
+
+    Args:
+        base: the schedule it narrows (None: every boundary).
+        annotations: each tool's annotations by the name agent code calls it (a tool not named,
+            or named with None, has none).
+    """
+
+    def __init__(
+        self, base: Schedule | None, annotations: Mapping[str, ToolAnnotations | None]
+    ) -> None:
+        self.base: Schedule = base or EveryBoundary()
+        self.name = "destructive" if base is None else f"{base.name}+destructive"
+        self.annotations = dict(annotations)
+
+    def tool_risk(self, boundary: Boundary) -> ToolRisk:
+        """The pending tool's verdict and the hints it rests on."""
+        return (self.annotations.get(boundary.tool) or ToolAnnotations()).risk()
+
+    def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """The base schedule's answer at a risky call, False at any other."""
+        base = self.base.should_review(boundary, ctx)  # asked always: it may count calls
+        return base and self.tool_risk(boundary).risky
+
+    def observe(self, boundary: Boundary, realized: Operation) -> None:
+        """Pass every boundary on to the base schedule."""
+        self.base.observe(boundary, realized)
+
+
 class Protect(_Tracked):
     """A base schedule with a protection window after each replacement (paper B.2).
 
@@ -290,6 +344,10 @@ class Protect(_Tracked):
         base = self.base.should_review(boundary, ctx)  # asked always: it may count calls
         return base and ctx.calls_completed >= self._until
 
+    def tool_risk(self, boundary: Boundary) -> ToolRisk | None:
+        """The base schedule's verdict by annotations (see :func:`tool_risk`)."""
+        return tool_risk(self.base, boundary)
+
     def observe(self, boundary: Boundary, realized: Operation) -> None:
         """Open a window at a replacement; pass every boundary on to the base schedule."""
         if realized.kind == "replace_workflow":
@@ -313,6 +371,10 @@ class RetainFirst:
         """The base schedule's answer until a replacement was realized, then False."""
         base = self.base.should_review(boundary, ctx)  # asked always: it may count calls
         return base and not self._replaced
+
+    def tool_risk(self, boundary: Boundary) -> ToolRisk | None:
+        """The base schedule's verdict by annotations (see :func:`tool_risk`)."""
+        return tool_risk(self.base, boundary)
 
     def observe(self, boundary: Boundary, realized: Operation) -> None:
         """Stop after a realized replacement."""
@@ -347,6 +409,11 @@ class FromFirst:
         fired = self.first.should_review(boundary, ctx)
         self._fired = (boundary.block_id, boundary.call_index) if fired else None
         return fired
+
+    def tool_risk(self, boundary: Boundary) -> ToolRisk | None:
+        """The first schedule's verdict by annotations until its boundary has passed (see
+        :func:`tool_risk`)."""
+        return None if self._started else tool_risk(self.first, boundary)
 
     def observe(self, boundary: Boundary, realized: Operation) -> None:
         """Start the continuous rule once the first schedule's boundary has passed."""

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from controlscope.envs._served import workspace_file
@@ -30,7 +31,15 @@ from controlscope.envs.apps._api import Api, AppError, Param, Session, token_own
 from controlscope.envs.apps._apps import APIS
 from controlscope.envs.apps._schema import connect
 
-__all__ = ["DB_FILE", "SERVER_NAME", "build_server", "call_api", "main", "signature"]
+__all__ = [
+    "DB_FILE",
+    "SERVER_NAME",
+    "api_annotations",
+    "build_server",
+    "call_api",
+    "main",
+    "signature",
+]
 
 DB_FILE = "apps.db"
 """The world's database file in a workspace."""
@@ -119,8 +128,21 @@ def _tool(spec: Api, db: sqlite3.Connection) -> Callable[..., Any]:
     return tool
 
 
+def api_annotations(spec: Api) -> ToolAnnotations:
+    """The MCP tool annotations of ``spec``: an API that only returns information is
+    read-only; one that changes an app's state is declared destructive and not idempotent (the
+    server does not tell an additive write from a destructive one); none reaches beyond the
+    world (``openWorldHint`` false)."""
+    if not spec.writes:
+        return ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    return ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+    )
+
+
 def build_server(db: sqlite3.Connection) -> MCPServer[Any]:
-    """The MCP server of one world: one tool per API.
+    """The MCP server of one world: one tool per API, with its annotations
+    (:func:`api_annotations`).
 
     Args:
         db: the world's open database (:func:`~._schema.connect`).
@@ -134,7 +156,12 @@ def build_server(db: sqlite3.Connection) -> MCPServer[Any]:
         log_level="WARNING",  # a failed call is the agent's observation, not the server's news
     )
     for spec in APIS.values():
-        server.add_tool(_tool(spec, db), name=spec.tool, structured_output=False)
+        server.add_tool(
+            _tool(spec, db),
+            name=spec.tool,
+            annotations=api_annotations(spec),
+            structured_output=False,
+        )
     return server
 
 

@@ -3,7 +3,8 @@
 Public API: :class:`SessionEnvironment` (``session:RUN_DIR``: the session's goal and tools,
 recorded in :data:`SESSION_FILE`; built again from a recording it answers calls from the
 recorded observations), :func:`start_session_tools` (upstream MCP servers and Python
-callables behind one tool server, :class:`SessionTools`), :class:`PythonTool`, and the
+callables behind one tool server, :class:`SessionTools`), :class:`PythonTool` (its MCP
+annotations declared with :func:`tool_annotations`), and the
 upstream servers' configuration (:class:`McpServer`, :func:`parse_mcp_servers`,
 :func:`load_mcp_servers`: the ``mcpServers`` JSON format; :class:`ServerConfigError`).
 """
@@ -28,6 +29,7 @@ from controlscope.envs.session._tools import (
     PythonTool,
     SessionTools,
     start_session_tools,
+    tool_annotations,
 )
 
 __all__ = [
@@ -46,4 +48,5 @@ __all__ = [
     "load_mcp_servers",
     "parse_mcp_servers",
     "start_session_tools",
+    "tool_annotations",
 ]

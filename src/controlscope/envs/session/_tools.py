@@ -12,6 +12,8 @@
   schema comes from its signature's type hints (pydantic's ``TypeAdapter``), its arguments are
   validated before it runs, and an exception, a value that is not plain JSON data or a call
   that does not return in time is a tool error with the reason.
+- A server's tool keeps the annotations it lists (MCP's hints: read-only, destructive,
+  idempotent); a Python callable declares its own with :func:`tool_annotations`.
 - Tool names stay as their servers give them; a name that two sources give is namespaced
   ``server__tool`` in both (Python callables are the source ``python``).
 """
@@ -27,12 +29,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from pydantic import TypeAdapter, ValidationError, validate_call
 from pydantic.errors import PydanticSchemaGenerationError
 
 from controlscope.core import (
+    ToolAnnotations,
     ToolResult,
     ToolSchema,
     ToolServer,
@@ -44,12 +47,68 @@ from controlscope.envs._confine import executable_paths, start_confined_server, 
 from controlscope.envs._mcp import MAX_RESULT_CHARS, McpToolServer
 from controlscope.envs.session._config import McpServer, ServerConfigError, first_line
 
-__all__ = ["PYTHON_SOURCE", "PythonTool", "SessionTools", "start_session_tools"]
+__all__ = [
+    "PYTHON_SOURCE",
+    "PythonTool",
+    "SessionTools",
+    "start_session_tools",
+    "tool_annotations",
+]
 
 PYTHON_SOURCE = "python"
 """The source name of Python callables (their namespace when a name clashes)."""
 
 _DESCRIPTION_CHARS = 4000
+
+_ANNOTATIONS_ATTR = "__controlscope_annotations__"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def tool_annotations(
+    *,
+    read_only_hint: bool | None = None,
+    destructive_hint: bool | None = None,
+    idempotent_hint: bool | None = None,
+    open_world_hint: bool | None = None,
+) -> Callable[[_F], _F]:
+    """A decorator: the MCP tool annotations a Python tool declares (the ``destructive``
+    schedule reads them; a tool that declares none takes MCP's defaults, not read-only and
+    destructive).
+
+    Example::
+
+        @cs.tool_annotations(read_only_hint=True)
+        def lookup(city: str) -> str: ...
+
+    Args:
+        read_only_hint: it does not change its environment.
+        destructive_hint: it may make destructive updates (when not read-only).
+        idempotent_hint: a repeated call with the same arguments has no further effect.
+        open_world_hint: it reaches an open world.
+
+    Returns:
+        A decorator that marks the function and returns it unchanged otherwise.
+
+    Raises:
+        TypeError: from the decorator, for something that cannot carry the mark (a bound
+            method: decorate the function).
+    """
+    hints = ToolAnnotations(
+        read_only_hint=read_only_hint,
+        destructive_hint=destructive_hint,
+        idempotent_hint=idempotent_hint,
+        open_world_hint=open_world_hint,
+    )
+
+    def mark(func: _F) -> _F:
+        try:
+            setattr(func, _ANNOTATIONS_ATTR, hints)
+        except AttributeError:
+            raise TypeError(f"tool_annotations cannot mark {func!r}; decorate a function") from None
+        return func
+
+    return mark
 
 
 @dataclass(frozen=True)
@@ -60,7 +119,7 @@ class PythonTool:
         name: the tool's name (the function's ``__name__`` unless given).
         func: the callable.
         schema: its schema: the docstring as description, the input schema from the
-            signature.
+            signature, the annotations :func:`tool_annotations` declared.
     """
 
     name: str
@@ -96,7 +155,12 @@ class PythonTool:
         return cls(
             name=tool_name,
             func=func,
-            schema=ToolSchema(name=tool_name, description=description, input_schema=schema),
+            schema=ToolSchema(
+                name=tool_name,
+                description=description,
+                input_schema=schema,
+                annotations=_declared(func),
+            ),
             checked=checked,
         )
 
@@ -131,6 +195,12 @@ class PythonTool:
             ok, value = outcome[0]
             result = _observation(self.name, value) if ok else _failure(self.name, value)
         return result.model_copy(update={"elapsed_ms": (time.perf_counter() - start) * 1000})
+
+
+def _declared(func: Callable[..., Any]) -> ToolAnnotations | None:
+    """The annotations :func:`tool_annotations` put on ``func`` (None: none)."""
+    hints = getattr(func, _ANNOTATIONS_ATTR, None)
+    return hints if isinstance(hints, ToolAnnotations) else None
 
 
 def _failure(name: str, err: BaseException) -> ToolResult:
