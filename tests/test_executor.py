@@ -451,3 +451,22 @@ def test_destructive_schedule_reviews_what_the_real_server_marks_destructive(
 def test_tool_annotations_marks_only_what_can_carry_the_mark() -> None:
     with pytest.raises(TypeError, match="decorate a function"):
         cs.tool_annotations(read_only_hint=True)(Raising().propose)
+
+
+def test_a_desk_needs_a_person_reviewing_in_the_browser(tmp_path: Path) -> None:
+    desk = cs.review.ReviewDesk()
+    person = cs.RunSettings(scope="arg", reviewer="human")
+    for settings, reviewer in (
+        (cs.RunSettings(scope="arg", reviewer="human:terminal"), None),
+        (person, AskedAbout()),
+        (cs.RunSettings(scope="keep", schedule="never", reviewer="human"), None),
+    ):
+        with pytest.raises(cs.ExecutorError, match="desk is where a person reviews") as err:
+            cs.Executor(settings=settings, reviewer=reviewer, desk=desk, out=tmp_path / "s")
+        assert "\n" not in str(err.value)
+    assert not (tmp_path / "s").exists()
+    with cs.Executor(tools=[add], settings=person, out=tmp_path / "own") as ex:
+        assert ex.review_url is not None and ex.review_url.startswith("http://127.0.0.1:")
+        assert f"#key={desk.secret}" not in ex.review_url
+    start = read_events(tmp_path / "own")[0]
+    assert start.type == "run_start" and start.models["reviewer"] == "human:browser"

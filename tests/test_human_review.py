@@ -8,6 +8,7 @@ Screenshots of the review page are saved in each test's own temporary folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -40,6 +41,7 @@ from controlscope.core import (
     ProposalEvent,
     RealizedOperationEvent,
 )
+from controlscope.envs.filesystem.server import find_server_script
 from test_api import TASK, script
 
 browser = _browser_support.browser  # the fixtures, used by name
@@ -147,10 +149,20 @@ def test_the_printed_review_page_edits_an_argument_and_the_call_runs_with_it(
 @pytest.fixture
 def waiting(tmp_path: Path) -> Iterator[tuple[cs.HumanReviewer, view.ViewServer, Path]]:
     """A run (in a thread of this process) waiting at call 1 for the review page."""
+    with waiting_run(tmp_path, scope="full") as found:
+        yield found
+
+
+@contextlib.contextmanager
+def waiting_run(
+    tmp_path: Path, **settings: Any
+) -> Iterator[tuple[cs.HumanReviewer, view.ViewServer, Path]]:
+    """A run of :data:`BLOCK` under ``settings`` (in a thread of this process) waiting at call
+    1 for the review page; at the end every boundary still waiting is kept."""
     out = tmp_path / "run"
     reviewer = cs.HumanReviewer(label="the run")
     spec = cs.RunSpec(
-        task=TASK, model=script(tmp_path, fenced(BLOCK), "Done."), scope="full", out=out
+        task=TASK, model=script(tmp_path, fenced(BLOCK), "Done."), out=out, **settings
     )
     thread = threading.Thread(target=cs.run_task, args=(spec,), kwargs={"reviewer": reviewer})
     with view.ViewServer(out, desk=reviewer.desk) as server:
@@ -215,6 +227,45 @@ def test_a_wrong_type_is_refused_with_the_schemas_reason_and_a_typed_replacement
     assert first.operation is not None and first.operation.kind == "replace_workflow"
 
 
+def test_the_blocks_data_edited_on_the_page_runs_for_the_rest_of_the_block(
+    page: Page, tmp_path: Path
+) -> None:
+    """Params (``patch_block_data``) from the review page: the block's editor is pre-filled
+    with the whole block; an edit that changes more than constants is refused with the
+    validation's reason and nothing runs; the person's new constants take effect at the
+    pending call and for the rest of the block."""
+    with waiting_run(tmp_path, scope="params", lattice="v2") as (reviewer, server, out):
+        assert server.review_url is not None
+        page.goto(server.review_url)
+        shown(page, "read_text_file")
+        editor = page.locator("#code-patch_block_data")
+        block = BLOCK.strip()
+        expect(editor).to_have_value(block)  # the whole block, not the rest of it
+        editor.fill(block.replace("text = ", "renamed = "))
+        page.locator("#decide-patch_block_data").click()
+        message = page.locator("#review-message")
+        expect(message).to_contain_text("refused (refused): structure_changed")
+        assert len(calls(out)) == 1 and len(reviewer.desk.pending()[0].refused) == 1
+        edited = block.replace("head=2", "head=4").replace("out.txt", "params.txt")
+        editor.fill(edited)
+        shot(page, tmp_path, "block-data")
+        page.locator("#decide-patch_block_data").click()
+        expect(page.locator("#review-message")).to_contain_text("accepted (patch_block_data)")
+        shown(page, "write_file")
+        page.locator("#decide-keep").click()
+        expect(page.locator("#review-message")).to_contain_text("accepted (keep)")
+        deadline = time.monotonic() + 60
+        while len(calls(out)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    read, write = calls(out)[1:3]
+    assert read.arguments["head"] == 4 and read.operation == "patch_block_data"
+    assert write.arguments["path"] == "/workspace/split/params.txt"
+    first = proposals(out)[0]
+    assert first.human is not None and len(first.human.refused) == 1
+    assert first.human.refused[0].startswith("structure_changed: ")
+    assert first.operation is not None and first.operation.kind == "patch_block_data"
+
+
 def test_a_decision_not_made_in_time_is_a_recorded_timeout_fallback(tmp_path: Path) -> None:
     """Nobody decides: each reviewed boundary is a ``timeout`` fallback (Keep), recorded."""
     out = tmp_path / "run"
@@ -231,6 +282,9 @@ def test_a_decision_not_made_in_time_is_a_recorded_timeout_fallback(tmp_path: Pa
     ] * 2
     first = proposals(out)[0]
     assert first.reviewer == "human" and first.human is not None and first.human.timed_out
+    start = cs.read_events(out)[0]
+    assert start.type == "run_start" and start.models["reviewer"] == "human:browser"
+    assert result.summary.models["reviewer"] == "human:browser"
 
 
 def _read_until(fd: int, pattern: str, seen: list[str], timeout: float = 60) -> str:
@@ -295,6 +349,8 @@ def test_the_terminal_reviewer_edits_arguments_as_json_and_a_refused_try_is_retr
     first = proposals(out)[0]
     assert first.human is not None and first.human.channel == "terminal"
     assert first.human.where.startswith("/dev/pts/") and len(first.human.refused) == 1
+    start = cs.read_events(out)[0]
+    assert start.type == "run_start" and start.models["reviewer"] == "human:terminal"
 
 
 def test_ctrl_c_while_a_person_is_awaited_ends_the_run_recorded_as_interrupted(
@@ -377,3 +433,63 @@ def test_the_queue_lists_the_boundaries_waiting_oldest_first_escaped(tmp_path: P
             html = response.read().decode()
         assert first.ticket not in html and f'data-ticket="{second.ticket}"' in html
         assert '<ol id="queue">' not in html  # one waits: no list
+
+
+def test_several_executors_share_one_desk_and_its_queue_page_oldest_first(
+    page: Page, tmp_path: Path
+) -> None:
+    """Two executors with a person reviewing in the browser post on one desk; one review page
+    over their folder lists the waiting boundaries oldest first, shows the oldest, and each
+    decision goes to its own session (a patch in the second)."""
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "a.txt").write_text("alpha\n")
+    (files / "b.txt").write_text("beta\n")
+    fs = {"fs": ["node", str(find_server_script()), str(files)]}
+    settings = cs.RunSettings(scope="arg", schedule="every_boundary", reviewer="human")
+    code = f"print(read_text_file(path={str(files / 'a.txt')!r}).strip())"
+    desk = cs.review.ReviewDesk()
+    runs = tmp_path / "runs"
+    done: dict[str, cs.Execution] = {}
+    with contextlib.ExitStack() as stack:
+        sessions = {
+            name: stack.enter_context(
+                cs.Executor(servers=fs, settings=settings, desk=desk, out=runs / name)
+            )
+            for name in ("first", "second")
+        }
+        assert all(ex.review_url is None for ex in sessions.values())  # the desk's page serves
+        server = stack.enter_context(view.ViewServer(runs, desk=desk))
+        threads = []
+        for count, (name, ex) in enumerate(sessions.items(), start=1):
+            thread = threading.Thread(target=lambda n=name, e=ex: done.update({n: e.execute(code)}))
+            thread.start()
+            threads.append(thread)
+            deadline = time.monotonic() + 60
+            while len(desk.pending()) < count and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(desk.pending()) == count, f"{name} did not reach its boundary"
+        assert server.review_url is not None
+        page.goto(server.review_url)
+        queue = page.locator("#queue li")
+        expect(queue).to_have_count(2)
+        expect(queue.nth(0)).to_contain_text("first: call 0 read_text_file (shown)")
+        expect(queue.nth(1)).to_contain_text("second: call 0 read_text_file")
+        expect(page.locator("#review-waiting")).to_contain_text("first waits at call 0")
+        shot(page, tmp_path, "queue")
+        shown(page, "read_text_file")
+        page.locator("#decide-keep").click()
+        expect(page.locator("#review-waiting")).to_contain_text("second waits at call 0")
+        expect(page.locator("#queue")).to_have_count(0)  # one waits: no list
+        shown(page, "read_text_file")
+        page.locator('.arg[data-name="path"]').fill(str(files / "b.txt"))
+        page.locator("#decide-patch_arguments").click()
+        expect(page.locator("#review-idle")).to_be_visible()
+        for thread in threads:
+            thread.join(60)
+    assert done["first"].output == "alpha\n" and done["second"].output == "beta\n"
+    assert [d.operation.kind for d in done["second"].decisions] == ["patch_arguments"]
+    for name in ("first", "second"):
+        start = cs.read_events(runs / name)[0]
+        assert start.type == "run_start" and start.models["reviewer"] == "human:browser"
+        assert proposals(runs / name)[0].human is not None

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import anyio
 import mcp_types
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp import Client, ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from controlscope._proc import descendants
 from controlscope.envs.filesystem.server import find_server_script
@@ -153,3 +156,107 @@ def _proc_alive(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+def _ticket(review_url: str, deadline_s: float = 120) -> str:
+    """The ticket of the boundary the review page shows, once one waits."""
+    page = review_url.split("#", 1)[0]
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(page, timeout=30) as response:
+            found = re.search(r'data-ticket="([^"]+)"', response.read().decode())
+        if found:
+            return found.group(1)
+        time.sleep(0.1)
+    raise AssertionError("no boundary reached the review page")
+
+
+def _decide(review_url: str, body: dict[str, object]) -> int:
+    base, key = review_url.split("/review#key=", 1)
+    request = urllib.request.Request(
+        f"{base}/_review/decide",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json", "X-Review-Key": key},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return int(response.status)
+
+
+def test_serve_with_a_person_reviewing_prints_the_review_page_on_stderr_only(
+    tmp_path: Path,
+) -> None:
+    """``serve --reviewer human`` over stdio: the review page's address (with the secret) is on
+    standard error, the MCP stream stays clean (the client's calls work), the person's patch
+    shows in the tool's result, and the run records the reviewer as ``human:browser``."""
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "a.txt").write_text("alpha\n")
+    (files / "b.txt").write_text("beta\n")
+    config = tmp_path / "mcp.json"
+    server = {"command": "node", "args": [str(find_server_script()), str(files)]}
+    config.write_text(json.dumps({"mcpServers": {"fs": server}}))
+    out, errors = tmp_path / "session", tmp_path / "stderr.txt"
+    params = _serve(
+        [
+            *("--servers", str(config), "--out", str(out), "--scope", "arg"),
+            *("--schedule", "every_boundary", "--reviewer", "human"),
+        ]
+    )
+    a, b = str(files / "a.txt"), str(files / "b.txt")
+    decided: list[int] = []
+
+    def person() -> None:
+        deadline = time.monotonic() + 120
+        while "review page: " not in errors.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        url = errors.read_text().split("review page: ", 1)[1].split()[0]
+        ticket = _ticket(url)
+        patch = {"ticket": ticket, "operation": "patch_arguments", "arguments": {"path": b}}
+        decided.append(_decide(url, patch))
+
+    async def session() -> mcp_types.CallToolResult:
+        with errors.open("a") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=120) as client,
+            ):
+                await client.initialize()
+                return await client.call_tool(
+                    "execute_python", {"code": f"print(read_text_file(path={a!r}))"}
+                )
+
+    errors.write_text("")  # the person reads it from the start
+    thread = threading.Thread(target=person)
+    thread.start()
+    try:
+        ran = anyio.run(session)
+    finally:
+        thread.join(150)
+    assert decided == [200]
+    text = _text(ran)
+    assert "beta" in text and "alpha" not in text and "#key=" not in text
+    assert f'ran with {{"path": "{b}"}} in place of {{"path": "{a}"}}' in text
+    line = re.search(r"review page: http://127\.0\.0\.1:\d+/review#key=\S+", errors.read_text())
+    assert line, errors.read_text()
+    events = read_events(out)
+    assert events[0].type == "run_start" and events[0].models["reviewer"] == "human:browser"
+    assert events[-1].type == "run_end"
+
+
+def test_serve_refuses_a_person_at_the_terminal_over_stdio_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "controlscope.cli", "serve", "--reviewer", "human:terminal"),
+            *("--out", str(tmp_path / "s")),
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "cannot review over stdio" in done.stderr
+    assert not (tmp_path / "s").exists()

@@ -1,6 +1,11 @@
 """``controlscope serve``: an MCP server with one tool, ``execute_python``, whose code runs in a
 reviewed executor (stdio, or streamable HTTP).
 
+With ``--reviewer human`` (``human:browser``) a person reviews at the session's review page,
+served on loopback; its address (with the session's secret) is printed on standard error, never
+on the stdio MCP stream. ``human:terminal`` is refused over stdio (the terminal's input is the
+MCP stream).
+
 Exit status: 0 when the client disconnects (stdio) or the server is stopped; 2 on bad input
 (one line, before anything runs): a bad settings option, an ``mcpServers`` file that cannot be
 used, a session that cannot start.
@@ -58,6 +63,9 @@ def main(args: argparse.Namespace) -> int:
     except (ValueError, ValidationError) as err:
         first = str(err).strip().splitlines()
         return fail(console, "serve", " ".join(first[:3]), 2)
+    if settings.reviewer == "human:terminal" and args.transport == "stdio":
+        why = "a person at the terminal cannot review over stdio (its input is the MCP stream)"
+        return fail(console, "serve", f"{why}: use --reviewer human (the review page)", 2)
     try:
         executor = Executor(servers=args.servers, settings=settings, goal=args.goal, out=args.out)
     except ExecutorError as err:
@@ -65,6 +73,8 @@ def main(args: argparse.Namespace) -> int:
     with executor:
         for problem in executor.problems:
             console.print(f"controlscope serve: {problem}", markup=False)
+        if executor.review_url is not None:
+            console.print(f"review page: {executor.review_url}", markup=False, highlight=False)
         server = code_mode_server(executor)
         if args.transport == "http" and not is_loopback(args.host):
             console.print(

@@ -23,11 +23,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from controlscope.core import EVENTS_FILE, ProviderError, RunSettings, Scope, ToolSchema
+from controlscope.core import (
+    EVENTS_FILE,
+    HumanChannel,
+    ProviderError,
+    RunSettings,
+    Scope,
+    ToolSchema,
+)
 from controlscope.envs.session import (
     SESSION_TASK,
     PythonTool,
@@ -44,8 +51,11 @@ from controlscope.executor._reviewer import GuardedReviewer
 from controlscope.executor._session import SessionThread
 from controlscope.models import WeightsError
 from controlscope.planner import render_signatures
-from controlscope.review import ModelReviewer, Reviewer
+from controlscope.review import HumanReviewer, ModelReviewer, ReviewDesk, Reviewer
 from controlscope.run import SpecError, build_models, settings_condition
+
+if TYPE_CHECKING:
+    from controlscope.view import ViewServer
 
 DEFAULT_GOAL = "Run the agent's code blocks; each one serves the user's request."
 """What a reviewer is told the session is for when the executor is given no goal."""
@@ -81,8 +91,13 @@ class Executor:
             :func:`~controlscope.executor.tool_annotations`.
         settings: every run setting (scope, schedule, view, reviewer model, budgets,
             isolation...); None: ``RunSettings()``, the defaults of ``controlscope run``.
-        reviewer: a reviewer of your own in place of the model one the settings name; one
-            that raises is a recorded ``malformed`` fallback (Keep).
+        reviewer: a reviewer of your own in place of the one the settings name; one that
+            raises is a recorded ``malformed`` fallback (Keep).
+        desk: with the settings' ``reviewer`` ``human`` (``human:browser``) and no
+            ``reviewer``: the review desk the person decides at, which several executors may
+            share (serve it with ``view.ViewServer(folder, desk=desk)``: its review page lists
+            the boundaries waiting, oldest first). None: the executor serves its own review
+            page on loopback (:attr:`review_url`).
         goal: what the session is for (the reviewer's goal).
         out: the run directory (None: ``runs/session-TIME-PID-RANDOM``); it must not hold a
             run.
@@ -95,6 +110,8 @@ class Executor:
         tools: the tools as agent code calls them.
         problems: one line per upstream server that did not start.
         closed: whether the executor was closed or its session ended.
+        review_url: the address of the executor's own review page, with the session's secret
+            (a person reviewing in the browser, no ``desk`` given); else None.
 
     Raises:
         ExecutorError: bad servers or tools, settings the run refuses (a bare ``once``, a
@@ -122,22 +139,28 @@ class Executor:
         out: str | Path | None = None,
         seed: int = 0,
         timeout_s: float = 60.0,
+        desk: ReviewDesk | None = None,
     ) -> None:
         self.settings = settings or RunSettings()
         self.run_dir = _fresh_out(out)
         upstream = _parsed_servers(servers)
         python = [_python_tool(func) for func in tools]
         _check_settings(self.settings)
+        person = _person(self.settings, reviewer, desk, self.run_dir)
         try:
             session_tools = start_session_tools(upstream, python, timeout_s=timeout_s)
         except ServerConfigError as err:
             raise ExecutorError(str(err)) from None
         self._tools = session_tools
         try:
-            self._session = _start(self, session_tools, upstream, goal, reviewer, seed)
+            self._session = _start(self, session_tools, upstream, goal, reviewer or person, seed)
         except BaseException:
             session_tools.close()
             raise
+        self._page: ViewServer | None = None
+        if person is not None and person.channel == "browser" and desk is None:
+            self._page = _review_page(self._session, person.desk, self.run_dir)
+        self.review_url = self._page.review_url if self._page is not None else None
         self._lock = threading.Lock()
         self._closed = False
         self._finalizer = weakref.finalize(self, _shutdown, self._session)
@@ -215,6 +238,8 @@ class Executor:
         server are stopped. Safe to call twice; also done at interpreter exit and on SIGTERM."""
         self._closed = True
         self._finalizer()
+        if self._page is not None:
+            self._page.stop()
 
     async def aclose(self) -> None:
         """:meth:`close` for async frameworks."""
@@ -278,6 +303,46 @@ def _check_settings(settings: RunSettings) -> None:
         raise ExecutorError(
             "a session's blocks are execute_python calls: planner_format is tools, not fenced"
         )
+
+
+def _person(
+    settings: RunSettings, reviewer: Reviewer | None, desk: ReviewDesk | None, run_dir: Path
+) -> HumanReviewer | None:
+    """The person who reviews: when the settings name one (``reviewer`` ``human``,
+    ``human:browser``, ``human:terminal``), the session has reviews, and no reviewer is given.
+
+    Raises:
+        ExecutorError: a desk given where no person reviews in the browser.
+    """
+    reviews = settings.schedule != "never" and settings.scope != Scope.KEEP
+    channel: HumanChannel = "terminal" if settings.reviewer == "human:terminal" else "browser"
+    if reviewer is not None or settings.reviewer == "model" or not reviews:
+        person = None
+    else:
+        person = HumanReviewer(
+            channel, desk=desk, timeout_s=settings.review_timeout_s, label=run_dir.name
+        )
+    if desk is not None and (person is None or channel != "browser"):
+        raise ExecutorError(
+            "desk is where a person reviews in the browser: it needs the setting reviewer "
+            "human (or human:browser), a schedule and a scope that review, and no reviewer"
+        )
+    return person
+
+
+def _review_page(session: SessionThread, desk: ReviewDesk, run_dir: Path) -> ViewServer:
+    """The session's own review page, served on loopback.
+
+    Raises:
+        ExecutorError: it cannot listen (the session is ended first).
+    """
+    from controlscope.view import ViewError, ViewServer  # the web stack, for a person only
+
+    try:
+        return ViewServer(run_dir, desk=desk).start()
+    except ViewError as err:
+        _shutdown(session)
+        raise ExecutorError(f"the review page cannot be served: {err}") from None
 
 
 def _start(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controlscope.core import Condition, clip_text
-from controlscope.review import Proposal, PublicState, Reviewer
+from controlscope.review import Proposal, PublicState, Reviewer, reviewer_id
 
 
 class GuardedReviewer:
@@ -18,6 +18,11 @@ class GuardedReviewer:
 
     def __init__(self, inner: Reviewer) -> None:
         self.inner = inner
+
+    @property
+    def reviewer_id(self) -> str:
+        """Who reviews: the inner reviewer (:func:`~controlscope.review.reviewer_id`)."""
+        return reviewer_id(self.inner)
 
     def propose(self, state: PublicState, condition: Condition) -> Proposal:
         """The inner reviewer's proposal, or a proposal naming what it raised."""

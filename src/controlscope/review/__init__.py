@@ -4,12 +4,13 @@ A :class:`Reviewer` (the model reviewer :class:`ModelReviewer`, or your own) pro
 operation for the :class:`PublicState` at a boundary; :func:`review_boundary` validates it
 against the granted scope and records it. Malformed, out-of-scope, invalid and provider-failed
 reviews become recorded Keep fallbacks (paper A.4). :class:`HumanReviewer` asks a person (at the
-viewer's review page through a :class:`ReviewDesk`, or at a terminal).
+viewer's review page through a :class:`ReviewDesk`, or at a terminal); :func:`reviewer_id` names
+who reviews as a run records it.
 """
 
 from controlscope.core import VIEWS, ViewLimits, find_json_object
 from controlscope.review._desk import DeskAnswer, PendingReview, ReviewDesk, rest_of_block
-from controlscope.review._human import HumanReviewer
+from controlscope.review._human import HumanReviewer, reviewer_id
 from controlscope.review._operations import (
     MalformedOperationError,
     ParsedDecision,
@@ -72,5 +73,6 @@ __all__ = [
     "render_view",
     "rest_of_block",
     "review_boundary",
+    "reviewer_id",
     "system_prompt",
 ]

@@ -17,9 +17,21 @@ from typing import TextIO
 
 from controlscope.core import Condition, HumanChannel, HumanDecision
 from controlscope.review._desk import PendingReview, ReviewDesk
-from controlscope.review._reviewer import Proposal
+from controlscope.review._reviewer import ModelReviewer, Proposal, Reviewer
 from controlscope.review._state import PublicState
 from controlscope.review._terminal import TerminalFront
+
+
+def reviewer_id(reviewer: Reviewer) -> str:
+    """Who reviews, as ``run_start`` records it (``models["reviewer"]``): a model reviewer's
+    model id, ``human:browser`` or ``human:terminal`` for a person, a reviewer's own
+    ``reviewer_id`` (a wrapper names what it wraps), else its class's name."""
+    if isinstance(reviewer, ModelReviewer):
+        return reviewer.model.model_id
+    if isinstance(reviewer, HumanReviewer):
+        return f"human:{reviewer.channel}"
+    named = getattr(reviewer, "reviewer_id", None)
+    return named if isinstance(named, str) and named else type(reviewer).__name__
 
 
 class HumanReviewer:

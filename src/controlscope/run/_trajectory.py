@@ -63,7 +63,7 @@ from controlscope.record import (
     summarize,
     write_summary,
 )
-from controlscope.review import ModelReviewer, Reviewer
+from controlscope.review import ModelReviewer, Reviewer, reviewer_id
 from controlscope.run._controller import Controller, Review, RunContext
 from controlscope.run._fork import ForkPoint, ServerSlot
 from controlscope.run._hook import StopRun, TrajectoryHook
@@ -514,9 +514,5 @@ def _opening(parts: _Parts, tools: list[ToolSchema], roots: tuple[str, ...]) -> 
 
 
 def _reviewer_id(reviewer: Reviewer | None) -> str:
-    """The reviewer's model id, or its class name for a reviewer without a model."""
-    if reviewer is None:
-        return ""
-    if isinstance(reviewer, ModelReviewer):
-        return reviewer.model.model_id
-    return type(reviewer).__name__
+    """Who reviews (:func:`~controlscope.review.reviewer_id`); empty without a reviewer."""
+    return "" if reviewer is None else reviewer_id(reviewer)
