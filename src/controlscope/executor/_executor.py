@@ -159,7 +159,11 @@ class Executor:
             raise
         self._page: ViewServer | None = None
         if person is not None and person.channel == "browser" and desk is None:
-            self._page = _review_page(self._session, person.desk, self.run_dir)
+            try:
+                self._page = _review_page(self._session, person.desk, self.run_dir)
+            except ExecutorError:
+                session_tools.close()
+                raise
         self.review_url = self._page.review_url if self._page is not None else None
         self._lock = threading.Lock()
         self._closed = False
