@@ -43,6 +43,7 @@ from controlscope.core import (
     ReviewRequestEvent,
     RunEndEvent,
     RunStartEvent,
+    ToolRisk,
     ValidationEvent,
     operation_spec,
 )
@@ -104,6 +105,8 @@ class BoundaryView:
         seq: the ``boundary`` event's position in the log (the page's anchor).
         boundary: the pending call and the public runtime state.
         reviewed: whether the schedule chose to review here.
+        risk: how a schedule that reads tool annotations judged the call (``destructive``),
+            with the hints it read; None under another schedule.
         request: the ``review_request`` event, if a reviewer was asked.
         reviewer_calls: the reviewer's model calls: each request is exactly what was sent.
         proposal: the reviewer's answer, raw and parsed.
@@ -128,6 +131,7 @@ class BoundaryView:
     reviewed: bool
     used: BudgetUse
     tokens: LedgerSummary
+    risk: ToolRisk | None = None
     request: ReviewRequestEvent | None = None
     reviewer_calls: list[ModelCallEvent] = field(default_factory=list)
     proposal: ProposalEvent | None = None
@@ -582,7 +586,7 @@ class _Builder:
             review_s=self.review_s,
             wall_s=max(0.0, event.t - start.t) if start is not None else 0.0,
         )
-        view = BoundaryView(event.seq, b, event.review, used, self.ledger.summary())
+        view = BoundaryView(event.seq, b, event.review, used, self.ledger.summary(), event.risk)
         view.arguments = argument_changes(b.arguments, b.arguments)
         block = self.blocks.get(b.block_id)
         if block is None:
