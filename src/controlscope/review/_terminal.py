@@ -59,7 +59,7 @@ class TerminalFront:
         while True:
             key = self._line(f"decision ({choices})> ", deadline)
             if key is None:
-                self.out.print("[bold]no decision in time[/]: the call is kept (a timeout)")
+                self.out.print("[bold]no decision[/] (out of time, or no more input): call kept")
                 return
             chosen = [k for n, k in enumerate(kinds, 1) if key.strip().lower() in (str(n), k)]
             if not chosen:
