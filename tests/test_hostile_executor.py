@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import controlscope as cs
 from controlscope.core import RealizedOperationEvent
+from controlscope.review import ReviewDesk
+from controlscope.view import ViewServer
+from controlscope.view._review import MAX_DECISION_BYTES
 
 TASK = "file_context/file_splitting"
 BLOCK = "```python\nprint(list_directory(path='/workspace'))\n```"
@@ -53,3 +57,40 @@ def test_a_terminal_reviewer_whose_input_ended_keeps_the_call_as_a_recorded_time
     realized = [e for e in cs.read_events(out) if isinstance(e, RealizedOperationEvent)]
     assert [(e.operation.kind, e.fallback) for e in realized] == [("keep", "timeout")]
     assert cs.read_events(out)[-1].type == "run_end"
+
+
+def _post_raw(url: str, head: str, body: bytes) -> str:
+    """POST ``body`` to the review page's decide route with the extra ``head`` lines, over a
+    raw socket (the body may be only the start of what the head declares); the answer's
+    first bytes (a socket timeout when none comes within 30 s)."""
+    host, port = url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        request = f"POST /_review/decide HTTP/1.1\r\nHost: {host}\r\nX-Review-Key: k\r\n{head}\r\n"
+        sock.sendall(request.encode() + body)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):  # its JSON body
+            got = sock.recv(65536)
+            if not got:
+                break
+            answer += got
+        return answer.decode("utf-8", "replace")
+
+
+def test_the_review_page_refuses_a_deep_decision_and_reads_no_body_past_its_bound(
+    tmp_path: Path,
+) -> None:
+    """A decision nested too deeply to parse is malformed (400), not a server error (500) with
+    a traceback in the run's output; a body declared or streamed past the bound is refused at
+    once, before the rest arrives (it was read whole into memory first)."""
+    desk = ReviewDesk(secret="k")
+    with ViewServer(tmp_path, desk=desk) as server:
+        deep = "[" * 100_000
+        answer = _post_raw(server.url, f"Content-Length: {len(deep)}\r\n", deep.encode())
+        assert answer.startswith("HTTP/1.1 400") and "nested too deeply" in answer, answer
+        declared = "Content-Length: 1000000000\r\n"
+        answer = _post_raw(server.url, declared, b'{"ticket": "')
+        assert answer.startswith("HTTP/1.1 400") and "at most 1,000,000 bytes" in answer, answer
+        chunk = b"x" * (MAX_DECISION_BYTES + 1)
+        streamed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"  # no last chunk: it goes on
+        answer = _post_raw(server.url, "Transfer-Encoding: chunked\r\n", streamed)
+        assert answer.startswith("HTTP/1.1 400") and "at most 1,000,000 bytes" in answer, answer
