@@ -94,3 +94,25 @@ def test_the_review_page_refuses_a_deep_decision_and_reads_no_body_past_its_boun
         streamed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"  # no last chunk: it goes on
         answer = _post_raw(server.url, "Transfer-Encoding: chunked\r\n", streamed)
         assert answer.startswith("HTTP/1.1 400") and "at most 1,000,000 bytes" in answer, answer
+
+
+def test_serve_over_http_on_an_address_it_cannot_listen_on_is_one_line_and_exit_2(
+    tmp_path: Path,
+) -> None:
+    """A port already taken, a host that is no address, a blank host (every interface): exit
+    2 with one line, before a session starts (it ran a session, then failed with exit 3 and a
+    dozen lines of the web server's log)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        cases = [("127.0.0.1", port, "Address already in use"), ("256.1.1.1", "0", "256.1.1.1")]
+        cases.append(("", "0", "every interface"))
+        for host, at, words in cases:
+            out = tmp_path / f"session-{len(host)}"
+            args = ("serve", "--transport", "http", "--host", host, "--port", at)
+            done = controlscope(tmp_path, *args, "--out", str(out), timeout=60)
+            lines = done.stderr.strip().splitlines()
+            assert done.returncode == 2 and len(lines) == 1, done.stderr[-3000:]
+            assert lines[0].startswith("controlscope serve: ") and words in lines[0], lines[0]
+            assert not out.exists()  # no session was started
