@@ -12,13 +12,18 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 import controlscope as cs
 from controlscope.core import RealizedOperationEvent
+from controlscope.models import EndpointGate, install_gate
 from controlscope.review import ReviewDesk
 from controlscope.view import ViewServer
 from controlscope.view._review import MAX_DECISION_BYTES
+from test_openai_client import ERROR_BODY, FakeEndpoint, completion, make, user
 
 TASK = "file_context/file_splitting"
 BLOCK = "```python\nprint(list_directory(path='/workspace'))\n```"
@@ -116,3 +121,28 @@ def test_serve_over_http_on_an_address_it_cannot_listen_on_is_one_line_and_exit_
             assert done.returncode == 2 and len(lines) == 1, done.stderr[-3000:]
             assert lines[0].startswith("controlscope serve: ") and words in lines[0], lines[0]
             assert not out.exists()  # no session was started
+
+
+@pytest.fixture
+def endpoint() -> Iterator[FakeEndpoint]:
+    fake = FakeEndpoint()
+    yield fake
+    fake.close()
+
+
+@pytest.mark.parametrize("header", ["retry-after", "retry-after-ms"])
+def test_a_rate_limit_whose_retry_after_is_nan_is_retried_not_waited_on_forever(
+    endpoint: FakeEndpoint, header: str
+) -> None:
+    """A 429 with ``Retry-After: nan`` (a served endpoint's garbage) is retried after the
+    usual backoff, with the panel's gate installed; it waited ``nan`` seconds, so the call
+    hung until its deadline and failed."""
+    endpoint.script.append((429, ERROR_BODY, {header: "nan"}))
+    endpoint.script.append((200, completion("ok"), {}))
+    install_gate(EndpointGate(2))
+    try:
+        model = make(endpoint, request_timeout_s=20.0)
+        assert model.complete(user("hi")).text == "ok"
+    finally:
+        install_gate(None)
+    assert model.total_attempts == 2
