@@ -146,3 +146,15 @@ def test_a_rate_limit_whose_retry_after_is_nan_is_retried_not_waited_on_forever(
     finally:
         install_gate(None)
     assert model.total_attempts == 2
+
+
+def test_a_block_over_the_code_bound_is_refused_and_the_session_goes_on(tmp_path: Path) -> None:
+    """A 20-million-character block (an MCP client's garbage) is refused with one line before
+    it reaches the session; it could not be recorded, so it ended the session (error) and
+    every later block was refused."""
+    keep = cs.RunSettings(scope="keep", schedule="never")
+    with cs.Executor(settings=keep, out=tmp_path / "session") as executor:
+        with pytest.raises(ValueError, match=r"at most 1,000,000 characters, not 20,000,000"):
+            executor.execute("x = 1\n" * 3_333_333 + "\n\n")
+        run = executor.execute("print(6 * 7)")
+    assert run.ok and run.output == "42\n" and run.session_end is None

@@ -27,7 +27,14 @@ from typing import Any
 
 import anyio.to_thread
 
-from controlscope.core import EVENTS_FILE, ProviderError, RunSettings, Scope, ToolSchema
+from controlscope.core import (
+    EVENTS_FILE,
+    MAX_CODE_CHARS,
+    ProviderError,
+    RunSettings,
+    Scope,
+    ToolSchema,
+)
 from controlscope.envs.session import (
     SESSION_TASK,
     PythonTool,
@@ -175,9 +182,14 @@ class Executor:
             ExecutorClosed: the executor was closed, or its session ended (a budget, its
                 wall-clock ceiling: the reason is named).
             TypeError: ``code`` is not a string.
+            ValueError: ``code`` is longer than :data:`~controlscope.core.MAX_CODE_CHARS`
+                (the most a reviewer's replacement may carry; a longer block cannot be
+                recorded, and would end the session).
         """
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        if len(code) > MAX_CODE_CHARS:
+            raise ValueError(f"a block is at most {MAX_CODE_CHARS:,} characters, not {len(code):,}")
         with self._lock:
             self._check_open()
             session = self._session
