@@ -12,12 +12,14 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import controlscope as cs
+from controlscope._proc import alive, descendants
 from controlscope.core import RealizedOperationEvent
 from controlscope.models import EndpointGate, install_gate
 from controlscope.review import ReviewDesk
@@ -158,3 +160,76 @@ def test_a_block_over_the_code_bound_is_refused_and_the_session_goes_on(tmp_path
             executor.execute("x = 1\n" * 3_333_333 + "\n\n")
         run = executor.execute("print(6 * 7)")
     assert run.ok and run.output == "42\n" and run.session_end is None
+
+
+def test_serve_ends_when_its_client_disconnects_during_a_block_that_never_returns(
+    tmp_path: Path,
+) -> None:
+    """``controlscope serve`` over stdio: the client sends a block that loops forever and
+    closes its end; the server stops the block (within the close grace), records the
+    session's end and exits 0, leaving no process (it waited on the block for the session's
+    whole execution budget)."""
+    out = tmp_path / "session"
+    command = [sys.executable, "-m", "controlscope.cli", "serve", "--scope", "keep"]
+    serve = subprocess.Popen(
+        [*command, "--out", str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+    )
+    assert serve.stdin is not None and serve.stdout is not None
+    hello = {"protocolVersion": "2025-03-26", "capabilities": {}}
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "execute_python", "arguments": {"code": "while True:\n    pass\n"}}},
+    ]  # fmt: skip
+    hello["clientInfo"] = {"name": "hostile", "version": "1"}
+    try:
+        for message in messages:
+            serve.stdin.write(json.dumps(message).encode() + b"\n")
+            serve.stdin.flush()
+        assert b'"id":1' in serve.stdout.readline()  # initialized: the session runs
+        deadline = time.monotonic() + 60
+        while not _logged(out, "block_start") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        below = descendants(serve.pid)
+        serve.stdin.close()
+        assert serve.wait(timeout=150) == 0
+    finally:
+        serve.kill()
+        serve.wait()
+    events = cs.read_events(out)
+    assert events[-1].type == "run_end"
+    assert [e.result.status for e in events if e.type == "block_end"] == ["killed"]
+    assert below and not [pid for pid in below if alive(pid)]
+
+
+def _logged(run_dir: Path, kind: str) -> bool:
+    log = run_dir / "events.jsonl"
+    return log.exists() and f'"type":"{kind}"' in log.read_text().replace(" ", "")
+
+
+@pytest.mark.parametrize(
+    ("given", "words"),
+    [
+        ({"timeout_s": 0}, "timeout_s is a number of seconds above 0, not 0"),
+        ({"timeout_s": -1.0}, "not -1.0"),
+        ({"timeout_s": float("nan")}, "not nan"),
+        ({"out": ""}, "out is empty"),
+        ({"out": "/proc/self/no/such"}, "cannot write the run directory /proc/self/no/such"),
+    ],
+)
+def test_an_executor_given_a_bad_time_limit_or_run_directory_is_one_executor_error(
+    given: dict[str, object], words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A time limit that is not above 0 (every tool call failed at once, or was never waited
+    on), an empty ``out`` (the session was written into the working directory) or one that
+    cannot be written (a bare ``FileNotFoundError``) is refused with one line."""
+    monkeypatch.chdir(tmp_path)  # where an empty ``out`` wrote the session
+    keep = cs.RunSettings(scope="keep", schedule="never")
+    with pytest.raises(cs.ExecutorError) as refused:
+        cs.Executor(settings=keep, **given)  # type: ignore[arg-type]
+    assert words in str(refused.value) and "\n" not in str(refused.value)

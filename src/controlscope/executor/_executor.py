@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import secrets
 import signal
@@ -103,8 +104,9 @@ class Executor:
 
     Raises:
         ExecutorError: bad servers or tools, settings the run refuses (a bare ``once``, a
-            ``fenced`` planner format), a model that cannot be built, an ``out`` that holds a
-            run, or a session that did not start.
+            ``fenced`` planner format), a model that cannot be built, an ``out`` that is empty,
+            holds a run or cannot be written, a ``timeout_s`` not above 0, or a session that
+            did not start.
 
     Example::
 
@@ -128,6 +130,8 @@ class Executor:
         seed: int = 0,
         timeout_s: float = 60.0,
     ) -> None:
+        if not (isinstance(timeout_s, int | float) and 0 < timeout_s < math.inf):
+            raise ExecutorError(f"timeout_s is a number of seconds above 0, not {timeout_s!r}")
         self.settings = settings or RunSettings()
         self.run_dir = _fresh_out(out)
         upstream = _parsed_servers(servers)
@@ -202,8 +206,11 @@ class Executor:
             return execution_of(session.take(), ended)
 
     async def aexecute(self, code: str) -> Execution:
-        """:meth:`execute` for async frameworks (on a worker thread of anyio's)."""
-        return await anyio.to_thread.run_sync(self.execute, code)
+        """:meth:`execute` for async frameworks (on a worker thread of anyio's). Cancelling it
+        stops the wait, not the block: the block runs on in the session (an MCP client that
+        disconnects mid-block cancels it; :meth:`close` then stops the block within
+        :data:`CLOSE_GRACE_S`)."""
+        return await anyio.to_thread.run_sync(self.execute, code, abandon_on_cancel=True)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -252,6 +259,8 @@ def _fresh_out(out: str | Path | None) -> Path:
     if out is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         return Path("runs") / f"session-{stamp}-{os.getpid()}-{secrets.token_hex(3)}"
+    if not str(out).strip():
+        raise ExecutorError("out is empty; name the session's run directory")
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise ExecutorError(f"out {path} exists and is not a directory")
@@ -300,12 +309,16 @@ def _start(
             its first block (the reason named).
     """
     settings, run_dir = executor.settings, executor.run_dir
-    SessionRecord(
+    record = SessionRecord(
         goal=goal or DEFAULT_GOAL,
         tools=tuple(tools.list_tools()),
         servers={name: server.command_line() for name, server in upstream.items()},
         problems=tools.problems,
-    ).write(run_dir)
+    )
+    try:
+        record.write(run_dir)
+    except OSError as err:
+        raise ExecutorError(f"cannot write the run directory {run_dir}: {err.strerror}") from None
     env = SessionEnvironment(run_dir, tools=tools)
     task = env.task(SESSION_TASK)
     reviews = settings.schedule != "never" and settings.scope != Scope.KEEP
