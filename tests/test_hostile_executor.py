@@ -233,3 +233,33 @@ def test_an_executor_given_a_bad_time_limit_or_run_directory_is_one_executor_err
     with pytest.raises(cs.ExecutorError) as refused:
         cs.Executor(settings=keep, **given)  # type: ignore[arg-type]
     assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_arguments_typed_at_the_terminal_nested_too_deeply_are_refused_and_asked_again(
+    tmp_path: Path,
+) -> None:
+    """At ``--reviewer human:terminal`` the person types a patch nested too deeply to parse:
+    it is "not JSON" and the choice is asked again (the person then keeps the call); it ended
+    the run as an error (exit 4) with a traceback."""
+    (tmp_path / "script.json").write_text(json.dumps([BLOCK, "Done."]))
+    typed = tmp_path / "typed.txt"
+    typed.write_text("2\n" + "[" * 100_000 + "\n1\n")  # patch_arguments, the JSON, then keep
+    out = tmp_path / "run"
+    args = ["run", "--task", TASK, "--model", "scripted:script.json", "--planner-format"]
+    args += ["fenced", "--reviewer", "human:terminal", "--scope", "arg", "--out", str(out)]
+    args += ["--schedule", "every_boundary"]
+    with typed.open() as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "controlscope.cli", *args],
+            cwd=tmp_path,
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=ENV,
+            check=False,
+        )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "not JSON: nested too deeply to parse" in done.stdout
+    realized = [e for e in cs.read_events(out) if isinstance(e, RealizedOperationEvent)]
+    assert [(e.operation.kind, e.fallback) for e in realized] == [("keep", None)]

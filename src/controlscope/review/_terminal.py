@@ -121,7 +121,9 @@ class TerminalFront:
                 return {"arguments": json.loads(text)}
             except json.JSONDecodeError as err:
                 self.out.print(f"[red]not JSON[/]: {escape(str(err))}")
-                return None
+            except RecursionError:
+                self.out.print("[red]not JSON[/]: nested too deeply to parse")
+            return None
         start = rest_of_block(b.code, b.line) if operation_spec(kind).cancels else b.code
         edited = edit_in_editor(start)
         return None if edited is None else {"code": edited}
