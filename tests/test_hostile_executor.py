@@ -263,3 +263,36 @@ def test_arguments_typed_at_the_terminal_nested_too_deeply_are_refused_and_asked
     assert "not JSON: nested too deeply to parse" in done.stdout
     realized = [e for e in cs.read_events(out) if isinstance(e, RealizedOperationEvent)]
     assert [(e.operation.kind, e.fallback) for e in realized] == [("keep", None)]
+
+
+def test_a_replacement_saved_not_as_utf8_by_the_terminals_editor_is_no_code_and_asked_again(
+    tmp_path: Path,
+) -> None:
+    """At ``--reviewer human:terminal`` the person's ``$EDITOR`` saves the replacement in
+    Latin-1: "no code", the choice is asked again (the person keeps the call); it ended the
+    run as an error (exit 4) with a traceback."""
+    (tmp_path / "script.json").write_text(json.dumps([BLOCK, "Done."]))
+    editor = tmp_path / "latin1_editor.py"
+    editor.write_text("import sys\nopen(sys.argv[1], 'wb').write(b\"print('caf\\xe9')\\n\")\n")
+    typed = tmp_path / "typed.txt"
+    typed.write_text("3\n1\n")  # replace_workflow (in the editor), then keep
+    out = tmp_path / "run"
+    args = ["run", "--task", TASK, "--model", "scripted:script.json", "--planner-format"]
+    args += ["fenced", "--reviewer", "human:terminal", "--schedule", "every_boundary"]
+    env = {**ENV, "EDITOR": f"{sys.executable} {editor}"}
+    env.pop("VISUAL", None)
+    with typed.open() as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "controlscope.cli", *args, "--out", str(out)],
+            cwd=tmp_path,
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "no code: the editor failed, or left no UTF-8 text" in done.stdout
+    realized = [e for e in cs.read_events(out) if isinstance(e, RealizedOperationEvent)]
+    assert [(e.operation.kind, e.fallback) for e in realized] == [("keep", None)]

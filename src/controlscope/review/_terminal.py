@@ -126,7 +126,10 @@ class TerminalFront:
             return None
         start = rest_of_block(b.code, b.line) if operation_spec(kind).cancels else b.code
         edited = edit_in_editor(start)
-        return None if edited is None else {"code": edited}
+        if edited is None:
+            self.out.print("[red]no code[/]: the editor failed, or left no UTF-8 text")
+            return None
+        return {"code": edited}
 
     def _line(self, prompt: str, deadline: float | None) -> str | None:
         """One line typed by the person; None at the deadline or the end of input."""
@@ -147,7 +150,7 @@ class TerminalFront:
 
 def edit_in_editor(text: str) -> str | None:
     """``text`` after the person edited it in ``$VISUAL`` or ``$EDITOR`` (``vi`` when neither
-    is set); None when the editor failed or left the file empty.
+    is set); None when the editor failed, or left the file empty, removed or not UTF-8.
 
     Args:
         text: the code to start from.
@@ -161,9 +164,9 @@ def edit_in_editor(text: str) -> str | None:
         path.write_text(text, "utf-8")
         try:
             done = subprocess.run([*shlex.split(editor), str(path)], check=False)
-        except OSError:
+            edited = path.read_text("utf-8")
+        except (OSError, UnicodeDecodeError):  # no editor, the file removed, not UTF-8
             return None
-        edited = path.read_text("utf-8")
     if done.returncode != 0 or not edited.strip():
         return None
     return edited
