@@ -296,3 +296,50 @@ def test_a_replacement_saved_not_as_utf8_by_the_terminals_editor_is_no_code_and_
     assert "no code: the editor failed, or left no UTF-8 text" in done.stdout
     realized = [e for e in cs.read_events(out) if isinstance(e, RealizedOperationEvent)]
     assert [(e.operation.kind, e.fallback) for e in realized] == [("keep", None)]
+
+
+SERVER = """
+import sys
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer(name="hyphens")
+
+
+def tool(name):
+    def call(x: str = "") -> str:
+        return f"{name} ran with {x}"
+    return call
+
+
+for name in sys.argv[1:]:
+    server.add_tool(tool(name), name=name, description=f"the tool {name}")
+server.run("stdio")
+"""
+
+
+def delete_file(x: str = "") -> str:
+    """A Python tool whose name is the Python function of the server's ``delete-file``."""
+    return f"python ran with {x}"
+
+
+def test_tool_names_that_are_one_python_function_are_namespaced_or_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """An upstream ``delete-file`` and a Python ``delete_file`` are both ``delete_file()`` in
+    agent code: namespaced as a clash of names is (the session failed to start, its error a
+    traceback's first line); two such names of one server are refused in one line."""
+    script = tmp_path / "hyphens.py"
+    script.write_text(SERVER)
+    keep = cs.RunSettings(scope="keep", schedule="never")
+    server = [sys.executable, str(script), "delete-file"]
+    with cs.Executor(servers={"c": server}, tools=[delete_file], settings=keep,
+                     out=tmp_path / "namespaced") as executor:  # fmt: skip
+        assert [t.name for t in executor.tools] == ["c__delete-file", "python__delete_file"]
+        run = executor.execute("print(c__delete_file(x='1'))\nprint(python__delete_file(x='2'))")
+    assert run.output == "delete-file ran with 1\npython ran with 2\n", run.error
+    both = {"c": [*server, "delete_file"]}
+    with pytest.raises(cs.ExecutorError) as refused:
+        cs.Executor(servers=both, settings=keep, out=tmp_path / "refused")
+    assert str(refused.value) == (
+        "tools 'delete-file' and 'delete_file' of 'c' would be one Python function delete_file()"
+    )

@@ -217,7 +217,8 @@ class Executor:
             raise ExecutorClosed(f"the executor is closed (its run: {self.run_dir})")
         if self._session.ended:
             reason, detail = self._session.end_reason()
-            raise ExecutorClosed(f"the session ended ({reason}: {detail}); its run: {self.run_dir}")
+            why = _one_line(detail)
+            raise ExecutorClosed(f"the session ended ({reason}: {why}); its run: {self.run_dir}")
 
     # -- closing -----------------------------------------------------------------------------
 
@@ -340,8 +341,16 @@ def _start(
     session.start(env, task, reviewer=chosen, condition=condition, out_dir=run_dir, seed=seed)
     if session.wait() != "ready":
         reason, detail = session.end_reason()
-        raise ExecutorError(f"the session did not start ({reason}): {first_line(detail)}")
+        raise ExecutorError(f"the session did not start ({reason}): {_one_line(detail)}")
     return session
+
+
+def _one_line(detail: str) -> str:
+    """Why a session ended, in one line: a traceback's last line (the error), else the first."""
+    lines = [line for line in detail.strip().splitlines() if line.strip()]
+    if lines and lines[0].startswith("Traceback"):
+        return lines[-1]
+    return first_line(detail) if lines else detail
 
 
 # -- ending every session: close, interpreter exit, SIGTERM ---------------------------------
