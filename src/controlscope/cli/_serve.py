@@ -8,14 +8,18 @@ MCP stream).
 
 Exit status: 0 when the client disconnects (stdio) or the server is stopped; 2 on bad input
 (one line, before anything runs): a bad settings option, an ``mcpServers`` file that cannot be
-used, a session that cannot start.
+used, an HTTP address that cannot be listened on, a session that cannot start.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import socket
 
 import anyio
+import uvicorn
+from mcp.server.mcpserver import MCPServer
 from pydantic import ValidationError
 from rich.console import Console
 
@@ -25,7 +29,7 @@ from controlscope.core import Port, RunSettings
 from controlscope.executor import DEFAULT_GOAL, Executor, ExecutorError
 from controlscope.integrations import code_mode_server
 from controlscope.schedule import SCHEDULE_FORMS
-from controlscope.view import is_loopback
+from controlscope.view import ViewError, is_loopback, listen_on
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,11 +70,16 @@ def main(args: argparse.Namespace) -> int:
     if settings.reviewer == "human:terminal" and args.transport == "stdio":
         why = "a person at the terminal cannot review over stdio (its input is the MCP stream)"
         return fail(console, "serve", f"{why}: use --reviewer human (the review page)", 2)
+    listening: socket.socket | None = None
     try:
+        if args.transport == "http":  # bound first: a taken port is one line, no session
+            listening = listen_on(args.host, args.port)
         executor = Executor(servers=args.servers, settings=settings, goal=args.goal, out=args.out)
-    except ExecutorError as err:
+    except (ViewError, ExecutorError) as err:
+        if listening is not None:
+            listening.close()
         return fail(console, "serve", str(err), 2)
-    with executor:
+    with executor, contextlib.ExitStack() as stack:
         for problem in executor.problems:
             console.print(f"controlscope serve: {problem}", markup=False)
         if executor.review_url is not None:
@@ -82,8 +91,17 @@ def main(args: argparse.Namespace) -> int:
                 "can reach this machine can run code in the session and call its tools",
                 markup=False,
             )
-        if args.transport == "stdio":
+        if listening is None:
             anyio.run(server.run_stdio_async)
         else:
-            anyio.run(lambda: server.run_streamable_http_async(host=args.host, port=args.port))
+            stack.callback(listening.close)
+            anyio.run(_serve_http, server, listening, args.host)
     return 0
+
+
+async def _serve_http(server: MCPServer, listening: socket.socket, host: str) -> None:
+    """Serve ``server``'s streamable HTTP app on the socket already listening (as the SDK's
+    ``run_streamable_http_async`` serves it on an address it binds itself)."""
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, log_level=server.settings.log_level.lower())
+    await uvicorn.Server(config).serve(sockets=[listening])

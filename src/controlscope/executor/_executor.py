@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import secrets
 import signal
@@ -29,6 +30,7 @@ import anyio.to_thread
 
 from controlscope.core import (
     EVENTS_FILE,
+    MAX_CODE_CHARS,
     HumanChannel,
     ProviderError,
     RunSettings,
@@ -115,8 +117,9 @@ class Executor:
 
     Raises:
         ExecutorError: bad servers or tools, settings the run refuses (a bare ``once``, a
-            ``fenced`` planner format), a model that cannot be built, an ``out`` that holds a
-            run, or a session that did not start.
+            ``fenced`` planner format), a model that cannot be built, an ``out`` that is empty,
+            holds a run or cannot be written, a ``timeout_s`` not above 0, or a session that
+            did not start.
 
     Example::
 
@@ -141,6 +144,8 @@ class Executor:
         timeout_s: float = 60.0,
         desk: ReviewDesk | None = None,
     ) -> None:
+        if not (isinstance(timeout_s, int | float) and 0 < timeout_s < math.inf):
+            raise ExecutorError(f"timeout_s is a number of seconds above 0, not {timeout_s!r}")
         self.settings = settings or RunSettings()
         self.run_dir = _fresh_out(out)
         upstream = _parsed_servers(servers)
@@ -210,9 +215,14 @@ class Executor:
             ExecutorClosed: the executor was closed, or its session ended (a budget, its
                 wall-clock ceiling: the reason is named).
             TypeError: ``code`` is not a string.
+            ValueError: ``code`` is longer than :data:`~controlscope.core.MAX_CODE_CHARS`
+                (the most a reviewer's replacement may carry; a longer block cannot be
+                recorded, and would end the session).
         """
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        if len(code) > MAX_CODE_CHARS:
+            raise ValueError(f"a block is at most {MAX_CODE_CHARS:,} characters, not {len(code):,}")
         with self._lock:
             self._check_open()
             session = self._session
@@ -225,15 +235,19 @@ class Executor:
             return execution_of(session.take(), ended)
 
     async def aexecute(self, code: str) -> Execution:
-        """:meth:`execute` for async frameworks (on a worker thread of anyio's)."""
-        return await anyio.to_thread.run_sync(self.execute, code)
+        """:meth:`execute` for async frameworks (on a worker thread of anyio's). Cancelling it
+        stops the wait, not the block: the block runs on in the session (an MCP client that
+        disconnects mid-block cancels it; :meth:`close` then stops the block within
+        :data:`CLOSE_GRACE_S`)."""
+        return await anyio.to_thread.run_sync(self.execute, code, abandon_on_cancel=True)
 
     def _check_open(self) -> None:
         if self._closed:
             raise ExecutorClosed(f"the executor is closed (its run: {self.run_dir})")
         if self._session.ended:
             reason, detail = self._session.end_reason()
-            raise ExecutorClosed(f"the session ended ({reason}: {detail}); its run: {self.run_dir}")
+            why = _one_line(detail)
+            raise ExecutorClosed(f"the session ended ({reason}: {why}); its run: {self.run_dir}")
 
     # -- closing -----------------------------------------------------------------------------
 
@@ -277,6 +291,8 @@ def _fresh_out(out: str | Path | None) -> Path:
     if out is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         return Path("runs") / f"session-{stamp}-{os.getpid()}-{secrets.token_hex(3)}"
+    if not str(out).strip():
+        raise ExecutorError("out is empty; name the session's run directory")
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise ExecutorError(f"out {path} exists and is not a directory")
@@ -365,12 +381,16 @@ def _start(
             its first block (the reason named).
     """
     settings, run_dir = executor.settings, executor.run_dir
-    SessionRecord(
+    record = SessionRecord(
         goal=goal or DEFAULT_GOAL,
         tools=tuple(tools.list_tools()),
         servers={name: server.command_line() for name, server in upstream.items()},
         problems=tools.problems,
-    ).write(run_dir)
+    )
+    try:
+        record.write(run_dir)
+    except OSError as err:
+        raise ExecutorError(f"cannot write the run directory {run_dir}: {err.strerror}") from None
     env = SessionEnvironment(run_dir, tools=tools)
     task = env.task(SESSION_TASK)
     reviews = settings.schedule != "never" and settings.scope != Scope.KEEP
@@ -392,8 +412,16 @@ def _start(
     session.start(env, task, reviewer=chosen, condition=condition, out_dir=run_dir, seed=seed)
     if session.wait() != "ready":
         reason, detail = session.end_reason()
-        raise ExecutorError(f"the session did not start ({reason}): {first_line(detail)}")
+        raise ExecutorError(f"the session did not start ({reason}): {_one_line(detail)}")
     return session
+
+
+def _one_line(detail: str) -> str:
+    """Why a session ended, in one line: a traceback's last line (the error), else the first."""
+    lines = [line for line in detail.strip().splitlines() if line.strip()]
+    if lines and lines[0].startswith("Traceback"):
+        return lines[-1]
+    return first_line(detail) if lines else detail
 
 
 # -- ending every session: close, interpreter exit, SIGTERM ---------------------------------

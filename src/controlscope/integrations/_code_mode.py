@@ -90,7 +90,7 @@ def code_mode_server(executor: Executor, *, name: str = "controlscope") -> MCPSe
     async def execute_python(code: str) -> str:
         try:
             run = await executor.aexecute(code)
-        except ExecutorClosed as err:
+        except (ExecutorClosed, ValueError) as err:  # closed, or a block over the bound
             raise ToolError(str(err)) from None
         text = execution_text(run)
         if not run.ok:

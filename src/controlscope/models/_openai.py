@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import queue
 import re
@@ -315,18 +316,15 @@ def _pause_for_rate_limit(gate: EndpointGate, exc: BaseException, cap_s: float) 
 
 
 def _retry_after_s(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("retry-after-ms")
-    if value is not None:
+    """The seconds a ``Retry-After-Ms`` or ``Retry-After`` header asks for; None when neither
+    is a number (``nan`` is none: a wait of ``nan`` seconds never ends)."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         try:
-            return float(value) / 1000.0
+            seconds = float(headers.get(name, "")) / scale
         except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is not None:
-        try:
-            return float(value)
-        except ValueError:
-            return None
+            continue
+        if not math.isnan(seconds):
+            return seconds
     return None
 
 

@@ -6,8 +6,9 @@ only what the granted scope allows; the decision is judged by the same validatio
 (:class:`~controlscope.review.ReviewDesk`); a refused one is shown with its reason and the
 person tries again. The accepted decision is recorded like a model's proposal, with who made it
 (``reviewer: human``), where, how long the person took and the refused tries. A decision not
-made within ``timeout_s`` is a recorded ``timeout`` fallback (Keep, paper A.4); Ctrl-C during
-the wait ends the run, recorded as ``interrupted``.
+made within ``timeout_s`` is a recorded ``timeout`` fallback (Keep, paper A.4), and so is one at a
+terminal whose input ended (``< /dev/null``: nobody can answer); Ctrl-C during the wait ends
+the run, recorded as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -87,11 +88,13 @@ class HumanReviewer:
             fallback).
         """
         pending = self.desk.post(state, condition.operations, label=self.label)
+        wait_s = self.timeout_s
         if self.channel == "terminal":
             front = TerminalFront(self.desk, stdin=self._stdin, stdout=self._stdout)
             self.desk.where = front.name
             front.ask(pending, condition, self.timeout_s)
-        operation = self.desk.wait(pending, self.timeout_s)
+            wait_s = 0.0  # decided, out of time, or its input ended: no decision is to come
+        operation = self.desk.wait(pending, wait_s)
         return self._proposal(pending, operation is None)
 
     def _proposal(self, pending: PendingReview, timed_out: bool) -> Proposal:
@@ -103,7 +106,11 @@ class HumanReviewer:
             timed_out=timed_out,
         )
         if timed_out:
-            problem = f"the person made no decision within {self.timeout_s:g} s"
+            problem = (
+                "the person made no decision (the terminal's input ended)"
+                if self.timeout_s is None
+                else f"the person made no decision within {self.timeout_s:g} s"
+            )
             return Proposal(problem=problem, human=human)
         return Proposal(
             operation=pending.operation, reason=pending.reason, raw=pending.decision, human=human

@@ -59,7 +59,7 @@ class TerminalFront:
         while True:
             key = self._line(f"decision ({choices})> ", deadline)
             if key is None:
-                self.out.print("[bold]no decision in time[/]: the call is kept (a timeout)")
+                self.out.print("[bold]no decision[/] (out of time, or no more input): call kept")
                 return
             chosen = [k for n, k in enumerate(kinds, 1) if key.strip().lower() in (str(n), k)]
             if not chosen:
@@ -121,10 +121,15 @@ class TerminalFront:
                 return {"arguments": json.loads(text)}
             except json.JSONDecodeError as err:
                 self.out.print(f"[red]not JSON[/]: {escape(str(err))}")
-                return None
+            except RecursionError:
+                self.out.print("[red]not JSON[/]: nested too deeply to parse")
+            return None
         start = rest_of_block(b.code, b.line) if operation_spec(kind).cancels else b.code
         edited = edit_in_editor(start)
-        return None if edited is None else {"code": edited}
+        if edited is None:
+            self.out.print("[red]no code[/]: the editor failed, or left no UTF-8 text")
+            return None
+        return {"code": edited}
 
     def _line(self, prompt: str, deadline: float | None) -> str | None:
         """One line typed by the person; None at the deadline or the end of input."""
@@ -145,7 +150,7 @@ class TerminalFront:
 
 def edit_in_editor(text: str) -> str | None:
     """``text`` after the person edited it in ``$VISUAL`` or ``$EDITOR`` (``vi`` when neither
-    is set); None when the editor failed or left the file empty.
+    is set); None when the editor failed, or left the file empty, removed or not UTF-8.
 
     Args:
         text: the code to start from.
@@ -159,9 +164,9 @@ def edit_in_editor(text: str) -> str | None:
         path.write_text(text, "utf-8")
         try:
             done = subprocess.run([*shlex.split(editor), str(path)], check=False)
-        except OSError:
+            edited = path.read_text("utf-8")
+        except (OSError, UnicodeDecodeError):  # no editor, the file removed, not UTF-8
             return None
-        edited = path.read_text("utf-8")
     if done.returncode != 0 or not edited.strip():
         return None
     return edited

@@ -41,7 +41,7 @@ from controlscope.view._panel import (
     UnitRow,
     read_panel_page,
 )
-from controlscope.view._serve import DEFAULT_HOST, ViewServer, serve
+from controlscope.view._serve import DEFAULT_HOST, ViewServer, listen_on, serve
 from controlscope.view._timeline import (
     BlockView,
     BoundaryView,
@@ -87,6 +87,7 @@ __all__ = [
     "find_target",
     "is_loopback",
     "iter_run_pages",
+    "listen_on",
     "read_branches",
     "read_panel_page",
     "read_run",

@@ -178,16 +178,16 @@ class ReviewPages:
         """Hand a decision to the desk; JSON ``{"answer", "detail"}`` with status 200
         (accepted), 422 (refused: the reason), 409 (not pending), 403 (no secret) or 400
         (not a decision)."""
-        body = await request.body()
         try:
-            if len(body) > MAX_DECISION_BYTES:
-                raise ValueError(f"a decision is at most {MAX_DECISION_BYTES:,} bytes")
-            decision = json.loads(body)
+            decision = json.loads(await _bounded_body(request, MAX_DECISION_BYTES))
             if not isinstance(decision, dict):
                 raise ValueError("a decision is a JSON object")
             ticket, kind = decision.pop("ticket", ""), decision.pop("operation", "")
             if not isinstance(ticket, str) or not isinstance(kind, str):
                 raise ValueError("'ticket' and 'operation' are strings")
+        except RecursionError:
+            failed = {"answer": "malformed", "detail": "a decision nested too deeply to parse"}
+            return JSONResponse(failed, status_code=400, headers=self.headers)
         except ValueError as err:  # JSONDecodeError too
             failed = {"answer": "malformed", "detail": str(err)}
             return JSONResponse(failed, status_code=400, headers=self.headers)
@@ -203,6 +203,24 @@ class ReviewPages:
         """The review page's script (a file: the pages' policy runs no inline script)."""
         text = files("controlscope.view").joinpath("static/review.js").read_text("utf-8")
         return Response(text, media_type="text/javascript", headers=self.headers)
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """The request's body, read no further than ``limit`` bytes.
+
+    Raises:
+        ValueError: the body (as declared, or as it arrives) is over ``limit`` bytes.
+    """
+    refusal = f"a decision is at most {limit:,} bytes"
+    declared = request.headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > limit:
+        raise ValueError(refusal)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ValueError(refusal)
+    return bytes(body)
 
 
 def with_banner(page: str, desk: ReviewDesk | None) -> str:

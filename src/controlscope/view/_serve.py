@@ -23,6 +23,36 @@ START_TIMEOUT_S = 15.0
 """How long :meth:`ViewServer.start` waits for the server to listen."""
 
 
+def listen_on(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening (before anything else starts, so that an
+    address that cannot be used is one line at once).
+
+    Args:
+        host: the address (an IPv6 one without brackets); not blank.
+        port: the port; 0 picks a free one.
+
+    Returns:
+        The listening socket (close it when done).
+
+    Raises:
+        ViewError: a blank host (it would listen on every interface), or the address cannot
+            be bound (the port is taken, the host is not local or not an address).
+    """
+    if not host.strip():
+        raise ViewError("an empty host would listen on every interface; name an address")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except (OSError, OverflowError) as err:
+        listening.close()
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ViewError(f"cannot listen on {host}:{port}: {why}") from None
+    listening.listen(64)
+    return listening
+
+
 class ViewServer:
     """The viewer of one folder, served over HTTP in a background thread.
 
@@ -53,17 +83,7 @@ class ViewServer:
         port: int = 0,
         desk: ReviewDesk | None = None,
     ) -> None:
-        if not host.strip():
-            raise ViewError("an empty host would listen on every interface; name an address")
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._socket = socket.socket(family, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self._socket.bind((host, port))
-        except OSError as err:
-            self._socket.close()
-            raise ViewError(f"cannot listen on {host}:{port}: {err.strerror}") from None
-        self._socket.listen(64)
+        self._socket = listen_on(host, port)
         bound_host, bound_port = self._socket.getsockname()[:2]
         self.loopback = is_loopback(bound_host)
         """Whether the server listens on loopback only."""

@@ -14,8 +14,10 @@
   that does not return in time is a tool error with the reason.
 - A server's tool keeps the annotations it lists (MCP's hints: read-only, destructive,
   idempotent); a Python callable declares its own with :func:`tool_annotations`.
-- Tool names stay as their servers give them; a name that two sources give is namespaced
-  ``server__tool`` in both (Python callables are the source ``python``).
+- Tool names stay as their servers give them; a name that two sources give (or two names
+  that are one Python function: ``read-file`` and ``read_file``) is namespaced
+  ``server__tool`` in both (Python callables are the source ``python``); two such names of
+  one source are refused.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from controlscope.core import (
     ToolServerError,
     clip_text,
     data_problem,
+    python_name,
 )
 from controlscope.envs._confine import executable_paths, start_confined_server, which
 from controlscope.envs._mcp import MAX_RESULT_CHARS, McpToolServer
@@ -317,20 +320,28 @@ def _namespaced(
         (source, tool) for source, server in servers.items() for tool in server.list_tools()
     ]
     listed += [(PYTHON_SOURCE, tool.schema) for tool in python]
-    sources_of: dict[str, set[str]] = {}
+    sources_of: dict[str, set[str]] = {}  # by the Python function agent code calls
     for source, tool in listed:
-        sources_of.setdefault(tool.name, set()).add(source)
+        sources_of.setdefault(python_name(tool.name), set()).add(source)
     schemas: list[ToolSchema] = []
     routes: dict[str, _Route] = {}
+    functions: dict[str, str] = {}
     for source, tool in listed:
         original = exposed = tool.name
-        if len(sources_of[tool.name]) > 1:
+        if len(sources_of[python_name(tool.name)]) > 1:
             exposed = f"{source}__{tool.name}"
             tool = tool.model_copy(
                 update={"name": exposed, "description": f"[{source}] {tool.description}"}
             )
         if exposed in routes:
             raise ServerConfigError(f"tool {exposed!r} is given twice by {source!r}")
+        function = python_name(exposed)
+        if function in functions:
+            raise ServerConfigError(
+                f"tools {functions[function]!r} and {exposed!r} of {source!r} would be one "
+                f"Python function {function}()"
+            )
+        functions[function] = exposed
         routes[exposed] = _Route(source, original)
         schemas.append(tool)
     return schemas, routes
