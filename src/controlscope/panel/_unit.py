@@ -37,7 +37,7 @@ from controlscope.models import (
     install_gate,
 )
 from controlscope.panel._config import PanelConfig
-from controlscope.panel._folder import CACHE_FILE, RunRecord, log_sha256, run_dir, write_record
+from controlscope.panel._folder import CACHE_FILE, RunRecord, log_identity, run_dir, write_record
 from controlscope.panel._plan import KEEP, PlannedRun, run_spec
 from controlscope.record import LogError
 from controlscope.replay import Recording, ReplayError, resolve_boundary, run_branch
@@ -106,7 +106,9 @@ def execute(job: RunJob) -> RunRecord:
         record = RunRecord(id=job.run.id, status="error", detail=f"{type(err).__name__}: {err}")
     update: dict[str, object] = {"seconds": round(time.monotonic() - started, 3)}
     try:  # the record names its log: a record copied from elsewhere does not count
-        update["log_sha256"] = log_sha256(directory)
+        identity = log_identity(directory)
+        if identity is not None:
+            update.update(log_sha256=identity.sha256, log_fingerprint=identity.fingerprint)
     except (OSError, LogError) as err:
         update.update(status="error", detail=f"its log cannot be read: {err}")
     record = record.model_copy(update=update)
