@@ -18,7 +18,9 @@ or on Ray, resumable (paper sections 3.2, 4 and A.5).
   (``[planner] max_connections``); :class:`RayBackend` runs them on Ray (served ones on
   :class:`RunActor` s);
 - :class:`PanelProgress` shows the progress live; :func:`read_manifest` and
-  :func:`read_record` read a panel folder back (the report does).
+  :func:`read_record` read a panel folder back (the report does); :func:`read_endpoint`
+  reads what its served endpoint cost it (``endpoint.json``: requests, waits on answers and
+  on rate limits, per panel command).
 """
 
 from controlscope.core import ClusterBy
@@ -46,6 +48,13 @@ from controlscope.panel._config import (
     parse_config,
 )
 from controlscope.panel._config import Backend as BackendName
+from controlscope.panel._endpoint import (
+    ENDPOINT_FILE,
+    EndpointRecorder,
+    EndpointSession,
+    endpoint_line,
+    read_endpoint,
+)
 from controlscope.panel._folder import (
     CACHE_FILE,
     LOCK_FILE,
@@ -88,6 +97,7 @@ from controlscope.panel._unit import RunJob, execute
 
 __all__ = [
     "CACHE_FILE",
+    "ENDPOINT_FILE",
     "KEEP",
     "LOCK_FILE",
     "MANIFEST_FILE",
@@ -99,6 +109,8 @@ __all__ = [
     "BudgetSettings",
     "ClusterBy",
     "ConfigError",
+    "EndpointRecorder",
+    "EndpointSession",
     "ExecutionSettings",
     "LocalBackend",
     "LogIdentity",
@@ -127,6 +139,7 @@ __all__ = [
     "core_shares",
     "default_workers",
     "difference",
+    "endpoint_line",
     "execute",
     "finished",
     "load_config",
@@ -137,6 +150,7 @@ __all__ = [
     "open_panel",
     "parse_config",
     "plan_panel",
+    "read_endpoint",
     "read_manifest",
     "read_record",
     "record_problem",

@@ -26,6 +26,7 @@ from controlscope.panel._backends import (
     served_runs,
 )
 from controlscope.panel._config import ConfigError, PanelConfig, load_config
+from controlscope.panel._endpoint import EndpointRecorder
 from controlscope.panel._folder import (
     RunRecord,
     check_folder,
@@ -273,11 +274,17 @@ def _drive(
     running: dict[object, PlannedRun] = {}
     started = time.monotonic()
     gate = getattr(backend, "gate", None)
+    recorder = EndpointRecorder(panel, gate.connections) if isinstance(gate, EndpointGate) else None
+    ended = [-1]  # runs ended when the endpoint's counts were last written
 
     def notify_now() -> None:
         status.running = len(running)
         status.elapsed_s = time.monotonic() - started
         status.endpoint = gate.stats() if isinstance(gate, EndpointGate) else None
+        done = status.finished + status.failed
+        if recorder and status.endpoint and (ended[0] != done or not (waiting or running)):
+            ended[0] = done
+            recorder.update(status.endpoint)  # what the runs waited is kept as they end
         notify(status)
 
     while waiting or running:
