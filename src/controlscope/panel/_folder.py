@@ -91,6 +91,9 @@ class RunRecord(BaseModel):
         log_fingerprint: the log file's identity when it was hashed (:class:`LogIdentity`):
             a log whose file still has it is that log, unread; None in records written
             before (their logs are hashed again when checked).
+        mechanism: how a branch started from its Keep run's prefix: ``fork`` (the prefix
+            replayed once for all the unit's branches, then forked) or ``replay`` (the
+            branch replayed the prefix itself); None for a whole run.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -105,6 +108,7 @@ class RunRecord(BaseModel):
     seconds: float = 0.0
     log_sha256: str | None = None
     log_fingerprint: str | None = None
+    mechanism: str | None = None
 
 
 class PanelManifest(BaseModel):

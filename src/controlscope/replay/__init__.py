@@ -38,6 +38,7 @@ from controlscope.replay._branch import (
     resolve_boundary,
     run_branch,
 )
+from controlscope.replay._fork import PREFIX_DIR
 from controlscope.replay._hook import FrozenOperation, Plan, PrefixHook, PrefixMismatch
 from controlscope.replay._operation import (
     ENDPOINT_KINDS,
@@ -63,6 +64,7 @@ __all__ = [
     "ENDPOINT_KINDS",
     "MECHANISM_NOTES",
     "OLDEST_REPLAYABLE",
+    "PREFIX_DIR",
     "BoundaryChoice",
     "BranchResult",
     "BranchSet",
