@@ -131,3 +131,14 @@ def test_a_forked_group_sends_its_prefix_to_the_server_once(
     assert len(by_replay) == 2 * 7  # each branch: the prefix's 3 calls, then its own 4
     assert len(by_fork) == 3 + 2 * 4, by_fork  # the prefix's calls once
     assert sorted(by_fork + by_replay[:3]) == sorted(by_replay)
+
+
+def test_a_unit_whose_branches_all_start_at_once_is_one_job(tmp_path: Path) -> None:
+    """One unit, more workers than it has branches: its four branches go to one job (none
+    of them is submitted again on its own) and each is recorded by it."""
+    cfg = config(tmp_path, [KEEP] * 20, draws=2)
+    result = cp.run_panel(cfg, tmp_path / "panel", workers=4)
+    assert result.complete and len(result.records) == 5
+    branches = [r for rid, r in result.records.items() if not rid.endswith("/keep")]
+    assert [r.mechanism for r in branches] == ["fork"] * 4
+    assert {r.status for r in branches} == {"done"}

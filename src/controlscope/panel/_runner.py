@@ -294,11 +294,12 @@ def _drive(
         notify(status)
 
     while waiting or running:
+        taken: set[str] = set()  # runs started with a sibling in this pass
         for run in list(waiting):
             if len(running) >= backend.slots:
                 break
             ready = _ready(run, records)
-            if ready is None:
+            if ready is None or run.id in taken:
                 continue
             waiting.remove(run)
             if not ready:
@@ -307,6 +308,7 @@ def _drive(
             siblings = _siblings(run, waiting, plan) if forks else ()
             for sibling in siblings:
                 waiting.remove(sibling)
+                taken.add(sibling.id)
             job = RunJob(panel, config, run, siblings)
             try:
                 handle = backend.submit(job)
@@ -358,8 +360,9 @@ def _siblings(
     each then runs alone)."""
     if run.after is None:
         return ()
-    unit = [r for r in plan.runs if r.after == run.after and r is not run]
-    if not unit or any(r not in waiting for r in unit):
+    unit = [r for r in plan.runs if r.after == run.after and r.id != run.id]
+    unstarted = {r.id for r in waiting}
+    if not unit or any(r.id not in unstarted for r in unit):
         return ()
     return tuple(unit)
 
