@@ -94,6 +94,9 @@ class RunRecord(BaseModel):
         mechanism: how a branch started from its Keep run's prefix: ``fork`` (the prefix
             replayed once for all the unit's branches, then forked) or ``replay`` (the
             branch replayed the prefix itself); None for a whole run.
+        diverged_at: for a run branched from a first schedule's run (``diverge_from``), the
+            call index of the boundary where the two schedules part; None when they share
+            the whole run, and for every other run.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -109,6 +112,7 @@ class RunRecord(BaseModel):
     log_sha256: str | None = None
     log_fingerprint: str | None = None
     mechanism: str | None = None
+    diverged_at: int | None = None
 
 
 class PanelManifest(BaseModel):

@@ -345,10 +345,13 @@ def branches_by_fork(backend: Backend, config: PanelConfig) -> bool:
     each branch replaying the prefix itself: when the runs branch (``start`` is not
     ``whole``), the environment's state is its workspace (it can be forked) and each run has a
     process of its own (the local backend: a fork copies one thread of a process, and the
-    served and Ray backends run many runs on threads of one process). Where the worker turns
+    served and Ray backends run many runs on threads of one process), and not branched from
+    another panel's runs (``diverge_from``). Where the worker turns
     out not to be forkable the branches replay the prefix after all; each record says how its
     branch started (``RunRecord.mechanism``)."""
     if config.start == "whole" or not isinstance(backend, LocalBackend):
+        return False
+    if config.execution.diverge_from is not None:  # each branch from another panel's run
         return False
     return env_unforkable(get_environment(config.env)) is None
 
