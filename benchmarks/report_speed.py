@@ -13,6 +13,12 @@ costs whatever else keeps the machine busy), and again in a fresh process split 
 (``import_s``: the command's modules; ``read_panel_s``; ``tables_s``: tables and bootstrap
 intervals; ``figures_s``: matplotlib's import and both figures; ``write_s``: the files).
 
+Measured on 2 cores with other work keeping them busy (load 6 to 9), 3 December 2026: 2.6 to
+3.0 CPU seconds (wall 5.4 to 10 s on that machine); before the logs were checked by their
+fingerprint (each was hashed) and small files read without a 4 MB buffer, the same folder took
+6.4 to 9.5 CPU seconds (12 to 23 s wall). About 1.2 CPU seconds of it is the command's imports
+(the panel package brings the environments and the MCP client).
+
 Usage: ``python benchmarks/report_speed.py [--log-scale 1.0] [--repeats 3]``; the medians of
 ``--repeats`` runs are reported (the panel is written once; its files are in the page cache,
 as after a panel has run). ``--log-scale 0`` writes no logs. The last line printed is one JSON
