@@ -131,6 +131,47 @@ def test_a_rate_limit_pauses_every_run_and_the_panel_reports_the_wait(
     assert any(at >= limited[0] + 2.8 for at, _ in endpoint.arrivals)
     printed = capsys.readouterr().out
     assert "waited 3.0 s on rate limits (1 rate-limit answer)" in printed
+    # the wait is kept in the panel folder: the report of the finished panel says it
+    assert cli(["report", str(tmp_path / "panel"), "--resamples", "100"]) == 0
+    printed = capsys.readouterr().out
+    line = next(x for x in printed.splitlines() if x.startswith("endpoint: "))
+    assert line.endswith("waited 3.0 s on rate limits (1 rate-limit answer)"), line
+    assert line.startswith(f"endpoint: {endpoint.requests} requests, at most ")
+    document = (tmp_path / "panel" / "report" / "report.md").read_text()
+    assert "waited 3.0 s on rate limits (1 rate-limit answer)" in document
+    saved = json.loads((tmp_path / "panel" / "report" / "report.json").read_text())["endpoint"]
+    assert saved["rate_limits"] == 1 and 2.9 <= saved["rate_limited_s"] <= 3.0
+    assert saved["requests"] == endpoint.requests and len(saved["sessions"]) == 1
+
+
+def test_the_endpoints_counts_add_up_over_panel_commands_and_survive_a_bad_file(
+    tmp_path: Path,
+) -> None:
+    """Each panel command adds its session to ``endpoint.json``; the report sums them. An
+    unreadable file is a problem line in the report, and the next command keeps it aside."""
+    from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
+
+    folder = tmp_path / "panel"
+    write_synthetic_panel(
+        folder, [SyntheticRun(unit="u", category="c", scope="keep", success=True)]
+    )
+    for limits, waited in ((1, 2.0), (2, 4.5)):
+        cp.EndpointRecorder(folder, 8).update(
+            GateStats(peak=5, requests=40, busy_s=30.0, rate_limited_s=waited, rate_limits=limits)
+        )
+    built = cs.report(folder, write=False)
+    assert [s.rate_limits for s in built.endpoint] == [1, 2]
+    assert built.endpoint_line == (
+        "endpoint: 80 requests over 2 panel commands, at most 5 in flight, 60 s waiting on "
+        "answers; waited 6.5 s on rate limits (3 rate-limit answers)"
+    )
+    (folder / cp.ENDPOINT_FILE).write_text("{not json")
+    built = cs.report(folder, write=False)
+    assert built.endpoint == [] and built.endpoint_line is None
+    assert built.problems[-1].startswith("endpoint.json cannot be read, its waits are not counted")
+    cp.EndpointRecorder(folder, 8).update(GateStats(requests=3))
+    assert (folder / "endpoint.json.unreadable").read_text() == "{not json"
+    assert [s.requests for s in cp.read_endpoint(folder)] == [3]
 
 
 def test_max_connections_out_of_range_is_one_line_and_exit_2(

@@ -10,7 +10,9 @@ paired differences over the number of units drawn (see ``docs/architecture.md``)
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -74,11 +76,27 @@ def cluster_bootstrap(
     sums = np.bincount(index, weights=x)
     sizes = np.bincount(index).astype(float)
     k = len(names)
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(k, np.full(k, 1.0 / k), size=resamples)
+    counts = _draws(k, resamples, seed)
     ratios = (counts @ sums) / (counts @ sizes)
     tail = (1.0 - level) / 2.0 * 100.0
     low, high = np.percentile(ratios, [tail, 100.0 - tail])
     return ClusterInterval(
         low=float(low), high=float(high), level=level, clusters=k, resamples=resamples, seed=seed
     )
+
+
+@functools.lru_cache(maxsize=2)
+def _draws(k: int, resamples: int, seed: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """How many times each of ``k`` clusters is drawn in each resample: ``(resamples, k)``,
+    from numpy's default generator seeded with ``seed`` (read-only).
+
+    The draws depend on nothing else, so every comparison over the same number of clusters
+    with the same seed resamples the same clusters (a report's comparisons share them): they
+    are drawn once and kept (the last two kinds; 16 MB at 10,000 resamples of 195 clusters).
+    """
+    rng = np.random.default_rng(seed)
+    counts: np.ndarray[Any, np.dtype[np.int64]] = rng.multinomial(
+        k, np.full(k, 1.0 / k), size=resamples
+    )
+    counts.setflags(write=False)
+    return counts

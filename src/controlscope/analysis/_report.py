@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,6 +31,7 @@ from controlscope.analysis._tables import (
     unshared_requests,
 )
 from controlscope.core import Coverage, Resamples, Seed, escape_untrusted, range_problem
+from controlscope.panel import ENDPOINT_FILE, EndpointSession, endpoint_line, read_endpoint
 
 ReportFormat = Literal["markdown", "latex"]
 """The report document's format."""
@@ -77,6 +78,9 @@ class Report:
         viewer: the command that opens the viewer on the panel (quoted, one inert line).
         reviewers: one sentence per condition saying what its reviewers did (reviews,
             changes proposed, realized, refused with their reasons).
+        endpoint: the served endpoint's counts, one entry per panel command that ran runs
+            against it (``endpoint.json``; requests, waits on answers and on rate limits);
+            empty when the panel's models are not served.
     """
 
     panel: Path
@@ -95,6 +99,7 @@ class Report:
     draws: int = 1
     reviewers: list[str] = field(default_factory=list)
     call_budget: int = 100
+    endpoint: list[EndpointSession] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data (tables as lists of records, NaN as null)."""
@@ -112,7 +117,27 @@ class Report:
             "out": str(self.out) if self.out is not None else None,
             "reviewers": self.reviewers,
             "viewer": self.viewer,
+            "endpoint": self.endpoint_json(),
         }
+
+    def endpoint_json(self) -> dict[str, Any] | None:
+        """The endpoint's counts summed over the panel commands, and each command's (None
+        when the panel's models are not served)."""
+        if not self.endpoint:
+            return None
+        return {
+            "requests": sum(s.requests for s in self.endpoint),
+            "busy_s": round(sum(s.busy_s for s in self.endpoint), 3),
+            "rate_limits": sum(s.rate_limits for s in self.endpoint),
+            "rate_limited_s": round(sum(s.rate_limited_s for s in self.endpoint), 3),
+            "sessions": [s.model_dump() for s in self.endpoint],
+        }
+
+    @property
+    def endpoint_line(self) -> str | None:
+        """The endpoint's counts in one sentence: requests, waits on answers and on rate
+        limits (None when the panel's models are not served)."""
+        return endpoint_line(self.endpoint)
 
     def figure_images(self) -> dict[str, bytes]:
         """The figures as PNG bytes by name (``effort``, ``tokens``; paper Figure 2), each
@@ -183,6 +208,7 @@ def report(
     found = read_panel(panel)
     chosen = cluster or found.plan.cluster
     built = _build(found, chosen, resamples=resamples, seed=seed, level=level)
+    built = _with_endpoint(built)
     if not write:
         return built
     target = Path(out) if out is not None else found.panel / REPORT_DIR
@@ -223,6 +249,17 @@ def _build(found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: 
         reviewers=review_lines(scored, draws),
         call_budget=config.budgets.max_calls or 100,
     )
+
+
+def _with_endpoint(built: Report) -> Report:
+    """``built`` with the panel's endpoint counts; an unreadable ``endpoint.json`` is a
+    problem line, not a failure."""
+    try:
+        sessions = read_endpoint(built.panel)
+    except (OSError, ValueError) as err:
+        problem = f"{ENDPOINT_FILE} cannot be read, its waits are not counted: {err}"
+        return replace(built, problems=[*built.problems, problem])
+    return replace(built, endpoint=sessions)
 
 
 def write_report(built: Report, out: Path, *, fmt: ReportFormat = "markdown") -> Report:
@@ -274,6 +311,8 @@ def _header(r: Report) -> list[str]:
 
 def _markdown(r: Report) -> str:
     lines = ["# Panel report", "", *_header(r), ""]
+    if r.endpoint_line is not None:
+        lines += [f"Served {r.endpoint_line}.", ""]
     for name, title in TABLE_TITLES.items():
         table = r.tables.get(name)
         if table is None or table.empty:
@@ -293,7 +332,8 @@ def _markdown(r: Report) -> str:
 
 
 def _latex(r: Report) -> str:
-    parts = [f"% {line}" for line in (*_header(r), *r.reviewers, f"viewer: {r.viewer}")]
+    served = [f"served {r.endpoint_line}"] if r.endpoint_line is not None else []
+    parts = [f"% {line}" for line in (*_header(r), *served, *r.reviewers, f"viewer: {r.viewer}")]
     for name, title in TABLE_TITLES.items():
         table = r.tables.get(name)
         if table is None or table.empty:

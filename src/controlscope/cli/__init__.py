@@ -77,19 +77,32 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {escape_untrusted(message)}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every verb registered."""
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser with every verb registered.
+
+    Args:
+        verb: the verb the command line names, when known: only its module is imported and
+            its options registered (the others are listed by name and help), so a command
+            does not pay for every verb's imports. None: every verb's options.
+    """
     parser = _ArgumentParser(
         prog="controlscope",
         description="Run code-writing agents under workflow-revision scopes and record them.",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
     for name, (module_name, help_text) in _COMMANDS.items():
-        module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(p)
-        p.set_defaults(_module=module)
+        if verb is None or name == verb:
+            module = importlib.import_module(module_name)
+            module.add_arguments(p)
+            p.set_defaults(_module=module)
     return parser
+
+
+def _verb(argv: Sequence[str]) -> str | None:
+    """The verb ``argv`` names (its first word not an option) when it is one, else None."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in _COMMANDS else None
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -100,7 +113,8 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``controlscope`` command; returns the process exit status."""
     try:
-        args = build_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else list(argv)
+        args = build_parser(_verb(words)).parse_args(words)
     except SystemExit as stop:  # a bad option (one line printed), or --help
         return stop.code if isinstance(stop.code, int) else 2
     previous = signal.signal(signal.SIGTERM, _terminate)

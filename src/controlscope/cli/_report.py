@@ -83,6 +83,8 @@ def _print(built: Report) -> None:
         for line in built.reviewers:
             out.print(inert(f"  {line}"))
         out.print()
+    if built.endpoint_line is not None:
+        out.print(inert(built.endpoint_line))
     for problem in built.problems[:20]:
         out.print(inert(f"  {problem}"))
     folder = built.out or built.panel

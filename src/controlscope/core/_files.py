@@ -118,7 +118,10 @@ def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
         InputFileError: not a regular file, or longer than ``max_bytes``.
     """
     with open_regular(path, max_bytes) as f:
-        data = f.read(max_bytes + 1)
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(size + 1)  # not read(max_bytes + 1): that allocates max_bytes at once
+        if len(data) > size:  # it grew after it was opened: the rest, bounded
+            data += f.read(max_bytes + 1 - len(data))
     if len(data) > max_bytes:  # it grew after it was opened
         raise InputFileError(_too_long(path, max_bytes))
     return data

@@ -21,7 +21,9 @@ or on Ray, resumable (paper sections 3.2, 4 and A.5).
   schedule (``execution.diverge_from``) from another panel of its experiment
   (:func:`lending_difference` says when it cannot);
 - :class:`PanelProgress` shows the progress live; :func:`read_manifest` and
-  :func:`read_record` read a panel folder back (the report does).
+  :func:`read_record` read a panel folder back (the report does); :func:`read_endpoint`
+  reads what its served endpoint cost it (``endpoint.json``: requests, waits on answers and
+  on rate limits, per panel command).
 """
 
 from controlscope.core import ClusterBy
@@ -49,18 +51,27 @@ from controlscope.panel._config import (
     parse_config,
 )
 from controlscope.panel._config import Backend as BackendName
+from controlscope.panel._endpoint import (
+    ENDPOINT_FILE,
+    EndpointRecorder,
+    EndpointSession,
+    endpoint_line,
+    read_endpoint,
+)
 from controlscope.panel._folder import (
     CACHE_FILE,
     LOCK_FILE,
     MANIFEST_FILE,
     RUN_MARKER,
     RUNS_DIR,
+    LogIdentity,
     PanelError,
     PanelManifest,
     RunRecord,
     RunStatus,
     difference,
     finished,
+    log_identity,
     open_panel,
     read_manifest,
     read_record,
@@ -90,6 +101,7 @@ from controlscope.panel._unit import RunJob, execute
 
 __all__ = [
     "CACHE_FILE",
+    "ENDPOINT_FILE",
     "KEEP",
     "LOCK_FILE",
     "MANIFEST_FILE",
@@ -101,8 +113,11 @@ __all__ = [
     "BudgetSettings",
     "ClusterBy",
     "ConfigError",
+    "EndpointRecorder",
+    "EndpointSession",
     "ExecutionSettings",
     "LocalBackend",
+    "LogIdentity",
     "PanelBusy",
     "PanelConfig",
     "PanelError",
@@ -128,16 +143,19 @@ __all__ = [
     "core_shares",
     "default_workers",
     "difference",
+    "endpoint_line",
     "execute",
     "finished",
     "lending_difference",
     "load_config",
     "lock_panel",
+    "log_identity",
     "machine_cores",
     "make_backend",
     "open_panel",
     "parse_config",
     "plan_panel",
+    "read_endpoint",
     "read_manifest",
     "read_record",
     "record_problem",

@@ -13,8 +13,10 @@ A run is finished when its ``panel_run.json`` exists, written atomically after i
 summary, and names the run: its id, and the SHA-256 of its log (``events.jsonl``) as written. A
 run killed at any point has none and is run again from nothing; a record that names another
 run, or another log (copied from elsewhere, or a log changed since), does not count: the run
-is run again on resumption (:func:`record_problem` says why). A record written before logs
-were hashed names its run by its id alone. A finished run is never touched again. A folder
+is run again on resumption (:func:`record_problem` says why). The record also holds the
+log file's fingerprint (:class:`LogIdentity`), so a log whose file is unchanged since is
+checked without reading it. A record written before logs were hashed names its run by its id
+alone. A finished run is never touched again. A folder
 whose manifest holds another configuration is refused with the first difference named.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -85,6 +88,12 @@ class RunRecord(BaseModel):
         log_sha256: the SHA-256 of the run's log (``events.jsonl``) as the run left it; None
             when it wrote none (a run found ineligible before it started), and in records
             written before logs were hashed (such a record names its run by ``id`` alone).
+        log_fingerprint: the log file's identity when it was hashed (:class:`LogIdentity`):
+            a log whose file still has it is that log, unread; None in records written
+            before (their logs are hashed again when checked).
+        mechanism: how a branch started from its Keep run's prefix: ``fork`` (the prefix
+            replayed once for all the unit's branches, then forked) or ``replay`` (the
+            branch replayed the prefix itself); None for a whole run.
         diverged_at: for a run branched from a first schedule's run (``diverge_from``), the
             call index of the boundary where the two schedules part; None when they share
             the whole run, and for every other run.
@@ -101,6 +110,8 @@ class RunRecord(BaseModel):
     state_hash: str | None = None
     seconds: float = 0.0
     log_sha256: str | None = None
+    log_fingerprint: str | None = None
+    mechanism: str | None = None
     diverged_at: int | None = None
 
 
@@ -233,6 +244,8 @@ def record_problem(directory: Path, run_id: str, record: RunRecord) -> str | Non
         return f"its record names run {record.id!r}"
     if record.log_sha256 is None:
         return None
+    if record.log_fingerprint is not None and _fingerprint_of(directory) == record.log_fingerprint:
+        return None  # the very file that was hashed, unchanged since: not read again
     try:
         found = log_sha256(directory)
     except (OSError, LogError) as err:
@@ -245,6 +258,57 @@ def record_problem(directory: Path, run_id: str, record: RunRecord) -> str | Non
             f"recorded {record.log_sha256[:12]}...)"
         )
     return None
+
+
+@dataclass(frozen=True)
+class LogIdentity:
+    """A run log as its record names it.
+
+    Attributes:
+        sha256: the SHA-256 of its bytes (64 hex digits).
+        fingerprint: the file's device, inode, size, modification and change times (ns)
+            when it was hashed, ``dev:ino:size:mtime_ns:ctime_ns``. Writing, truncating,
+            replacing, moving, copying or touching the file changes at least one of them (the
+            change time cannot be set back by a user), so a log whose file still has the
+            fingerprint is the one hashed, and checking it needs no read of its bytes.
+    """
+
+    sha256: str
+    fingerprint: str
+
+
+def _fingerprint(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _fingerprint_of(directory: Path) -> str | None:
+    """The fingerprint of the log in ``directory`` (its links followed); None without one."""
+    try:
+        return _fingerprint(os.stat(directory / EVENTS_FILE))
+    except OSError:
+        return None
+
+
+def log_identity(directory: Path) -> LogIdentity | None:
+    """The SHA-256 and fingerprint of the run log in ``directory``; None when it has none.
+
+    Raises:
+        LogError: the log is not a regular file (a FIFO is refused, not waited on).
+        OSError: it cannot be read.
+    """
+    try:
+        fd = os.open(directory / EVENTS_FILE, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            raise LogError(f"{directory / EVENTS_FILE} is not a regular file")
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+        after = os.fstat(fd)
+    # a log written to while it was hashed gets a fingerprint no later check matches
+    fingerprint = _fingerprint(after) if _fingerprint(before) == _fingerprint(after) else ""
+    return LogIdentity(digest, fingerprint)
 
 
 def log_sha256(directory: Path) -> str | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controlscope.core import Connections, ModelSpec, Workers, absolute_path, range_problem
+from controlscope.envs import get_environment
 from controlscope.models import EndpointGate, GateStats
 from controlscope.panel._backends import (
     Backend,
@@ -26,17 +27,21 @@ from controlscope.panel._backends import (
     served_runs,
 )
 from controlscope.panel._config import ConfigError, PanelConfig, load_config
+from controlscope.panel._endpoint import EndpointRecorder
 from controlscope.panel._folder import (
     RunRecord,
     check_folder,
     finished,
     open_panel,
+    read_record,
+    record_problem,
     run_dir,
     write_record,
 )
 from controlscope.panel._lock import lock_panel
 from controlscope.panel._plan import PanelPlan, PlannedRun, condition_label, plan_panel
 from controlscope.panel._unit import RunJob
+from controlscope.run import env_unforkable
 
 
 @dataclass
@@ -273,40 +278,108 @@ def _drive(
     running: dict[object, PlannedRun] = {}
     started = time.monotonic()
     gate = getattr(backend, "gate", None)
+    recorder = EndpointRecorder(panel, gate.connections) if isinstance(gate, EndpointGate) else None
+    forks = branches_by_fork(backend, config)
+    groups: dict[object, tuple[PlannedRun, ...]] = {}
+    counted = [-1]  # runs ended when the endpoint's counts were last written
 
     def notify_now() -> None:
         status.running = len(running)
         status.elapsed_s = time.monotonic() - started
         status.endpoint = gate.stats() if isinstance(gate, EndpointGate) else None
+        done = status.finished + status.failed
+        if recorder and status.endpoint and (counted[0] != done or not (waiting or running)):
+            counted[0] = done
+            recorder.update(status.endpoint)  # what the runs waited is kept as they end
         notify(status)
 
     while waiting or running:
+        taken: set[str] = set()  # runs started with a sibling in this pass
         for run in list(waiting):
             if len(running) >= backend.slots:
                 break
             ready = _ready(run, records)
-            if ready is None:
+            if ready is None or run.id in taken:
                 continue
             waiting.remove(run)
             if not ready:
                 _blocked(panel, run, records, status, config.draws)
                 continue
+            siblings = _siblings(run, waiting, plan) if forks else ()
+            for sibling in siblings:
+                waiting.remove(sibling)
+                taken.add(sibling.id)
+            job = RunJob(panel, config, run, siblings)
             try:
-                running[backend.submit(RunJob(panel, config, run))] = run
+                handle = backend.submit(job)
+                running[handle], groups[handle] = run, siblings
             except Exception as err:  # a broken pool: the run could not start
-                records[run.id] = _lost(run, f"{type(err).__name__}: {err}")
-                status.count(run, records[run.id], config.draws)
+                _fold(job, f"{type(err).__name__}: {err}", records, status)
         notify_now()
         if not running:
             if waiting and all(_ready(r, records) is None for r in waiting):
                 raise RuntimeError(f"runs wait for Keep runs that never ran: {waiting[0].id}")
             continue
         for handle, outcome in backend.wait(list(running), timeout_s=0.5):
-            run = running.pop(handle)
-            record = outcome if isinstance(outcome, RunRecord) else _lost(run, outcome)
-            records[run.id] = record
-            status.count(run, record, config.draws)
+            job = RunJob(panel, config, running.pop(handle), groups.pop(handle, ()))
+            _fold(job, outcome, records, status)
         notify_now()
+
+
+def _fold(
+    job: RunJob, outcome: RunRecord | str, records: dict[str, RunRecord], status: PanelStatus
+) -> None:
+    """Fold in the records of a job that ended with ``outcome`` (its run's record, or why it
+    has none): its run's, and its siblings' as the job wrote them."""
+    run = job.run
+    ended = [(run, outcome if isinstance(outcome, RunRecord) else _lost(run, outcome))]
+    ended += [(s, _recorded(job.panel, s, outcome)) for s in job.siblings]
+    for done_run, record in ended:
+        records[done_run.id] = record
+        status.count(done_run, record, job.config.draws)
+
+
+def branches_by_fork(backend: Backend, config: PanelConfig) -> bool:
+    """Whether the panel starts each unit's branches together, from one replay of its Keep
+    run's prefix forked once per branch (:func:`~controlscope.replay.branch`), rather than
+    each branch replaying the prefix itself: when the runs branch (``start`` is not
+    ``whole``), the environment's state is its workspace (it can be forked) and each run has a
+    process of its own (the local backend: a fork copies one thread of a process, and the
+    served and Ray backends run many runs on threads of one process), and not branched from
+    another panel's runs (``diverge_from``). Where the worker turns
+    out not to be forkable the branches replay the prefix after all; each record says how its
+    branch started (``RunRecord.mechanism``)."""
+    if config.start == "whole" or not isinstance(backend, LocalBackend):
+        return False
+    if config.execution.diverge_from is not None:  # each branch from another panel's run
+        return False
+    return env_unforkable(get_environment(config.env)) is None
+
+
+def _siblings(
+    run: PlannedRun, waiting: list[PlannedRun], plan: PanelPlan
+) -> tuple[PlannedRun, ...]:
+    """The other branches of ``run``'s unit, when none of them has run yet (else none:
+    each then runs alone)."""
+    if run.after is None:
+        return ()
+    unit = [r for r in plan.runs if r.after == run.after and r.id != run.id]
+    unstarted = {r.id for r in waiting}
+    if not unit or any(r.id not in unstarted for r in unit):
+        return ()
+    return tuple(unit)
+
+
+def _recorded(panel: Path, run: PlannedRun, outcome: RunRecord | str) -> RunRecord:
+    """The record a group's job wrote for ``run`` (an ``error`` one included); a lost one when
+    it wrote none."""
+    directory = run_dir(panel, run.id)
+    reason = outcome if isinstance(outcome, str) else "its branch group recorded no end"
+    try:
+        record = read_record(directory)
+    except (OSError, ValueError):
+        return _lost(run, reason)
+    return _lost(run, reason) if record_problem(directory, run.id, record) else record
 
 
 def _ready(run: PlannedRun, records: dict[str, RunRecord]) -> bool | None:

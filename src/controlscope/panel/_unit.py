@@ -37,11 +37,20 @@ from controlscope.models import (
     install_gate,
 )
 from controlscope.panel._config import PanelConfig
-from controlscope.panel._folder import CACHE_FILE, RunRecord, log_sha256, run_dir, write_record
+from controlscope.panel._folder import CACHE_FILE, RunRecord, log_identity, run_dir, write_record
 from controlscope.panel._linked import diverged, reuse_keep
 from controlscope.panel._plan import KEEP, PlannedRun, run_spec
 from controlscope.record import LogError
-from controlscope.replay import Recording, ReplayError, resolve_boundary, run_branch
+from controlscope.replay import (
+    BRANCHES_FILE,
+    PREFIX_DIR,
+    BranchResult,
+    Recording,
+    ReplayError,
+    branch,
+    resolve_boundary,
+    run_branch,
+)
 from controlscope.review import ModelReviewer
 from controlscope.run import (
     RunResult,
@@ -78,11 +87,15 @@ class RunJob:
         panel: the panel folder (absolute).
         config: the panel's configuration.
         run: the run.
+        siblings: the unit's other branches, to start with ``run`` from one replay of the
+            Keep run's prefix, forked once per branch (:func:`execute`); empty: ``run``
+            alone.
     """
 
     panel: Path
     config: PanelConfig
     run: PlannedRun
+    siblings: tuple[PlannedRun, ...] = ()
 
 
 def execute(job: RunJob) -> RunRecord:
@@ -93,9 +106,15 @@ def execute(job: RunJob) -> RunRecord:
     running at all is recorded as ``error`` (run again on resumption). The record names the
     run's log by its SHA-256, so that it counts for this log only.
 
+    A job with ``siblings`` runs every branch of its unit from one replay of the prefix,
+    forked once per branch where the worker can be forked, else each replaying it (the
+    records say which: ``mechanism``), and records each.
+
     Returns:
         The run's record, as written.
     """
+    if job.siblings:
+        return _execute_forked(job)
     directory = run_dir(job.panel, job.run.id)
     if directory.exists():
         remove_tree(directory)
@@ -105,14 +124,96 @@ def execute(job: RunJob) -> RunRecord:
         record = _execute(job, directory)
     except Exception as err:  # recorded; the panel goes on with its other runs
         record = RunRecord(id=job.run.id, status="error", detail=f"{type(err).__name__}: {err}")
-    update: dict[str, object] = {"seconds": round(time.monotonic() - started, 3)}
+    return _record(directory, record, time.monotonic() - started)
+
+
+def _record(directory: Path, record: RunRecord, seconds: float) -> RunRecord:
+    """Write ``record`` with the seconds the run took and its log's identity; return it."""
+    update: dict[str, object] = {"seconds": round(seconds, 3)}
     try:  # the record names its log: a record copied from elsewhere does not count
-        update["log_sha256"] = log_sha256(directory)
+        identity = log_identity(directory)
+        if identity is not None:
+            update.update(log_sha256=identity.sha256, log_fingerprint=identity.fingerprint)
     except (OSError, LogError) as err:
         update.update(status="error", detail=f"its log cannot be read: {err}")
     record = record.model_copy(update=update)
     write_record(directory, record)
     return record
+
+
+def _execute_forked(job: RunJob) -> RunRecord:
+    """The job's run and its siblings by :func:`controlscope.replay.branch` into their run
+    directories (the unit's folder also gets the trunk's run, ``prefix``, and
+    ``branches.json``), each recorded; returns the job's run's record."""
+    runs = (job.run, *job.siblings)
+    dirs = [run_dir(job.panel, r.id) for r in runs]
+    out = dirs[0].parent
+    for path in (*dirs, out / PREFIX_DIR):  # what an unfinished attempt left
+        if path.exists():
+            remove_tree(path)
+    (out / BRANCHES_FILE).unlink(missing_ok=True)
+    started = time.monotonic()
+    try:
+        records = _forked(job, runs, out)
+    except Exception as err:  # recorded; the panel goes on with its other runs
+        detail = f"{type(err).__name__}: {err}"
+        records = [RunRecord(id=r.id, status="error", detail=detail) for r in runs]
+    seconds = time.monotonic() - started
+    written = [_record(d, r, seconds) for d, r in zip(dirs, records, strict=True)]
+    return written[0]
+
+
+def _forked(job: RunJob, runs: Sequence[PlannedRun], out: Path) -> list[RunRecord]:
+    """Each of ``runs`` (every branch of one unit) as its record, not yet written."""
+    config = job.config
+    at = BRANCH_AT[config.start]
+    recording = Recording.load(run_dir(job.panel, job.run.after or ""))
+    try:
+        resolve_boundary(recording, at)
+    except ReplayError as err:
+        return [RunRecord(id=r.id, status="ineligible", detail=str(err)) for r in runs]
+    models = build_models(
+        planner=config.planner.model,
+        reviewer=config.reviewer.model,
+        base_url=config.planner.base_url,
+        need_reviewer=True,
+    )
+    assert models.reviewer is not None
+    try:
+        found = branch(
+            recording,
+            at=at,
+            scopes=list(dict.fromkeys(r.scope for r in runs)),
+            out=out,
+            planner=_planner(models.planner, job),
+            reviewer=ModelReviewer(models.reviewer),
+            draws=config.draws,
+            schedule=config.schedule,
+        )
+    finally:
+        _close(models.planner, models.reviewer)
+    results = {b.run_dir.name: b for b in found.branches}
+    stopped = found.divergence.message if found.divergence else "the branch set stopped"
+    return [_forked_record(r, results.get(f"{r.scope}-d{r.draw}"), stopped) for r in runs]
+
+
+def _forked_record(run: PlannedRun, found: BranchResult | None, stopped: str) -> RunRecord:
+    """A branch's record (``error``, run again on resumption, when the set stopped before
+    it: ``stopped`` says why)."""
+    if found is None:
+        return RunRecord(id=run.id, status="error", detail=f"not started: {stopped}")
+    summary = found.summary
+    return RunRecord(
+        id=run.id,
+        status="done",
+        success=summary.success if summary else None,
+        end_reason=summary.end_reason if summary else "replay_diverged",
+        primitive_calls=summary.primitive_calls if summary else 0,
+        detail=found.divergence.message if found.divergence else (found.problem or ""),
+        request_hash=found.request_hash,
+        state_hash=found.state_hash,
+        mechanism=found.mechanism,
+    )
 
 
 def _execute(job: RunJob, directory: Path) -> RunRecord:
@@ -240,6 +341,7 @@ def _branch(job: RunJob, directory: Path, keep_dir: Path) -> RunRecord:
         detail=found.divergence.message if found.divergence else "",
         request_hash=found.request_hash,
         state_hash=found.state_hash,
+        mechanism="replay",
     )
 
 

@@ -49,6 +49,7 @@ from controlscope.replay._diverge import (
     check_shared_prefix,
     schedule_divergence,
 )
+from controlscope.replay._fork import PREFIX_DIR
 from controlscope.replay._hook import FrozenOperation, Plan, PrefixHook, PrefixMismatch
 from controlscope.replay._operation import (
     ENDPOINT_KINDS,
@@ -74,6 +75,7 @@ __all__ = [
     "ENDPOINT_KINDS",
     "MECHANISM_NOTES",
     "OLDEST_REPLAYABLE",
+    "PREFIX_DIR",
     "BoundaryChoice",
     "BranchResult",
     "BranchSet",
