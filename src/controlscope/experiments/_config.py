@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from controlscope.core import MAX_CALLS, MAX_SECONDS, DrawIndex, SourceIndex, read_toml
+from controlscope.core import MAX_CALLS, MAX_SECONDS, DrawIndex, Flag, SourceIndex, read_toml
 from controlscope.panel import config_problem
 from controlscope.replay import Endpoint
 
@@ -141,7 +141,7 @@ class ReplayEntry(_Strict):
     scope: str = "full"
     operations: Operations = "replacements"
     endpoint: Endpoint = "candidate"
-    failing_only: bool = False
+    failing_only: Flag = False
 
     _check_name = field_validator("name")(_named)
 
