@@ -23,6 +23,8 @@ the prefix hash. :func:`resolve_boundary` places ``midpoint`` (B.1), ``local-rul
 :func:`branch` starts its branches by fork where it can (the prefix replayed once, the
 trajectory paused at the boundary forked once per branch: worker, controller and a copy of the
 workspace), else each by its own prefix replay (:data:`Mechanism`, :data:`MECHANISM_NOTES`).
+:func:`check_branches_out` and :func:`check_operation_out` refuse an output directory that
+cannot be one, cheaply, before a caller builds any model.
 """
 
 from controlscope.replay._branch import (
@@ -35,6 +37,7 @@ from controlscope.replay._branch import (
     Mechanism,
     branch,
     branch_schedule,
+    check_branches_out,
     resolve_boundary,
     run_branch,
 )
@@ -45,6 +48,7 @@ from controlscope.replay._operation import (
     Endpoint,
     EndpointRun,
     OperationReplay,
+    check_operation_out,
     replay_operation,
 )
 from controlscope.replay._prefix import PrefixReplay, replay_prefix
@@ -81,6 +85,8 @@ __all__ = [
     "ReplayError",
     "branch",
     "branch_schedule",
+    "check_branches_out",
+    "check_operation_out",
     "replay_operation",
     "replay_prefix",
     "resolve_boundary",
