@@ -42,7 +42,7 @@ from controlscope.core._operations import (
 )
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -86,14 +86,19 @@ older ones (:func:`upgrade_event`).
     replacement gets of its block's allowance (``block_allowance``) and the private-runtime
     guard; a block result records its allowance, whether a replacement renewed it, and a
     refusal (a quota rejection or the guard); a run can end ``budget:blocks``. Older logs
-    read with no block caps and no refusals. Later within 7: a provider error can be
-    ``response_too_large`` and a validation ``too_large`` (values only; every earlier log
-    reads as before); a ``block_start`` says how the planner's block was read from its reply
-    (``extracted``; None in older logs). A proposal records who made it (``reviewer``:
-    ``model``, ``human`` or ``custom``) and a person's decision (``human``: the channel,
-    where, how long the person took, the refused tries); a fallback can be ``timeout`` (a
-    person did not decide in time). Older logs read as a model's proposals.
+    read with no block caps and no refusals.
+8   a provider error can be ``response_too_large`` and a validation ``too_large``; a
+    ``block_start`` says how the planner's block was read from its reply (``extracted``;
+    None in older logs); a proposal records who made it (``reviewer``: ``model``, ``human``
+    or ``custom``) and a person's decision (``human``: the channel, where, how long the
+    person took, the refused tries); a fallback can be ``timeout`` (a person did not decide
+    in time). Older logs read as before, as a model's proposals. (Some version-7 logs
+    written before this bump hold these values and fields; they read the same.)
 ==  ========================================================================================
+
+A new version is due whenever the log gains a field, an event type or a value of one of its
+enumerations: a reader of the previous version then refuses the log by its version, in one
+line, instead of failing on what it does not know.
 """
 
 EVENTS_FILE = "events.jsonl"
