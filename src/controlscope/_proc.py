@@ -8,10 +8,11 @@ from controlscope.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "children",
     "cmdline",
     "descendants",
+    "die_with_parent",
     "gone",
     "kill_below",
     "ns_pid",
@@ -28,6 +30,29 @@ __all__ = [
 
 #: How deep :func:`kill_below` descends (process trees we start are a few levels deep).
 _MAX_KILL_DEPTH = 16
+
+#: ``prctl`` option: the signal a process gets when the thread that started it ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> Callable[[], None]:
+    """A ``preexec_fn`` for :class:`subprocess.Popen`: the child gets SIGKILL when the thread
+    that started it ends, its process killed with SIGKILL included (``PR_SET_PDEATHSIG``,
+    kept across ``exec``); a child whose parent died before the signal was set exits at once.
+    Start the child from a thread that outlives it (the main thread of a command).
+
+    Returns:
+        The function to run in the child before it executes its program.
+    """
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was set
+            os._exit(1)
+
+    return preexec
 
 
 def descendants(pid: int) -> list[int]:
