@@ -30,6 +30,7 @@ from controlscope.core._models import (
     ModelResponse,
     ProviderError,
     ProviderErrorKind,
+    Usage,
 )
 from controlscope.core._op_registry import Operation, Validation
 from controlscope.core._operations import (
@@ -92,7 +93,8 @@ older ones (:func:`upgrade_event`).
     None in older logs); a proposal records who made it (``reviewer``: ``model``, ``human``
     or ``custom``) and a person's decision (``human``: the channel, where, how long the
     person took, the refused tries); a fallback can be ``timeout`` (a person did not decide
-    in time). Older logs read as before, as a model's proposals. (Some version-7 logs
+    in time); a failed ``model_call`` records the tokens counted of the answer it did not
+    finish (``usage``). Older logs read as before, as a model's proposals. (Some version-7 logs
     written before this bump hold these values and fields; they read the same.)
 ==  ========================================================================================
 
@@ -273,6 +275,9 @@ class ModelCallEvent(_Event):
         error_status: the provider error's HTTP status, if any.
         turn: the planning turn (planner calls).
         call_index: the boundary's call index (reviewer calls).
+        usage: for a failed call, the tokens counted of the answer it did not finish (a
+            streamed answer cut by the call's deadline); None otherwise (a response carries
+            its own).
     """
 
     type: Literal["model_call"] = "model_call"
@@ -284,6 +289,7 @@ class ModelCallEvent(_Event):
     error_status: int | None = None
     turn: int | None = None
     call_index: int | None = None
+    usage: Usage | None = None
 
 
 class PlannerTurnEvent(_Event):
@@ -715,6 +721,7 @@ def model_call_event(
             error=str(outcome),
             error_kind=outcome.kind,
             error_status=outcome.status,
+            usage=outcome.usage,
             **fields,
         )
     return ModelCallEvent(role=role, request=request, response=outcome, **fields)
