@@ -90,3 +90,17 @@ def test_a_finished_panel_leaves_no_wal_or_shm_files(tmp_path: Path) -> None:
     assert (out / "cache.sqlite").is_file()
     left = sorted(p.name for p in out.iterdir() if p.name.startswith("cache.sqlite-"))
     assert not left
+
+
+def test_a_panel_out_that_cannot_be_a_folder_is_refused_before_any_model_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_models(config: object) -> None:
+        raise AssertionError("a model was built before the panel folder was checked")
+
+    monkeypatch.setattr("controlscope.panel._plan._check_models", no_models)
+    (tmp_path / "afile").write_text("a file\n")
+    config = write_config(tmp_path)
+    for out in (tmp_path / "afile", tmp_path / "afile" / "panel"):
+        code = cli(["panel", str(config), "--out", str(out), "--quiet"])
+        _refused(capsys, code, "not a directory")

@@ -224,10 +224,10 @@ def run_panel(
     if max_connections is not None:
         planner = cfg.planner.model_copy(update={"max_connections": max_connections})
         cfg = cfg.model_copy(update={"planner": planner})
-    plan = plan_panel(cfg)
     panel = absolute_path(out)
-    check_folder(panel)  # before the lock file is made in it
+    check_folder(panel)  # before the lock file is made in it, and before any model is built
     _check_cache(panel, cfg)
+    plan = plan_panel(cfg)
     with lock_panel(panel):
         open_panel(panel, cfg, plan)
         try:
