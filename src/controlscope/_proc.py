@@ -23,6 +23,7 @@ __all__ = [
     "die_with_parent",
     "gone",
     "kill_below",
+    "kill_working_in",
     "ns_pid",
     "reap_orphans",
     "status_kib",
@@ -235,6 +236,35 @@ def gone(pid: int, wait_s: float = 5.0) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def kill_working_in(folder: Path) -> list[int]:
+    """SIGKILL every process of this user whose working directory is ``folder`` or below it
+    (what a killed command's children left running in its scratch folder, before the folder
+    is removed).
+
+    Args:
+        folder: the folder (absolute).
+
+    Returns:
+        The pids signalled.
+    """
+    root = os.path.realpath(folder)
+    killed: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            cwd = os.readlink(entry / "cwd").removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if cwd == root or cwd.startswith(root + os.sep):
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+    return killed
 
 
 def cmdline(pid: int) -> str:

@@ -28,8 +28,8 @@ import subprocess
 from pathlib import Path
 
 from controlscope._home import home
-from controlscope._leftovers import make_dir, sweep_quietly
-from controlscope._proc import die_with_parent
+from controlscope._leftovers import clean, make_dir, sweep_quietly
+from controlscope._proc import die_with_parent, kill_working_in
 
 __all__ = [
     "PIN_FILES",
@@ -139,6 +139,7 @@ def install_server(*, timeout_s: float = _NPM_TIMEOUT_S) -> Path:
     target = server_dir()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        _stop_orphans(target.parent)  # what a killed setup's npm left running
         sweep_quietly(target.parent)  # the builds of a setup that was killed
         build = make_dir(_BUILD_PREFIX, target.parent)  # marked with this process
         build.chmod(0o755)  # readable as npm makes its own folders
@@ -155,6 +156,14 @@ def install_server(*, timeout_s: float = _NPM_TIMEOUT_S) -> Path:
     finally:
         shutil.rmtree(build, ignore_errors=True)
     return target / "node_modules" / SERVER_SCRIPT
+
+
+def _stop_orphans(folder: Path) -> None:
+    """Kill the processes still working in the build folder of a setup that was killed (npm
+    itself dies with its setup; a process npm started may not), before the folder is swept."""
+    for leftover in clean([folder], dry_run=True):
+        if leftover.path.name.startswith(_BUILD_PREFIX):
+            kill_working_in(leftover.path)
 
 
 def _npm_ci(npm: str, folder: Path, timeout_s: float) -> None:
