@@ -340,3 +340,11 @@ def test_the_python_spec_refuses_loose_numbers_and_flags() -> None:
     assert spec.max_seconds == 60.0 and spec.temperature == 1.0  # an integer is a float
     with pytest.raises(ValidationError):
         core.TaskBudgets(primitive_calls=True)  # type: ignore[arg-type]
+
+
+def test_experiment_cells_refuse_loose_numbers() -> None:
+    from controlscope.experiments._config import Cell
+
+    for bad in ({"draw": True}, {"source": "1"}, {"k": 20.0}, {"program": False}):
+        with pytest.raises(ValidationError):
+            Cell.model_validate({"metric": "within", "panel": "p", "k": 1, **bad})

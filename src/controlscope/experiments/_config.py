@@ -91,7 +91,7 @@ class Header(_Strict):
     title: str
     reproduces: str
     needs: str
-    quick_minutes: Annotated[float, Field(gt=0.0, le=MAX_SECONDS / 60)] | None = None
+    quick_minutes: Annotated[float, Field(strict=True, gt=0.0, le=MAX_SECONDS / 60)] | None = None
     roles: list[str] = Field(default_factory=lambda: [_PLANNER, "fast", "reasoning"])
 
     @model_validator(mode="after")
@@ -181,7 +181,7 @@ class Cell(_Strict):
     tasks: list[str] | None = None
     versus: str | None = None
     column: str | list[str] | None = None
-    k: Annotated[int, Field(ge=0, le=MAX_CALLS)] | None = None
+    k: Annotated[int, Field(strict=True, ge=0, le=MAX_CALLS)] | None = None
     replay: str | None = None
     field: ReplayField = "goal_reached"
     program: SourceIndex | None = None
