@@ -16,8 +16,11 @@ Prints a few human-readable lines, then as its LAST line one JSON object:
 - ``load_average``: the machine's one-minute load average when the calls were timed (the
   worker's round trip is two wake-ups of other processes per call: on a machine with more
   runnable processes than cores each costs a time slice, so read the overhead with it);
-- ``adapters`` / ``adapters_passed``: the framework adapters and how many pass their
-  end-to-end scenario (0: none are built yet);
+- ``adapters`` / ``adapters_passed``: the framework adapters (smolagents, the OpenAI Agents
+  SDK, Pydantic AI) and how many pass their end-to-end scenario (``tests/fixtures/
+  adapter_agents.py``: the agent's code calls two tools of the npm server, a reviewer patches
+  the second, the framework's own result shows the patched call); ``adapter_seconds``: each
+  scenario's time, executor start included;
 - ``serve_overhead_ms``: one ``execute_python`` of 10 calls through ``controlscope serve`` (a
   Keep session, the mcp SDK's client over stdio) minus 10 direct calls, medians over
   ``--serve-repeats`` (default 10) of each (target <= 50 ms).
@@ -45,6 +48,9 @@ from controlscope.core import BlockResult, Boundary, Keep, Operation, PrimitiveC
 from controlscope.envs import McpToolServer
 from controlscope.envs.filesystem.server import find_server_script
 from controlscope.worker import Limits, WorkerSession
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fixtures.adapter_agents import ADAPTERS, patched_text, scenario  # the tests' scenario
 
 _BLOCK = """
 import time as _t
@@ -129,6 +135,27 @@ def _serve_ms(
     return anyio.run(session)
 
 
+def _adapters(tmp: Path) -> dict[str, float | None]:
+    """Each adapter's end-to-end scenario: its seconds when the framework's result shows the
+    patched call, None when it does not (or the scenario failed: the reason is printed)."""
+    files = tmp / "adapter-files"
+    files.mkdir()
+    (files / "a.txt").write_text("alpha\n")
+    (files / "b.txt").write_text("beta\n")
+    seconds: dict[str, float | None] = {}
+    for adapter in ADAPTERS:
+        started = time.perf_counter()
+        try:
+            shown = scenario(adapter, files, tmp / f"adapter-{adapter}")
+        except Exception as err:  # a failed scenario is a result, not a crash
+            print(f"adapter {adapter}: failed: {type(err).__name__}: {err}")
+            shown = ""
+        passed = patched_text(files) in shown
+        seconds[adapter] = round(time.perf_counter() - started, 2) if passed else None
+        print(f"adapter {adapter}: {'passed' if passed else 'FAILED'}")
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="calls per side")
@@ -168,6 +195,7 @@ def main() -> None:
                 json.dumps({"mcpServers": {"fs": {"command": command[0], "args": command[1:]}}})
             )
             served, ten = _serve_ms(config, Path(tmp) / "served", path, args.serve_repeats, direct)
+            adapters = _adapters(Path(tmp))
         finally:
             ex.close()
             direct.close()
@@ -195,8 +223,9 @@ def main() -> None:
                 "executor_start_s": round(start_s, 3),
                 "load_average": round(os.getloadavg()[0], 2),
                 "calls": len(via),
-                "adapters": 0,
-                "adapters_passed": 0,
+                "adapters": len(adapters),
+                "adapters_passed": sum(v is not None for v in adapters.values()),
+                "adapter_seconds": adapters,
                 "serve_overhead_ms": round(serve_ms, 2),
             }
         )

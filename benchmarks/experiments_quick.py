@@ -5,6 +5,12 @@
   filesystem's split task, and answers "Done." elsewhere; a scripted reviewer that keeps,
   patches, then replaces), each into a fresh folder; completed when every run of every panel
   finished and every table was written. Target: every experiment completed.
+* ``cells_checked``, ``cells_wrong``, ``undefined_cells``: every determined cell (successes,
+  paired wins/losses/ties and differences within a panel and across two, activations, sums of
+  the runs' counts and tokens) computed again from the panel folders' files alone
+  (``_cells_check.py``, no analysis code) and compared with the published tables; an ``n/a``
+  where a value is defined is an undefined cell. Targets: at least 150 checked, 0 wrong, 0
+  undefined (the wrong and undefined ones are printed).
 * ``quick_minutes_local`` (with ``--local NAME``): that experiment at quick size on the embedded
   model (every role), wall minutes. Target: at most 30 (the experiment's header states it).
 
@@ -20,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _cells_check import Tally, check
 from analysis import PROGRAM as SPLIT  # the split task's program, wrongly named parts
 from controlscope import experiments as ce
 
@@ -49,8 +56,11 @@ def scripted(folder: Path, env: str) -> dict[str, str]:
     return {"planner": f"scripted:{planner}", "*": f"scripted:{reviewer}"}
 
 
-def run_one(name: str, folder: Path, models: dict[str, str] | None) -> tuple[bool, int, float]:
-    """Run one experiment; (completed, tables written, wall seconds)."""
+def run_one(
+    name: str, folder: Path, models: dict[str, str] | None, tally: Tally | None = None
+) -> tuple[bool, int, float]:
+    """Run one experiment; (completed, tables written, wall seconds). With ``tally``, its
+    cells are checked into it (:func:`check`)."""
     experiment = ce.load_experiment(name)
     env = str(experiment.base.get("env", "filesystem")).partition(":")[0]
     chosen = models if models is not None else scripted(folder, env)
@@ -64,6 +74,13 @@ def run_one(name: str, folder: Path, models: dict[str, str] | None) -> tuple[boo
     written = sum(p.is_file() and p.with_suffix(".csv").is_file() for p in result.tables.values())
     done = result.complete and written == len(experiment.tables)
     print(f"{name}: {'completed' if done else 'incomplete'}, {written} tables, {seconds:.1f} s")
+    if tally is not None and written == len(experiment.tables):
+        found = check(experiment, folder / "out")
+        tally.checked += found.checked
+        tally.wrong += found.wrong
+        tally.undefined += found.undefined
+        for line in found.wrong + found.undefined:
+            print(f"  {line}")
     return done, written, seconds
 
 
@@ -74,17 +91,21 @@ def main() -> None:
     args = parser.parse_args()
     names = ce.known_names()
     completed = tables = 0
+    tally = Tally()
     with tempfile.TemporaryDirectory(prefix="experiments-quick-") as tmp:
         for name in names:
             folder = Path(tmp) / name
             folder.mkdir()
-            done, written, _ = run_one(name, folder, None)
+            done, written, _ = run_one(name, folder, None, tally)
             completed += done
             tables += written
         result: dict[str, object] = {
             "experiments": len(names),
             "completed": completed,
             "tables_written": tables,
+            "cells_checked": tally.checked,
+            "cells_wrong": len(tally.wrong),
+            "undefined_cells": len(tally.undefined),
         }
         if args.local is not None:
             folder = Path(tmp) / f"local-{args.local}"

@@ -3,7 +3,8 @@
 # the Python venv with controlscope installed editable (with the embedded local model runtime,
 # Ray for distributed panels: a 79 MB wheel that installs in about 12 s, and ALFWorld's text
 # engine, whose fast-downward dependency compiles from source: about 2 CPU-minutes, 280 MB with
-# spaCy), the pinned MCP filesystem server, and the embedded model's weights; then check that
+# spaCy; the framework adapters' smolagents, OpenAI Agents SDK and Pydantic AI: about 70 MB, 10 s),
+# the pinned MCP filesystem server, and the embedded model's weights; then check that
 # llama.cpp decodes on this CPU. Idempotent: a second run reinstalls quickly from caches,
 # re-checks the weights and the runtime.
 #
@@ -44,7 +45,7 @@ SAFE_CMAKE_ARGS="$(python3 scripts/llama_cmake_args.py)"
 LLAMA_PIN="$(grep -o 'llama-cpp-python[^"]*==[0-9.]*' pyproject.toml | sed 's/\[[a-z,]*\]//')"
 echo "setup: installing controlscope and its dependencies (the first time builds llama.cpp and"
 echo "setup: ALFWorld's planner library fast-downward: minutes)"
-CMAKE_ARGS="${CMAKE_ARGS:-$SAFE_CMAKE_ARGS}" .venv/bin/python -m pip install -q -e '.[local,dev,ray,alfworld]'
+CMAKE_ARGS="${CMAKE_ARGS:-$SAFE_CMAKE_ARGS}" .venv/bin/python -m pip install -q -e '.[local,dev,ray,alfworld,smolagents,openai-agents,pydantic-ai]'
 
 echo "setup: installing the pinned MCP filesystem server"
 npm ci --no-audit --no-fund --silent

@@ -24,7 +24,6 @@ from controlscope import experiments as ce
 from controlscope import panel as cp
 from controlscope.analysis import report
 from controlscope.cli import main as cli
-from controlscope.core import ModelCallEvent
 from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
 from test_analysis import CATEGORIES
 from test_api import TASK
@@ -165,6 +164,15 @@ cells = [{ panel = "a", metric = "successes", scope = "keep" }]
         (('reviewer = "fast"', 'reviewer = "slow"'), "reviewer role 'slow' is not among"),
         (('name = "a"', 'name = "A b"'), "lowercase"),
         (('roles = ["planner", "fast"]', 'roles = ["fast"]'), "planner role"),
+        (
+            ('reviewer = "fast"', 'reviewer = "fast"\n[panels.set.execution]\nkeep_from = "../a"'),
+            "panel a: execution.keep_from names an earlier panel of the experiment (../NAME), "
+            "not '../a'; earlier panels: none",
+        ),
+        (
+            ('{ panel = "a"', '{ versus_panel = "z", panel = "a"'),
+            "row 'row': versus_panel 'z' is not defined",
+        ),
     ],
 )
 def test_a_bad_experiment_file_is_one_line(
@@ -176,6 +184,24 @@ def test_a_bad_experiment_file_is_one_line(
         ce.load_experiment(path)
     text = str(caught.value)
     assert message in text and "\n" not in text, text
+
+
+def test_a_panel_takes_its_keep_runs_from_the_first_earlier_panel_that_can_lend_them() -> None:
+    """One Keep run per unit of an experiment (paper 4, A.5): whole-run panels of one source
+    share it whatever their reviewers; a branched panel only from one configured alike."""
+    linked = {
+        name: config.execution.keep_from
+        for name, config in ce.resolve(ce.load_experiment("table1_sustained"))
+    }
+    assert linked == {
+        "p1_fast_block": None,
+        "p1_reasoning": "../p1_fast_block",
+        "p2_fast_required": None,
+        "p2_fast_auto": "../p2_fast_required",
+        "p2_reasoning": "../p2_fast_required",
+    }
+    local = ce.resolve(ce.load_experiment("table6_local"))  # branched, another reviewer
+    assert [config.execution.keep_from for _, config in local] == [None, None]
 
 
 def test_resolving_names_the_panel_and_key_that_does_not_check(tmp_path: Path) -> None:
@@ -294,7 +320,7 @@ def test_table1_runs_end_to_end_and_writes_every_table_and_figure(tmp_path: Path
         experiment, out, models=models(tmp_path), overrides={"tasks": [TASK]}, resamples=200
     )
     assert result.complete and set(result.panels) == {p.name for p in experiment.panels}
-    assert set(result.tables) == {"table1", "table1_full_keep", "table1_rejected"}
+    assert set(result.tables) == {"table1", "table1_full_keep", "table1_rejected", "table1_matched"}
     for path in [*result.tables.values(), *(p.with_suffix(".csv") for p in result.tables.values())]:
         assert path.stat().st_size > 0
     rows = (out / "tables" / "table1.csv").read_text().splitlines()
@@ -309,11 +335,12 @@ def test_table1_runs_end_to_end_and_writes_every_table_and_figure(tmp_path: Path
     text = (out / "report.md").read_text()
     assert "## What the models could not serve" in text and "panel p2_reasoning" in text
     assert "size: quick" in text and "reasoning = scripted:" in text
-    # one cache for every panel: a later panel's Keep run is the first panel's
+    # one cache for every panel, and one Keep run per unit: a later panel's is the first's
     assert (out / "cache.sqlite").exists() and not list(out.glob("panels/*/cache.sqlite"))
     keep = cp.run_dir(out / "panels" / "p2_reasoning", f"{TASK}/s0/p1/keep")
-    planned = [e for e in cs.read_events(keep) if isinstance(e, ModelCallEvent)]
-    assert planned and all(e.response is not None and e.response.cached for e in planned)
+    first = cp.run_dir(out / "panels" / "p2_fast_required", f"{TASK}/s0/p1/keep")
+    assert (keep / "events.jsonl").read_bytes() == (first / "events.jsonl").read_bytes()
+    assert "reused: the Keep run of" in cp.read_record(keep).detail
 
 
 def test_table4_runs_by_the_command_resumes_and_refuses_another_size(

@@ -107,7 +107,10 @@ def read_panel(panel: str | Path) -> PanelRuns:
     passed it); ``end_reason``; ``budget_exhausted``, ``provider_failure``, ``reused``
     (bools); :data:`COUNTS`; :data:`FALLBACK_COLUMNS`; :data:`TOKEN_COLUMNS`;
     :data:`KEPT_REVIEWS`;
-    ``request_hash`` (a branch's first review request); under ordinary recovery
+    ``request_hash`` (a branch's first review request); ``terminal_hash`` (the terminal
+    workspace's state hash: two panels' Keep runs of a unit pair when it is equal);
+    ``diverged_at`` (a run branched from a first schedule's: where the two parted, None when
+    they share the whole run); under ordinary recovery
     ``initial_plan_success`` (bool; paper 5.2) and ``goal_actions`` (the environment's actions
     until its goal, Figure 2; None when unknown).
 
@@ -181,6 +184,8 @@ def _empty() -> dict[str, Any]:
         "provider_failure": False,
         "reused": False,
         "request_hash": None,
+        "terminal_hash": None,
+        "diverged_at": None,
         "initial_plan_success": False,
         "goal_actions": None,
     }
@@ -197,6 +202,8 @@ def _from_summary(summary: RunSummary, record: RunRecord) -> dict[str, Any]:
         "provider_failure": end in PROVIDER_ENDS,
         "reused": summary.reused,
         "request_hash": record.request_hash,
+        "terminal_hash": summary.state_hash,
+        "diverged_at": record.diverged_at,
         "initial_plan_success": bool(summary.initial_plan_success),
         "goal_actions": summary.goal_actions,
     }

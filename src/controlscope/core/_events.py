@@ -175,11 +175,14 @@ class _Event(BaseModel):
     t: float = 0.0
 
 
-BranchPurpose = Literal["prefix", "whole", "branch", "candidate", "retained", "shared_patch"]
-"""What a run that starts from a recorded prefix is (paper 3.3, 6.2, C.1, C.2): a prefix
-replay to a boundary, a replay of a whole recorded run, a branch under its own condition, or a
-frozen replay of a recorded operation (its candidate block alone, retained with ordinary
-planning, or one argument patch under a scope label)."""
+BranchPurpose = Literal[
+    "prefix", "whole", "branch", "candidate", "retained", "shared_patch", "divergence"
+]
+"""What a run that starts from a recorded prefix is (paper 3.3, 6.2, C.1, C.2, B.1, B.2): a
+prefix replay to a boundary, a replay of a whole recorded run, a branch under its own
+condition, a frozen replay of a recorded operation (its candidate block alone, retained with
+ordinary planning, or one argument patch under a scope label), or a second schedule branched
+from a first's run at the first boundary where the two decide differently."""
 
 
 class BranchOrigin(BaseModel):

@@ -93,6 +93,7 @@ class Executor:
         run_dir: the session's run directory.
         tools: the tools as agent code calls them.
         problems: one line per upstream server that did not start.
+        closed: whether the executor was closed or its session ended.
 
     Raises:
         ExecutorError: bad servers or tools, settings the run refuses (a bare ``once``, a
@@ -153,6 +154,12 @@ class Executor:
     def problems(self) -> tuple[str, ...]:
         """One line per upstream server that did not start (also in ``run_start``)."""
         return self._tools.problems
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`execute` would raise :class:`ExecutorClosed` (the executor was
+        closed, or its session ended)."""
+        return self._closed or self._session.ended
 
     def signatures(self) -> str:
         """The tools' signatures as the planner's system prompt shows them

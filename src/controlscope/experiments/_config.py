@@ -38,6 +38,9 @@ Metric = Literal[
     "sgc",
     "replays",
     "text",
+    "wins_losses_ties",
+    "activations",
+    "first_requests",
 ]
 """What a table cell shows (``controlscope.experiments._metrics``)."""
 
@@ -162,7 +165,12 @@ class Cell(_Strict):
         split: the task's split: its environment's ``split`` metadata (the apps, AppWorld),
             else the first part of its id (ALFWorld's cohort); None: every task.
         tasks: task ids or categories; None: every task.
-        versus: the baseline scope (``difference``, ``wins_losses``).
+        versus: the baseline scope (``difference``, ``wins_losses``, ``wins_losses_ties``);
+            with ``versus_panel``, None: the cell's own scope.
+        versus_panel: the panel the baseline runs in, when it is not ``panel``: units are
+            paired across the two panels of the experiment (the same task, seed and source
+            program, and the same Keep run: its terminal state hash is compared), paper B.1,
+            B.2, A.3, A.4.
         column: the run column(s) summed (``sum``); a list sums several.
         k: calls or actions (``within``).
         replay: the replay it reads (``replays``).
@@ -180,6 +188,7 @@ class Cell(_Strict):
     split: str | None = None
     tasks: list[str] | None = None
     versus: str | None = None
+    versus_panel: str | None = None
     column: str | list[str] | None = None
     k: Annotated[int, Field(strict=True, ge=0, le=MAX_CALLS)] | None = None
     replay: str | None = None
@@ -189,10 +198,13 @@ class Cell(_Strict):
 
     @model_validator(mode="after")
     def _needs(self) -> Cell:
+        baseline = "versus_panel" if self.versus_panel is not None else "versus"
         needs = {
             "text": ("text",),
-            "difference": ("panel", "versus"),
-            "wins_losses": ("panel", "versus"),
+            "difference": ("panel", baseline),
+            "wins_losses": ("panel", baseline),
+            "wins_losses_ties": ("panel", baseline),
+            "first_requests": ("panel", "versus_panel"),
             "sum": ("panel", "column"),
             "within": ("panel", "k"),
             "replays": ("replay",),
@@ -265,6 +277,33 @@ class FigureEntry(_Strict):
         return self
 
 
+LINKED_KEYS = ("keep_from", "diverge_from")
+"""A panel's ``[execution]`` keys that name another panel's folder (``../NAME``)."""
+
+
+def _linked_earlier(entry: PanelEntry, earlier: list[str]) -> None:
+    """A panel that takes runs from another (``keep_from``, ``diverge_from``) names an earlier
+    panel of the experiment as ``../NAME``: panels run in order, so its runs exist by then.
+
+    Raises:
+        ValueError: another folder, or a panel that is not earlier.
+    """
+    execution = entry.set.get("execution")
+    if not isinstance(execution, dict):
+        return
+    for key in LINKED_KEYS:
+        value = execution.get(key)
+        if value is None:
+            continue
+        name = value[3:] if isinstance(value, str) and value.startswith("../") else None
+        if name not in earlier:
+            shown = ", ".join(f"../{n}" for n in earlier) or "none: it is the first panel"
+            raise ValueError(
+                f"panel {entry.name}: execution.{key} names an earlier panel of the experiment "
+                f"(../NAME), not {value!r}; earlier panels: {shown}"
+            )
+
+
 class Experiment(_Strict):
     """An experiment's file, checked.
 
@@ -302,6 +341,8 @@ class Experiment(_Strict):
                     f"panel {entry.name}: reviewer role {entry.reviewer!r} is not among "
                     f"experiment.roles ({', '.join(self.experiment.roles)})"
                 )
+        for index, entry in enumerate(self.panels):
+            _linked_earlier(entry, [p.name for p in self.panels[:index]])
         for replay in self.replays:
             _known(f"replay {replay.name}: panel", replay.panel, panels)
         for table in self.tables:
@@ -310,6 +351,8 @@ class Experiment(_Strict):
                     where = f"table {table.name}, row {row.label!r}"
                     if cell.panel is not None:
                         _known(f"{where}: panel", cell.panel, panels)
+                    if cell.versus_panel is not None:
+                        _known(f"{where}: versus_panel", cell.versus_panel, panels)
                     if cell.replay is not None:
                         _known(f"{where}: replay", cell.replay, replays)
         for figure in self.figures:

@@ -29,8 +29,15 @@ from controlscope.analysis import (
 )
 from controlscope.core import TaskError
 from controlscope.envs import get_environment
+from controlscope.experiments._across import (
+    BASELINE,
+    COMPARED,
+    activations,
+    matched_requests,
+    paired_across,
+)
 from controlscope.experiments._config import Cell
-from controlscope.panel import KEEP, read_manifest
+from controlscope.panel import KEEP, read_manifest, run_dir
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,12 @@ def _compute(
     report = reports.get(cell.panel or "")
     if report is None:
         raise _NotAvailable(f"panel {cell.panel} has no report (it did not run)")
-    if cell.metric in ("difference", "wins_losses"):
+    if cell.versus_panel is not None:
+        return _across_panels(cell, report, reports, resamples=resamples, seed=seed)
+    if cell.metric == "activations":
+        count = activations(condition_runs(report, cell, cell.scope, cell.draw))
+        return CellValue(text=str(count), value=float(count))
+    if cell.metric in ("difference", "wins_losses", "wins_losses_ties"):
         return _paired(cell, report, resamples=resamples, seed=seed)
     if cell.metric in ("tgc", "sgc"):
         return _goals(cell, report)
@@ -193,10 +205,57 @@ def _paired(cell: Cell, report: Report, *, resamples: int, seed: int) -> CellVal
     if cell.draw == "all":
         return _pooled_wins_losses(cell, runs)
     table = outcomes(runs, [cell.versus, cell.scope], cell.draw)
-    if cell.metric == "wins_losses":
-        found = paired_comparison(table, cell.versus, cell.scope, resamples=None)
-        return CellValue(text=f"{found.wins}/{found.losses}", value=float(found.wins))
-    found = paired_comparison(table, cell.versus, cell.scope, resamples=resamples, seed=seed)
+    return _compared(cell, table, cell.versus, cell.scope, resamples=resamples, seed=seed)
+
+
+def _across_panels(
+    cell: Cell, report: Report, reports: Mapping[str, Report], *, resamples: int, seed: int
+) -> CellValue:
+    """The cell's condition in its panel against ``versus`` (else the same scope) in
+    ``versus_panel``, units paired across the two (:func:`paired_across`)."""
+    if cell.metric not in ("difference", "wins_losses", "wins_losses_ties", "first_requests"):
+        raise _NotAvailable(f"metric {cell.metric} does not pair panels")
+    other = reports.get(cell.versus_panel or "")
+    if other is None:
+        raise _NotAvailable(f"panel {cell.versus_panel} has no report (it did not run)")
+    there = cell.model_copy(update={"panel": cell.versus_panel})
+    versus = cell.versus or cell.scope
+    baseline = condition_runs(other, there, versus, cell.draw)
+    compared = condition_runs(report, cell, cell.scope, cell.draw)
+    table = paired_across(
+        baseline,
+        compared,
+        condition_runs(other, there, KEEP, 0),
+        condition_runs(report, cell, KEEP, 0),
+    )
+    if cell.metric == "first_requests":
+        return _first_requests(table, baseline, compared, other, report)
+    return _compared(cell, table, BASELINE, COMPARED, resamples=resamples, seed=seed)
+
+
+def _first_requests(
+    table: pd.DataFrame, baseline: pd.DataFrame, compared: pd.DataFrame, a: Report, b: Report
+) -> CellValue:
+    """``k/n``: the paired units whose first review requests match (:func:`matched_requests`)."""
+    left, right = baseline.set_index("unit")["id"], compared.set_index("unit")["id"]
+    pairs = [
+        (run_dir(a.panel, left[unit]), run_dir(b.panel, right[unit])) for unit in table["unit"]
+    ]
+    equal, total, first = matched_requests(pairs)
+    if total == 0:
+        raise _NotAvailable("no paired unit asked a reviewer in both panels")
+    return CellValue(text=f"{equal}/{total}", value=equal / total, note=first)
+
+
+def _compared(
+    cell: Cell, table: pd.DataFrame, a: str, b: str, *, resamples: int, seed: int
+) -> CellValue:
+    """Condition ``b`` against ``a`` in an outcome table, as the cell's metric shows it."""
+    if cell.metric in ("wins_losses", "wins_losses_ties"):
+        found = paired_comparison(table, a, b, resamples=None)
+        ties = f"/{found.ties}" if cell.metric == "wins_losses_ties" else ""
+        return CellValue(text=f"{found.wins}/{found.losses}{ties}", value=float(found.wins))
+    found = paired_comparison(table, a, b, resamples=resamples, seed=seed)
     assert found.interval is not None
     return CellValue(
         text=f"{100.0 * found.difference:+.1f}",

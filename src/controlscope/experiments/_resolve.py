@@ -11,7 +11,13 @@ from typing import Any
 
 from controlscope.core import ModelSpec
 from controlscope.experiments._config import SIZES, Experiment, ExperimentError, Size
-from controlscope.panel import ConfigError, PanelConfig, anchor_paths, parse_config
+from controlscope.panel import (
+    ConfigError,
+    PanelConfig,
+    anchor_paths,
+    lending_difference,
+    parse_config,
+)
 
 DEFAULT_MODEL = "local"
 """Every role's model unless given: the embedded model."""
@@ -101,7 +107,10 @@ def resolve(
     A panel's keys are, in order: the roles' models (the planner role plans, the panel's
     ``reviewer`` role reviews), ``base``, the size's keys, the panel's ``set``, the panel's
     own keys for the size, then ``overrides``: a model the file names itself (a frozen
-    source program's or candidate's scripted model) wins over its role's. Relative paths
+    source program's or candidate's scripted model) wins over its role's. A panel that does
+    not name its ``execution.keep_from`` takes its Keep runs from the first earlier panel that
+    can lend them (:func:`~controlscope.panel.lending_difference`: one Keep run per unit of
+    an experiment, paper 4, A.5). Relative paths
     (scripted models, environments named with a path) are read from the experiment file's
     folder.
 
@@ -127,7 +136,7 @@ def resolve(
     specs = role_models(experiment, models)
     extra = role_options(experiment, options)
     sized = deep_merge(experiment.base, experiment.sizes.get(size))
-    out = []
+    out: list[tuple[str, PanelConfig]] = []
     for entry in experiment.panels:
         roles: dict[str, Any] = {
             "planner": {"model": specs["planner"]},
@@ -143,12 +152,28 @@ def resolve(
             roles["sources"] = entry.sources
         data = deep_merge(roles, sized, entry.set, entry.sizes.get(size), overrides)
         data = anchor_paths(data, experiment.path.parent)
+        source = f"{experiment.name}: panel {entry.name}"
         try:
-            config = parse_config(data, source=f"{experiment.name}: panel {entry.name}")
+            config = parse_config(data, source=source)
+            lender = _keep_lender(config, out)
+            if lender is not None:
+                data = deep_merge(data, {"execution": {"keep_from": f"../{lender}"}})
+                config = parse_config(data, source=source)
         except ConfigError as err:
             raise ExperimentError(str(err)) from None
         out.append((entry.name, config))
     return out
+
+
+def _keep_lender(config: PanelConfig, earlier: list[tuple[str, PanelConfig]]) -> str | None:
+    """The first earlier panel whose Keep runs ``config``'s panel reuses (one Keep run per
+    unit of an experiment, paper 4, A.5: :func:`~controlscope.panel.lending_difference`);
+    None when it names its own ``keep_from`` or none can lend."""
+    if config.execution.keep_from is not None:
+        return None
+    return next(
+        (name for name, c in earlier if lending_difference(c, config, keep=True) is None), None
+    )
 
 
 def unserved(configs: list[tuple[str, PanelConfig]]) -> list[str]:

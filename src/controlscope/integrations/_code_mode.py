@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from controlscope.executor import Execution, Executor, ExecutorClosed
 from controlscope.planner import EXECUTE_PYTHON, EXECUTE_PYTHON_SPEC
 
-__all__ = ["code_mode_server", "execution_text"]
+__all__ = ["code_mode_server", "execute_python_description", "execution_text"]
 
 
 def execution_text(run: Execution) -> str:
@@ -49,6 +49,30 @@ def execution_text(run: Execution) -> str:
     return "\n".join(lines)
 
 
+def execute_python_description(executor: Executor) -> str:
+    """The ``execute_python`` tool's description for another framework's model: what the tool
+    does, that its calls may be reviewed, and the executor's tools as the planner's prompt
+    shows them.
+
+    Args:
+        executor: the reviewed executor (open).
+
+    Returns:
+        The description.
+
+    Raises:
+        ExecutorClosed: the executor is closed (its tools are gone).
+    """
+    if executor.closed:
+        raise ExecutorClosed(f"the executor is closed (its run: {executor.run_dir})")
+    return (
+        f"{EXECUTE_PYTHON_SPEC.description} Every call of these functions may be reviewed "
+        "(kept, its arguments patched, or the rest of the block replaced); the result says "
+        "so.\n\n"
+        f"{executor.signatures()}"
+    )
+
+
 def code_mode_server(executor: Executor, *, name: str = "controlscope") -> MCPServer:
     """An MCP server whose one tool, ``execute_python``, runs its code in ``executor``.
 
@@ -61,12 +85,7 @@ def code_mode_server(executor: Executor, *, name: str = "controlscope") -> MCPSe
         that fails, or a session that ended, is a tool error.
     """
     server = MCPServer(name=name, instructions=_instructions())
-    description = (
-        f"{EXECUTE_PYTHON_SPEC.description} Every call of these functions may be reviewed "
-        "(kept, its arguments patched, or the rest of the block replaced); the result says "
-        "so.\n\n"
-        f"{executor.signatures()}"
-    )
+    description = execute_python_description(executor)
 
     async def execute_python(code: str) -> str:
         try:

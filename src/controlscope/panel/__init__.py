@@ -17,6 +17,9 @@ or on Ray, resumable (paper sections 3.2, 4 and A.5).
   served models on threads of a few processes, their requests bounded by one endpoint gate
   (``[planner] max_connections``); :class:`RayBackend` runs them on Ray (served ones on
   :class:`RunActor` s);
+- a panel may take its Keep runs (``execution.keep_from``) and its reviewing runs' first
+  schedule (``execution.diverge_from``) from another panel of its experiment
+  (:func:`lending_difference` says when it cannot);
 - :class:`PanelProgress` shows the progress live; :func:`read_manifest` and
   :func:`read_record` read a panel folder back (the report does).
 """
@@ -64,6 +67,7 @@ from controlscope.panel._folder import (
     record_problem,
     run_dir,
 )
+from controlscope.panel._linked import lending_difference
 from controlscope.panel._lock import PanelBusy, lock_panel
 from controlscope.panel._plan import (
     KEEP,
@@ -126,6 +130,7 @@ __all__ = [
     "difference",
     "execute",
     "finished",
+    "lending_difference",
     "load_config",
     "lock_panel",
     "machine_cores",

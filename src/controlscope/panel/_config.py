@@ -264,6 +264,16 @@ class ExecutionSettings(_PanelSection, ExecutionOptions):
             folder (``../../cache.sqlite``: one cache several panels share, as an
             experiment's panels do, paper 4 and A.5); None: ``cache.sqlite`` in the panel
             folder.
+        keep_from: another panel's folder (relative to this one) whose Keep runs this panel
+            reuses: each unit's Keep run is that panel's, copied as it is and checked by its
+            log's SHA-256 and terminal state hash, not run again (one Keep run per unit of an
+            experiment, paper 4, A.5); None: the panel runs its own.
+        diverge_from: another panel's folder (relative to this one) whose reviewing runs ran
+            a first schedule: each reviewing run of this panel is that panel's run of the same
+            unit, scope and draw replayed up to the first boundary where this panel's schedule
+            decides otherwise, then live (paper B.1, B.2:
+            :func:`controlscope.replay.branch_at_divergence`); None: runs start as ``start``
+            says.
     """
 
     backend: Backend = setting("local", "where runs execute: local (a process pool) or ray")
@@ -278,6 +288,22 @@ class ExecutionSettings(_PanelSection, ExecutionOptions):
     cache_file: str | None = setting(
         None, "the exact-request cache's file, relative to the panel folder"
     )
+    keep_from: str | None = setting(
+        None, "the panel folder whose Keep runs this panel reuses, relative to it", since=2
+    )
+    diverge_from: str | None = setting(
+        None,
+        "the panel folder whose runs of a first schedule this panel's reviewing runs branch "
+        "from where the schedules part, relative to it",
+        since=2,
+    )
+
+    @field_validator("keep_from", "diverge_from")
+    @classmethod
+    def _panel_folder(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("give another panel's folder, or leave it out")
+        return value
 
     @field_validator("cache_file")
     @classmethod

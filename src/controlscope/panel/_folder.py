@@ -85,6 +85,9 @@ class RunRecord(BaseModel):
         log_sha256: the SHA-256 of the run's log (``events.jsonl``) as the run left it; None
             when it wrote none (a run found ineligible before it started), and in records
             written before logs were hashed (such a record names its run by ``id`` alone).
+        diverged_at: for a run branched from a first schedule's run (``diverge_from``), the
+            call index of the boundary where the two schedules part; None when they share
+            the whole run, and for every other run.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -98,6 +101,7 @@ class RunRecord(BaseModel):
     state_hash: str | None = None
     seconds: float = 0.0
     log_sha256: str | None = None
+    diverged_at: int | None = None
 
 
 class PanelManifest(BaseModel):

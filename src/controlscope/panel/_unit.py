@@ -38,6 +38,7 @@ from controlscope.models import (
 )
 from controlscope.panel._config import PanelConfig
 from controlscope.panel._folder import CACHE_FILE, RunRecord, log_sha256, run_dir, write_record
+from controlscope.panel._linked import diverged, reuse_keep
 from controlscope.panel._plan import KEEP, PlannedRun, run_spec
 from controlscope.record import LogError
 from controlscope.replay import Recording, ReplayError, resolve_boundary, run_branch
@@ -117,10 +118,37 @@ def execute(job: RunJob) -> RunRecord:
 def _execute(job: RunJob, directory: Path) -> RunRecord:
     run, config = job.run, job.config
     keep_dir = run_dir(job.panel, run.after) if run.after is not None else None
+    if run.scope == KEEP and config.execution.keep_from is not None:
+        return reuse_keep(job.panel, config, run, directory)
+    if run.scope != KEEP and config.execution.diverge_from is not None:
+        return _diverged(job, directory)
     if run.scope == KEEP or config.start == "whole":
         return _whole(job, directory, keep_dir)
     assert keep_dir is not None
     return _branch(job, directory, keep_dir)
+
+
+def _diverged(job: RunJob, directory: Path) -> RunRecord:
+    """A reviewing run branched from another panel's first schedule (``diverge_from``)."""
+    config = job.config
+    models = build_models(
+        planner=config.planner.model,
+        reviewer=config.reviewer.model,
+        base_url=config.planner.base_url,
+        need_reviewer=True,
+    )
+    assert models.reviewer is not None
+    try:
+        return diverged(
+            job.panel,
+            config,
+            job.run,
+            directory,
+            planner=_planner(models.planner, job),
+            reviewer=ModelReviewer(models.reviewer),
+        )
+    finally:
+        _close(models.planner, models.reviewer)
 
 
 def _planner(model: ChatModel, job: RunJob) -> ChatModel:

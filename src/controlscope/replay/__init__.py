@@ -15,7 +15,11 @@ against it, up to a boundary where it records the shared state ``(h, s)`` and th
   :func:`run_branch` runs one of them as a unit of its own (a panel's branches);
 - replays a recorded operation frozen: :func:`replay_operation` with the ``candidate``,
   ``retained`` or ``shared_patch`` endpoint (the operation kinds each replays:
-  :data:`ENDPOINT_KINDS`).
+  :data:`ENDPOINT_KINDS`);
+- goes on under a second schedule from the boundary where it first decides otherwise than the
+  recorded run's: :func:`branch_at_divergence` (:func:`schedule_divergence` finds the boundary,
+  :func:`check_shared_prefix` checks the shared part event by event and by hash; paper B.1,
+  B.2).
 
 Each writes ordinary run directories whose ``run_start`` names the source run, the boundary and
 the prefix hash. :func:`resolve_boundary` places ``midpoint`` (B.1), ``local-rule``
@@ -40,6 +44,13 @@ from controlscope.replay._branch import (
     check_branches_out,
     resolve_boundary,
     run_branch,
+)
+from controlscope.replay._diverge import (
+    DivergencePoint,
+    SharedPrefix,
+    branch_at_divergence,
+    check_shared_prefix,
+    schedule_divergence,
 )
 from controlscope.replay._hook import FrozenOperation, Plan, PrefixHook, PrefixMismatch
 from controlscope.replay._operation import (
@@ -71,6 +82,7 @@ __all__ = [
     "BranchResult",
     "BranchSet",
     "Divergence",
+    "DivergencePoint",
     "Endpoint",
     "EndpointRun",
     "FrozenOperation",
@@ -83,12 +95,16 @@ __all__ = [
     "RecordedReview",
     "Recording",
     "ReplayError",
+    "SharedPrefix",
     "branch",
+    "branch_at_divergence",
     "branch_schedule",
     "check_branches_out",
     "check_operation_out",
+    "check_shared_prefix",
     "replay_operation",
     "replay_prefix",
     "resolve_boundary",
     "run_branch",
+    "schedule_divergence",
 ]

@@ -66,6 +66,10 @@ class Plan:
         after: the schedule after the boundary; it observes every boundary from the start.
         candidate: end the run when the replacement realized at the boundary ends (no
             further planning, paper C.2).
+        decides: ``after`` decides at every boundary from the start (a second schedule
+            branched at its divergence point from a first schedule's run, paper B.1, B.2):
+            in the prefix it must decide as the recording did, at the plan's boundary
+            otherwise (that is where the two schedules part), and after it alone.
     """
 
     position: int | None
@@ -75,6 +79,7 @@ class Plan:
     frozen: Operation | None = None
     after: Schedule = field(default_factory=Never)
     candidate: bool = False
+    decides: bool = False
 
 
 class PrefixMismatch(ReplayMismatch):
@@ -203,6 +208,8 @@ class _Schedule:
 
     def should_review(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
         hook = self._hook
+        if hook.plan.decides:
+            return hook.decide(boundary, ctx)
         if hook.position == hook.plan.position:
             return not hook.plan.stop
         if not hook.switched:
@@ -399,6 +406,33 @@ class PrefixHook:
         if self._branch_reviewer is None:
             raise ValueError("the branch's scope reviews but no reviewer was given")
         return self._branch_reviewer
+
+    def decide(self, boundary: Boundary, ctx: ScheduleContext) -> bool:
+        """The branch's schedule's decision at a boundary of a plan that ``decides``: in the
+        prefix the recorded one, at the plan's boundary the other one (paper B.1, B.2).
+
+        Raises:
+            PrefixMismatch: the schedule decides otherwise in the prefix, or as recorded at
+                the plan's boundary (``what="schedule decision"``, field ``review``).
+        """
+        decided = self.plan.after.should_review(boundary, ctx)
+        at_point = self.position == self.plan.position
+        if self.switched and not at_point:
+            return decided
+        recorded = self.recording.boundaries[self.position][1]
+        if at_point == (decided == recorded):
+            where = "where the schedules part" if at_point else "in the shared prefix"
+            raise PrefixMismatch(
+                self.position,
+                "review",
+                recorded,
+                decided,
+                what="schedule decision",
+                message=f"schedule {self.plan.after.name} decides review={decided} at boundary "
+                f"{self.position} (call {boundary.call_index}), {where}; the recording "
+                f"decided review={recorded}",
+            )
+        return decided
 
     def stop_at_point(self) -> None:
         """End a prefix replay at its boundary, once the boundary is logged.

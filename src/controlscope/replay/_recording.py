@@ -266,6 +266,24 @@ class Recording:
         digest = hashlib.sha256()
         head = {"task": self.task.id, "params": dict(self.task.params), "seed": self.seed}
         digest.update(_canonical(head).encode())
+        for part in self.prefix_parts(position):
+            digest.update(_canonical(part).encode())
+        return digest.hexdigest()
+
+    def prefix_parts(self, position: int | None) -> list[dict[str, Any]]:
+        """What :meth:`prefix_hash` hashes of the prefix up to the boundary in ``position``
+        (included), one part per counted event in order: its type and content without timing,
+        clock readings masked (of the last boundary, not whether it was reviewed). Two
+        recordings share a prefix when these parts are equal; the first that differs names
+        the field (:func:`~controlscope.record.first_difference`).
+
+        Args:
+            position: a boundary position; None: the whole run.
+
+        Returns:
+            The parts, each a JSON-ready dict with its ``type``.
+        """
+        parts: list[dict[str, Any]] = []
         seen = -1
         for event in self.events:
             part = _fingerprint(event)
@@ -274,10 +292,10 @@ class Recording:
             if part is not None:
                 if seen == position and event.type == "boundary":
                     part.pop("review")  # whether to review there is the branch's decision
-                digest.update(_canonical(map_strings(part, self.normalise)).encode())
+                parts.append(map_strings(part, self.normalise))
             if seen == position and event.type == "boundary":
                 break
-        return digest.hexdigest()
+        return parts
 
     def check_task(self, workspace_root: Path | None = None) -> str | None:
         """Compare the recorded task with the task today, field by field (its instruction,
