@@ -138,17 +138,19 @@ def _diverged(job: RunJob, directory: Path) -> RunRecord:
         need_reviewer=True,
     )
     assert models.reviewer is not None
+    planner = models.planner
     try:
+        planner = _planner(planner, job)
         return diverged(
             job.panel,
             config,
             job.run,
             directory,
-            planner=_planner(models.planner, job),
+            planner=planner,
             reviewer=ModelReviewer(models.reviewer),
         )
     finally:
-        _close(models.planner, models.reviewer)
+        _close(planner, models.reviewer)
 
 
 def _planner(model: ChatModel, job: RunJob) -> ChatModel:
