@@ -168,7 +168,7 @@ def served_run(weights: Path, tmp: Path) -> dict[str, Any]:
         abandoned = max(1, len(failed)) if busy(server.pid) else 0
     calls = [e for e in events(out) if e["type"] == "model_call" and e["role"] == "planner"]
     answer = (calls[0].get("response") or {}) if calls else {}
-    usage = answer.get("usage") or {}
+    usage = answer.get("usage") or (calls[0].get("usage") if calls else None) or {}  # cut short
     result = {
         "served_cpu_first_answer_s": round(first_answer, 1) if first_answer else None,
         "served_run_exit": proc.returncode,

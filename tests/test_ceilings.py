@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 import controlscope as cs
 from controlscope import core
@@ -235,3 +235,116 @@ def test_functions_that_take_numbers_check_their_ranges_before_anything_runs(
             report(tmp_path, **bad)  # type: ignore[arg-type]
     assert core.range_problem("draws", core.Draws, core.MAX_DRAWS) is None
     assert "draws" in (core.range_problem("draws", core.Draws, True) or "")  # not a number
+
+
+def _numeric_panel_keys() -> list[tuple[str | None, str, object]]:
+    """Every key of a panel file that takes a number (or a list of them), found from the
+    schema: (section or None for the top level, key, a value it accepts)."""
+    from controlscope.panel import PanelConfig
+
+    found: list[tuple[str | None, str, object]] = []
+    sections = {None: PanelConfig}
+    for name, field in PanelConfig.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            sections[name] = field.annotation
+    for section, model in sections.items():
+        for name, field in model.model_fields.items():
+            key = field.alias or name
+            if section is None and key in sections:
+                continue
+            for good in (1.5, [0], 1, 2048):
+                data = {key: good}
+                try:
+                    parse_config({"tasks": [TASK], **({section: data} if section else data)})
+                except ConfigError:
+                    continue
+                found.append((section, key, good))
+                break
+    return found
+
+
+def test_every_numeric_panel_key_is_found() -> None:
+    keys = {f"{s}.{k}" if s else k for s, k, _ in _numeric_panel_keys()}
+    for key in ("draws", "seeds", "sources", "budgets.max_calls", "budgets.max_seconds",
+                "planner.max_tokens", "reviewer.temperature", "execution.workers",
+                "budgets.worker_memory_mb", "execution.cpus_per_run",
+                "planner.max_connections"):  # fmt: skip
+        assert key in keys, sorted(keys)
+
+
+@pytest.mark.parametrize("loose", [True, "5", 5.0])
+def test_a_panel_file_refuses_loose_numbers_as_the_command_line_does(loose: object) -> None:
+    accepted = []
+    for section, key, good in _numeric_panel_keys():
+        value: object = loose
+        if isinstance(good, float) and isinstance(loose, float):
+            continue  # 5.0 is a float: only an integer key refuses it
+        if isinstance(good, list):
+            value = [loose]
+        data = {key: value}
+        try:
+            parse_config({"tasks": [TASK], **({section: data} if section else data)})
+        except ConfigError as err:
+            assert key in str(err) and "\n" not in str(err), err
+            continue
+        accepted.append(f"{section}.{key} = {value!r}")
+    assert not accepted
+
+
+@pytest.mark.parametrize(
+    ("keys", "where"),
+    [
+        ({"python_allowed_only": 1}, "python_allowed_only"),
+        ({"execution": {"cache": "yes"}}, "execution.cache"),
+        ({"params": {TASK: {"students": True}}}, "params"),
+        ({"params": {TASK: {"students": 2.0}}}, "params"),
+    ],
+)
+def test_a_panel_file_refuses_loose_flags_and_parameters(
+    keys: dict[str, object], where: str
+) -> None:
+    with pytest.raises(ConfigError, match=where):
+        parse_config({"tasks": [TASK], **keys})
+
+
+def test_a_loose_number_in_a_panel_file_is_one_line_naming_key_and_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "panel.toml"
+    path.write_text(f'tasks = ["{TASK}"]\n[budgets]\nmax_calls = true\n')
+    out = tmp_path / "p"
+    code = main(["panel", str(path), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert str(path) in err and "budgets.max_calls" in err, err
+    assert not out.exists()
+
+
+def test_the_python_spec_refuses_loose_numbers_and_flags() -> None:
+    loose: dict[str, object] = {
+        "max_calls": True,
+        "max_turns": "5",
+        "max_tokens": 5.0,
+        "worker_memory_mb": 2048.0,
+        "temperature": "0.5",
+        "max_seconds": False,
+        "seed": 1.0,
+        "draw": True,
+        "allow_network": 1,
+        "params": {"students": True},
+    }
+    for name, value in loose.items():
+        with pytest.raises(ValidationError, match=name):
+            cs.RunSpec(task=TASK, out="runs/x", **{name: value})  # type: ignore[arg-type]
+    spec = cs.RunSpec(task=TASK, out="runs/x", max_seconds=60, temperature=1)
+    assert spec.max_seconds == 60.0 and spec.temperature == 1.0  # an integer is a float
+    with pytest.raises(ValidationError):
+        core.TaskBudgets(primitive_calls=True)  # type: ignore[arg-type]
+
+
+def test_experiment_cells_refuse_loose_numbers() -> None:
+    from controlscope.experiments._config import Cell
+
+    for bad in ({"draw": True}, {"source": "1"}, {"k": 20.0}, {"program": False}):
+        with pytest.raises(ValidationError):
+            Cell.model_validate({"metric": "within", "panel": "p", "k": 1, **bad})

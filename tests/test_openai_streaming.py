@@ -132,6 +132,7 @@ def test_a_call_cut_by_its_deadline_says_how_many_tokens_had_come_and_stops_the_
     assert 3 <= received < 20, text
     event = model_call_event("planner", request, caught.value, turn=0)  # what the log records
     assert event.error is not None and "token(s) of a streamed answer received" in event.error
+    assert event.usage is not None and event.usage.output_tokens == received  # as counts too
     assert _wait_until(lambda: server.abandoned == 1) and server.finished == 0
 
 
@@ -256,3 +257,33 @@ def test_a_streamed_answer_over_the_bound_is_response_too_large_and_read_no_furt
     assert model.last_attempts == 1 and server.requests == 1
     assert server.sent < 100_000_000
     assert 0 < model.tokens_received <= 8  # read as a stream, piece by piece, up to the bound
+
+
+@pytest.mark.parametrize(
+    ("usage", "timings", "expected"),
+    [
+        ({"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43}, None, (40, 3)),
+        (None, {"prompt_n": 31, "predicted_n": 3}, (31, 3)),  # llama.cpp's server
+        (  # a usage the server sends wins over its timings
+            {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43},
+            {"prompt_n": 31, "predicted_n": 3},
+            (40, 3),
+        ),
+        (None, None, (0, 3)),  # llama_cpp.server: the pieces counted, the prompt unknown
+    ],
+)
+def test_a_streamed_answers_token_counts_come_from_its_usage_else_its_timings_else_counting(
+    serve: Callable[..., StreamServer],
+    usage: dict[str, int] | None,
+    timings: dict[str, int] | None,
+    expected: tuple[int, int],
+) -> None:
+    server = serve(Answer(pieces=["a", "b", "c"], usage=usage, timings=timings))
+    model = OpenAIModel("m", base_url=server.base_url, api_key="k", request_timeout_s=30.0)
+    try:
+        response = model.complete(user())
+    finally:
+        model.close()
+    assert server.bodies[0]["stream_options"] == {"include_usage": True}
+    assert response.text == "abc"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == expected

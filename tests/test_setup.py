@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from controlscope._proc import alive, gone
 from controlscope.core import TaskError
 from controlscope.envs.filesystem import _install, server
 from controlscope.models import KNOWN_MODELS, weights_dir
@@ -186,3 +187,79 @@ def test_the_build_of_a_killed_setup_is_removed_by_the_next(home: Path) -> None:
     done = _setup()
     assert done.returncode == 0, done.stderr
     assert [p.name for p in home.iterdir()] == ["mcp-servers"]
+
+
+def test_a_killed_setup_leaves_no_npm_running(home: Path, tmp_path: Path) -> None:
+    """``controlscope setup`` SIGKILLed while ``npm ci`` runs: npm (here a stand-in that
+    writes its pid and waits) dies with it instead of going on as an orphan."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pids = tmp_path / "npm.pids"
+    fake = bin_dir / "npm"
+    fake.write_text(f"#!/bin/sh\necho $$ > {pids}.tmp\nmv {pids}.tmp {pids}\nexec sleep 600\n")
+    fake.chmod(0o755)
+    (bin_dir / "node").symlink_to(shutil.which("node") or "node")
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    setup = subprocess.Popen(
+        [sys.executable, "-m", "controlscope.cli", "setup", "--quiet"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not pids.exists() and time.monotonic() < deadline and setup.poll() is None:
+            time.sleep(0.05)
+        assert pids.exists(), "setup started no npm"
+    finally:
+        setup.kill()
+        setup.wait()
+    npm = int(pids.read_text())
+    try:
+        assert gone(npm, wait_s=30), "npm outlived its setup"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(npm, signal.SIGKILL)
+
+
+def test_what_a_killed_setups_npm_started_is_stopped_by_the_next_setup(
+    home: Path, tmp_path: Path
+) -> None:
+    """npm dies with its setup; a process npm started (here a ``sleep`` in the build folder)
+    is orphaned, and the next setup kills it before it removes the folder."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pids = tmp_path / "npm.pids"
+    fake = bin_dir / "npm"
+    fake.write_text(
+        f"#!/bin/sh\n[ -e {pids} ] && exit 1\n"  # the second setup's npm fails at once
+        f"sleep 600 &\necho $! $$ > {pids}.tmp\nmv {pids}.tmp {pids}\nexec sleep 600\n"
+    )
+    fake.chmod(0o755)
+    (bin_dir / "node").symlink_to(shutil.which("node") or "node")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    setup = subprocess.Popen(
+        [sys.executable, "-m", "controlscope.cli", "setup", "--quiet"],
+        env={**os.environ, "PYTHONPATH": str(SRC), **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not pids.exists() and time.monotonic() < deadline and setup.poll() is None:
+            time.sleep(0.05)
+        assert pids.exists(), "setup started no npm"
+    finally:
+        setup.kill()
+        setup.wait()
+    orphan, npm = (int(p) for p in pids.read_text().split())
+    try:
+        assert alive(orphan)  # npm's own child outlived it
+        done = _setup(env=env)
+        assert done.returncode == 1 and "npm ci` failed" in done.stderr, done.stderr
+        assert gone(orphan, wait_s=30), "the orphan of the killed setup still runs"
+        assert [p.name for p in home.iterdir()] == []  # its build folder removed too
+    finally:
+        for pid in (orphan, npm):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

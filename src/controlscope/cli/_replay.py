@@ -9,6 +9,7 @@ anything runs).
 from __future__ import annotations
 
 import argparse
+from typing import cast
 
 from rich.console import Console
 
@@ -16,10 +17,12 @@ from controlscope.cli._console import NumberOption, fail, inert, path_option
 from controlscope.cli._live_models import add_model_arguments, build_live
 from controlscope.core import CallIndex
 from controlscope.replay import (
+    Endpoint,
     OperationReplay,
     PrefixReplay,
     Recording,
     ReplayError,
+    check_operation_out,
     replay_operation,
     replay_prefix,
 )
@@ -87,6 +90,7 @@ def _operation(args: argparse.Namespace, recording: Recording) -> OperationRepla
     """
     endpoint = args.endpoint.replace("-", "_")
     review = recording.operation(args.operation)  # refused before a model is built
+    check_operation_out(args.out, cast("Endpoint", endpoint))
     need_planner = endpoint != "candidate"
     planner, _ = build_live(args, need_planner=need_planner, need_reviewer=False)
     if need_planner and planner is None:

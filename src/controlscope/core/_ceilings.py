@@ -8,6 +8,11 @@ model is called or a process started. The ceilings lie far above any experiment 
 (section 4: 100 calls, 100 turns, 1,800 s, 16,384 tokens, a few draws and source programs) and far
 below what breaks a part: an rlimit or a tmpfs size that overflows, a plan of billions of runs, a
 wait longer than a thread can wait, a number no JSON reader takes back.
+
+The types are strict, as the command line's options are: a bool is not a number (``true`` is
+not 1), a string is not a number (``"5"``), and a float is not an integer (``5.0``); an integer
+is a float (``max_seconds = 60``). A panel or experiment file, a run spec and a Python caller
+are refused the same values, with the key named.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 MAX_SEED = 2**63 - 1
 """The largest seed (data seeds, the bootstrap's): a signed 64-bit integer."""
@@ -67,68 +72,76 @@ MAX_RESAMPLES = 1_000_000
 MAX_PORT = 65_535
 """The highest TCP port."""
 
-Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+Seed = Annotated[int, Field(strict=True, ge=0, le=MAX_SEED)]
 """A seed: 0 to :data:`MAX_SEED`."""
 
-CallBudget = Annotated[int, Field(ge=1, le=MAX_CALLS)]
+CallBudget = Annotated[int, Field(strict=True, ge=1, le=MAX_CALLS)]
 """Primitive calls per task: 1 to :data:`MAX_CALLS`."""
 
-TurnBudget = Annotated[int, Field(ge=1, le=MAX_TURNS)]
+TurnBudget = Annotated[int, Field(strict=True, ge=1, le=MAX_TURNS)]
 """Planning turns per task: 1 to :data:`MAX_TURNS`."""
 
-Repairs = Annotated[int, Field(ge=0, le=MAX_REPAIRS)]
+Repairs = Annotated[int, Field(strict=True, ge=0, le=MAX_REPAIRS)]
 """Ordinary repairs: 0 to :data:`MAX_REPAIRS`."""
 
-BlockBudget = Annotated[int, Field(ge=1, le=MAX_BLOCKS)]
+BlockBudget = Annotated[int, Field(strict=True, ge=1, le=MAX_BLOCKS)]
 """Natural blocks per task: 1 to :data:`MAX_BLOCKS`."""
 
-BlockRequests = Annotated[int, Field(ge=1, le=MAX_BLOCK_REQUESTS)]
+BlockRequests = Annotated[int, Field(strict=True, ge=1, le=MAX_BLOCK_REQUESTS)]
 """API requests per natural block: 1 to :data:`MAX_BLOCK_REQUESTS`."""
 
-Seconds = Annotated[float, Field(gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(strict=True, gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)]
 """A duration in seconds: above 0, at most :data:`MAX_SECONDS`, finite."""
 
-TokenCap = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+TokenCap = Annotated[int, Field(strict=True, ge=1, le=MAX_TOKENS)]
 """A per-request token cap: 1 to :data:`MAX_TOKENS`."""
 
-Temperature = Annotated[float, Field(ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)]
+Temperature = Annotated[float, Field(strict=True, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)]
 """A sampling temperature: 0 to :data:`MAX_TEMPERATURE`, finite."""
 
-Draws = Annotated[int, Field(ge=1, le=MAX_DRAWS)]
+Draws = Annotated[int, Field(strict=True, ge=1, le=MAX_DRAWS)]
 """Reviewer draws per scope: 1 to :data:`MAX_DRAWS`."""
 
-DrawIndex = Annotated[int, Field(ge=0, lt=MAX_DRAWS)]
+DrawIndex = Annotated[int, Field(strict=True, ge=0, lt=MAX_DRAWS)]
 """A reviewer draw's index: 0 to :data:`MAX_DRAWS` - 1."""
 
-SourcePrograms = Annotated[int, Field(ge=1, le=MAX_SOURCE_PROGRAMS)]
+SourcePrograms = Annotated[int, Field(strict=True, ge=1, le=MAX_SOURCE_PROGRAMS)]
 """Source programs per task: 1 to :data:`MAX_SOURCE_PROGRAMS`."""
 
-SourceIndex = Annotated[int, Field(ge=0, lt=MAX_SOURCE_PROGRAMS)]
+SourceIndex = Annotated[int, Field(strict=True, ge=0, lt=MAX_SOURCE_PROGRAMS)]
 """A source program's index (P1 = 0): 0 to :data:`MAX_SOURCE_PROGRAMS` - 1."""
 
-CallIndex = Annotated[int, Field(ge=0, lt=MAX_CALLS)]
+CallIndex = Annotated[int, Field(strict=True, ge=0, lt=MAX_CALLS)]
 """A boundary's call index (or a count of calls below the budget): 0 to :data:`MAX_CALLS` - 1."""
 
-WorkerMemoryMb = Annotated[int, Field(ge=MIN_WORKER_MEMORY_MB, le=MAX_WORKER_MEMORY_MB)]
+WorkerMemoryMb = Annotated[
+    int, Field(strict=True, ge=MIN_WORKER_MEMORY_MB, le=MAX_WORKER_MEMORY_MB)
+]
 """A worker's whole memory in MiB: :data:`MIN_WORKER_MEMORY_MB` to :data:`MAX_WORKER_MEMORY_MB`."""
 
-Workers = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
+Workers = Annotated[int, Field(strict=True, ge=1, le=MAX_WORKERS)]
 """Runs at a time: 1 to :data:`MAX_WORKERS`."""
 
-Connections = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
+Connections = Annotated[int, Field(strict=True, ge=1, le=MAX_WORKERS)]
 """Requests in flight at once to one served endpoint: 1 to :data:`MAX_WORKERS`."""
 
-CpusPerRun = Annotated[float, Field(gt=0.0, le=MAX_WORKERS, allow_inf_nan=False)]
+CpusPerRun = Annotated[float, Field(strict=True, gt=0.0, le=MAX_WORKERS, allow_inf_nan=False)]
 """CPUs one run declares to Ray: above 0, at most :data:`MAX_WORKERS`."""
 
-Resamples = Annotated[int, Field(ge=1, le=MAX_RESAMPLES)]
+Resamples = Annotated[int, Field(strict=True, ge=1, le=MAX_RESAMPLES)]
 """Bootstrap resamples: 1 to :data:`MAX_RESAMPLES`."""
 
-Port = Annotated[int, Field(ge=0, le=MAX_PORT)]
+Port = Annotated[int, Field(strict=True, ge=0, le=MAX_PORT)]
 """A TCP port: 0 (a free one) to :data:`MAX_PORT`."""
 
-Coverage = Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
+Coverage = Annotated[float, Field(strict=True, gt=0.0, lt=1.0, allow_inf_nan=False)]
 """An interval's coverage: above 0, below 1."""
+
+Flag = Annotated[bool, Field(strict=True)]
+"""A yes/no setting: ``true`` or ``false`` only (not 1, not ``"yes"``)."""
+
+ParamValue = StrictInt | StrictStr
+"""A task parameter's value: an integer or a string (not a bool, not a float)."""
 
 
 @functools.cache

@@ -30,6 +30,7 @@ from controlscope.core._models import (
     ModelResponse,
     ProviderError,
     ProviderErrorKind,
+    Usage,
 )
 from controlscope.core._op_registry import Operation, Validation
 from controlscope.core._operations import (
@@ -43,7 +44,7 @@ from controlscope.core._operations import (
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 from controlscope.core._tools import ToolRisk
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -87,14 +88,20 @@ older ones (:func:`upgrade_event`).
     replacement gets of its block's allowance (``block_allowance``) and the private-runtime
     guard; a block result records its allowance, whether a replacement renewed it, and a
     refusal (a quota rejection or the guard); a run can end ``budget:blocks``. Older logs
-    read with no block caps and no refusals. Later within 7: a provider error can be
-    ``response_too_large`` and a validation ``too_large`` (values only; every earlier log
-    reads as before); a ``block_start`` says how the planner's block was read from its reply
-    (``extracted``; None in older logs). A proposal records who made it (``reviewer``:
-    ``model``, ``human`` or ``custom``) and a person's decision (``human``: the channel,
-    where, how long the person took, the refused tries); a fallback can be ``timeout`` (a
-    person did not decide in time). Older logs read as a model's proposals.
+    read with no block caps and no refusals.
+8   a provider error can be ``response_too_large`` and a validation ``too_large``; a
+    ``block_start`` says how the planner's block was read from its reply (``extracted``;
+    None in older logs); a proposal records who made it (``reviewer``: ``model``, ``human``
+    or ``custom``) and a person's decision (``human``: the channel, where, how long the
+    person took, the refused tries); a fallback can be ``timeout`` (a person did not decide
+    in time); a failed ``model_call`` records the tokens counted of the answer it did not
+    finish (``usage``). Older logs read as before, as a model's proposals. (Some version-7 logs
+    written before this bump hold these values and fields; they read the same.)
 ==  ========================================================================================
+
+A new version is due whenever the log gains a field, an event type or a value of one of its
+enumerations: a reader of the previous version then refuses the log by its version, in one
+line, instead of failing on what it does not know.
 """
 
 EVENTS_FILE = "events.jsonl"
@@ -272,6 +279,9 @@ class ModelCallEvent(_Event):
         error_status: the provider error's HTTP status, if any.
         turn: the planning turn (planner calls).
         call_index: the boundary's call index (reviewer calls).
+        usage: for a failed call, the tokens counted of the answer it did not finish (a
+            streamed answer cut by the call's deadline); None otherwise (a response carries
+            its own).
     """
 
     type: Literal["model_call"] = "model_call"
@@ -283,6 +293,7 @@ class ModelCallEvent(_Event):
     error_status: int | None = None
     turn: int | None = None
     call_index: int | None = None
+    usage: Usage | None = None
 
 
 class PlannerTurnEvent(_Event):
@@ -717,6 +728,7 @@ def model_call_event(
             error=str(outcome),
             error_kind=outcome.kind,
             error_status=outcome.status,
+            usage=outcome.usage,
             **fields,
         )
     return ModelCallEvent(role=role, request=request, response=outcome, **fields)

@@ -217,19 +217,28 @@ class ProviderError(RuntimeError):
         message: what failed, for people.
         status: the HTTP status, if any.
         kind: one of :data:`ProviderErrorKind` (an unknown kind becomes ``other``).
+        usage: the tokens counted of an answer the call did not finish (a streamed answer cut
+            by the call's deadline), if any.
 
     Attributes:
         status: the HTTP status, if any.
+        usage: as given (recorded in the call's ``model_call`` event).
         kind: one of :data:`ProviderErrorKind` (``runtime_crash``: the local model's process
             died from a signal or exited; ``timeout``: it did not answer within the call's
             deadline and was killed; either way the next request starts a new process).
     """
 
     def __init__(
-        self, message: str, *, status: int | None = None, kind: ProviderErrorKind = "other"
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        kind: ProviderErrorKind = "other",
+        usage: Usage | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
+        self.usage = usage
         self.kind: ProviderErrorKind = kind if kind in PROVIDER_ERROR_KINDS else "other"
 
 

@@ -73,9 +73,10 @@ def app_protocol_defaults(data: Any) -> Any:
     """``data`` (a run spec's or panel's fields) with the settings its ``app_protocol`` fixes
     filled in where it leaves them out (:data:`PROTOCOL_DEFAULTED`); other data unchanged.
     A stated setting is kept (and checked against the protocol by the model's own checks)."""
-    if not isinstance(data, dict) or data.get("app_protocol") not in APP_PROTOCOLS:
-        return data
-    fixed = APP_PROTOCOLS[data["app_protocol"]]
+    protocol = data.get("app_protocol") if isinstance(data, dict) else None
+    if not isinstance(protocol, str) or protocol not in APP_PROTOCOLS:
+        return data  # no protocol, or one the field's own check refuses
+    fixed = APP_PROTOCOLS[protocol]
     filled = dict(data)
     for name in PROTOCOL_DEFAULTED:
         if name in fixed and filled.get(name) is None:

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from controlscope.core import MAX_CALLS, MAX_SECONDS, DrawIndex, SourceIndex, read_toml
+from controlscope.core import MAX_CALLS, MAX_SECONDS, DrawIndex, Flag, SourceIndex, read_toml
 from controlscope.panel import config_problem
 from controlscope.replay import Endpoint
 
@@ -94,7 +94,7 @@ class Header(_Strict):
     title: str
     reproduces: str
     needs: str
-    quick_minutes: Annotated[float, Field(gt=0.0, le=MAX_SECONDS / 60)] | None = None
+    quick_minutes: Annotated[float, Field(strict=True, gt=0.0, le=MAX_SECONDS / 60)] | None = None
     roles: list[str] = Field(default_factory=lambda: [_PLANNER, "fast", "reasoning"])
 
     @model_validator(mode="after")
@@ -144,7 +144,7 @@ class ReplayEntry(_Strict):
     scope: str = "full"
     operations: Operations = "replacements"
     endpoint: Endpoint = "candidate"
-    failing_only: bool = False
+    failing_only: Flag = False
 
     _check_name = field_validator("name")(_named)
 
@@ -190,7 +190,7 @@ class Cell(_Strict):
     versus: str | None = None
     versus_panel: str | None = None
     column: str | list[str] | None = None
-    k: Annotated[int, Field(ge=0, le=MAX_CALLS)] | None = None
+    k: Annotated[int, Field(strict=True, ge=0, le=MAX_CALLS)] | None = None
     replay: str | None = None
     field: ReplayField = "goal_reached"
     program: SourceIndex | None = None

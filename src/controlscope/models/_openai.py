@@ -204,11 +204,12 @@ def request_to_openai(
 
 
 def _response_from_openai(
-    completion: ChatCompletion, model: str, latency_s: float, counted: int | None = None
+    completion: ChatCompletion, model: str, latency_s: float, counted: Usage | None = None
 ) -> ModelResponse:
-    """The response to record for a completion; ``counted``: the pieces of a streamed answer,
-    its output tokens when the server sent no usage (``llama_cpp.server`` sends none in a
-    stream; its prompt tokens are then unknown and recorded as 0)."""
+    """The response to record for a completion; ``counted``: a streamed answer's token counts
+    when the server sent no usage (:func:`_counted`: the server's ``timings``, else the pieces
+    counted; ``llama_cpp.server`` sends neither usage nor timings in a stream, so its prompt
+    tokens are unknown and recorded as 0)."""
     if not completion.choices:
         raise ProviderError("the provider returned no choices", kind="other")
     choice = completion.choices[0]
@@ -222,7 +223,7 @@ def _response_from_openai(
             )
             continue
         calls.append(parse_tool_call(call.id, function.name, function.arguments, index))
-    usage = Usage(output_tokens=counted or 0)
+    usage = counted or Usage()
     if completion.usage is not None:
         details = completion.usage.prompt_tokens_details
         cached = details.cached_tokens if details is not None else None
@@ -239,6 +240,18 @@ def _response_from_openai(
         model=completion.model or model,
         cached=False,
         latency_s=latency_s,
+    )
+
+
+def _counted(assembly: Assembly) -> Usage | None:
+    """A streamed answer's token counts as the client saw them (:meth:`Assembly.usage`);
+    None before any piece or count came."""
+    found = assembly.usage()
+    if found is None:
+        return None
+    return Usage(
+        input_tokens=int(found.get("prompt_tokens") or 0),
+        output_tokens=int(found.get("completion_tokens") or 0),
     )
 
 
@@ -576,7 +589,7 @@ class OpenAIModel:
             if failure is outcome:
                 raise failure
             raise failure from call.failure
-        counted = call.assembly.pieces if call.assembly.streamed else None
+        counted = _counted(call.assembly) if call.assembly.streamed else None
         try:
             response = _response_from_openai(outcome, self.model, time.monotonic() - start, counted)
         except (AttributeError, TypeError, ValueError) as exc:
@@ -745,11 +758,13 @@ class _Call:
         (an exception that is not the endpoint's is returned as it is)."""
         name = self.model.model
         tried = f"{self.attempts} attempt(s)"
+        counted = _counted(self.assembly) if self.assembly.streamed else None
         if self.timed_out:
             return ProviderError(
                 f"timeout error from {name} at {url}: no answer within the call's deadline of "
                 f"{self.limit:g} s ({tried}; {self._received()})",
                 kind="timeout",
+                usage=counted,
             )
         assert isinstance(outcome, BaseException)
         verdict = _classify(outcome)
@@ -766,6 +781,7 @@ class _Call:
                 f"timeout error from {name} at {url}: an attempt took longer than its limit of "
                 f"{self.model.timeout_s:g} s ({tried}; {self._received()}); {retry}",
                 kind="timeout",
+                usage=counted,
             )
         tail = f" after {tried}" if verdict.retryable else ""
         why = _too_large(outcome) or outcome

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, ValidationError, model_validator
 
 from controlscope.core import (
     MAX_SCRIPT_BYTES,
@@ -35,6 +35,22 @@ __all__ = ["ScriptExhausted", "ScriptItem", "ScriptedModel"]
 
 ScriptItem = ModelResponse | str | Callable[[ModelRequest], ModelResponse]
 """One scripted answer: a response, a text answer, or a function of the request."""
+
+
+class _ScriptAnswer(ModelResponse):
+    """A scripted answer written as JSON: a model response whose every key is one of its
+    fields, stating its text or its tool calls (``{"bogus": 1}`` is no answer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _says_something(self) -> _ScriptAnswer:
+        if not {"text", "tool_calls"} & self.model_fields_set:
+            raise ValueError("an answer states its text or its tool_calls")
+        return self
+
+
+_SCRIPT_FORMS = 'a JSON list of answers, or {"by": "turn" or "request", "answers": [...]}'
 
 
 class ScriptExhausted(ProviderError):
@@ -173,8 +189,9 @@ class ScriptedModel:
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
         """Load a script from a JSON file: a list whose items are strings (text answers) or
-        :class:`ModelResponse` objects in JSON; or ``{"by": "turn", "answers": [...]}`` for
-        answers by conversation turn (see the class).
+        :class:`ModelResponse` objects in JSON (only its fields, ``text`` or ``tool_calls``
+        among them); or ``{"by": "turn", "answers": [...]}`` for answers by conversation turn
+        (see the class; ``"by": "request"`` is the plain list's order).
 
         The file is read as a bounded regular file (:func:`controlscope.core.read_json`, at
         most :data:`~controlscope.core.MAX_SCRIPT_BYTES`).
@@ -190,24 +207,26 @@ class ScriptedModel:
             raise FileNotFoundError(f"no scripted model file {source}")
         data = read_json(source, MAX_SCRIPT_BYTES)
         by: Literal["request", "turn"] = "request"
-        if isinstance(data, dict) and set(data) == {"by", "answers"} and data["by"] == "turn":
-            by, data = "turn", data["answers"]
+        if isinstance(data, dict):
+            if set(data) != {"by", "answers"} or data["by"] not in ("turn", "request"):
+                keys = ", ".join(sorted(map(str, data))) or "none"
+                raise ValueError(f"{source}: expected {_SCRIPT_FORMS}; got an object (keys {keys})")
+            by, data = data["by"], data["answers"]
         if not isinstance(data, list):
-            raise ValueError(
-                f"{source}: expected a JSON list of answers, got {type(data).__name__}"
-            )
+            raise ValueError(f"{source}: expected {_SCRIPT_FORMS}, got {type(data).__name__}")
         items: list[ScriptItem] = []
         for index, entry in enumerate(data):
             if isinstance(entry, str):
                 items.append(entry)
                 continue
             try:
-                items.append(ModelResponse.model_validate(entry))
+                answer = _ScriptAnswer.model_validate(entry)
+                items.append(ModelResponse.model_validate(answer.model_dump()))
             except ValidationError as exc:  # one line: its first problem, where it is
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
                 raise ValueError(
                     f"{source}: answer {index} is not a model response: "
-                    f"{where + ': ' if where else ''}{first['msg']}"
+                    f"{where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}"
                 ) from None
         return cls(items, model_id=f"scripted:{source.name}", by=by)

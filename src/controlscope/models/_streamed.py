@@ -78,11 +78,17 @@ class Assembly:
     Attributes:
         pieces: text and tool-call pieces received so far (about one token each).
         streamed: True once the answer is known to come as a stream.
+        chunks: chunks received so far.
+        prompt_tokens: the prompt's tokens as a server without usage counted them in its
+            ``timings`` (llama.cpp's ``prompt_n``); None when it sent none.
+        predicted_tokens: the tokens generated as those ``timings`` count them.
     """
 
     pieces: int = 0
     streamed: bool = False
     chunks: int = 0
+    prompt_tokens: int | None = None
+    predicted_tokens: int | None = None
     _text: list[str] = field(default_factory=list)
     _calls: dict[int, _Call] = field(default_factory=dict)
     _finish: str | None = None
@@ -102,12 +108,41 @@ class Assembly:
             self._model = self._model or chunk.model or ""
             if chunk.usage is not None:
                 self._usage = chunk.usage.to_dict()
+            self._timings(getattr(chunk, "model_extra", None) or {})
             for choice in chunk.choices or ():
                 if choice.index == 0:
                     self._add_delta(choice.delta)
                     self._finish = choice.finish_reason or self._finish
         except (AttributeError, TypeError, ValueError) as exc:
             raise MalformedAnswer(f"a streamed chunk is not a completion chunk: {exc}") from exc
+
+    def _timings(self, extra: dict[str, Any]) -> None:
+        """Take the token counts of a server that sends no usage but its own ``timings``
+        (llama.cpp's server: ``prompt_n`` prompt tokens evaluated, ``predicted_n`` generated),
+        as the usage; a usage the server sends wins."""
+        timings = extra.get("timings")
+        if not isinstance(timings, dict) or self._usage is not None:
+            return
+        prompt, predicted = timings.get("prompt_n"), timings.get("predicted_n")
+        if isinstance(prompt, int) and not isinstance(prompt, bool) and prompt >= 0:
+            self.prompt_tokens = prompt
+        if isinstance(predicted, int) and not isinstance(predicted, bool) and predicted >= 0:
+            self.predicted_tokens = predicted
+
+    def usage(self) -> dict[str, int] | None:
+        """The answer's token counts: the usage the server sent (``include_usage``), else its
+        ``timings``, else the pieces counted (output tokens only); None before any piece.
+        """
+        if self._usage is not None:
+            return dict(self._usage)
+        if self.prompt_tokens is None and self.predicted_tokens is None and not self.pieces:
+            return None
+        output = self.predicted_tokens if self.predicted_tokens is not None else self.pieces
+        return {
+            "prompt_tokens": self.prompt_tokens or 0,
+            "completion_tokens": output,
+            "total_tokens": (self.prompt_tokens or 0) + output,
+        }
 
     def _add_delta(self, delta: Any) -> None:
         if delta.content:

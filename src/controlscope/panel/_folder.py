@@ -182,14 +182,18 @@ def open_panel(panel: Path, config: PanelConfig, plan: PanelPlan) -> PanelManife
 
 
 def check_folder(panel: Path) -> None:
-    """Refuse a folder that cannot hold a panel: a file, or a folder holding files but no
-    manifest (its lock file aside); a missing folder is fine (it is made).
+    """Refuse a folder that cannot hold a panel: a file, a path under a file, or a folder
+    holding files but no manifest (its lock file aside); a missing folder is fine (it is
+    made). Cheap: checked before any model is built.
 
     Raises:
         PanelError: what is wrong, in one line.
     """
     if panel.exists() and not panel.is_dir():
         raise PanelError(f"{panel} exists and is not a directory")
+    above = next((p for p in panel.parents if os.path.lexists(p)), None)
+    if not panel.exists() and above is not None and not above.is_dir():
+        raise PanelError(f"{panel} cannot be made: {above} is not a directory")
     if (panel / MANIFEST_FILE).exists() or not panel.exists():
         return
     if any(p.name != LOCK_FILE for p in panel.iterdir()):

@@ -28,7 +28,8 @@ class PanelProgress:
         self.last: PanelStatus | None = None
 
     def __enter__(self) -> PanelProgress:
-        self._live.start()
+        if self._console.is_terminal:  # elsewhere the first status starts it: a refusal
+            self._live.start()  # before any run is then the only line
         return self
 
     def __exit__(
@@ -37,12 +38,18 @@ class PanelProgress:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
+        if not self._live.is_started:
+            return
         self._live.stop()
+        if not self._console.is_terminal:  # Rich ends its last line without a line break
+            self._console.line()
 
     def __call__(self, status: PanelStatus) -> None:
         """Show ``status``."""
         self.last = status
         self._live.update(self.render(status))
+        if not self._live.is_started:
+            self._live.start()
 
     @staticmethod
     def render(status: PanelStatus) -> Text:

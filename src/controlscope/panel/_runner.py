@@ -9,6 +9,7 @@ nothing. One panel command at a time runs on a folder: it holds the folder's loc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from controlscope.core import Connections, ModelSpec, Workers, absolute_path, range_problem
 from controlscope.envs import get_environment
-from controlscope.models import EndpointGate, GateStats
+from controlscope.models import CacheError, EndpointGate, GateStats, RequestCache
 from controlscope.panel._backends import (
     Backend,
     LocalBackend,
@@ -29,6 +30,7 @@ from controlscope.panel._backends import (
 from controlscope.panel._config import ConfigError, PanelConfig, load_config
 from controlscope.panel._endpoint import EndpointRecorder
 from controlscope.panel._folder import (
+    CACHE_FILE,
     RunRecord,
     check_folder,
     finished,
@@ -40,7 +42,7 @@ from controlscope.panel._folder import (
 )
 from controlscope.panel._lock import lock_panel
 from controlscope.panel._plan import PanelPlan, PlannedRun, condition_label, plan_panel
-from controlscope.panel._unit import RunJob
+from controlscope.panel._unit import RunJob, cache_path
 from controlscope.run import env_unforkable
 
 
@@ -227,12 +229,51 @@ def run_panel(
     if max_connections is not None:
         planner = cfg.planner.model_copy(update={"max_connections": max_connections})
         cfg = cfg.model_copy(update={"planner": planner})
-    plan = plan_panel(cfg)
     panel = absolute_path(out)
-    check_folder(panel)  # before the lock file is made in it
+    check_folder(panel)  # before the lock file is made in it, and before any model is built
+    _check_cache(panel, cfg)
+    plan = plan_panel(cfg)
     with lock_panel(panel):
         open_panel(panel, cfg, plan)
-        return _run(panel, cfg, plan, workers, observer)
+        try:
+            return _run(panel, cfg, plan, workers, observer)
+        finally:
+            _settle_cache(panel, cfg)
+
+
+def _check_cache(panel: Path, cfg: PanelConfig) -> None:
+    """Refuse, before anything runs or is written, an exact-request cache file that cannot be
+    one: a folder (``cache_file = "/"``), something other than a regular file, a file SQLite
+    cannot open, a path under a file."""
+    if not cfg.execution.cache:
+        return
+    path = cache_path(panel, cfg)
+    where = "execution.cache_file"
+    if path.is_dir():
+        raise ConfigError(
+            f"{where}: {path} is a folder; name a file, or leave it out for {CACHE_FILE} in "
+            "the panel folder"
+        )
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{where}: {path} is not a regular file")
+    if path.exists():
+        try:
+            RequestCache(path).close()
+        except CacheError as err:
+            raise ConfigError(f"{where}: {err}") from None
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise ConfigError(f"{where}: {path} lies under {parent}, which is not a folder")
+
+
+def _settle_cache(panel: Path, cfg: PanelConfig) -> None:
+    """Fold the cache's write-ahead log into its file as the panel ends: the last connection
+    to close removes ``-wal`` and ``-shm`` (a run killed with its connection open leaves
+    them)."""
+    path = cache_path(panel, cfg)
+    if cfg.execution.cache and path.is_file():
+        with contextlib.suppress(CacheError):
+            RequestCache(path).close()
 
 
 def _run(

@@ -239,17 +239,19 @@ def _diverged(job: RunJob, directory: Path) -> RunRecord:
         need_reviewer=True,
     )
     assert models.reviewer is not None
+    planner = models.planner
     try:
+        planner = _planner(planner, job)
         return diverged(
             job.panel,
             config,
             job.run,
             directory,
-            planner=_planner(models.planner, job),
+            planner=planner,
             reviewer=ModelReviewer(models.reviewer),
         )
     finally:
-        _close(models.planner, models.reviewer)
+        _close(planner, models.reviewer)
 
 
 def _planner(model: ChatModel, job: RunJob) -> ChatModel:
@@ -272,17 +274,23 @@ def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
         if problem is not None:
             return RunRecord(id=job.run.id, status="ineligible", detail=problem)
     prepared = prepare(spec)
+    planner = prepared.models.planner
     try:
-        result = run_prepared(prepared, planner=_planner(prepared.models.planner, job))
+        planner = _planner(planner, job)
+        result = run_prepared(prepared, planner=planner)
     finally:
-        _close(prepared.models.planner, prepared.models.reviewer)
+        _close(planner, prepared.models.reviewer)
     return _done(job.run.id, result)
 
 
 def _close(*models: ChatModel | None) -> None:
-    """Close the run's endpoint clients: their event-loop threads and connections would
-    otherwise outlive the run in a process that goes on to run others."""
+    """Close the run's endpoint clients and its cache's connection: their event-loop threads
+    and connections would otherwise outlive the run in a process that goes on to run others
+    (and an open cache keeps its ``-wal`` and ``-shm`` files)."""
     for model in models:
+        if isinstance(model, CachedModel):
+            model.cache.close()
+            model = model.inner
         if isinstance(model, OpenAIModel):
             model.close()
 
@@ -318,19 +326,21 @@ def _branch(job: RunJob, directory: Path, keep_dir: Path) -> RunRecord:
         need_reviewer=True,
     )
     assert models.reviewer is not None
+    planner = models.planner
     try:
+        planner = _planner(planner, job)
         found = run_branch(
             recording,
             at=at,
             scope=job.run.scope,
             out=directory,
-            planner=_planner(models.planner, job),
+            planner=planner,
             reviewer=ModelReviewer(models.reviewer),
             draw=job.run.draw,
             schedule=config.schedule,
         )
     finally:
-        _close(models.planner, models.reviewer)
+        _close(planner, models.reviewer)
     summary = found.summary
     return RunRecord(
         id=job.run.id,

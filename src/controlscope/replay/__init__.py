@@ -27,6 +27,8 @@ the prefix hash. :func:`resolve_boundary` places ``midpoint`` (B.1), ``local-rul
 :func:`branch` starts its branches by fork where it can (the prefix replayed once, the
 trajectory paused at the boundary forked once per branch: worker, controller and a copy of the
 workspace), else each by its own prefix replay (:data:`Mechanism`, :data:`MECHANISM_NOTES`).
+:func:`check_branches_out` and :func:`check_operation_out` refuse an output directory that
+cannot be one, cheaply, before a caller builds any model.
 """
 
 from controlscope.replay._branch import (
@@ -39,6 +41,7 @@ from controlscope.replay._branch import (
     Mechanism,
     branch,
     branch_schedule,
+    check_branches_out,
     resolve_boundary,
     run_branch,
 )
@@ -57,6 +60,7 @@ from controlscope.replay._operation import (
     Endpoint,
     EndpointRun,
     OperationReplay,
+    check_operation_out,
     replay_operation,
 )
 from controlscope.replay._prefix import PrefixReplay, replay_prefix
@@ -97,6 +101,8 @@ __all__ = [
     "branch",
     "branch_at_divergence",
     "branch_schedule",
+    "check_branches_out",
+    "check_operation_out",
     "check_shared_prefix",
     "replay_operation",
     "replay_prefix",

@@ -553,6 +553,21 @@ def _fresh_branches(out: Path, names: Sequence[str]) -> None:
     """
     for name in names:
         fresh_out(out / name)
+    check_branches_out(out)
+
+
+def check_branches_out(out: Path) -> None:
+    """Refuse an ``out`` that cannot take a new set of branches; cheap, so a caller checks it
+    before it builds any model.
+
+    Args:
+        out: the directory of the branches.
+
+    Raises:
+        ReplayError: ``out`` (or the nearest of its folders that exists) is not a
+            directory, or it holds branches (``branches.json``).
+    """
+    fresh_out(out / PREFIX_DIR)  # the nearest folder that exists is a directory
     if (out / BRANCHES_FILE).exists():
         raise ReplayError(f"{out} already holds branches; choose a new out directory")
 

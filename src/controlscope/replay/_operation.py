@@ -155,9 +155,7 @@ def replay_operation(
         )
     if endpoint != "candidate" and planner is None:
         raise ReplayError(f"the {endpoint} endpoint plans on: give a planner model")
-    labels = ("arg", "full") if endpoint == "shared_patch" else (endpoint,)
-    for label in labels:
-        fresh_out(out / label if endpoint == "shared_patch" else out)
+    check_operation_out(out, endpoint)
     rec.check_task(workspace_root)
     if endpoint == "shared_patch":
         assert planner is not None
@@ -275,3 +273,21 @@ def _trace(rec: Recording, events: list[Event]) -> list[Any]:
         if isinstance(e, PrimitiveCallEvent)
     ]
     return [map_strings(c, rec.normalise) for c in calls]
+
+
+def check_operation_out(out: Path, endpoint: Endpoint) -> None:
+    """Refuse an ``out`` that cannot take an operation's replay at ``endpoint``; cheap, so a
+    caller checks it before it builds any model.
+
+    Args:
+        out: the replay's output directory.
+        endpoint: the endpoint replayed (``shared_patch`` writes ``out/arg`` and
+            ``out/full``).
+
+    Raises:
+        ReplayError: ``out`` (``out/arg`` and ``out/full`` for ``shared_patch``), or the
+            nearest of its folders that exists, is not a directory, or it holds a run.
+    """
+    labels = ("arg", "full") if endpoint == "shared_patch" else (endpoint,)
+    for label in labels:
+        fresh_out(out / label if endpoint == "shared_patch" else out)

@@ -16,6 +16,7 @@ Validation happens in two steps, both before any model is called:
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,7 +28,9 @@ from controlscope.core import (
     APP_BLOCKS,
     APP_PROTOCOLS,
     Condition,
+    Flag,
     ModelSpec,
+    ParamValue,
     ProviderError,
     RunSettings,
     Scope,
@@ -109,8 +112,8 @@ class RunSpec(RunSettings):
     mcpmark: Path | None = setting(None, "an MCPMark task folder (or a checkout)")
     state: Path | None = setting(None, "the MCPMark task's initial-state directory")
     task_spec: Path | None = setting(None, "a TOML task spec (any MCP server)")
-    allow_network: bool = setting(False, "a task spec's server may use the network")
-    params: dict[str, int | str] = Field(default_factory=dict)
+    allow_network: Flag = setting(False, "a task spec's server may use the network")
+    params: dict[str, ParamValue] = Field(default_factory=dict)
     seed: Seed = setting(0, "the task's data seed (student tasks: the subset seed)")
     source_run: Path | None = setting(None, "a recorded run that places a bare once or midpoint")
     cache: Path | None = setting(None, "an SQLite exact-request cache file to use")
@@ -348,6 +351,9 @@ def _check_paths(spec: RunSpec) -> None:
         raise ValueError(f"out {out} exists and is not a directory")
     if (out / "events.jsonl").exists():
         raise ValueError(f"{out} already holds a recorded run; choose a new out directory")
+    above = next((p for p in out.parents if os.path.lexists(p)), None)
+    if above is not None and not above.is_dir():  # found before any model is built
+        raise ValueError(f"out {out} cannot be made: {above} is not a directory")
     cache = spec.cache
     if (
         cache is not None

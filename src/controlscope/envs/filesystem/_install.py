@@ -17,16 +17,19 @@ for ``controlscope setup`` again instead of running another server.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.resources
 import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
 from controlscope._home import home
-from controlscope._leftovers import make_dir, sweep_quietly
+from controlscope._leftovers import clean, make_dir, sweep_quietly
+from controlscope._proc import die_with_parent, kill_working_in
 
 __all__ = [
     "PIN_FILES",
@@ -136,6 +139,7 @@ def install_server(*, timeout_s: float = _NPM_TIMEOUT_S) -> Path:
     target = server_dir()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        _stop_orphans(target.parent)  # what a killed setup's npm left running
         sweep_quietly(target.parent)  # the builds of a setup that was killed
         build = make_dir(_BUILD_PREFIX, target.parent)  # marked with this process
         build.chmod(0o755)  # readable as npm makes its own folders
@@ -154,27 +158,47 @@ def install_server(*, timeout_s: float = _NPM_TIMEOUT_S) -> Path:
     return target / "node_modules" / SERVER_SCRIPT
 
 
+def _stop_orphans(folder: Path) -> None:
+    """Kill the processes still working in the build folder of a setup that was killed (npm
+    itself dies with its setup; a process npm started may not), before the folder is swept."""
+    for leftover in clean([folder], dry_run=True):
+        if leftover.path.name.startswith(_BUILD_PREFIX):
+            kill_working_in(leftover.path)
+
+
 def _npm_ci(npm: str, folder: Path, timeout_s: float) -> None:
-    """``npm ci`` in ``folder``, quietly; its last lines of output in the error."""
+    """``npm ci`` in ``folder``, quietly; its last lines of output in the error. npm runs in a
+    process group of its own that is killed whole when it times out or this call is
+    interrupted, and it gets SIGKILL when this process dies (a setup killed with SIGKILL leaves
+    no ``npm ci`` running; the next setup removes its build folder)."""
     command = [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--prefer-offline"]
     env = {**os.environ, "npm_config_update_notifier": "false"}
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             command,
             cwd=folder,
             env=env,
-            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout_s,
-            check=False,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),  # started from the calling thread
         )
-    except subprocess.TimeoutExpired as err:
-        raise SetupError(f"`npm ci` did not finish within {timeout_s:g} s") from err
     except OSError as err:
         raise SetupError(f"`npm ci` could not start: {err}") from err
-    if done.returncode != 0:
-        tail = " | ".join(line.strip() for line in done.stderr.strip().splitlines()[-3:])
-        raise SetupError(f"`npm ci` failed (exit {done.returncode}): {tail}")
+    try:
+        _, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired as err:
+        raise SetupError(f"`npm ci` did not finish within {timeout_s:g} s") from err
+    finally:
+        if proc.returncode is None:  # timed out or interrupted: npm and all it started
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    if proc.returncode != 0:
+        tail = " | ".join(line.strip() for line in stderr.strip().splitlines()[-3:])
+        raise SetupError(f"`npm ci` failed (exit {proc.returncode}): {tail}")
 
 
 def _swap_in(build: Path, target: Path) -> None:
