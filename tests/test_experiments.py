@@ -24,6 +24,7 @@ from controlscope import experiments as ce
 from controlscope import panel as cp
 from controlscope.analysis import report
 from controlscope.cli import main as cli
+from controlscope.experiments import _write as ce_write
 from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
 from test_analysis import CATEGORIES
 from test_api import TASK
@@ -331,7 +332,10 @@ def test_table1_runs_end_to_end_and_writes_every_table_and_figure(tmp_path: Path
     assert (out / "figures" / "p2_fast_auto_effort.png").read_bytes()[:4] == b"\x89PNG"
     versus = (out / "paper-vs-ours.md").read_text()
     assert versus.count("\n| table1") == experiment.paper_cells()
-    assert "| table1 | P2 fast (required) | Full | 10/20 | 1/1 | [100.0, 100.0] |" in versus
+    assert (
+        "| table1 | P2 fast (required) | Full | 10/20 | 20 | 1/1 | 1 | differ | [100.0, 100.0] |"
+        in versus
+    )
     text = (out / "report.md").read_text()
     assert "## What the models could not serve" in text and "panel p2_reasoning" in text
     assert "size: quick" in text and "reasoning = scripted:" in text
@@ -366,7 +370,7 @@ def test_table4_runs_by_the_command_resumes_and_refuses_another_size(
     once = report(out / "panels" / "one_time", write=False).tables["resources"]
     assert set(once.loc[once["scope"] != "keep", "reviews"]) == {1}  # one review at the midpoint
     assert (out / "figures" / "continuous_tokens.png").exists()
-    assert "| table4 | Full | Continuous | 14/20 |" in (out / "paper-vs-ours.md").read_text()
+    assert "| table4 | Full | Continuous | 14/20 | 20 |" in (out / "paper-vs-ours.md").read_text()
     before = (out / "panels" / "continuous" / "runs").stat().st_mtime_ns
     experiment = ce.load_experiment("table4_midpoint")
     with pytest.raises(ce.ExperimentError, match="config_hash is"):  # the options differ
@@ -432,7 +436,7 @@ def test_frozen_candidate_replays_feed_a_cell_and_figure_3(tmp_path: Path) -> No
     assert row["endpoint"] == "candidate" and (row["call_index"], row["calls"]) == (3, 7)
     assert row["goal_reached"] is True and row["block_finished"] is True  # as test_replay's
     versus = (out / "paper-vs-ours.md").read_text()
-    assert "| candidates | P1 | Goal reached | 49/71 | 1/1 |" in versus
+    assert "| candidates | P1 | Goal reached | 49/71 | 71 | 1/1 | 1 | differ |" in versus
     assert (out / "tables" / "candidates.csv").read_text().splitlines()[1] == "P1,1/1,1/1"
     assert (out / "figures" / "figure3.png").read_bytes()[:4] == b"\x89PNG"
     marker = out / "replays" / "candidates" / row["run"] / f"op{row['operation']}" / "row.json"
@@ -491,3 +495,21 @@ def test_the_live_display_shows_one_line_per_panel() -> None:
     assert live.progress is None
     shown = stream.getvalue()
     assert "panel one_time" in shown and "panel continuous" in shown
+
+
+def test_paper_vs_ours_says_each_rows_size_and_whether_the_sizes_differ() -> None:
+    """A quick-size 0/1 beside the paper's 13/20 says n 1 against n 20; a ``paper_n`` gives the
+    paper's size where its text does not."""
+    experiment = ce.load_experiment("table1_sustained")
+    values = {
+        t.name: [[ce.CellValue(text="0/1", n=1) for _ in row.cells] for row in t.rows]
+        for t in experiment.tables
+    }
+    text = ce_write.paper_vs_ours(experiment, values)
+    assert "| paper | paper n | ours | our n | sizes |" in text
+    assert "| table1 | P1 reasoning | Keep | 13/20 | 20 | 0/1 | 1 | differ |" in text
+    assert "| table1 | P1 reasoning | F W/L | 2/0 | ? | 0/1 | 1 | unknown |" in text
+    keep = experiment.tables[0].rows[2].cells[1]
+    assert ce_write.paper_size(keep.model_copy(update={"paper": "13/20", "paper_n": 1})) == 1
+    values["table1"][2][1] = ce.CellValue(text="1/20", n=20)
+    assert "| Keep | 13/20 | 20 | 1/20 | 20 | same |" in ce_write.paper_vs_ours(experiment, values)
