@@ -20,7 +20,8 @@
 * ``diagnostics``: the paper's diagnostic tables that ran (written, no cell ``n/a`` where the
   cell check defines one): B.1's within-scope change, B.2's protected-vs-continuous W/L/T,
   A.3's code-only-vs-feedback pairing, A.4's matched-interface check, C.2's retained-first
-  replays, M11's frozen batch-read comparison, the workload exploration;
+  replays, M11's frozen batch-read comparison, the workload exploration, C.1's two-label
+  replay of Table 6's Full argument patches;
   ``diagnostics_missing`` names the paper's diagnostics no experiment produces yet.
 * ``quick_minutes_local`` (with ``--local NAME``): that experiment at quick size on the embedded
   model (every role), wall minutes. Target: at most 30 (the experiment's header states it).
@@ -55,6 +56,7 @@ DIAGNOSTICS = {
     "C.2 retained first": ("file_organisation", "retained_first"),
     "M11 frozen batch read": ("table3_students", "batch_read"),
     "5.2 workload exploration": ("table3_students", "workload_exploration"),
+    "C.1 two-label replay of Full patches": ("table6_local", "table6_shared_patch"),
 }
 """The paper's diagnostics an experiment produces: name -> (experiment, table)."""
 

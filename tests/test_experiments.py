@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import controlscope as cs
@@ -28,7 +29,7 @@ from controlscope.experiments import _write as ce_write
 from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
 from test_analysis import CATEGORIES
 from test_api import TASK
-from test_panel import scripts
+from test_panel import KEEP, PATCH, scripts
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -513,3 +514,32 @@ def test_paper_vs_ours_says_each_rows_size_and_whether_the_sizes_differ() -> Non
     assert ce_write.paper_size(keep.model_copy(update={"paper": "13/20", "paper_n": 1})) == 1
     values["table1"][2][1] = ce.CellValue(text="1/20", n=20)
     assert "| Keep | 13/20 | 20 | 1/20 | 20 | same |" in ce_write.paper_vs_ours(experiment, values)
+
+
+def test_table6_replays_each_full_argument_patch_under_both_labels(tmp_path: Path) -> None:
+    """C.1: every Full argument patch of Table 6's panels is replayed from its recorded prefix
+    under the Arg and the Full label (``shared_patch``), one row each, and the table counts
+    the rows whose labels matched."""
+    found = scripts(tmp_path)
+    (tmp_path / "reviewer.json").write_text(json.dumps([PATCH, *[KEEP] * 10]))
+    given = {"planner": found["planner"], "*": found["reviewer"]}
+    experiment = ce.load_experiment("table6_local")
+    out = tmp_path / "out"
+    result = ce.run_experiment(
+        experiment, out, models=given, overrides={"tasks": [TASK]}, resamples=100
+    )
+    assert result.complete
+    for mode in ("fast", "reasoning"):
+        patches = sum(
+            cs.read_summary(cp.run_dir(out / "panels" / mode, r.id)).argument_patches
+            for r in cp.read_manifest(out / "panels" / mode).plan.runs
+            if r.scope == "full"
+        )
+        rows = json.loads((out / "replays" / f"{mode}_shared_patch" / "replays.json").read_text())
+        assert patches >= 1 and len(rows) == patches
+        assert {r["endpoint"] for r in rows} == {"shared_patch"}
+        matched = sum(bool(r["matched"]) for r in rows)
+        table = pd.read_csv(out / "tables" / "table6_shared_patch.csv", index_col=0)
+        assert table.loc[f"{mode.capitalize()}, Full patches", "Labels matched"] == (
+            f"{matched}/{len(rows)}"
+        )
