@@ -111,7 +111,12 @@ def run_one(
         print(f"{name}: {err}")
         return False, 0, time.monotonic() - started
     seconds = time.monotonic() - started
-    written = sum(p.is_file() and p.with_suffix(".csv").is_file() for p in result.tables.values())
+    names = {t.name for t in experiment.tables}  # Table 5 (settings) is written besides
+    written = sum(
+        p.is_file() and p.with_suffix(".csv").is_file()
+        for n, p in result.tables.items()
+        if n in names
+    )
     done = result.complete and written == len(experiment.tables)
     print(f"{name}: {'completed' if done else 'incomplete'}, {written} tables, {seconds:.1f} s")
     if tally is not None and written == len(experiment.tables):

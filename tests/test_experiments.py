@@ -25,6 +25,7 @@ from controlscope import experiments as ce
 from controlscope import panel as cp
 from controlscope.analysis import report
 from controlscope.cli import main as cli
+from controlscope.experiments import _settings_table as ce_settings
 from controlscope.experiments import _write as ce_write
 from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
 from test_analysis import CATEGORIES
@@ -322,7 +323,13 @@ def test_table1_runs_end_to_end_and_writes_every_table_and_figure(tmp_path: Path
         experiment, out, models=models(tmp_path), overrides={"tasks": [TASK]}, resamples=200
     )
     assert result.complete and set(result.panels) == {p.name for p in experiment.panels}
-    assert set(result.tables) == {"table1", "table1_full_keep", "table1_rejected", "table1_matched"}
+    assert set(result.tables) == {
+        "table1",
+        "table1_full_keep",
+        "table1_rejected",
+        "table1_matched",
+        "table5_settings",
+    }
     for path in [*result.tables.values(), *(p.with_suffix(".csv") for p in result.tables.values())]:
         assert path.stat().st_size > 0
     rows = (out / "tables" / "table1.csv").read_text().splitlines()
@@ -463,7 +470,12 @@ def test_table4_runs_on_the_embedded_model_at_quick_size(tmp_path: Path) -> None
         overrides={"budgets": {"max_turns": 2}},
         resamples=200,
     )
-    assert result.complete and set(result.tables) == {"table4", "table4_paired"}
+    assert result.complete and set(result.tables) == {
+        "table4",
+        "table4_within",
+        "table4_paired",
+        "table5_settings",
+    }
     for name in ("one_time", "continuous"):
         for run in result.panels[name].plan.runs:
             record = cp.read_record(cp.run_dir(out / "panels" / name, run.id))
@@ -543,3 +555,22 @@ def test_table6_replays_each_full_argument_patch_under_both_labels(tmp_path: Pat
         assert table.loc[f"{mode.capitalize()}, Full patches", "Labels matched"] == (
             f"{matched}/{len(rows)}"
         )
+
+
+def test_table5_gives_each_panels_settings_and_budgets_from_its_resolved_configuration(
+    tmp_path: Path,
+) -> None:
+    """Table 5 is generated from the resolved configurations: a setting every panel shares
+    shows its value once, one they differ in says so."""
+    experiment = ce.load_experiment("table4_midpoint")
+    configs = ce.resolve(experiment, "quick", models(tmp_path))
+    path = ce_settings.write_settings(configs, tmp_path / "tables")
+    table = pd.read_csv(path.with_suffix(".csv"), index_col="setting", dtype=str)
+    assert list(table.columns) == [*(n for n, _ in configs), "shared"]
+    for name, config in configs:
+        assert table.loc["budget max_calls", name] == str(config.budgets.max_calls)
+        assert table.loc["schedule", name] == config.schedule
+    assert table.loc["budget max_calls", "shared"] == "12"  # the quick size's budget
+    assert {c.schedule for _, c in configs} == {"once", "continuous"}
+    assert table.loc["schedule", "shared"] == "differs"
+    assert "## Table 5: shared settings and budgets" in path.read_text()
