@@ -21,7 +21,7 @@
   cell check defines one): B.1's within-scope change, B.2's protected-vs-continuous W/L/T,
   A.3's code-only-vs-feedback pairing, A.4's matched-interface check, C.2's retained-first
   replays, M11's frozen batch-read comparison, the workload exploration, C.1's two-label
-  replay of Table 6's Full argument patches;
+  replay of Table 6's Full argument patches, Table 5 (settings and budgets);
   ``diagnostics_missing`` names the paper's diagnostics no experiment produces yet.
 * ``quick_minutes_local`` (with ``--local NAME``): that experiment at quick size on the embedded
   model (every role), wall minutes. Target: at most 30 (the experiment's header states it).
@@ -57,13 +57,13 @@ DIAGNOSTICS = {
     "M11 frozen batch read": ("table3_students", "batch_read"),
     "5.2 workload exploration": ("table3_students", "workload_exploration"),
     "C.1 two-label replay of Full patches": ("table6_local", "table6_shared_patch"),
+    "Table 5 shared settings and budgets": ("table1_sustained", "table5_settings"),
 }
 """The paper's diagnostics an experiment produces: name -> (experiment, table)."""
 
 MISSING_DIAGNOSTICS = (
     "C.1 argument-only shortcut",
     "M11 parser-repair case",
-    "Table 5 shared settings and budgets",
     "derived cost and workload cells",
     "24-task supplementary record",
     "AppWorld V1 accounting",
