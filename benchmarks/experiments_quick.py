@@ -11,24 +11,64 @@
   (``_cells_check.py``, no analysis code) and compared with the published tables; an ``n/a``
   where a value is defined is an undefined cell. Targets: at least 150 checked, 0 wrong, 0
   undefined (the wrong and undefined ones are printed).
+* ``paper_numbers_checked``, ``paper_numbers_wrong``: every paper value holding a number in
+  each experiment's ``paper-vs-ours.md`` checked against the reading of the paper the
+  experiments were built from (``paper-experiments.md`` in ``shared/`` beside the repository,
+  or ``--paper FILE``; read at run time, never copied into the repository): found when one of
+  its lines holds every number of the value (``_paper_check.py``). Target: 0 wrong (printed).
+  Without the file both are null and the reason is printed.
+* ``diagnostics``: the paper's diagnostic tables that ran (written, no cell ``n/a`` where the
+  cell check defines one): B.1's within-scope change, B.2's protected-vs-continuous W/L/T,
+  A.3's code-only-vs-feedback pairing, A.4's matched-interface check, C.2's retained-first
+  replays, M11's frozen batch-read comparison, the workload exploration, C.1's two-label
+  replay of Table 6's Full argument patches, Table 5 (settings and budgets);
+  ``diagnostics_missing`` names the paper's diagnostics no experiment produces yet.
 * ``quick_minutes_local`` (with ``--local NAME``): that experiment at quick size on the embedded
   model (every role), wall minutes. Target: at most 30 (the experiment's header states it).
 
-Usage: ``python benchmarks/experiments_quick.py [--local NAME] [--model SPEC]``. The last line
-printed is one JSON object.
+Usage: ``python benchmarks/experiments_quick.py [--local NAME] [--model SPEC] [--paper FILE]``.
+The last line printed is one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import tempfile
 import time
 from pathlib import Path
 
 from _cells_check import Tally, check
+from _paper_check import PaperTally, check_paper, reading_lines
 from analysis import PROGRAM as SPLIT  # the split task's program, wrongly named parts
 from controlscope import experiments as ce
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER = REPO.parent / "shared" / "paper-experiments.md"
+"""The reading of the paper beside the repository (``--paper`` names another)."""
+
+DIAGNOSTICS = {
+    "B.1 within-scope change": ("table4_midpoint", "table4_within"),
+    "B.2 protection W/L/T": ("protection_five_calls", "protection_paired"),
+    "A.3 code-only vs feedback": ("feedback_visibility", "feedback_paired"),
+    "A.4 matched interface": ("table1_sustained", "table1_matched"),
+    "C.2 retained first": ("file_organisation", "retained_first"),
+    "M11 frozen batch read": ("table3_students", "batch_read"),
+    "5.2 workload exploration": ("table3_students", "workload_exploration"),
+    "C.1 two-label replay of Full patches": ("table6_local", "table6_shared_patch"),
+    "Table 5 shared settings and budgets": ("table1_sustained", "table5_settings"),
+}
+"""The paper's diagnostics an experiment produces: name -> (experiment, table)."""
+
+MISSING_DIAGNOSTICS = (
+    "C.1 argument-only shortcut",
+    "M11 parser-repair case",
+    "derived cost and workload cells",
+    "24-task supplementary record",
+    "AppWorld V1 accounting",
+)
+"""The paper's diagnostics no experiment produces yet."""
 
 REST = """
 for i in range(1, 5):
@@ -71,7 +111,12 @@ def run_one(
         print(f"{name}: {err}")
         return False, 0, time.monotonic() - started
     seconds = time.monotonic() - started
-    written = sum(p.is_file() and p.with_suffix(".csv").is_file() for p in result.tables.values())
+    names = {t.name for t in experiment.tables}  # Table 5 (settings) is written besides
+    written = sum(
+        p.is_file() and p.with_suffix(".csv").is_file()
+        for n, p in result.tables.items()
+        if n in names
+    )
     done = result.complete and written == len(experiment.tables)
     print(f"{name}: {'completed' if done else 'incomplete'}, {written} tables, {seconds:.1f} s")
     if tally is not None and written == len(experiment.tables):
@@ -84,14 +129,34 @@ def run_one(
     return done, written, seconds
 
 
+def diagnostics_run(out: Path, name: str) -> list[str]:
+    """The :data:`DIAGNOSTICS` of experiment ``name`` whose table was written with at least
+    one computed cell (not ``n/a``) in ``out``."""
+    found = []
+    for diagnostic, (experiment, table) in DIAGNOSTICS.items():
+        path = out / "tables" / f"{table}.csv"
+        if experiment != name or not path.is_file():
+            continue
+        rows = list(csv.reader(path.read_text(encoding="utf-8").splitlines()))[1:]
+        if any(cell and cell != "n/a" for row in rows for cell in row[1:]):
+            found.append(diagnostic)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--local", default=None, metavar="NAME", help="run NAME on the model")
     parser.add_argument("--model", default="local", help="the model of --local (default: local)")
+    parser.add_argument("--paper", type=Path, default=PAPER, help="the paper's reading")
     args = parser.parse_args()
+    try:
+        reading = reading_lines(args.paper)
+    except OSError as err:
+        print(f"paper numbers not checked: {err}")
+        reading = None
     names = ce.known_names()
     completed = tables = 0
-    tally = Tally()
+    tally, paper, ran = Tally(), PaperTally(), []
     with tempfile.TemporaryDirectory(prefix="experiments-quick-") as tmp:
         for name in names:
             folder = Path(tmp) / name
@@ -99,6 +164,13 @@ def main() -> None:
             done, written, _ = run_one(name, folder, None, tally)
             completed += done
             tables += written
+            versus = folder / "out" / "paper-vs-ours.md"
+            if reading is not None and versus.is_file():
+                before = len(paper.wrong)
+                check_paper(versus, reading, paper, name)
+                for line in paper.wrong[before:]:
+                    print(f"  paper number not in the reading: {line}")
+            ran += diagnostics_run(folder / "out", name)
         result: dict[str, object] = {
             "experiments": len(names),
             "completed": completed,
@@ -106,6 +178,12 @@ def main() -> None:
             "cells_checked": tally.checked,
             "cells_wrong": len(tally.wrong),
             "undefined_cells": len(tally.undefined),
+            "paper_numbers_checked": paper.checked if reading is not None else None,
+            "paper_numbers_wrong": len(paper.wrong) if reading is not None else None,
+            "diagnostics": len(ran),
+            "diagnostics_run": ran,
+            "diagnostics_missing": [d for d in DIAGNOSTICS if d not in ran]
+            + list(MISSING_DIAGNOSTICS),
         }
         if args.local is not None:
             folder = Path(tmp) / f"local-{args.local}"

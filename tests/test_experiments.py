@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import controlscope as cs
@@ -24,10 +25,12 @@ from controlscope import experiments as ce
 from controlscope import panel as cp
 from controlscope.analysis import report
 from controlscope.cli import main as cli
+from controlscope.experiments import _settings_table as ce_settings
+from controlscope.experiments import _write as ce_write
 from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
 from test_analysis import CATEGORIES
 from test_api import TASK
-from test_panel import scripts
+from test_panel import KEEP, PATCH, scripts
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -320,7 +323,13 @@ def test_table1_runs_end_to_end_and_writes_every_table_and_figure(tmp_path: Path
         experiment, out, models=models(tmp_path), overrides={"tasks": [TASK]}, resamples=200
     )
     assert result.complete and set(result.panels) == {p.name for p in experiment.panels}
-    assert set(result.tables) == {"table1", "table1_full_keep", "table1_rejected", "table1_matched"}
+    assert set(result.tables) == {
+        "table1",
+        "table1_full_keep",
+        "table1_rejected",
+        "table1_matched",
+        "table5_settings",
+    }
     for path in [*result.tables.values(), *(p.with_suffix(".csv") for p in result.tables.values())]:
         assert path.stat().st_size > 0
     rows = (out / "tables" / "table1.csv").read_text().splitlines()
@@ -331,7 +340,10 @@ def test_table1_runs_end_to_end_and_writes_every_table_and_figure(tmp_path: Path
     assert (out / "figures" / "p2_fast_auto_effort.png").read_bytes()[:4] == b"\x89PNG"
     versus = (out / "paper-vs-ours.md").read_text()
     assert versus.count("\n| table1") == experiment.paper_cells()
-    assert "| table1 | P2 fast (required) | Full | 10/20 | 1/1 | [100.0, 100.0] |" in versus
+    assert (
+        "| table1 | P2 fast (required) | Full | 10/20 | 20 | 1/1 | 1 | differ | [100.0, 100.0] |"
+        in versus
+    )
     text = (out / "report.md").read_text()
     assert "## What the models could not serve" in text and "panel p2_reasoning" in text
     assert "size: quick" in text and "reasoning = scripted:" in text
@@ -366,7 +378,7 @@ def test_table4_runs_by_the_command_resumes_and_refuses_another_size(
     once = report(out / "panels" / "one_time", write=False).tables["resources"]
     assert set(once.loc[once["scope"] != "keep", "reviews"]) == {1}  # one review at the midpoint
     assert (out / "figures" / "continuous_tokens.png").exists()
-    assert "| table4 | Full | Continuous | 14/20 |" in (out / "paper-vs-ours.md").read_text()
+    assert "| table4 | Full | Continuous | 14/20 | 20 |" in (out / "paper-vs-ours.md").read_text()
     before = (out / "panels" / "continuous" / "runs").stat().st_mtime_ns
     experiment = ce.load_experiment("table4_midpoint")
     with pytest.raises(ce.ExperimentError, match="config_hash is"):  # the options differ
@@ -432,7 +444,7 @@ def test_frozen_candidate_replays_feed_a_cell_and_figure_3(tmp_path: Path) -> No
     assert row["endpoint"] == "candidate" and (row["call_index"], row["calls"]) == (3, 7)
     assert row["goal_reached"] is True and row["block_finished"] is True  # as test_replay's
     versus = (out / "paper-vs-ours.md").read_text()
-    assert "| candidates | P1 | Goal reached | 49/71 | 1/1 |" in versus
+    assert "| candidates | P1 | Goal reached | 49/71 | 71 | 1/1 | 1 | differ |" in versus
     assert (out / "tables" / "candidates.csv").read_text().splitlines()[1] == "P1,1/1,1/1"
     assert (out / "figures" / "figure3.png").read_bytes()[:4] == b"\x89PNG"
     marker = out / "replays" / "candidates" / row["run"] / f"op{row['operation']}" / "row.json"
@@ -458,7 +470,12 @@ def test_table4_runs_on_the_embedded_model_at_quick_size(tmp_path: Path) -> None
         overrides={"budgets": {"max_turns": 2}},
         resamples=200,
     )
-    assert result.complete and set(result.tables) == {"table4", "table4_paired"}
+    assert result.complete and set(result.tables) == {
+        "table4",
+        "table4_within",
+        "table4_paired",
+        "table5_settings",
+    }
     for name in ("one_time", "continuous"):
         for run in result.panels[name].plan.runs:
             record = cp.read_record(cp.run_dir(out / "panels" / name, run.id))
@@ -491,3 +508,69 @@ def test_the_live_display_shows_one_line_per_panel() -> None:
     assert live.progress is None
     shown = stream.getvalue()
     assert "panel one_time" in shown and "panel continuous" in shown
+
+
+def test_paper_vs_ours_says_each_rows_size_and_whether_the_sizes_differ() -> None:
+    """A quick-size 0/1 beside the paper's 13/20 says n 1 against n 20; a ``paper_n`` gives the
+    paper's size where its text does not."""
+    experiment = ce.load_experiment("table1_sustained")
+    values = {
+        t.name: [[ce.CellValue(text="0/1", n=1) for _ in row.cells] for row in t.rows]
+        for t in experiment.tables
+    }
+    text = ce_write.paper_vs_ours(experiment, values)
+    assert "| paper | paper n | ours | our n | sizes |" in text
+    assert "| table1 | P1 reasoning | Keep | 13/20 | 20 | 0/1 | 1 | differ |" in text
+    assert "| table1 | P1 reasoning | F W/L | 2/0 | ? | 0/1 | 1 | unknown |" in text
+    keep = experiment.tables[0].rows[2].cells[1]
+    assert ce_write.paper_size(keep.model_copy(update={"paper": "13/20", "paper_n": 1})) == 1
+    values["table1"][2][1] = ce.CellValue(text="1/20", n=20)
+    assert "| Keep | 13/20 | 20 | 1/20 | 20 | same |" in ce_write.paper_vs_ours(experiment, values)
+
+
+def test_table6_replays_each_full_argument_patch_under_both_labels(tmp_path: Path) -> None:
+    """C.1: every Full argument patch of Table 6's panels is replayed from its recorded prefix
+    under the Arg and the Full label (``shared_patch``), one row each, and the table counts
+    the rows whose labels matched."""
+    found = scripts(tmp_path)
+    (tmp_path / "reviewer.json").write_text(json.dumps([PATCH, *[KEEP] * 10]))
+    given = {"planner": found["planner"], "*": found["reviewer"]}
+    experiment = ce.load_experiment("table6_local")
+    out = tmp_path / "out"
+    result = ce.run_experiment(
+        experiment, out, models=given, overrides={"tasks": [TASK]}, resamples=100
+    )
+    assert result.complete
+    for mode in ("fast", "reasoning"):
+        patches = sum(
+            cs.read_summary(cp.run_dir(out / "panels" / mode, r.id)).argument_patches
+            for r in cp.read_manifest(out / "panels" / mode).plan.runs
+            if r.scope == "full"
+        )
+        rows = json.loads((out / "replays" / f"{mode}_shared_patch" / "replays.json").read_text())
+        assert patches >= 1 and len(rows) == patches
+        assert {r["endpoint"] for r in rows} == {"shared_patch"}
+        matched = sum(bool(r["matched"]) for r in rows)
+        table = pd.read_csv(out / "tables" / "table6_shared_patch.csv", index_col=0)
+        assert table.loc[f"{mode.capitalize()}, Full patches", "Labels matched"] == (
+            f"{matched}/{len(rows)}"
+        )
+
+
+def test_table5_gives_each_panels_settings_and_budgets_from_its_resolved_configuration(
+    tmp_path: Path,
+) -> None:
+    """Table 5 is generated from the resolved configurations: a setting every panel shares
+    shows its value once, one they differ in says so."""
+    experiment = ce.load_experiment("table4_midpoint")
+    configs = ce.resolve(experiment, "quick", models(tmp_path))
+    path = ce_settings.write_settings(configs, tmp_path / "tables")
+    table = pd.read_csv(path.with_suffix(".csv"), index_col="setting", dtype=str)
+    assert list(table.columns) == [*(n for n, _ in configs), "shared"]
+    for name, config in configs:
+        assert table.loc["budget max_calls", name] == str(config.budgets.max_calls)
+        assert table.loc["schedule", name] == config.schedule
+    assert table.loc["budget max_calls", "shared"] == "12"  # the quick size's budget
+    assert {c.schedule for _, c in configs} == {"once", "continuous"}
+    assert table.loc["schedule", "shared"] == "differs"
+    assert "## Table 5: shared settings and budgets" in path.read_text()

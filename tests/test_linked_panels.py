@@ -5,6 +5,7 @@ filesystem server, pool processes) with scripted models."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,10 @@ from controlscope import replay
 from controlscope.analysis import report
 from controlscope.core import ModelCallEvent, ReviewRequestEvent, RunStartEvent
 from controlscope.experiments import _across as ex_across
+from controlscope.panel import _linked as cp_linked
+from controlscope.panel import _unit as cp_unit
+from controlscope.view._folders import find_target
+from controlscope.view._panel import read_panel_page
 from test_api import TASK
 from test_panel import write_config
 
@@ -216,3 +221,31 @@ def test_the_matched_interface_check_compares_paired_first_requests(
     fields = ("messages", "tools", "json_schema", "tool_choice", "max_tokens")
     differ = [f for f in fields if getattr(requests[0], f) != getattr(requests[1], f)]
     assert differ and apart.text == "0/1" and apart.note.split(": ")[1].split("[")[0] in differ
+
+
+def test_a_shared_prefix_that_fails_its_check_is_a_listed_problem(
+    panels: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second-schedule run whose shared prefix fails its check keeps its verdict and is
+    named among the report's problems (and on the viewer's panel page), not hidden in its
+    record's detail."""
+    for name, folder in panels.items():
+        shutil.copytree(folder, tmp_path / name)
+    folder = tmp_path / "continuous"
+    config = cp.read_manifest(folder).config
+    planned = next(r for r in cp.read_manifest(folder).plan.runs if r.scope == "full")
+
+    def failing(first: object, second: object) -> None:
+        raise replay.ReplayError("the shared prefix differs at its event 7 (model_call)")
+
+    monkeypatch.setattr(cp_linked, "check_shared_prefix", failing)
+    record = cp_unit.execute(cp_unit.RunJob(panel=folder, config=config, run=planned))
+    assert record.status == "done" and record.success is not None and record.detail == ""
+    assert "fails its check: the shared prefix differs at its event 7" in record.problem
+    built = report(folder, write=False, resamples=200)
+    listed = [p for p in built.problems if p.startswith(f"{planned.id}: failed a check")]
+    assert len(listed) == 1 and "event 7 (model_call)" in listed[0]
+    row = built.runs.set_index("id").loc[planned.id]
+    assert row["status"] == "done" and bool(row["success"]) == record.success
+    assert "## Problems: runs missing" in built.document("markdown")
+    assert any("event 7 (model_call)" in n for n in read_panel_page(find_target(folder)).notes)

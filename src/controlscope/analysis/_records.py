@@ -88,7 +88,8 @@ class PanelRuns:
         plan: its plan.
         runs: one row per planned run (see :func:`read_panel`).
         problems: one line per run that is missing, corrupt, without a verdict or
-            ineligible, with the reason.
+            ineligible, or that failed a check its record names (counted with its verdict:
+            ``RunRecord.problem``), with the reason.
     """
 
     panel: Path
@@ -172,6 +173,8 @@ def _row(panel: Path, run: PlannedRun, root: Path) -> tuple[dict[str, Any], str]
     if summary.success is None:
         row["status"] = "no_verdict"
         return row, f"no verdict ({summary.end_reason}), counted as missing: {record.detail}"
+    if record.problem:  # scored with its verdict, and listed
+        return row, f"failed a check, counted with its verdict: {record.problem}"
     return row, ""
 
 

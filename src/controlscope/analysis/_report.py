@@ -33,6 +33,9 @@ from controlscope.analysis._tables import (
 from controlscope.core import Coverage, Resamples, Seed, escape_untrusted, range_problem
 from controlscope.panel import ENDPOINT_FILE, EndpointSession, endpoint_line, read_endpoint
 
+PROBLEMS_TITLE = "Problems: runs missing, corrupt, without a verdict, ineligible or failing a check"
+"""The heading of the report's list of problems."""
+
 ReportFormat = Literal["markdown", "latex"]
 """The report document's format."""
 
@@ -68,7 +71,8 @@ class Report:
         tables: the tables by name (see :data:`TABLE_TITLES`); ``goals`` and ``goal_gains``
             are empty when no template has more than one unit.
         runs: every planned run, one row each (``runs.csv``).
-        problems: one line per run missing, corrupt, without a verdict or ineligible.
+        problems: one line per run missing, corrupt, without a verdict or ineligible, or
+            that failed a check its record names (counted with its verdict).
         ineligible_units: units left out (no boundary to branch at).
         figures: the figures written, by name.
         out: the folder the report was written to (None: not written).
@@ -324,7 +328,7 @@ def _markdown(r: Report) -> str:
     for name, path in r.figures.items():
         lines += [f"![{name}]({path.name})", ""]
     if r.problems:
-        lines += ["## Runs missing, corrupt, without a verdict or ineligible", "", "```text"]
+        lines += [f"## {PROBLEMS_TITLE}", "", "```text"]
         lines += [escape_untrusted(p).replace("`", "'") for p in r.problems]
         lines += ["```", ""]
     lines += ["Open the runs in the viewer:", "", "```sh", r.viewer, "```", ""]

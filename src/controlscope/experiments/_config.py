@@ -177,6 +177,9 @@ class Cell(_Strict):
         field: what a ``replays`` cell counts.
         program: a ``replays`` cell's source-program index; None: every program.
         paper: the paper's reported value, as the paper prints it.
+        paper_n: what the paper's value counts over (units, draws, replays), when its text
+            does not say it (a ``k/n`` of ``successes``, ``first_requests`` or ``replays``
+            does); ``paper-vs-ours.md`` prints it beside ours.
     """
 
     metric: Metric = "text"
@@ -195,6 +198,7 @@ class Cell(_Strict):
     field: ReplayField = "goal_reached"
     program: SourceIndex | None = None
     paper: str | None = None
+    paper_n: Annotated[int, Field(ge=1)] | None = None
 
     @model_validator(mode="after")
     def _needs(self) -> Cell:

@@ -53,6 +53,9 @@ class CellValue:
             without an interval.
         high: its upper end.
         note: why the cell is ``n/a``; empty otherwise.
+        n: what the number counts over: the runs of a rate or count, the paired units of a
+            comparison, the requests compared, the replayed rows; None for ``text`` and
+            ``n/a``.
     """
 
     text: str
@@ -60,6 +63,7 @@ class CellValue:
     low: float | None = None
     high: float | None = None
     note: str = ""
+    n: int | None = None
 
     @property
     def interval(self) -> str:
@@ -125,8 +129,9 @@ def _compute(
     if cell.versus_panel is not None:
         return _across_panels(cell, report, reports, resamples=resamples, seed=seed)
     if cell.metric == "activations":
-        count = activations(condition_runs(report, cell, cell.scope, cell.draw))
-        return CellValue(text=str(count), value=float(count))
+        runs = condition_runs(report, cell, cell.scope, cell.draw)
+        count = activations(runs)
+        return CellValue(text=str(count), value=float(count), n=len(runs))
     if cell.metric in ("difference", "wins_losses", "wins_losses_ties"):
         return _paired(cell, report, resamples=resamples, seed=seed)
     if cell.metric in ("tgc", "sgc"):
@@ -140,10 +145,10 @@ def _compute(
         if unknown:
             raise _NotAvailable(f"no run column {unknown[0]!r}")
         total = int(runs[columns].to_numpy().sum())
-        return CellValue(text=f"{total:,}", value=float(total))
+        return CellValue(text=f"{total:,}", value=float(total), n=len(runs))
     assert cell.metric == "within" and cell.k is not None
     count = int((effort(runs) <= cell.k).sum())
-    return CellValue(text=str(count), value=float(count))
+    return CellValue(text=str(count), value=float(count), n=len(runs))
 
 
 def scoped_runs(report: Report, cell: Cell) -> pd.DataFrame:
@@ -194,7 +199,7 @@ def _rate(cell: Cell, runs: pd.DataFrame, *, resamples: int, seed: int) -> CellV
     )
     k, n = int(wins.sum()), len(wins)
     text = f"{k}/{n}" if cell.metric == "successes" else f"{100.0 * k / n:.1f}%"
-    return CellValue(text=text, value=k / n, low=100.0 * found.low, high=100.0 * found.high)
+    return CellValue(text=text, value=k / n, low=100.0 * found.low, high=100.0 * found.high, n=n)
 
 
 def _paired(cell: Cell, report: Report, *, resamples: int, seed: int) -> CellValue:
@@ -244,7 +249,7 @@ def _first_requests(
     equal, total, first = matched_requests(pairs)
     if total == 0:
         raise _NotAvailable("no paired unit asked a reviewer in both panels")
-    return CellValue(text=f"{equal}/{total}", value=equal / total, note=first)
+    return CellValue(text=f"{equal}/{total}", value=equal / total, note=first, n=total)
 
 
 def _compared(
@@ -254,7 +259,9 @@ def _compared(
     if cell.metric in ("wins_losses", "wins_losses_ties"):
         found = paired_comparison(table, a, b, resamples=None)
         ties = f"/{found.ties}" if cell.metric == "wins_losses_ties" else ""
-        return CellValue(text=f"{found.wins}/{found.losses}{ties}", value=float(found.wins))
+        return CellValue(
+            text=f"{found.wins}/{found.losses}{ties}", value=float(found.wins), n=len(table)
+        )
     found = paired_comparison(table, a, b, resamples=resamples, seed=seed)
     assert found.interval is not None
     return CellValue(
@@ -262,6 +269,7 @@ def _compared(
         value=found.difference,
         low=100.0 * found.interval.low,
         high=100.0 * found.interval.high,
+        n=len(table),
     )
 
 
@@ -273,12 +281,12 @@ def _pooled_wins_losses(cell: Cell, runs: pd.DataFrame) -> CellValue:
         raise _NotAvailable(f"a pooled {cell.metric} is not defined: give one draw")
     reviewing = runs[(runs["scope"] == cell.scope) & (runs["scope"] != KEEP)]
     draws = sorted({int(d) for d in reviewing["draw"]}) or [0]
-    wins = losses = 0
+    wins = losses = pairs = 0
     for draw in draws:
         table = outcomes(runs, [cell.versus, cell.scope], draw)
         found = paired_comparison(table, cell.versus, cell.scope, resamples=None)
-        wins, losses = wins + found.wins, losses + found.losses
-    return CellValue(text=f"{wins}/{losses}", value=float(wins))
+        wins, losses, pairs = wins + found.wins, losses + found.losses, pairs + len(table)
+    return CellValue(text=f"{wins}/{losses}", value=float(wins), n=pairs)
 
 
 def _goals(cell: Cell, report: Report) -> CellValue:
@@ -287,9 +295,10 @@ def _goals(cell: Cell, report: Report) -> CellValue:
     runs = scoped_runs(report, cell)
     condition_runs(report, cell, cell.scope, cell.draw)
     by_template = runs.assign(**{CLUSTER: runs["template"]})
-    found = goal_completion(outcomes(by_template, [cell.scope], cell.draw), cell.scope)
+    table = outcomes(by_template, [cell.scope], cell.draw)
+    found = goal_completion(table, cell.scope)
     share = found.tgc if cell.metric == "tgc" else found.sgc
-    return CellValue(text=f"{100.0 * share:.2f}%", value=share)
+    return CellValue(text=f"{100.0 * share:.2f}%", value=share, n=len(table))
 
 
 def _replays(cell: Cell, replays: pd.DataFrame | None) -> CellValue:
@@ -301,4 +310,4 @@ def _replays(cell: Cell, replays: pd.DataFrame | None) -> CellValue:
     if rows.empty:
         raise _NotAvailable(f"replay {cell.replay} has no rows for this cell")
     hits = int(rows[cell.field].fillna(False).astype(bool).sum())
-    return CellValue(text=f"{hits}/{len(rows)}", value=hits / len(rows))
+    return CellValue(text=f"{hits}/{len(rows)}", value=hits / len(rows), n=len(rows))

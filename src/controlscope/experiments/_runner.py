@@ -43,6 +43,7 @@ from controlscope.experiments._resolve import (
     role_options,
     unserved,
 )
+from controlscope.experiments._settings_table import SETTINGS_TABLE, write_settings
 from controlscope.experiments._write import (
     FIGURES_DIR,
     PAPER_VS_OURS,
@@ -307,6 +308,7 @@ def write_results(
         values[table.name] = table_values(table, reports, replays, resamples=resamples, seed=seed)
         tables[table.name], notes = write_table(table, values[table.name], folder / TABLES_DIR)
         problems += notes
+    tables[SETTINGS_TABLE] = write_settings(configs, folder / TABLES_DIR)
     figures: dict[str, Path] = {}
     for figure in experiment.figures:
         for path in write_figure(figure, reports, replays, folder / FIGURES_DIR):

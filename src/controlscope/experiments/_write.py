@@ -17,7 +17,7 @@ import pandas as pd
 
 from controlscope.analysis import Report, effort_figure, report, tokens_figure
 from controlscope.core import escape_untrusted
-from controlscope.experiments._config import Experiment, FigureEntry, Table
+from controlscope.experiments._config import Cell, Experiment, FigureEntry, Table
 from controlscope.experiments._metrics import CellValue, cell_value
 from controlscope.panel import read_manifest
 
@@ -148,22 +148,65 @@ def candidates_figure(rows: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+FRACTION_METRICS = ("successes", "first_requests", "replays")
+"""Metrics whose text is ``k/n``: the paper's value then says its own n."""
+
+
+def paper_size(cell: Cell) -> int | None:
+    """What the paper's value of ``cell`` counts over: ``paper_n``, else the n of a ``k/n``
+    the paper prints for a :data:`FRACTION_METRICS` cell; None when neither says it."""
+    if cell.paper_n is not None:
+        return cell.paper_n
+    parts = (cell.paper or "").split("/")
+    if cell.metric in FRACTION_METRICS and len(parts) == 2 and parts[1].strip().isdigit():
+        return int(parts[1])
+    return None
+
+
 def paper_vs_ours(experiment: Experiment, values: Mapping[str, list[list[CellValue]]]) -> str:
-    """``paper-vs-ours.md``: every cell carrying the paper's value, next to ours."""
+    """``paper-vs-ours.md``: every cell carrying the paper's value, next to ours, each with
+    the size it counts over (the paper's n and ours: a quick-size 0/1 is no estimate of a
+    paper's 13/20), and whether the sizes differ."""
     lines = [
         f"# {experiment.experiment.title}: the paper's numbers and ours",
         "",
-        "| table | row | column | paper | ours | our 95% interval |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "n: what each number counts over (runs, paired units, requests, replays); where the "
+        "paper's n and ours differ, the numbers are of different sizes (a quick or partial "
+        "run) and are not comparable as counts.",
+        "",
+        "| table | row | column | paper | paper n | ours | our n | sizes | our 95% interval |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for table in experiment.tables:
         for row, cells in zip(table.rows, values[table.name], strict=True):
             for column, cell, value in zip(table.columns, row.cells, cells, strict=True):
                 if cell.paper is None:
                     continue
-                parts = [table.name, row.label, column, cell.paper, value.text, value.interval]
+                theirs = paper_size(cell)
+                parts = [
+                    table.name,
+                    row.label,
+                    column,
+                    cell.paper,
+                    _size(theirs),
+                    value.text,
+                    _size(value.n),
+                    _sizes(theirs, value.n),
+                    value.interval,
+                ]
                 lines.append("| " + " | ".join(_md(p) for p in parts) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _size(n: int | None) -> str:
+    return "?" if n is None else str(n)
+
+
+def _sizes(paper: int | None, ours: int | None) -> str:
+    """Whether the two sizes are the same: ``same``, ``differ``, or ``unknown``."""
+    if paper is None or ours is None:
+        return "unknown"
+    return "same" if paper == ours else "differ"
 
 
 def _md(text: str) -> str:

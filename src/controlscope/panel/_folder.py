@@ -97,6 +97,9 @@ class RunRecord(BaseModel):
         diverged_at: for a run branched from a first schedule's run (``diverge_from``), the
             call index of the boundary where the two schedules part; None when they share
             the whole run, and for every other run.
+        problem: a check a finished run failed, in words (its shared prefix with the first
+            schedule's run differs from that run's, paper B.1, B.2); empty when it passed
+            every check. The run keeps its verdict; the report lists the problem.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -113,6 +116,7 @@ class RunRecord(BaseModel):
     log_fingerprint: str | None = None
     mechanism: str | None = None
     diverged_at: int | None = None
+    problem: str = ""
 
 
 class PanelManifest(BaseModel):

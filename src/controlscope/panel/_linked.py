@@ -144,8 +144,10 @@ def diverged(
         (``diverged_at``, None when the schedules share the whole run); ``ineligible`` when
         the first run was; ``error`` (run again on resume) when the other panel's run has
         not finished, the panels are configured otherwise, or the first run cannot be
-        replayed. A prefix that left its recording or a shared prefix that fails its check
-        is ``done`` with the reason in ``detail``, as a branch's divergence is.
+        replayed. A prefix that left its recording is ``done`` with the reason in
+        ``detail``, as a branch's divergence is; a shared prefix that fails its check
+        (:func:`~controlscope.replay.check_shared_prefix`) is ``done`` with the failure in
+        ``problem``, which the report lists among its problems.
     """
     assert config.execution.diverge_from is not None
     other = linked_folder(panel, config.execution.diverge_from)
@@ -167,11 +169,12 @@ def diverged(
     except ReplayError as err:
         return RunRecord(id=run.id, status="error", detail=str(err))
     detail = found.divergence.message if found.divergence else ""
+    problem = ""
     if not detail:
         try:
             check_shared_prefix(recording, directory)
         except ReplayError as err:
-            detail = str(err)
+            problem = f"its shared prefix with {first} fails its check: {err}"
     summary = found.summary
     return RunRecord(
         id=run.id,
@@ -183,4 +186,5 @@ def diverged(
         request_hash=found.request_hash,
         state_hash=found.state_hash,
         diverged_at=point.call_index,
+        problem=problem,
     )

@@ -100,7 +100,7 @@ class PanelPage:
         finished: runs finished (recorded, whatever their verdict).
         problems: what could not be read (the manifest, the report), each one sentence.
         notes: the report's own list of runs missing, corrupt, without a verdict or
-            ineligible.
+            ineligible, or failing a check.
         figures: the report's figures (paper Figure 2) as ``data:`` URLs of PNGs, by name.
         complete: whether every planned run has finished (and the report was built).
     """
