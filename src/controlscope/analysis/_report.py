@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from controlscope.analysis._decisions import PairedOutcome, paired_outcomes
 from controlscope.analysis._figures import (
     EFFORT_FILE,
     TOKENS_FILE,
@@ -30,6 +31,7 @@ from controlscope.analysis._tables import (
     unshared_requests,
 )
 from controlscope.core import Coverage, Resamples, Seed, escape_untrusted, range_problem
+from controlscope.panel import run_dir
 
 ReportFormat = Literal["markdown", "latex"]
 """The report document's format."""
@@ -69,6 +71,10 @@ class Report:
         out: the folder the report was written to (None: not written).
         scopes: the panel's scopes, in the lattice's order (the conditions compared).
         draws: the panel's reviewer draws.
+        frozen_sources: the units whose source program was frozen (read from a file, not
+            sampled): unit -> ``FILE (sha256 PREFIX…)``.
+        pairs: every reviewing run against its unit's Keep run, with the decisions behind
+            its outcome (:func:`~controlscope.analysis.paired_outcomes`).
     """
 
     panel: Path
@@ -85,6 +91,8 @@ class Report:
     out: Path | None = None
     scopes: tuple[str, ...] = ()
     draws: int = 1
+    frozen_sources: dict[str, str] = field(default_factory=dict)
+    pairs: list[PairedOutcome] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data (tables as lists of records, NaN as null)."""
@@ -98,6 +106,8 @@ class Report:
             "tables": {name: _records(t) for name, t in self.tables.items()},
             "problems": self.problems,
             "ineligible_units": self.ineligible_units,
+            "frozen_sources": self.frozen_sources,
+            "pairs": [{**p.__dict__, "label": p.label} for p in self.pairs],
             "figures": {name: str(p) for name, p in self.figures.items()},
             "out": str(self.out) if self.out is not None else None,
         }
@@ -192,7 +202,45 @@ def _build(found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: 
         ineligible_units=left_out,
         scopes=tuple(scopes),
         draws=draws,
+        frozen_sources=frozen_sources(runs),
+        pairs=paired_outcomes(
+            runs, draws, {str(i): run_dir(found.panel, str(i)) for i in runs["id"]}
+        ),
     )
+
+
+def frozen_sources(runs: pd.DataFrame) -> dict[str, str]:
+    """The units whose source program was frozen: unit -> ``FILE (sha256 PREFIX…)``, the
+    file's name as the plan holds it and the SHA-256 its Keep run recorded ("not recorded"
+    when that run has no readable log yet).
+
+    Args:
+        runs: the panel's runs (:func:`~controlscope.analysis.read_panel`).
+    """
+    out: dict[str, str] = {}
+    if "source_file" not in runs:
+        return out
+    for row in runs[runs["source_file"].notna()].itertuples():
+        shown = out.get(str(row.unit))
+        sha = row.source_sha256 if isinstance(row.source_sha256, str) else None
+        if shown is None or (sha is not None and "not recorded" in shown):
+            where = f"sha256 {sha[:12]}…" if sha else "sha256 not recorded"
+            out[str(row.unit)] = f"{Path(str(row.source_file)).name} ({where})"
+    return out
+
+
+def pair_lines(pairs: list[PairedOutcome]) -> list[str]:
+    """The paired outcomes as text, one line per pair and one per decision below it:
+    ``UNIT CONDITION: keep ✗ -> ✓ (win, 3 reviews)``."""
+    mark = {True: "✓", False: "✗", None: "-"}
+    lines: list[str] = []
+    for p in pairs:
+        lines.append(
+            f"{p.unit} {p.condition}: keep {mark[p.keep_success]} -> {mark[p.success]} "
+            f"({p.label}, {p.reviews} review{'s' if p.reviews != 1 else ''})"
+        )
+        lines += [f"    {d}" for d in p.decisions]
+    return lines
 
 
 def write_report(built: Report, out: Path, found: PanelRuns, *, fmt: ReportFormat) -> Report:
@@ -251,6 +299,17 @@ def _markdown(r: Report) -> str:
         lines += [f"## {title}", "", table.to_markdown(index=False), ""]
     for name, path in r.figures.items():
         lines += [f"![{name}]({path.name})", ""]
+    if r.pairs:
+        lines += ["## Paired outcomes by unit and the decisions behind them", "", "```text"]
+        lines += [escape_untrusted(line).replace("`", "'") for line in pair_lines(r.pairs)]
+        lines += ["```", ""]
+    if r.frozen_sources:
+        lines += ["## Frozen source programs (read from files, not sampled)", "", "```text"]
+        lines += [
+            escape_untrusted(f"{unit}: {shown}").replace("`", "'")
+            for unit, shown in r.frozen_sources.items()
+        ]
+        lines += ["```", ""]
     if r.problems:
         lines += ["## Runs missing, corrupt, without a verdict or ineligible", "", "```text"]
         lines += [escape_untrusted(p).replace("`", "'") for p in r.problems]

@@ -15,7 +15,7 @@ import json
 
 from rich.console import Console
 
-from controlscope.analysis import Report, report
+from controlscope.analysis import Report, pair_lines, report
 from controlscope.cli._console import NumberOption, fail, inert, path_option
 from controlscope.core import Coverage, Resamples, Seed
 from controlscope.panel import PanelError
@@ -77,6 +77,13 @@ def _print(built: Report) -> None:
         if table is not None and not table.empty:
             out.print(inert(table.to_markdown(index=False), lines=True))
             out.print()
+    if built.pairs:
+        out.print("Paired outcomes and the decisions behind them:")
+        for line in pair_lines(built.pairs[:50]):
+            out.print(inert(f"  {line}"))
+        out.print()
+    for unit, shown in built.frozen_sources.items():
+        out.print(inert(f"  frozen source program of {unit}: {shown}"))
     for problem in built.problems[:20]:
         out.print(inert(f"  {problem}"))
     folder = built.out or built.panel

@@ -40,6 +40,7 @@ from controlscope.core._operations import (
     Scope,
     ScopeName,
 )
+from controlscope.core._source_program import SourceFile
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 
 SCHEMA_VERSION = 7
@@ -89,7 +90,8 @@ older ones (:func:`upgrade_event`).
     read with no block caps and no refusals. Later within 7: a provider error can be
     ``response_too_large`` and a validation ``too_large`` (values only; every earlier log
     reads as before); a ``block_start`` says how the planner's block was read from its reply
-    (``extracted``; None in older logs).
+    (``extracted``; None in older logs); ``run_start`` records a frozen source program's
+    file and SHA-256 (``source_file``; None in older logs and for sampled programs).
 ==  ========================================================================================
 """
 
@@ -229,6 +231,8 @@ class RunStartEvent(_Event):
             None in logs written before it was recorded.
         branch: for a run that starts from a recorded prefix, where it comes from; None for
             an ordinary run.
+        source_file: the frozen source program the planner's first reply was read from (its
+            file and SHA-256); None when the planner sampled it.
     """
 
     type: Literal["run_start"] = "run_start"
@@ -248,6 +252,7 @@ class RunStartEvent(_Event):
     worker_seed: int | None = None
     task_data_hash: str | None = None
     branch: BranchOrigin | None = None
+    source_file: SourceFile | None = None
 
 
 class ModelCallEvent(_Event):

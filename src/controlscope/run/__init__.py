@@ -28,6 +28,7 @@ from controlscope.run._fork import (
     interruptible_branch,
     reap,
 )
+from controlscope.run._frozen import FROZEN_MODEL_ID, FrozenSourcePlanner, frozen_reply
 from controlscope.run._hook import StopRun, TrajectoryControl, TrajectoryHook
 from controlscope.run._loop import REPLACEMENT_CODE_CHARS, Ending, receipts_by_block
 from controlscope.run._models import LOCAL_MAX_TOKENS, RunModels, build_models
@@ -51,6 +52,7 @@ from controlscope.run._trajectory import Observer, RunResult, run_trajectory
 __all__ = [
     "BRANCH_INTERRUPT",
     "CHILD_GRACE_S",
+    "FROZEN_MODEL_ID",
     "INTERRUPTS",
     "LOCAL_MAX_TOKENS",
     "REPLACEMENT_CODE_CHARS",
@@ -58,6 +60,7 @@ __all__ = [
     "Controller",
     "Ending",
     "ForkPoint",
+    "FrozenSourcePlanner",
     "Observer",
     "OnceRule",
     "PreparedRun",
@@ -76,6 +79,7 @@ __all__ = [
     "check_replay",
     "env_unforkable",
     "feedback_rule_of",
+    "frozen_reply",
     "interruptible_branch",
     "local_rule_of",
     "place_schedule",

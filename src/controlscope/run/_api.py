@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from controlscope.core import ChatModel
 from controlscope.review import ModelReviewer, Reviewer
+from controlscope.run._frozen import FrozenSourcePlanner
 from controlscope.run._spec import PreparedRun, RunSpec, prepare
 from controlscope.run._trajectory import Observer, RunResult, run_trajectory
 
@@ -53,6 +54,10 @@ def run_prepared(
 ) -> RunResult:
     """Run a spec already checked by :func:`~controlscope.run.prepare` (see :func:`run_task`).
 
+    A frozen source program (``spec.source``) is the planner's first reply
+    (:class:`~controlscope.run.FrozenSourcePlanner`; a ``replay:`` planner answers it from its
+    recording, checked against the program's hash by :func:`~controlscope.run.prepare`).
+
     Raises:
         ReplayMismatch: as :func:`run_task`.
     """
@@ -60,11 +65,16 @@ def run_prepared(
     chosen: Reviewer | None = reviewer
     if chosen is None and models.reviewer is not None:
         chosen = ModelReviewer(models.reviewer)
+    program = prepared.program
+    used = planner or models.planner
+    if program is not None and prepared.actions is None:
+        used = FrozenSourcePlanner(used, program, prepared.condition.planner_format)
     return run_trajectory(
         prepared.env,
         prepared.task,
         seed=spec.seed,
-        planner=planner or models.planner,
+        planner=used,
+        source_file=program.file if program is not None else None,
         reviewer=chosen,
         condition=prepared.condition,
         out_dir=spec.out,
