@@ -659,7 +659,9 @@ write_file(path=f"{root}/english_talent.csv", content="\\n".join(rows) + "\\n")
 """
 
 
-def test_a_demo_reviewer_that_chooses_well_makes_the_scopes_differ(tmp_path: Path) -> None:
+def test_a_demo_reviewer_that_chooses_well_makes_the_scopes_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The demo's design: where its reviewer chooses well (a batch-reading replacement for the
     student records, the right destination for the paper), Keep fails, Arg repairs the paper
     alone and Full both; so every paired difference comes from a decision, and the report and
@@ -678,11 +680,21 @@ def test_a_demo_reviewer_that_chooses_well_makes_the_scopes_differ(tmp_path: Pat
         for pair in built.pairs:
             found[(task, pair.condition)] = pair.label
             assert pair.keep_success is False and pair.reviews == 1
+            if answer is replace and pair.condition == "arg":  # not granted: refused, kept
+                assert pair.decisions == (
+                    "call 2: kept, a fallback (out_of_scope; proposed replace_workflow: "
+                    "out_of_scope)",
+                )
         assert set(built.frozen_sources) == {f"{task}/s0/p0"}
         with view.ViewServer(out) as server:
             status, html = view_page(server.url)
         decision = "replace_workflow" if answer is replace else "papers/answer.html"
         assert status == 200 and 'id="pairs"' in html and decision in html
+        capsys.readouterr()
+        assert cli(["report", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert "the decisions behind them" in printed
+        assert f"call 2: {answer['operation']}" in printed
     assert found == {
         (DEMO_TASKS[0], "arg"): "tie",  # no argument of a read can save the budget
         (DEMO_TASKS[0], "full"): "win",

@@ -10,13 +10,12 @@ and the reviews that fell back to Keep. :func:`paired_outcomes` reads them from 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from controlscope.core import RealizedOperationEvent, operation_spec
+from controlscope.core import RealizedOperationEvent, ValidationEvent, operation_spec
 from controlscope.panel import KEEP, condition_label
 from controlscope.record import LogError, iter_events
 
@@ -37,8 +36,10 @@ class PairedOutcome:
         success: the reviewing run's verdict (None: no scored verdict).
         difference: ``success - keep_success`` (+1, 0, -1; None when either is missing).
         reviews: the reviews the run made.
-        decisions: the revisions it realized, in order (``call 3: patch_arguments {...}``),
-            then its Keep fallbacks by kind; ``kept at every review`` when it revised nothing.
+        decisions: what its reviews did, in order: each revision realized (``call 3:
+            patch_arguments {...}``) and each fallback to Keep (its kind, and for a refused
+            proposal what was proposed and why it was refused); ``kept at every review`` first
+            when it revised nothing.
     """
 
     unit: str
@@ -110,24 +111,44 @@ def _decisions(directory: Path | None) -> tuple[int, tuple[str, ...]]:
     """A run's reviews and decisions (see :class:`PairedOutcome`) from its log."""
     if directory is None:
         return 0, ("its log is missing",)
-    revisions: list[str] = []
-    fallbacks: Counter[str] = Counter()
-    reviews = 0
+    lines: list[str] = []
+    rejected: dict[int, str] = {}  # call index -> what was proposed and why it was refused
+    reviews = revisions = 0
     try:
         for event in iter_events(directory):
+            if isinstance(event, ValidationEvent) and not event.validation.accepted:
+                found = event.validation
+                kind = found.proposal.kind if found.proposal is not None else "nothing parseable"
+                why = f": {found.reason}" if found.reason is not None else ""
+                rejected[event.call_index] = f"proposed {kind}{why}"
             if not isinstance(event, RealizedOperationEvent) or not event.model_called:
                 continue
             reviews += 1
             if event.fallback is not None:
-                fallbacks[event.fallback] += 1
+                why = rejected.pop(event.call_index, "")
+                lines.append(
+                    _clipped(
+                        f"call {event.call_index}: kept, a fallback "
+                        f"({event.fallback}{'; ' + why if why else ''})"
+                    )
+                )
             elif event.operation.kind != "keep":
-                revisions.append(_shown(event))
+                revisions += 1
+                lines.append(_shown(event))
     except (OSError, ValueError, LogError) as err:
         return reviews, (f"its log cannot be read: {err}",)
-    falls = [f"{n} review(s) fell back to Keep ({kind})" for kind, n in fallbacks.items()]
-    if not revisions:
-        return reviews, ("kept at every review" if reviews else "no review", *falls)
-    return reviews, (*revisions, *falls)
+    if not reviews:
+        return 0, ("no review",)
+    if not lines:
+        return reviews, ("kept at every review",)
+    chosen = reviews - len(lines)  # the keeps the reviewer chose
+    if not revisions and chosen:
+        lines.insert(0, f"kept by choice at {chosen} review{'s' if chosen != 1 else ''}")
+    return reviews, tuple(lines)
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= DECISION_CHARS else text[: DECISION_CHARS - 1] + "…"
 
 
 def _shown(event: RealizedOperationEvent) -> str:
@@ -137,5 +158,4 @@ def _shown(event: RealizedOperationEvent) -> str:
     code = getattr(operation, "code", None)
     if isinstance(code, str):  # a replacement: its first lines say what it does
         detail += " " + " ⏎ ".join(line.strip() for line in code.strip().splitlines())
-    text = f"call {event.call_index}: {operation.kind} {detail}"
-    return text if len(text) <= DECISION_CHARS else text[: DECISION_CHARS - 1] + "…"
+    return _clipped(f"call {event.call_index}: {operation.kind} {detail}")
