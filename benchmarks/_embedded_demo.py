@@ -47,11 +47,11 @@ class DemoRun:
 @functools.cache
 def run_demo() -> DemoRun:
     """Run the main job's panel once (per process) into a temporary folder, timed."""
-    import controlscope as cs
+    from controlscope.panel import load_config, run_panel
 
     folder = Path(tempfile.mkdtemp(prefix="cs-demo-bench-")) / "demo"
     started = time.monotonic()
-    cs.run_panel(cs.load_config(DEMO), folder)
+    run_panel(load_config(DEMO), folder)
     return DemoRun(folder, (time.monotonic() - started) / 60)
 
 
