@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -716,13 +717,11 @@ def test_the_demo_panel_runs_on_the_local_model_and_reports(tmp_path: Path) -> N
         assert text.count(line) == 1, line
     text = text.replace('model = "local"\n', 'model = "local:0.5b"\n')
     text = text.replace("max_tokens = 512\n", "max_tokens = 256\n")
-    config = DEMO.parent / f".test-demo-{os.getpid()}.toml"  # its source folder is relative
+    shutil.copytree(DEMO.parent / "demo_programs", tmp_path / "demo_programs")
+    config = tmp_path / "demo.toml"  # beside its source folder, as in scripts/
     config.write_text(text)
     out = tmp_path / "demo"
-    try:
-        assert cli(["panel", str(config), "--out", str(out), "--quiet"]) == 0
-    finally:
-        config.unlink()
+    assert cli(["panel", str(config), "--out", str(out), "--quiet"]) == 0
     for task in DEMO_TASKS:
         for name in ("keep", "arg-d0", "full-d0"):
             summary = cs.read_summary(cp.run_dir(out, f"{task}/s0/p0/{name}"))
