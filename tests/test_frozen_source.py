@@ -152,3 +152,26 @@ def test_a_panel_source_folder_names_a_missing_program(tmp_path: Path) -> None:
     config.write_text(f'tasks = ["{TASK}"]\n[source]\n"desktop/nothing" = "x.py"\n')
     with pytest.raises(cp.ConfigError, match=r"source\.desktop/nothing: names no selected task"):
         cp.plan_panel(cp.load_config(config), check_models=False)
+
+
+def test_a_resumed_panel_refuses_a_program_edited_since_its_keep_run(tmp_path: Path) -> None:
+    program = program_file(tmp_path, BROKEN, "split.py")
+    reviewer = tmp_path / "reviewer.json"
+    reviewer.write_text(json.dumps([KEEP] * 12))
+    config = tmp_path / "panel.toml"
+    config.write_text(
+        f'tasks = ["{TASK}"]\nscopes = ["keep", "arg"]\nschedule = "every_boundary"\n'
+        f'[source]\n"{TASK}" = "split.py"\n[planner]\nmodel = "scripted:{reviewer}"\n'
+        f'[reviewer]\nmodel = "scripted:{reviewer}"\n[budgets]\nmax_turns = 1\n'
+    )
+    out = tmp_path / "panel"
+    assert cli(["panel", str(config), "--out", str(out), "--quiet"]) == 0
+    arg = cp.run_dir(out, f"{TASK}/s0/p0/arg-d0")
+    assert cp.read_record(arg).status == "done"
+    (arg / cp.RUN_MARKER).unlink()  # the Arg run is run again on resume...
+    program.write_text(SOLVE.strip("\n") + "\n")  # ...after the program was edited
+    cli(["panel", str(config), "--out", str(out), "--quiet"])
+    record = cp.read_record(arg)
+    assert record.status == "error"
+    assert "was edited since the unit's Keep run" in record.detail
+    assert "source_file.sha256" in record.detail
