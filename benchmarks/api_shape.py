@@ -424,6 +424,7 @@ SETTING_PROBES = (
     "worker_memory_mb",
     "reviewer_model",
     "base_url",
+    "review_timeout_s",
 )
 """The run settings :func:`settings_declarations` counts: those whose names no record reuses."""
 
@@ -442,6 +443,7 @@ SHARED_SETTING_NAMES = (
     "isolation",
     "model",
     "cache",
+    "reviewer",
 )
 """The run settings left out of the count: records (events, requests, summaries) or other
 options use the same names, so a field so named is not necessarily a declaration."""

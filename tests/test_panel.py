@@ -134,13 +134,13 @@ def test_the_report_counts_units_pairs_and_reused_keep_runs(
     t1 = built.tables["table1"]
     assert list(t1["full_wins"]) == [2, 2] and list(t1["full_losses"]) == [0, 0]
     pairs = built.tables["paired"].set_index(["draw", "comparison"])
-    assert pairs.loc[(1, "full-keep"), "wins"] == 2 and pairs.loc[(1, "arg-keep"), "ties"] == 2
-    assert pairs.loc[(2, "full-arg"), "difference_pp"] == 100.0
+    assert pairs.loc[(0, "full-keep"), "wins"] == 2 and pairs.loc[(0, "arg-keep"), "ties"] == 2
+    assert pairs.loc[(1, "full-arg"), "difference_pp"] == 100.0
     res = built.tables["resources"].set_index(["draw", "scope"])
-    assert not res.loc[(1, "keep"), "keep_reused"] and res.loc[(2, "keep"), "keep_reused"]
-    assert res.loc[(1, "arg"), "fallback_out_of_scope"] == 2  # the replacement Arg cannot make
-    assert res.loc[(1, "full"), "replacements"] == 2 and res.loc[(1, "arg"), "replacements"] == 0
-    assert res.loc[(1, "full"), "argument_patches"] == 2
+    assert not res.loc[(0, "keep"), "keep_reused"] and res.loc[(1, "keep"), "keep_reused"]
+    assert res.loc[(0, "arg"), "fallback_out_of_scope"] == 2  # the replacement Arg cannot make
+    assert res.loc[(0, "full"), "replacements"] == 2 and res.loc[(0, "arg"), "replacements"] == 0
+    assert res.loc[(0, "full"), "argument_patches"] == 2
     goals = built.tables["goals"].set_index("condition")  # seeds are instances of a template
     assert goals.loc["full-d0", "sgc_pct"] == 100.0 and goals.loc["keep", "tgc_pct"] == 0.0
     for name in ("report.md", "successes.csv", "paired.csv", "runs.csv", "effort.png"):

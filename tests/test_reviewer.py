@@ -638,7 +638,8 @@ def test_invalid_proposals_fall_back_to_keep(
     fs_tools: tuple[ToolSchema, ...], scope: Scope, answer: ModelResponse, reason: str
 ) -> None:
     outcome = review(ScriptedModel([answer]), scope, make_state(fs_tools))
-    assert outcome.fallback == "invalid_arguments"
+    # a proposal whose code does not compile falls back by that cause, not as bad arguments
+    assert outcome.fallback == ("syntax_error" if reason == "syntax_error" else "invalid_arguments")
     assert outcome.proposal.operation is not None and outcome.realized == Keep()
     assert outcome.validation.reason == reason
 

@@ -8,11 +8,14 @@ put every pinned package there, so no registry is reached.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -143,3 +146,43 @@ def test_setup_with_weights_fetches_them_as_model_pull_does(
     done = _setup("--weights", "0.5b", env={"CONTROLSCOPE_HOME": str(home)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == f"weights: {home / 'models' / model.file_name}"
+
+
+def test_a_home_that_cannot_be_a_folder_is_one_line(home: Path, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "loop").symlink_to("loop")
+    for given in (tmp_path / "file" / "home", tmp_path / "loop"):
+        done = _setup(env={"CONTROLSCOPE_HOME": str(given)})
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1 and len(lines) == 1, done.stderr
+        assert lines[0].startswith(f"controlscope setup: cannot make {given}/: ")
+
+
+def test_the_build_of_a_killed_setup_is_removed_by_the_next(home: Path) -> None:
+    """A setup SIGKILLed while npm ci runs leaves its build folder beside the install; it is
+    named with its owner, so the next setup removes it."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    setup = subprocess.Popen(
+        [sys.executable, "-m", "controlscope.cli", "setup", "--quiet"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    npm = None
+    try:
+        deadline = time.monotonic() + 120
+        while npm is None and time.monotonic() < deadline and setup.poll() is None:
+            children = Path(f"/proc/{setup.pid}/task/{setup.pid}/children").read_text().split()
+            npm = int(children[0]) if children else None
+            time.sleep(0.05)
+        assert npm is not None, "setup started no npm"
+    finally:
+        setup.kill()
+        setup.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(npm, signal.SIGKILL)  # orphaned: npm goes on without its parent
+    left = [p.name for p in home.iterdir()]
+    assert len(left) == 1 and left[0].startswith("mcp-servers-build-@"), left
+    done = _setup()
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in home.iterdir()] == ["mcp-servers"]

@@ -9,6 +9,12 @@ Run a task under a scope, the same way ``controlscope run`` does::
     result = cs.run_task(spec)
     print(result.verdict.success, result.summary.primitive_calls)
 
+Review inside your own agent: its code blocks run in one isolated worker, reviewed at every
+tool call, the session recorded as a run::
+
+    with cs.Executor(servers="mcp.json", settings=cs.RunSettings(scope="arg")) as ex:
+        print(ex.execute("print(read_text_file(path='/tmp/x/a.txt'))").output)
+
 Run a paired panel (tasks x source programs x scopes x reviewer draws) and report it, the
 same way ``controlscope panel`` and ``controlscope report`` do::
 
@@ -54,10 +60,33 @@ from controlscope.core import (
 )
 from controlscope.envs import Environment, McpToolServer, get_environment
 from controlscope.envs.filesystem import SetupError
+from controlscope.executor import (
+    Decision,
+    Execution,
+    Executor,
+    ExecutorClosed,
+    ExecutorError,
+    render_signatures,
+)
 from controlscope.models import make_model
 from controlscope.record import RunSummary, read_events, read_summary
-from controlscope.review import ModelReviewer, Proposal, PublicState, Reviewer, ReviewOutcome
-from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_task, run_trajectory
+from controlscope.review import (
+    HumanReviewer,
+    ModelReviewer,
+    Proposal,
+    PublicState,
+    Reviewer,
+    ReviewOutcome,
+)
+from controlscope.run import (
+    RunProgress,
+    RunResult,
+    RunSpec,
+    SpecError,
+    prepare,
+    run_task,
+    run_trajectory,
+)
 from controlscope.schedule import Schedule, parse_schedule
 from controlscope.scope import validate_operation
 from controlscope.worker import Limits, WorkerSession
@@ -116,11 +145,17 @@ __all__ = [
     "Boundary",
     "ChatModel",
     "Condition",
+    "Decision",
     "Environment",
     "Event",
+    "Execution",
+    "Executor",
+    "ExecutorClosed",
+    "ExecutorError",
     "Experiment",
     "ExperimentError",
     "ExperimentResult",
+    "HumanReviewer",
     "Keep",
     "Leftover",
     "Limits",
@@ -143,6 +178,7 @@ __all__ = [
     "Report",
     "ReviewOutcome",
     "Reviewer",
+    "RunProgress",
     "RunResult",
     "RunSettings",
     "RunSpec",
@@ -167,6 +203,7 @@ __all__ = [
     "prepare",
     "read_events",
     "read_summary",
+    "render_signatures",
     "report",
     "resolve",
     "run_experiment",

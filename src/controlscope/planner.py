@@ -53,6 +53,20 @@ def render_signature(tool: ToolSchema) -> str:
     return f"def {python_signature(tool)} -> str:\n    {body}"
 
 
+def render_signatures(tools: Sequence[ToolSchema]) -> str:
+    """Render tools as the planner's system prompt shows them: one ``def`` line with its
+    docstring per tool (:func:`render_signature`), separated by blank lines. Another agent
+    framework shows its model the same API with it.
+
+    Args:
+        tools: the tools' schemas.
+
+    Returns:
+        The rendered functions.
+    """
+    return "\n\n".join(render_signature(t) for t in tools)
+
+
 FILES_NOTE = (
     "The task's files are reachable ONLY through these functions: open(), os, pathlib and "
     "subprocess cannot see them."
@@ -84,7 +98,7 @@ def render_system_prompt(
         note: how the tools reach the environment (``Environment.planner_note``); None: the
             filesystem's (:data:`FILES_NOTE`, with absolute paths in the allowed directory).
     """
-    functions = "\n\n".join(render_signature(t) for t in tools)
+    functions = render_signatures(tools)
     how = (
         "To act, call the tool `execute_python` with the code of one block."
         if fmt == "tools"

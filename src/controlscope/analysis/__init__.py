@@ -8,8 +8,9 @@ resamples) and one boolean column per condition (terminal success).
 :func:`report` reads a panel folder (:func:`read_panel`: every planned run, the missing and
 corrupt ones counted as missing in the denominators) and builds the tables (successes per
 condition, the paper's Table 1, paired differences with intervals, resources, TGC/SGC) and
-figures (the paper's Figure 2) that ``controlscope report`` writes; :func:`report_cells` gives
-the runs behind each cell of those tables (what the viewer links a cell to).
+figures (the paper's Figure 2) that ``controlscope report`` writes, with one sentence per
+condition on what its reviewers did (``Report.reviewers``); :func:`report_cells` gives the runs
+behind each cell of those tables (what the viewer links a cell to).
 """
 
 from controlscope.analysis._bootstrap import ClusterInterval, cluster_bootstrap
@@ -19,8 +20,12 @@ from controlscope.analysis._figures import (
     EFFORT_FILE,
     TOKENS_FILE,
     effort,
+    effort_chart,
     effort_figure,
+    effort_png,
+    tokens_chart,
     tokens_figure,
+    tokens_png,
 )
 from controlscope.analysis._goals import GoalCompletion, goal_completion
 from controlscope.analysis._paired import (
@@ -61,7 +66,9 @@ __all__ = [
     "check_outcomes",
     "cluster_bootstrap",
     "effort",
+    "effort_chart",
     "effort_figure",
+    "effort_png",
     "frozen_sources",
     "goal_completion",
     "outcomes",
@@ -71,6 +78,8 @@ __all__ = [
     "read_panel",
     "report",
     "report_cells",
+    "tokens_chart",
     "tokens_figure",
+    "tokens_png",
     "write_report",
 ]

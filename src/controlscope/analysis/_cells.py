@@ -147,7 +147,7 @@ def _table1(
     for draw in range(draws):
         table = outcomes(scored, scopes, draw)
         for source, group in by_source(table):
-            where = f"P{source + 1}, draw {draw + 1}"
+            where = f"P{source + 1}, draw {draw}"
             runs = pd.concat([_condition(scored, s, draw) for s in scopes])
             every = _cell(f"{where}: every run", _of_units(runs, group[UNIT]))
             counted = {
@@ -165,7 +165,7 @@ def _table1(
                     units = group.loc[chosen, UNIT]
                     runs_of = _pair(scored, units, KEEP, top, draw)
                     counted[f"{top}_{name}"] = _cell(f"{where}: {top} {name}", runs_of, units)
-            yield (f"P{source + 1}", draw + 1), (every, counted)
+            yield (f"P{source + 1}", draw), (every, counted)
 
 
 def _paired(
@@ -178,7 +178,7 @@ def _paired(
             groups.append(("all", table))
         for source, group in groups:
             for a, b in combinations(scopes, 2):
-                where = f"{b}-{a}, {source}, draw {draw + 1}"
+                where = f"{b}-{a}, {source}, draw {draw}"
                 every = _cell(f"{where}: every unit", _pair(scored, group[UNIT], a, b, draw))
                 counted = {}
                 for name, chosen in (
@@ -190,7 +190,7 @@ def _paired(
                     counted[name] = _cell(
                         f"{where}: {name}", _pair(scored, units, a, b, draw), units
                     )
-                yield (source, draw + 1, f"{b}-{a}"), (every, counted)
+                yield (source, draw, f"{b}-{a}"), (every, counted)
 
 
 def _resources(
@@ -199,14 +199,14 @@ def _resources(
     for draw in range(draws):
         for scope in scopes:
             chosen = _condition(scored, scope, draw)
-            where = f"{scope}, draw {draw + 1}"
+            where = f"{scope}, draw {draw}"
             counted = {
                 name: _cell(
                     f"{where}: runs with {name.replace('_', ' ')}", chosen[chosen[name] > 0]
                 )
                 for name in (*COUNTS, *FALLBACK_COLUMNS)
             }
-            yield (draw + 1, scope), (_cell(f"{where}: every run", chosen), counted)
+            yield (draw, scope), (_cell(f"{where}: every run", chosen), counted)
 
 
 def _goal_rows(scored: pd.DataFrame) -> pd.DataFrame:
@@ -243,7 +243,7 @@ def _goal_gains(
     for draw in range(draws):
         table = outcomes(by_template, scopes, draw)
         for scope in scopes[1:]:
-            where = f"{scope}-{KEEP}, draw {draw + 1}"
+            where = f"{scope}-{KEEP}, draw {draw}"
             every = _cell(f"{where}: every unit", _pair(scored, table[UNIT], KEEP, scope, draw))
             counted = {}
             for name, chosen in (
@@ -254,4 +254,4 @@ def _goal_gains(
                 counted[name] = _cell(
                     f"{where}: {name}", _pair(scored, units, KEEP, scope, draw), units
                 )
-            yield (draw + 1, f"{scope}-{KEEP}"), (every, counted)
+            yield (draw, f"{scope}-{KEEP}"), (every, counted)

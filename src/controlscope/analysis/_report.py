@@ -16,11 +16,12 @@ from controlscope.analysis._decisions import PairedOutcome, paired_outcomes
 from controlscope.analysis._figures import (
     EFFORT_FILE,
     TOKENS_FILE,
-    effort_figure,
-    tokens_figure,
+    effort_png,
+    tokens_png,
 )
 from controlscope.analysis._paired import CLUSTER
 from controlscope.analysis._records import PanelRuns, read_panel
+from controlscope.analysis._reviews import plural, review_lines, viewer_command
 from controlscope.analysis._tables import (
     eligible,
     goals,
@@ -35,6 +36,9 @@ from controlscope.panel import run_dir
 
 ReportFormat = Literal["markdown", "latex"]
 """The report document's format."""
+
+CLUSTER_PLURALS = {"category": "categories", "template": "templates", "task": "tasks"}
+"""What the bootstrap resamples, by cluster column, in the plural."""
 
 REPORT_DIR = "report"
 """Where a report is written inside its panel folder by default."""
@@ -75,6 +79,10 @@ class Report:
             sampled): unit -> ``FILE (sha256 PREFIX…)``.
         pairs: every reviewing run against its unit's Keep run, with the decisions behind
             its outcome (:func:`~controlscope.analysis.paired_outcomes`).
+        call_budget: the panel's call budget (the effort figure's x axis ends there).
+        viewer: the command that opens the viewer on the panel (quoted, one inert line).
+        reviewers: one sentence per condition saying what its reviewers did (reviews,
+            changes proposed, realized, refused with their reasons).
     """
 
     panel: Path
@@ -93,6 +101,8 @@ class Report:
     draws: int = 1
     frozen_sources: dict[str, str] = field(default_factory=dict)
     pairs: list[PairedOutcome] = field(default_factory=list)
+    reviewers: list[str] = field(default_factory=list)
+    call_budget: int = 100
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data (tables as lists of records, NaN as null)."""
@@ -110,7 +120,25 @@ class Report:
             "pairs": [{**p.__dict__, "label": p.label} for p in self.pairs],
             "figures": {name: str(p) for name, p in self.figures.items()},
             "out": str(self.out) if self.out is not None else None,
+            "reviewers": self.reviewers,
+            "viewer": self.viewer,
         }
+
+    def figure_images(self) -> dict[str, bytes]:
+        """The figures as PNG bytes by name (``effort``, ``tokens``; paper Figure 2), each
+        with its title, n and axes; empty when no run was scored."""
+        scored, _ = eligible(self.runs)
+        if scored.empty:
+            return {}
+        return {
+            "effort": effort_png(scored, self.draws, self.call_budget),
+            "tokens": tokens_png(scored, self.draws),
+        }
+
+    @property
+    def viewer(self) -> str:
+        """The command that opens the viewer on the panel (quoted, one inert line)."""
+        return viewer_command(self.panel)
 
     def document(self, fmt: ReportFormat = "markdown") -> str:
         """The report as one Markdown (or LaTeX) document."""
@@ -168,7 +196,7 @@ def report(
     if not write:
         return built
     target = Path(out) if out is not None else found.panel / REPORT_DIR
-    return write_report(built, target, found, fmt=fmt)
+    return write_report(built, target, fmt=fmt)
 
 
 def _build(found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: float) -> Report:
@@ -206,6 +234,8 @@ def _build(found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: 
         pairs=paired_outcomes(
             runs, draws, {str(i): run_dir(found.panel, str(i)) for i in runs["id"]}
         ),
+        reviewers=review_lines(scored, draws),
+        call_budget=config.budgets.max_calls or 100,
     )
 
 
@@ -243,15 +273,14 @@ def pair_lines(pairs: list[PairedOutcome]) -> list[str]:
     return lines
 
 
-def write_report(built: Report, out: Path, found: PanelRuns, *, fmt: ReportFormat) -> Report:
+def write_report(built: Report, out: Path, *, fmt: ReportFormat = "markdown") -> Report:
     """Write ``built`` into ``out`` (figures included) and return it with its figures."""
     out.mkdir(parents=True, exist_ok=True)
-    scored, _ = eligible(built.runs)
-    budget = found.config.budgets.max_calls or 100
+    files = {"effort": EFFORT_FILE, "tokens": TOKENS_FILE}
     figures: dict[str, Path] = {}
-    if not scored.empty:
-        figures["effort"] = effort_figure(scored, found.config.draws, budget, out / EFFORT_FILE)
-        figures["tokens"] = tokens_figure(scored, found.config.draws, out / TOKENS_FILE)
+    for name, image in built.figure_images().items():
+        figures[name] = out / files[name]
+        figures[name].write_bytes(image)
     done = Report(**{**built.__dict__, "figures": figures, "out": out})
     for name, table in done.tables.items():
         if not table.empty:
@@ -284,9 +313,10 @@ def _header(r: Report) -> list[str]:
     without backticks, so it cannot end a Markdown code span or a LaTeX comment."""
     name = escape_untrusted(r.panel.name).replace("`", "'")
     return [
-        f"Panel `{name}`: {r.units} paired units; intervals: {round(r.level * 100)}% "
-        f"percentile cluster bootstrap of the pooled difference, resampling {r.cluster}s "
-        f"({r.resamples:,} resamples, seed {r.seed}).",
+        f"Panel `{name}`: {plural(r.units, 'paired unit')}; intervals: {round(r.level * 100)}% "
+        f"percentile cluster bootstrap of the pooled difference, resampling "
+        f"{CLUSTER_PLURALS.get(r.cluster, r.cluster)} ({r.resamples:,} resamples, seed "
+        f"{r.seed}).",
     ]
 
 
@@ -297,6 +327,9 @@ def _markdown(r: Report) -> str:
         if table is None or table.empty:
             continue
         lines += [f"## {title}", "", table.to_markdown(index=False), ""]
+    if r.reviewers:
+        lines += ["## What the reviewers did", ""]
+        lines += [f"- {escape_untrusted(line)}" for line in r.reviewers] + [""]
     for name, path in r.figures.items():
         lines += [f"![{name}]({path.name})", ""]
     if r.pairs:
@@ -314,11 +347,12 @@ def _markdown(r: Report) -> str:
         lines += ["## Runs missing, corrupt, without a verdict or ineligible", "", "```text"]
         lines += [escape_untrusted(p).replace("`", "'") for p in r.problems]
         lines += ["```", ""]
+    lines += ["Open the runs in the viewer:", "", "```sh", r.viewer, "```", ""]
     return "\n".join(lines)
 
 
 def _latex(r: Report) -> str:
-    parts = [f"% {line}" for line in _header(r)]
+    parts = [f"% {line}" for line in (*_header(r), *r.reviewers, f"viewer: {r.viewer}")]
     for name, title in TABLE_TITLES.items():
         table = r.tables.get(name)
         if table is None or table.empty:

@@ -104,7 +104,7 @@ def table1(
         for source, group in by_source(table):
             row: dict[str, Any] = {
                 "source": f"P{source + 1}",
-                "draw": draw + 1,
+                "draw": draw,
                 "replace": replace_boundary.capitalize(),
                 "units": len(group),
             }
@@ -136,7 +136,7 @@ def paired(
                 rows.append(
                     {
                         "source": source,
-                        "draw": draw + 1,
+                        "draw": draw,
                         "comparison": f"{b}-{a}",
                         "units": found.units,
                         "wins": found.wins,
@@ -163,7 +163,7 @@ def resources(runs: pd.DataFrame, scopes: list[str], draws: int) -> pd.DataFrame
             chosen = runs[
                 (runs["scope"] == scope) & (runs["draw"] == (0 if scope == KEEP else draw))
             ]
-            row: dict[str, Any] = {"draw": draw + 1, "scope": scope, "runs": len(chosen)}
+            row: dict[str, Any] = {"draw": draw, "scope": scope, "runs": len(chosen)}
             row["keep_reused"] = scope == KEEP and draw > 0
             row.update({name: int(chosen[name].sum()) for name in sums})
             if row["keep_reused"]:
@@ -207,7 +207,7 @@ def goals(
             assert interval is not None
             gains.append(
                 {
-                    "draw": draw + 1,
+                    "draw": draw,
                     "comparison": f"{scope}-{KEEP}",
                     "wins": found_pair.wins,
                     "losses": found_pair.losses,

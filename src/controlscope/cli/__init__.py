@@ -1,5 +1,5 @@
 """The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``panel``, ``experiment``,
-``report``, ``view``, ``tasks``, ``model``, ``clean``, ``setup``.
+``report``, ``view``, ``tasks``, ``model``, ``clean``, ``serve``, ``setup``.
 
 Each verb lives in its own module, which only parses its arguments, calls the library and prints
 (the library does the work: :func:`controlscope.run_task` for ``run``). Exit status: 0 on
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from controlscope._extras import MissingExtra
+from controlscope.core import escape_untrusted
 
 #: verb -> (module, help); each module has ``add_arguments(parser)`` and ``main(args) -> int``.
 _COMMANDS: dict[str, tuple[str, str]] = {
@@ -55,6 +56,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "controlscope.cli._clean",
         "remove the workspaces and directories that killed runs left behind (--dry-run)",
     ),
+    "serve": (
+        "controlscope.cli._serve",
+        "an MCP server with one tool, execute_python, whose code runs reviewed (stdio or HTTP)",
+    ),
     "setup": (
         "controlscope.cli._setup",
         "install the pinned MCP filesystem server into the user's cache with npm (--weights: "
@@ -64,10 +69,12 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    """argparse with its errors as one line and exit status 2 (no usage dump)."""
+    """argparse with its errors as one line and exit status 2 (no usage dump); what the
+    message quotes of the command line (an unrecognized argument) is escaped, so it cannot
+    break the line or drive the terminal."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: {message}\n")
+        self.exit(2, f"{self.prog}: {escape_untrusted(message)}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,6 +23,7 @@ from controlscope.panel import (
     PanelError,
     PanelProgress,
     PanelResult,
+    PlannerSettings,
     load_config,
     run_panel,
 )
@@ -40,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         keep_defaults=True,
         checked=True,
     )
+    add_settings(
+        parser, PlannerSettings, fields=("max_connections",), title="execution", checked=True
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress")
 
 
@@ -48,11 +52,18 @@ def main(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)
     try:
         config = load_config(args.config)
+        connections = getattr(args, "max_connections", None)
         if args.quiet:
-            result = run_panel(config, args.out, workers=args.workers)
+            result = run_panel(config, args.out, workers=args.workers, max_connections=connections)
         else:
             with PanelProgress(console) as progress:
-                result = run_panel(config, args.out, workers=args.workers, observer=progress)
+                result = run_panel(
+                    config,
+                    args.out,
+                    workers=args.workers,
+                    max_connections=connections,
+                    observer=progress,
+                )
     except (ConfigError, PanelError) as err:
         return fail(console, "panel", str(err), 2)
     _print(result)
@@ -76,4 +87,12 @@ def _print(result: PanelResult) -> None:
     )
     for label, seen in s.verdicts.items():
         out.print(inert(f"  {label}: {s.successes.get(label, 0)}/{seen} successes"))
+    if s.endpoint is not None:
+        e = s.endpoint
+        out.print(
+            f"  endpoint: {e.requests} requests, at most {e.peak} in flight, "
+            f"{e.busy_s:.0f} s waiting on answers; waited {e.rate_limited_s:.1f} s on rate "
+            f"limits ({e.rate_limits} rate-limit answer{'' if e.rate_limits == 1 else 's'})",
+            highlight=False,
+        )
     out.print(inert(f"report: controlscope report {result.panel}"))

@@ -3,8 +3,9 @@ A.2, A.5, B).
 
 Calls :func:`controlscope.analysis.report` (the same function and defaults as from Python),
 which writes ``report.md`` (or ``report.tex``), one CSV per table, ``runs.csv``,
-``report.json`` and the figures; prints the successes per condition and the paired
-differences (or, with ``--json``, the whole report as JSON). Exit status: 0; 2 on bad input
+``report.json`` and the figures; prints the successes per condition, the paired
+differences, what the reviewers did per condition and, last, the command that opens the viewer
+on the panel (or, with ``--json``, the whole report as JSON). Exit status: 0; 2 on bad input
 (not a panel folder, a bad option: one line).
 """
 
@@ -77,6 +78,11 @@ def _print(built: Report) -> None:
         if table is not None and not table.empty:
             out.print(inert(table.to_markdown(index=False), lines=True))
             out.print()
+    if built.reviewers:
+        out.print("What the reviewers did:")
+        for line in built.reviewers:
+            out.print(inert(f"  {line}"))
+        out.print()
     if built.pairs:
         out.print("Paired outcomes and the decisions behind them:")
         for line in pair_lines(built.pairs[:50]):
@@ -88,3 +94,4 @@ def _print(built: Report) -> None:
         out.print(inert(f"  {problem}"))
     folder = built.out or built.panel
     out.print(inert(f"report: {folder} (report.md, a CSV per table, figures, report.json)"))
+    out.print(inert(f"open the viewer on it: {built.viewer}"))

@@ -11,6 +11,7 @@ paper A.4); 130 when interrupted (recorded, not graded).
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -19,7 +20,16 @@ from controlscope.cli._console import fail, inert, one_line
 from controlscope.cli._run_args import add_arguments, spec_from_args
 from controlscope.core import OPERATIONS, TaskError
 from controlscope.models import ReplayMismatch
-from controlscope.run import RunResult, RunSpec, SpecError, prepare, run_prepared
+from controlscope.review import HumanReviewer
+from controlscope.run import (
+    PreparedRun,
+    RunResult,
+    RunSpec,
+    SpecError,
+    human_reviewer,
+    prepare,
+    run_prepared,
+)
 
 __all__ = ["add_arguments", "main", "spec_from_args"]
 
@@ -36,20 +46,44 @@ def main(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)
     try:
         spec = spec_from_args(args)
-        prepared = prepare(spec)  # every check before any model is called
+        person = spec.reviewer != "model"
+        prepared = prepare(spec, build_reviewer=not person)  # every check before any model
     except ValidationError as err:
         return fail(console, "run", one_line(err), 2)
     except (ValueError, SpecError) as err:
         return fail(console, "run", str(err), 2)
-    from controlscope.cli._progress import LiveProgress
+    with contextlib.ExitStack() as stack:
+        try:
+            reviewer = _person(spec, stack, console) if person and spec.reviews else None
+        except ValueError as err:  # the review page cannot listen (ViewError)
+            return fail(console, "run", str(err), 2)
+        return _run(args, spec, prepared, reviewer, console)
 
-    budget = prepared.condition.budgets.primitive_calls
-    progress = None if args.quiet else LiveProgress(console, prepared.task.id, budget)
-    try:
-        if progress is not None:
-            progress.start()
-        observer = progress.observe if progress is not None else None
-        result = run_prepared(prepared, observer=observer)
+
+def _person(spec: RunSpec, stack: contextlib.ExitStack, console: Console) -> HumanReviewer:
+    """The person who reviews: at this terminal, or at the review page, served for the run's
+    duration on loopback (its address, with the run's secret, printed)."""
+    if spec.reviewer == "human:terminal":
+        return human_reviewer(spec)
+    from controlscope.view import ViewServer
+
+    reviewer = HumanReviewer("browser", timeout_s=spec.review_timeout_s, label=spec.out.name)
+    server = stack.enter_context(ViewServer(spec.out, desk=reviewer.desk))
+    console.print(f"review page: {server.review_url}", markup=False, highlight=False)
+    return reviewer
+
+
+def _run(
+    args: argparse.Namespace,
+    spec: RunSpec,
+    prepared: PreparedRun,
+    reviewer: HumanReviewer | None,
+    console: Console,
+) -> int:
+    """Run the prepared spec with live progress; print the result; the exit status."""
+    quiet = args.quiet or spec.reviewer == "human:terminal"  # the terminal is the person's
+    try:  # a live line on standard error when it is a terminal (not with --quiet)
+        result = run_prepared(prepared, reviewer=reviewer, progress=None if quiet else "auto")
     except (TaskError, SpecError) as err:
         return fail(console, "run", str(err), 2)
     except ReplayMismatch as err:
@@ -58,9 +92,6 @@ def main(args: argparse.Namespace) -> int:
         return 1
     except OSError as err:
         return fail(console, "run", str(err), 1)
-    finally:
-        if progress is not None:
-            progress.stop()
     _print_result(spec, result)
     if result.end_reason == "planner_provider_error":
         return fail(console, "run", f"the planner's model failed: {result.detail}", 3)

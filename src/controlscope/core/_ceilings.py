@@ -115,6 +115,9 @@ WorkerMemoryMb = Annotated[int, Field(ge=MIN_WORKER_MEMORY_MB, le=MAX_WORKER_MEM
 Workers = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
 """Runs at a time: 1 to :data:`MAX_WORKERS`."""
 
+Connections = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
+"""Requests in flight at once to one served endpoint: 1 to :data:`MAX_WORKERS`."""
+
 CpusPerRun = Annotated[float, Field(gt=0.0, le=MAX_WORKERS, allow_inf_nan=False)]
 """CPUs one run declares to Ray: above 0, at most :data:`MAX_WORKERS`."""
 

@@ -91,7 +91,11 @@ older ones (:func:`upgrade_event`).
     ``response_too_large`` and a validation ``too_large`` (values only; every earlier log
     reads as before); a ``block_start`` says how the planner's block was read from its reply
     (``extracted``; None in older logs); ``run_start`` records a frozen source program's
-    file and SHA-256 (``source_file``; None in older logs and for sampled programs).
+    file and SHA-256 (``source_file``; None in older logs and for sampled programs). A
+    proposal records who made it (``reviewer``: ``model``, ``human`` or ``custom``) and a
+    person's decision (``human``: the channel, where, how long the person took, the refused
+    tries); a fallback can be ``timeout`` (a person did not decide in time). Older logs read
+    as a model's proposals.
 ==  ========================================================================================
 """
 
@@ -357,6 +361,35 @@ class ReviewRequestEvent(_Event):
     draw: int = 0
 
 
+ReviewerKind = Literal["model", "human", "custom"]
+"""Who proposed at a boundary: a model, a person, or a reviewer of the caller's own."""
+
+HumanChannel = Literal["browser", "terminal"]
+"""Where a person decided: the review page in a browser, or a terminal."""
+
+
+class HumanDecision(BaseModel):
+    """How a person decided at one boundary (recorded with the proposal).
+
+    Attributes:
+        channel: the browser's review page or a terminal.
+        where: the page's address without its secret (``http://127.0.0.1:PORT/review``) or
+            the terminal's name (``/dev/pts/3``).
+        decided_s: seconds from the boundary being shown to the accepted decision (or to the
+            time limit).
+        refused: the validation's reason for each earlier try that was refused, in order.
+        timed_out: True when no decision was made within the time limit (a ``timeout``
+            fallback).
+    """
+
+    model_config = ConfigDict(frozen=True)
+    channel: HumanChannel
+    where: str = ""
+    decided_s: float = 0.0
+    refused: tuple[str, ...] = ()
+    timed_out: bool = False
+
+
 class ProposalEvent(_Event):
     """What the reviewer proposed, raw and parsed.
 
@@ -364,12 +397,16 @@ class ProposalEvent(_Event):
         call_index: the boundary's call index.
         raw: the reviewer's answer text and tool calls, as received.
         operation: the parsed operation, None when nothing parseable came back.
+        reviewer: who proposed (``model``, ``human``, ``custom``).
+        human: a person's decision, when a person proposed.
     """
 
     type: Literal["proposal"] = "proposal"
     call_index: int
     raw: str = ""
     operation: Operation | None = None
+    reviewer: ReviewerKind = "model"
+    human: HumanDecision | None = None
 
 
 class ValidationEvent(_Event):

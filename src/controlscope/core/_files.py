@@ -24,6 +24,7 @@ import json
 import os
 import stat
 import tomllib
+from pathlib import Path
 from typing import Any
 
 from controlscope.core._bounds import MAX_DATA_DEPTH
@@ -54,6 +55,24 @@ class InputFileError(ValueError):
     (a FIFO, a device, a directory, a socket), it exceeds its kind's ceiling, it cannot be
     opened, is not UTF-8 text, not TOML or JSON, or nested too deeply. The message is one line
     and names the file."""
+
+
+def absolute_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` made absolute with its links followed (``Path.resolve``); where its links loop,
+    made absolute as named (``os.path.abspath``), so that whatever opens it next refuses it in
+    one line (``Too many levels of symbolic links``) instead of ``resolve`` raising
+    ``RuntimeError`` (Python 3.11 and 3.12) on a path a user named.
+
+    Args:
+        path: the path, relative to the current folder or absolute.
+
+    Returns:
+        The absolute path.
+    """
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError):  # a loop of links
+        return Path(os.path.abspath(path))
 
 
 def open_regular(path: str | os.PathLike[str], max_bytes: int | None = None) -> io.BufferedReader:

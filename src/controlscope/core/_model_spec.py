@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
+from controlscope.core._files import absolute_path
+
 ModelKind = Literal["local", "openai", "scripted", "replay"]
 """What a spec names: the embedded model or a GGUF file run here (``local``), a model behind an
 OpenAI-compatible endpoint (``openai``), scripted answers (``scripted``) or one role of a
@@ -138,7 +140,7 @@ class ModelSpec:
         if not self.names_path or not self.arg.strip():
             return self
         given = Path(self.arg.strip()).expanduser()
-        absolute = given if given.is_absolute() else (folder / given).resolve()
+        absolute = given if given.is_absolute() else absolute_path(folder / given)
         return ModelSpec(self.kind, str(absolute))
 
     def __str__(self) -> str:

@@ -208,8 +208,17 @@ RejectionReason = Literal[
 ``too_large`` code longer than :data:`MAX_CODE_CHARS`."""
 
 
-FallbackKind = Literal["malformed", "out_of_scope", "invalid_arguments", "provider_error"]
-"""Why a review was executed as ``keep`` although the reviewer did not choose it (paper A.4)."""
+FallbackKind = Literal[
+    "malformed",
+    "out_of_scope",
+    "invalid_arguments",
+    "provider_error",
+    "syntax_error",
+    "timeout",
+]
+"""Why a review was executed as ``keep`` although the reviewer did not choose it (paper A.4);
+``syntax_error``: the proposed code (a replacement or a new block) does not compile;
+``timeout``: a person did not decide within the review's time limit."""
 
 FALLBACK_KINDS: tuple[FallbackKind, ...] = get_args(FallbackKind)
 """Every fallback kind."""

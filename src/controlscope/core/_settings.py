@@ -40,6 +40,7 @@ from controlscope.core._ceilings import (
     BlockBudget,
     BlockRequests,
     CallBudget,
+    Connections,
     DrawIndex,
     Repairs,
     Seconds,
@@ -298,6 +299,20 @@ class SourceProgramFile(Section):
     )
 
 
+class EndpointOptions(Section):
+    """How many requests a panel keeps in flight to its served endpoint (a panel's
+    ``[planner]``; not a run setting: it bounds the panel's runs together, and is not
+    recorded in the condition)."""
+
+    group: ClassVar[str] = "planner"
+    max_connections: Connections = setting(
+        16,
+        "requests a panel keeps in flight at once to the served endpoint (both roles "
+        "together); its runs at a time follow from it, not from the machine's cores",
+        since=2,
+    )
+
+
 class PlannerSampling(Section):
     """How the planner is asked (a panel's ``[planner]``; recorded)."""
 
@@ -391,6 +406,38 @@ class ReviewerSampling(Section):
     view: View = setting("with_feedback", "what the reviewer sees (paper A.3)")
 
 
+ReviewerChoice = Literal["model", "human", "human:browser", "human:terminal"]
+"""Who reviews a ``controlscope run``: the reviewer model, or a person at the review page in a
+browser (``human`` is ``human:browser``) or at this terminal."""
+
+
+class HumanReview(Section):
+    """Who reviews, and how long a person may take (``controlscope run`` and
+    :class:`~controlscope.run.RunSpec` only: a panel's reviewer is a model)."""
+
+    group: ClassVar[str] = "reviewer"
+    reviewer: ReviewerChoice = setting(
+        "model",
+        "who reviews: the reviewer model, or a person in the browser (human, human:browser: "
+        "the run prints the review page's address) or at this terminal (human:terminal)",
+    )
+    review_timeout_s: Seconds | None = setting(
+        None,
+        "seconds a person may take to decide at a boundary; a decision not made in time is a "
+        "recorded timeout fallback (Keep)",
+        shown_default="none: the person is waited for, within the run's wall-clock ceiling",
+    )
+
+    @model_validator(mode="after")
+    def _timeout_for_a_person(self) -> HumanReview:
+        if self.review_timeout_s is not None and self.reviewer == "model":
+            raise ValueError(
+                "review_timeout_s is how long a person may take; it needs reviewer human, "
+                "human:browser or human:terminal (a model's requests have request_timeout_s)"
+            )
+        return self
+
+
 class BudgetOverrides(Section):
     """The task's budgets a run overrides (a panel's ``[budgets]``; the condition records the
     budgets in force)."""
@@ -467,6 +514,7 @@ SECTIONS: tuple[type[Section], ...] = (
     SourceProgramFile,
     ReviewerModel,
     ReviewerSampling,
+    HumanReview,
     BudgetOverrides,
     RunLimits,
     ExecutionOptions,
@@ -557,6 +605,7 @@ class RunSettings(  # the bases last to first: pydantic puts the last base's fie
     ExecutionOptions,
     RunLimits,
     BudgetOverrides,
+    HumanReview,
     ReviewerSampling,
     ReviewerModel,
     SourceProgramFile,
@@ -615,6 +664,14 @@ class RunSettings(  # the bases last to first: pydantic puts the last base's fie
                         f"{fixed[name]!r}, not {stated[name]!r}"
                     )
         return self
+
+    def _dumped(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Who reviews is left out of the dump unless stated, so a run reviewed by its model
+        dumps as before these settings (specs written before them read the same)."""
+        for name in HumanReview.model_fields:
+            if name not in self.model_fields_set:
+                data.pop(name, None)
+        return data
 
     def stated_settings(self) -> dict[str, Any]:
         """The request-shaping settings this request states, in the condition's terms: those

@@ -21,9 +21,11 @@ ENVIRONMENTS: dict[str, str] = {
 ENVIRONMENT_KINDS: dict[str, str] = {
     "mcpmark": "controlscope.envs.external:McpmarkEnvironment",
     "taskspec": "controlscope.envs.external:SpecEnvironment",
+    "session": "controlscope.envs.session:SessionEnvironment",
 }
 """Environments named with a path, ``KIND:PATH`` -> ``module:factory`` (called with the path):
-``mcpmark:DIR`` (MCPMark task folders), ``taskspec:FILE`` (a task spec's tasks)."""
+``mcpmark:DIR`` (MCPMark task folders), ``taskspec:FILE`` (a task spec's tasks),
+``session:RUN_DIR`` (an agent's session recorded by :class:`controlscope.Executor`)."""
 
 
 def environment_names() -> list[str]:

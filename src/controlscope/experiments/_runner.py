@@ -30,6 +30,7 @@ from controlscope.core import (
     InputFileError,
     Resamples,
     Workers,
+    absolute_path,
     range_problem,
     read_json,
 )
@@ -194,7 +195,7 @@ def run_experiment(
         KeyboardInterrupt: interrupted; the same call resumes.
     """
     _check_numbers(workers, resamples)
-    folder = Path(out).resolve()
+    folder = absolute_path(out)
     specs = role_models(experiment, models)
     extra = role_options(experiment, options)
     configs = resolve(experiment, size, specs, overrides, base_url=base_url, options=extra)

@@ -10,6 +10,9 @@ in :mod:`controlscope.core`. Here:
   :class:`ReplayModel` (test doubles); :func:`make_model` builds any of them from a spec;
 - wrappers: :class:`CachedModel` over a :class:`RequestCache` (exact-request cache);
 - weights: :func:`ensure_weights` assembles and checks the embedded model's GGUF;
+- endpoint gates: :class:`EndpointGate` (a panel's bound on one served endpoint's requests in
+  flight, its rate-limit pauses and counts, :class:`GateStats`), :func:`install_gate` and
+  :func:`current_gate`;
 - :func:`base_url_problem`: what is wrong with an endpoint's base URL (checked before any
   request).
 
@@ -20,6 +23,7 @@ Importing this package is cheap: neither ``openai`` nor ``llama_cpp`` is importe
 from controlscope.models._cache import CachedModel, CacheError, RequestCache, request_key
 from controlscope.models._chat_format import parse_tool_call
 from controlscope.models._factory import make_model
+from controlscope.models._gate import EndpointGate, GateStats, current_gate, install_gate
 from controlscope.models._local import GenerationStats, LocalModel
 from controlscope.models._openai import OpenAIModel, base_url_problem
 from controlscope.models._replay import ReplayExhausted, ReplayMismatch, ReplayModel
@@ -40,6 +44,8 @@ __all__ = [
     "KNOWN_MODELS",
     "CacheError",
     "CachedModel",
+    "EndpointGate",
+    "GateStats",
     "GenerationStats",
     "KnownModel",
     "LocalModel",
@@ -53,7 +59,9 @@ __all__ = [
     "UnknownWeights",
     "WeightsError",
     "base_url_problem",
+    "current_gate",
     "ensure_weights",
+    "install_gate",
     "make_model",
     "parse_tool_call",
     "request_key",

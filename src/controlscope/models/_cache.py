@@ -105,7 +105,13 @@ class RequestCache:
     def __init__(self, path: str | Path, *, timeout_s: float = 30.0) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise CacheError(
+                    f"cannot use {self.path} as a request cache: its folder cannot be made "
+                    f"({err.strerror or err})"
+                ) from None
         self.hits = 0
         self.misses = 0
         self._timeout_s = timeout_s

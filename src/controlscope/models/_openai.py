@@ -25,9 +25,12 @@ attempts and applies one rule: a failure is retried only when another attempt ca
 (:mod:`controlscope.models._provider_errors` reads its meaning from the error body: a prompt over
 the context or a schema the server cannot enforce is never retried, a rate limit or a transient
 server fault is), with exponential backoff (or after the server's ``Retry-After``), and never
-past the deadline. An attempt that ran out of time is not retried unless the endpoint is known
-to stop working on an answer its client abandoned (``cancels_abandoned``): on a compute-bound
-server the abandoned attempt goes on, and a retry queues behind it. After the last attempt a
+past the deadline. Where a panel installed an endpoint gate (:mod:`controlscope.models._gate`),
+every attempt waits for one of the endpoint's connections, and a rate limit with
+``Retry-After`` pauses every run's requests to the endpoint, not only this call's. An attempt
+that ran out of time is not retried unless the endpoint is known to stop working on an answer
+its client abandoned (``cancels_abandoned``): on a compute-bound server the abandoned attempt
+goes on, and a retry queues behind it. After the last attempt a
 typed :class:`~controlscope.core.ProviderError` is raised, so the agent can apply the paper's
 rules (section 4: a review-stage error becomes a recorded keep, a planner-stage error ends the
 trajectory).
@@ -67,6 +70,7 @@ from controlscope.core import (
 )
 from controlscope.models._bounded_http import ResponseTooLarge, bounded_client
 from controlscope.models._chat_format import message_to_openai, parse_tool_call, tools_to_openai
+from controlscope.models._gate import EndpointGate, current_gate
 from controlscope.models._grammar import grammar_problem
 from controlscope.models._provider_errors import error_meaning
 from controlscope.models._streamed import (
@@ -300,6 +304,14 @@ def _refuses_streaming(exc: BaseException) -> bool:
         return True
     text = exc.message if isinstance(exc.message, str) else ""
     return _STREAM_WORD.search(text) is not None
+
+
+def _pause_for_rate_limit(gate: EndpointGate, exc: BaseException, cap_s: float) -> None:
+    """Pause the whole endpoint (every run sharing ``gate``) for the ``Retry-After`` of a
+    rate-limit answer (at most ``cap_s``, the longest wait between attempts)."""
+    verdict = _classify(exc)
+    if verdict is not None and verdict.kind == "rate_limit" and verdict.retry_after_s is not None:
+        gate.pause(min(verdict.retry_after_s, cap_s))
 
 
 def _retry_after_s(headers: Mapping[str, str]) -> float | None:
@@ -660,6 +672,17 @@ class _Call:
         deadline = time.monotonic() + self.limit
 
         async def attempt() -> ChatCompletion:
+            gate = current_gate()
+            if gate is None:
+                return await timed()
+            async with gate.slot():
+                try:
+                    return await timed()
+                except Exception as exc:
+                    _pause_for_rate_limit(gate, exc, self.model.max_backoff_s)
+                    raise
+
+        async def timed() -> ChatCompletion:
             self._count()
             own = self.model.timeout_s
             if own is None or own >= deadline - time.monotonic():

@@ -203,8 +203,11 @@ class ScriptedModel:
                 continue
             try:
                 items.append(ModelResponse.model_validate(entry))
-            except ValidationError as exc:
+            except ValidationError as exc:  # one line: its first problem, where it is
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
                 raise ValueError(
-                    f"{source}: answer {index} is not a model response: {exc}"
-                ) from exc
+                    f"{source}: answer {index} is not a model response: "
+                    f"{where + ': ' if where else ''}{first['msg']}"
+                ) from None
         return cls(items, model_id=f"scripted:{source.name}", by=by)

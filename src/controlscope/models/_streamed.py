@@ -168,7 +168,7 @@ def completion_from_json(data: bytes) -> ChatCompletion:
     constructed, not validated; what is missing shows when the answer is read).
 
     Raises:
-        MalformedAnswer: the body is not a JSON object.
+        MalformedAnswer: the body is not a JSON object (or nests too deeply to parse).
     """
     from openai.types.chat import ChatCompletion
 
@@ -176,6 +176,8 @@ def completion_from_json(data: bytes) -> ChatCompletion:
         value = json.loads(data)
     except ValueError as exc:
         raise MalformedAnswer(f"the answer is not JSON: {exc}") from exc
+    except RecursionError:  # nested deeper than the parser's stack
+        raise MalformedAnswer("the answer is JSON nested too deeply to read") from None
     if not isinstance(value, dict):
         raise MalformedAnswer(f"the answer is not a JSON object but {type(value).__name__}")
     return ChatCompletion.construct(**value)
@@ -222,6 +224,8 @@ async def read_answer(
                 assembly.add(chunk)
         except ValueError as exc:  # an event whose data is not JSON
             raise MalformedAnswer(f"a streamed event is not JSON: {exc}") from exc
+        except RecursionError:  # an event nested deeper than the parser's stack
+            raise MalformedAnswer("a streamed event is JSON nested too deeply to read") from None
         except openai.APIConnectionError as exc:
             if assembly.chunks == 0:  # broken off before it began (llama_cpp.server's failures)
                 raise EmptyStream(f"the stream broke off before its first chunk: {exc}") from exc

@@ -13,6 +13,10 @@ or on Ray, resumable (paper sections 3.2, 4 and A.5).
   :func:`record_problem`); a folder of another configuration is refused
   (:class:`PanelError`, the difference named); one command at a time holds a folder
   (:func:`lock_panel`; another is refused with :class:`PanelBusy`, its holder named);
+- :class:`LocalBackend` runs a process per run; :class:`ServedBackend` runs the runs of
+  served models on threads of a few processes, their requests bounded by one endpoint gate
+  (``[planner] max_connections``); :class:`RayBackend` runs them on Ray (served ones on
+  :class:`RunActor` s);
 - :class:`PanelProgress` shows the progress live; :func:`read_manifest` and
   :func:`read_record` read a panel folder back (the report does).
 """
@@ -22,6 +26,8 @@ from controlscope.panel._backends import (
     Backend,
     LocalBackend,
     RayBackend,
+    RunActor,
+    ServedBackend,
     core_shares,
     machine_cores,
 )
@@ -106,9 +112,11 @@ __all__ = [
     "PlannerSettings",
     "RayBackend",
     "ReviewerSettings",
+    "RunActor",
     "RunJob",
     "RunRecord",
     "RunStatus",
+    "ServedBackend",
     "Start",
     "anchor_paths",
     "condition_label",

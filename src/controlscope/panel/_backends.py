@@ -1,4 +1,5 @@
-"""Where a panel's runs execute: a process pool on this machine, or Ray tasks.
+"""Where a panel's runs execute: a process pool on this machine (a process per run, or, for
+a served model, many runs on threads of a few processes), or Ray tasks.
 
 Both hand each run to the same :func:`~controlscope.panel._unit.execute`, which writes the run
 directory, so the panel folder is the same whichever ran it. Ray workers must see the panel
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import queue
 import signal
 import time
 from collections.abc import Sequence
@@ -17,8 +19,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any, Protocol
 
 from controlscope._extras import require_extra
+from controlscope.models import EndpointGate, install_gate
 from controlscope.panel._folder import RunRecord
-from controlscope.panel._unit import RunJob, execute, start_pool_process
+from controlscope.panel._unit import RunJob, execute, serve_runs, start_pool_process
 
 
 class Backend(Protocol):
@@ -74,6 +77,13 @@ def _usable_cores() -> tuple[int, ...]:
         return tuple(sorted(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux: no affinity to set either
         return ()
+
+
+def served_runs(connections: int) -> int:
+    """Runs at a time that keep ``connections`` requests in flight: twice as many, since a
+    run spends much of its life starting, executing and being graded, not waiting (a Keep run
+    makes two requests in its life, a reviewing run one per boundary)."""
+    return 2 * connections
 
 
 _SETTLE_S = 10.0
@@ -155,16 +165,123 @@ def _send(pid: int | None, signum: int) -> None:
             os.kill(pid, signum)
 
 
+class ServedBackend:
+    """Runs against a served model: many runs in flight in a few processes, a thread each,
+    their requests bounded by one :class:`~controlscope.models.EndpointGate` shared by the
+    processes (``connections`` in flight at most, rate-limit pauses shared).
+
+    A run that waits for its endpoint costs a thread and its open connection, not a process;
+    each run keeps its own worker process, tool server and workspace, as in
+    :class:`LocalBackend`. Runs go to the process with the fewest running.
+
+    Args:
+        runs: runs at a time (:attr:`slots`).
+        processes: processes they run in (at most ``runs``).
+        connections: the endpoint's requests in flight at most.
+        grace_s: seconds a cancelled backend's processes get to record their runs' ends after
+            SIGTERM before they are killed (:meth:`close`).
+
+    Attributes:
+        gate: the endpoint's gate (its counts are the panel's requests).
+    """
+
+    def __init__(self, runs: int, processes: int, connections: int, grace_s: float = 30.0) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.slots = runs
+        count = max(1, min(processes, runs))
+        self.gate = EndpointGate(connections, context, members=count)
+        self._grace_s = grace_s
+        self._done: Any = context.Queue()
+        self._queues: list[Any] = []
+        self._processes: list[Any] = []
+        for member in range(count):
+            jobs = context.Queue()
+            process = context.Process(
+                target=serve_runs, args=(jobs, self._done, self.gate, member), daemon=False
+            )
+            process.start()
+            self._queues.append(jobs)
+            self._processes.append(process)
+        self._where: dict[int, int] = {}
+        self._reclaimed: set[int] = set()
+        self._next = 0
+
+    def submit(self, job: RunJob) -> int:
+        """Hand ``job`` to the living process with the fewest runs; its handle is a number.
+
+        Raises:
+            RuntimeError: every process of the backend has ended.
+        """
+        load = [0] * len(self._processes)
+        for index in self._where.values():
+            load[index] += 1
+        living = [i for i, process in enumerate(self._processes) if process.is_alive()]
+        if not living:
+            raise RuntimeError("every process of the panel's served backend has ended")
+        index = min(living, key=lambda i: (load[i], i))
+        self._next += 1
+        self._where[self._next] = index
+        self._queues[index].put((self._next, job))
+        return self._next
+
+    def wait(self, handles: list[int], timeout_s: float) -> list[tuple[int, RunRecord | str]]:
+        """The runs that finished within ``timeout_s``; a run whose process died is handed
+        back with the reason."""
+        out: list[tuple[int, RunRecord | str]] = []
+        try:
+            out.append(self._done.get(timeout=timeout_s))
+            while True:
+                out.append(self._done.get_nowait())
+        except queue.Empty:
+            pass
+        for key, _ in out:
+            self._where.pop(key, None)
+        for key, index in list(self._where.items()):
+            process = self._processes[index]
+            if key in handles and not process.is_alive():
+                del self._where[key]
+                out.append((key, f"process {process.pid} ended with status {process.exitcode}"))
+        for index, process in enumerate(self._processes):
+            if index not in self._reclaimed and not process.is_alive():
+                self._reclaimed.add(index)  # what it held would be lost to the others
+                self.gate.reclaim(index)
+        return [(key, outcome) for key, outcome in out if key in handles]
+
+    def close(self, *, cancel: bool) -> None:
+        """End the processes once their runs have ended; with ``cancel``, SIGTERM them first
+        (their runs end recorded as interrupted), give them ``grace_s`` seconds, then
+        SIGKILL any left."""
+        if not cancel:
+            for jobs in self._queues:
+                jobs.put(None)
+            for process in self._processes:
+                process.join()
+            return
+        for process in self._processes:
+            _send(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self._grace_s
+        while time.monotonic() < deadline and any(p.is_alive() for p in self._processes):
+            time.sleep(0.1)
+        for process in self._processes:
+            if process.is_alive():
+                _send(process.pid, signal.SIGKILL)
+            process.join(_SETTLE_S)
+
+
 class RayBackend:
     """Each run a Ray task declaring ``cpus_per_run`` CPUs; ``ray.init()`` connects to the
     cluster ``RAY_ADDRESS`` names, or starts a local instance (shut down by :meth:`close`).
+
+    For served models (``connections`` given) runs go to actors instead, one per
+    ``cpus_per_run`` CPUs (at most one per connection), each running many runs at once on
+    threads with its share of the endpoint's ``connections`` (:class:`RunActor`).
 
     Raises:
         MissingExtra: Ray is not installed (the message names ``pip install
             'controlscope[ray]'``).
     """
 
-    def __init__(self, cpus_per_run: float) -> None:
+    def __init__(self, cpus_per_run: float, connections: int | None = None) -> None:
         require_extra("ray", "ray", "the panel's ray backend")
         import ray
 
@@ -176,10 +293,30 @@ class RayBackend:
         total = float(resources.get("CPU", 1.0))
         self.slots = max(1, int(total // cpus_per_run))
         self._remote = ray.remote(num_cpus=cpus_per_run, max_retries=0)(execute)
+        self._actors: list[Any] = []
+        self._turn = 0
+        if connections is not None:
+            self._served(cpus_per_run, connections)
+
+    def _served(self, cpus_per_run: float, connections: int) -> None:
+        """Actors that each run many runs at once on threads, their requests through a gate of
+        their own: ``connections`` shared out between them (one actor per ``cpus_per_run``
+        CPUs, at most one per connection)."""
+        actors = max(1, min(self.slots, connections))
+        share = [connections // actors + (i < connections % actors) for i in range(actors)]
+        runs = [served_runs(n) for n in share]
+        actor = self._ray.remote(num_cpus=cpus_per_run, max_restarts=0)(RunActor)
+        self._actors = [
+            actor.options(max_concurrency=n).remote(c) for n, c in zip(runs, share, strict=True)
+        ]
+        self.slots = sum(runs)
 
     def submit(self, job: RunJob) -> Any:
-        """Start ``job`` as a Ray task."""
-        return self._remote.remote(job)
+        """Start ``job`` as a Ray task, or on the next actor for a served model."""
+        if not self._actors:
+            return self._remote.remote(job)
+        self._turn += 1
+        return self._actors[self._turn % len(self._actors)].run.remote(job)
 
     def wait(self, handles: list[Any], timeout_s: float) -> list[tuple[Any, RunRecord | str]]:
         """The tasks done within ``timeout_s``."""
@@ -193,6 +330,26 @@ class RayBackend:
         return out
 
     def close(self, *, cancel: bool) -> None:
-        """Shut down the local instance this backend started (a cluster is left running)."""
+        """Shut down the local instance this backend started (a cluster is left running, its
+        actors ended)."""
+        for actor in self._actors:
+            with contextlib.suppress(Exception):
+                self._ray.kill(actor)
         if self._owned:
             self._ray.shutdown()
+
+
+class RunActor:
+    """A Ray actor running many runs of a served model at once (one thread each, Ray's
+    ``max_concurrency``), their requests through an endpoint gate of its own.
+
+    Args:
+        connections: its share of the endpoint's connections.
+    """
+
+    def __init__(self, connections: int) -> None:
+        install_gate(EndpointGate(connections))
+
+    def run(self, job: RunJob) -> RunRecord:
+        """Execute one run (:func:`~controlscope.panel._unit.execute`)."""
+        return execute(job)

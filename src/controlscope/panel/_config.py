@@ -54,6 +54,7 @@ from controlscope.core import (
     CpusPerRun,
     DecisionMode,
     Draws,
+    EndpointOptions,
     ExecutionOptions,
     ModelSpec,
     PlannerFormat,
@@ -71,6 +72,7 @@ from controlscope.core import (
     SourceIndex,
     SourcePrograms,
     Workers,
+    absolute_path,
     app_protocol_defaults,
     lattice_operations,
     panel_key,
@@ -149,11 +151,12 @@ class _PanelSection(Requested):
         return getattr(self, name) if name in self.model_fields_set else None
 
 
-class PlannerSettings(_PanelSection, PlannerSampling, PlannerModel):
+class PlannerSettings(_PanelSection, EndpointOptions, PlannerSampling, PlannerModel):
     """The planner (it writes the source programs and does the ordinary planning): the file's
     ``[planner]`` section, keys ``model``, ``base_url``, ``format``, ``temperature``,
-    ``max_tokens``, ``options`` (each setting's description:
-    :class:`~controlscope.core.PlannerModel`, :class:`~controlscope.core.PlannerSampling`).
+    ``max_tokens``, ``options`` and ``max_connections`` (each setting's description:
+    :class:`~controlscope.core.PlannerModel`, :class:`~controlscope.core.PlannerSampling`,
+    :class:`~controlscope.core.EndpointOptions`).
 
     Attributes:
         format: ``planner_format`` as the file gives it; None when it leaves it out.
@@ -251,8 +254,10 @@ class ExecutionSettings(_PanelSection, ExecutionOptions):
 
     Attributes:
         backend: ``local`` (a process pool) or ``ray``.
-        workers: runs at a time; None: the machine's cores for models that do not run here,
-            one for the embedded local model (which uses every core).
+        workers: runs at a time; None: twice ``[planner] max_connections``
+            for served models (``openai`` specs: they wait on their endpoint), the machine's
+            cores for other models that do not run here, one for the embedded local model
+            (which uses every core).
         cpus_per_run: CPUs a run declares to Ray (``num_cpus`` of its task).
         cache: whether planning requests go through the panel's exact-request cache (paper
             A.5); without it, whole-run scopes do not share their source program.
@@ -266,7 +271,8 @@ class ExecutionSettings(_PanelSection, ExecutionOptions):
     workers: Workers | None = setting(
         None,
         "runs at a time",
-        shown_default="sized to the machine (one for the embedded model)",
+        shown_default="2 x max_connections for served models, else sized to the machine "
+        "(one for the embedded model)",
     )
     cpus_per_run: CpusPerRun = setting(1.0, "CPUs a run declares to Ray")
     cache: bool = setting(True, "planning requests go through the panel's exact-request cache")
@@ -430,8 +436,9 @@ class PanelConfig(_PanelSection, ConditionSettings):
         Raises:
             pydantic.ValidationError: stated settings that contradict a protocol.
         """
+        top = {k: v for k, v in self.stated().items() if not isinstance(v, _PanelSection)}
         given = {
-            **{k: v for k, v in self.stated().items() if k != "source"},  # per task: the plan's
+            **{k: v for k, v in top.items() if k != "source"},  # sections apart; source per task
             **self.planner.stated(),
             **self.reviewer.stated(),
             **self.budgets.stated(),
@@ -441,11 +448,13 @@ class PanelConfig(_PanelSection, ConditionSettings):
 
     def identity(self) -> dict[str, Any]:
         """What makes two panels the same experiment: everything but ``execution.backend``,
-        ``execution.workers`` and ``execution.cpus_per_run`` (a panel may resume elsewhere);
-        a key newer than the first file format only when it is not its default."""
+        ``execution.workers``, ``execution.cpus_per_run`` and ``planner.max_connections`` (a
+        panel may resume elsewhere, at another concurrency); a key newer than the first file
+        format only when it is not its default."""
         data = self.model_dump(mode="json")
         for key in ("backend", "workers", "cpus_per_run"):
             data["execution"].pop(key)
+        data["planner"].pop("max_connections", None)
         return data
 
 
@@ -543,7 +552,7 @@ def _file_model(text: object) -> ModelSpec | None:
 def _resolved(path: str, folder: Path) -> str:
     """``path`` made absolute against ``folder`` (``~`` expanded)."""
     given = Path(path).expanduser()
-    return str(given if given.is_absolute() else (folder / given).resolve())
+    return str(given if given.is_absolute() else absolute_path(folder / given))
 
 
 def config_problem(err: ValidationError) -> str:

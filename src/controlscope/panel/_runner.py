@@ -10,12 +10,21 @@ nothing. One panel command at a time runs on a folder: it holds the folder's loc
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controlscope.core import ModelSpec, Workers, range_problem
-from controlscope.panel._backends import Backend, LocalBackend, RayBackend, machine_cores
+from controlscope.core import Connections, ModelSpec, Workers, absolute_path, range_problem
+from controlscope.models import EndpointGate, GateStats
+from controlscope.panel._backends import (
+    Backend,
+    LocalBackend,
+    RayBackend,
+    ServedBackend,
+    machine_cores,
+    served_runs,
+)
 from controlscope.panel._config import ConfigError, PanelConfig, load_config
 from controlscope.panel._folder import (
     RunRecord,
@@ -43,6 +52,10 @@ class PanelStatus:
         ineligible: runs left out of the comparison (no boundary to branch at).
         successes: successes so far by condition (``keep``, ``arg``, ``full-d1``...).
         verdicts: finished runs with a verdict so far, by condition.
+        elapsed_s: seconds since the panel started its runs.
+        endpoint: the served endpoint's counts so far (requests in flight, done, seconds
+            waited on answers and on rate limits); None when the runs' models are not served
+            or the backend does not count them.
     """
 
     total: int
@@ -53,6 +66,30 @@ class PanelStatus:
     ineligible: int = 0
     successes: dict[str, int] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    endpoint: GateStats | None = None
+
+    @property
+    def rate_limit_wait_s(self) -> float:
+        """Wall seconds the panel's requests were paused by the endpoint's rate limits."""
+        return self.endpoint.rate_limited_s if self.endpoint is not None else 0.0
+
+    @property
+    def requests_per_s(self) -> float:
+        """Endpoint requests per second since the panel started (0 without counts)."""
+        if self.endpoint is None or self.elapsed_s <= 0:
+            return 0.0
+        return self.endpoint.requests / self.elapsed_s
+
+    @property
+    def remaining_s(self) -> float | None:
+        """The time the rest of the runs will take at the pace of those run so far (None
+        before one has finished)."""
+        ran = self.finished + self.failed - self.skipped
+        left = self.total - self.finished - self.failed
+        if ran <= 0 or self.elapsed_s <= 0:
+            return None
+        return left * self.elapsed_s / ran
 
     def count(self, run: PlannedRun, record: RunRecord, draws: int) -> None:
         """Fold one finished run in."""
@@ -110,14 +147,32 @@ def default_workers(config: PanelConfig) -> int:
     return machine_cores()
 
 
+def served(config: PanelConfig) -> bool:
+    """Whether both of the panel's models are served (``openai`` specs): its runs then wait
+    on the endpoint, not on this machine's cores."""
+    models = (config.planner.model, config.reviewer.model or config.planner.model)
+    return all(ModelSpec.parse(m).kind == "openai" for m in models)
+
+
 def make_backend(config: PanelConfig, workers: int | None = None) -> Backend:
     """The configured backend (``workers`` overrides the configuration's).
+
+    A panel of served models (:func:`served`) on the local backend runs its runs on threads
+    of a few processes (:class:`ServedBackend`), :func:`served_runs` of
+    ``planner.max_connections`` at a time unless ``workers`` says otherwise, and on Ray on
+    threads of actors sharing the connections out; any other runs a process per run, one per
+    core (:func:`default_workers`).
 
     Raises:
         MissingExtra: ``ray`` asked for and not installed.
     """
     if config.execution.backend == "ray":
-        return RayBackend(config.execution.cpus_per_run)
+        connections = config.planner.max_connections if served(config) else None
+        return RayBackend(config.execution.cpus_per_run, connections)
+    if served(config):
+        connections = config.planner.max_connections
+        runs = workers or config.execution.workers or served_runs(connections)
+        return ServedBackend(runs, min(machine_cores(), runs), connections)
     count = workers or config.execution.workers or default_workers(config)
     threads = max(1, machine_cores() // count) if count > 1 else None
     return LocalBackend(count, threads)
@@ -128,6 +183,7 @@ def run_panel(
     out: str | os.PathLike[str],
     *,
     workers: int | None = None,
+    max_connections: int | None = None,
     observer: PanelObserver | None = None,
 ) -> PanelResult:
     """Run (or resume) a panel into the folder ``out``; what ``controlscope panel`` does.
@@ -141,14 +197,16 @@ def run_panel(
         workers: runs at a time on the local backend (None: the configuration's, else sized
             to the machine, see :func:`default_workers`; at most
             :data:`~controlscope.core.MAX_WORKERS`).
+        max_connections: requests in flight at once to a served endpoint (None: the
+            configuration's ``[planner] max_connections``); it may differ on resumption.
         observer: called with the status whenever it changes (e.g. a live display).
 
     Returns:
         Every run's record.
 
     Raises:
-        ConfigError: the configuration cannot run, or ``workers`` is out of its range
-            (checked before any run starts).
+        ConfigError: the configuration cannot run, or ``workers`` or ``max_connections``
+            is out of its range (checked before any run starts).
         PanelError: ``out`` holds another panel (the difference named) or is unusable.
         PanelBusy: another panel command runs on ``out`` (a :class:`PanelError` naming its
             pid, host and since when); the folder is held for this call's whole life.
@@ -156,11 +214,16 @@ def run_panel(
             again on resumption.
     """
     problem = None if workers is None else range_problem("workers", Workers, workers)
+    if problem is None and max_connections is not None:
+        problem = range_problem("max_connections", Connections, max_connections)
     if problem is not None:
         raise ConfigError(problem)
     cfg = config if isinstance(config, PanelConfig) else load_config(Path(config))
+    if max_connections is not None:
+        planner = cfg.planner.model_copy(update={"max_connections": max_connections})
+        cfg = cfg.model_copy(update={"planner": planner})
     plan = plan_panel(cfg)
-    panel = Path(out).resolve()
+    panel = absolute_path(out)
     check_folder(panel)  # before the lock file is made in it
     with lock_panel(panel):
         open_panel(panel, cfg, plan)
@@ -208,6 +271,15 @@ def _drive(
     every run has a record."""
     waiting = [r for r in plan.runs if r.id not in records]
     running: dict[object, PlannedRun] = {}
+    started = time.monotonic()
+    gate = getattr(backend, "gate", None)
+
+    def notify_now() -> None:
+        status.running = len(running)
+        status.elapsed_s = time.monotonic() - started
+        status.endpoint = gate.stats() if isinstance(gate, EndpointGate) else None
+        notify(status)
+
     while waiting or running:
         for run in list(waiting):
             if len(running) >= backend.slots:
@@ -224,8 +296,7 @@ def _drive(
             except Exception as err:  # a broken pool: the run could not start
                 records[run.id] = _lost(run, f"{type(err).__name__}: {err}")
                 status.count(run, records[run.id], config.draws)
-        status.running = len(running)
-        notify(status)
+        notify_now()
         if not running:
             if waiting and all(_ready(r, records) is None for r in waiting):
                 raise RuntimeError(f"runs wait for Keep runs that never ran: {waiting[0].id}")
@@ -235,8 +306,7 @@ def _drive(
             record = outcome if isinstance(outcome, RunRecord) else _lost(run, outcome)
             records[run.id] = record
             status.count(run, record, config.draws)
-        status.running = len(running)
-        notify(status)
+        notify_now()
 
 
 def _ready(run: PlannedRun, records: dict[str, RunRecord]) -> bool | None:

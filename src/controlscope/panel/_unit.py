@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
@@ -28,7 +29,13 @@ from typing import TYPE_CHECKING
 from controlscope._tree import remove_tree
 from controlscope.core import ChatModel, RunStartEvent, SourceProgram
 from controlscope.envs import get_environment
-from controlscope.models import CachedModel, RequestCache
+from controlscope.models import (
+    CachedModel,
+    EndpointGate,
+    OpenAIModel,
+    RequestCache,
+    install_gate,
+)
 from controlscope.panel._config import PanelConfig
 from controlscope.panel._folder import CACHE_FILE, RunRecord, log_sha256, run_dir, write_record
 from controlscope.panel._plan import KEEP, PlannedRun, run_spec
@@ -45,6 +52,7 @@ from controlscope.run import (
 )
 
 if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
     from multiprocessing.sharedctypes import Synchronized
 
 BRANCH_AT: dict[str, int | str] = {
@@ -54,6 +62,11 @@ BRANCH_AT: dict[str, int | str] = {
     "feedback_rule": "feedback-rule",
 }
 """Where a branched start places its boundary in the Keep run (paper B.1, appendix B, A.3)."""
+
+
+Finished = tuple[int, RunRecord | str]
+"""A run handed back by a served backend's process: its key, and its record or why it has
+none."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +146,10 @@ def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
     edited = _edited_source(prepared.program, keep_dir)
     if edited is not None:
         return RunRecord(id=job.run.id, status="error", detail=edited)
-    result = run_prepared(prepared, planner=_planner(prepared.models.planner, job))
+    try:
+        result = run_prepared(prepared, planner=_planner(prepared.models.planner, job))
+    finally:
+        _close(prepared.models.planner, prepared.models.reviewer)
     return _done(job.run.id, result)
 
 
@@ -152,6 +168,14 @@ def _edited_source(program: SourceProgram | None, keep_dir: Path | None) -> str 
         f"read it (source_file.sha256 {recorded.sha256[:12]}… recorded, "
         f"{program.file.sha256[:12]}… now): run the panel in a new folder"
     )
+
+
+def _close(*models: ChatModel | None) -> None:
+    """Close the run's endpoint clients: their event-loop threads and connections would
+    otherwise outlive the run in a process that goes on to run others."""
+    for model in models:
+        if isinstance(model, OpenAIModel):
+            model.close()
 
 
 def _source_problem(source_run: Path, schedule: str, env_name: str) -> str | None:
@@ -185,16 +209,19 @@ def _branch(job: RunJob, directory: Path, keep_dir: Path) -> RunRecord:
         need_reviewer=True,
     )
     assert models.reviewer is not None
-    found = run_branch(
-        recording,
-        at=at,
-        scope=job.run.scope,
-        out=directory,
-        planner=_planner(models.planner, job),
-        reviewer=ModelReviewer(models.reviewer),
-        draw=job.run.draw,
-        schedule=config.schedule,
-    )
+    try:
+        found = run_branch(
+            recording,
+            at=at,
+            scope=job.run.scope,
+            out=directory,
+            planner=_planner(models.planner, job),
+            reviewer=ModelReviewer(models.reviewer),
+            draw=job.run.draw,
+            schedule=config.schedule,
+        )
+    finally:
+        _close(models.planner, models.reviewer)
     summary = found.summary
     return RunRecord(
         id=job.run.id,
@@ -281,3 +308,61 @@ def _watch_parent(parent: int, period_s: float = 0.2, grace_s: float = 20.0) -> 
     os.kill(os.getpid(), signal.SIGTERM)  # the run ends recorded, its workspace removed
     time.sleep(grace_s)
     os._exit(1)
+
+
+def serve_runs(
+    jobs: Queue[tuple[int, RunJob] | None],
+    done: Queue[Finished],
+    gate: EndpointGate,
+    member: int = 0,
+) -> None:
+    """A process of a :class:`~controlscope.panel.ServedBackend`: each job it is handed runs
+    at once on a thread of its own (a run waiting for its endpoint costs a thread, not a
+    process), its requests through ``gate``; each run still has its own worker process, tool
+    server and workspace. ``None`` ends it once its runs have ended. SIGTERM interrupts every
+    run (each ends recorded as interrupted, as Ctrl-C would end it) and ends the process.
+
+    Args:
+        jobs: ``(key, job)`` pairs, then None.
+        done: where each run's ``(key, record)`` goes, or ``(key, reason)`` when it ended
+            without a record (interrupted, or its run raised).
+        gate: the endpoint's gate, shared with the panel's other processes.
+        member: this process's member number in the gate.
+    """
+    start_pool_process(None)
+    gate.join(member)
+    install_gate(gate)
+    runs: list[threading.Thread] = []
+    try:
+        while (item := jobs.get()) is not None:
+            key, job = item
+            thread = threading.Thread(target=_serve_one, args=(key, job, done), daemon=True)
+            thread.start()
+            runs = [t for t in runs if t.is_alive()] + [thread]
+        for thread in runs:
+            thread.join()
+    except KeyboardInterrupt:
+        _interrupt_threads(runs)
+
+
+def _serve_one(key: int, job: RunJob, done: Queue[Finished]) -> None:
+    outcome: RunRecord | str
+    try:
+        outcome = execute(job)
+    except BaseException as err:  # interrupted: the run recorded its end, not its record
+        outcome = f"{type(err).__name__}: {err}"
+    done.put((key, outcome))
+
+
+def _interrupt_threads(runs: list[threading.Thread], grace_s: float = 25.0) -> None:
+    """Raise KeyboardInterrupt once in every run's thread (a thread blocked in a wait takes
+    it when the wait returns; once only, so that it cannot cut into the run's own clean-up),
+    and wait at most ``grace_s`` seconds for them to end."""
+    deadline = time.monotonic() + grace_s
+    for thread in runs:
+        if thread.is_alive() and thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt)
+            )
+    for thread in runs:
+        thread.join(max(0.0, deadline - time.monotonic()))

@@ -46,7 +46,7 @@ class RunSummary(BaseModel):
         block_data_patches: realized ``patch_block_data`` operations.
         replacements: realized ``replace_workflow`` operations.
         rejected_proposals: proposals the validation rejected (out of scope or invalid).
-        fallbacks: Keep fallbacks by kind (all four kinds always present).
+        fallbacks: Keep fallbacks by kind (every kind always present).
         tokens: token use by role (``planner``, ``reviewer``; both always present), as
             :class:`controlscope.record.TokenLedger` accounts it: logical vs uncached
             totals, cache hits, failed requests, model latency.

@@ -3,6 +3,7 @@ its recording."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,10 +82,16 @@ def fresh_out(out: Path) -> None:
     """Refuse an output directory that already holds a run (a log is never overwritten).
 
     Raises:
-        ReplayError: ``out`` is a file, or holds a log.
+        ReplayError: ``out``, or the nearest of its folders that exists, is not a directory
+            (a file, a link that leads nowhere or loops), or ``out`` holds a log.
     """
-    if out.exists() and not out.is_dir():
-        raise ReplayError(f"out {out} exists and is not a directory")
+    for folder in (out, *out.parents):  # the nearest that exists: a directory, not a link loop
+        if os.path.lexists(folder):
+            if folder == out and not folder.is_dir():
+                raise ReplayError(f"out {out} exists and is not a directory")
+            if not folder.is_dir():
+                raise ReplayError(f"out {out} cannot be made: {folder} is not a directory")
+            break
     if (out / EVENTS_FILE).exists():
         raise ReplayError(f"{out} already holds a recorded run; choose a new out directory")
 

@@ -3,10 +3,13 @@
 A :class:`Reviewer` (the model reviewer :class:`ModelReviewer`, or your own) proposes an
 operation for the :class:`PublicState` at a boundary; :func:`review_boundary` validates it
 against the granted scope and records it. Malformed, out-of-scope, invalid and provider-failed
-reviews become recorded Keep fallbacks (paper A.4).
+reviews become recorded Keep fallbacks (paper A.4). :class:`HumanReviewer` asks a person (at the
+viewer's review page through a :class:`ReviewDesk`, or at a terminal).
 """
 
 from controlscope.core import VIEWS, ViewLimits, find_json_object
+from controlscope.review._desk import DeskAnswer, PendingReview, ReviewDesk, rest_of_block
+from controlscope.review._human import HumanReviewer
 from controlscope.review._operations import (
     MalformedOperationError,
     ParsedDecision,
@@ -42,12 +45,16 @@ __all__ = [
     "VIEWS",
     "VIEW_SECTIONS",
     "DecisionRecord",
+    "DeskAnswer",
     "EventSink",
+    "HumanReviewer",
     "MalformedOperationError",
     "ModelReviewer",
     "ParsedDecision",
+    "PendingReview",
     "Proposal",
     "PublicState",
+    "ReviewDesk",
     "ReviewOutcome",
     "Reviewer",
     "ViewLimits",
@@ -63,6 +70,7 @@ __all__ = [
     "quote",
     "raw_answer",
     "render_view",
+    "rest_of_block",
     "review_boundary",
     "system_prompt",
 ]

@@ -11,9 +11,12 @@ error produces a recorded Keep fallback, after which the existing program contin
 - ``malformed``: the answer holds no parseable operation, or (JSON decisions) one that breaks
   the decision schema it was asked for;
 - ``out_of_scope``: it names an operation the granted scope does not allow;
+- ``syntax_error``: the code it proposes (a replacement, a new block) does not compile;
 - ``invalid_arguments``: validation rejected it for any other reason (unknown argument, schema
-  violation, code-valued parameter, structure change, syntax error, empty patch);
-- ``provider_error``: the model request failed (:class:`~controlscope.core.ProviderError`).
+  violation, code-valued parameter, structure change, empty patch);
+- ``provider_error``: the model request failed (:class:`~controlscope.core.ProviderError`);
+- ``timeout``: a person made no decision within the time limit
+  (:class:`~controlscope.review.HumanReviewer`).
 
 Granted Keep is answered without asking the reviewer: ``keep`` is the only operation it allows,
 so the review costs nothing and never falls back (``ReviewOutcome.model_called`` is False).
@@ -35,6 +38,7 @@ from controlscope.core import (
     Condition,
     Event,
     FallbackKind,
+    HumanDecision,
     Keep,
     ModelRequest,
     ModelResponse,
@@ -43,6 +47,7 @@ from controlscope.core import (
     ProviderError,
     ProviderErrorKind,
     RealizedOperationEvent,
+    ReviewerKind,
     ReviewRequestEvent,
     ScopeName,
     Validation,
@@ -76,6 +81,8 @@ class Proposal(BaseModel):
             fallback).
         error_kind: the provider error's kind.
         error_status: the provider error's HTTP status, if any.
+        human: how a person decided, when a person proposed
+            (:class:`~controlscope.review.HumanReviewer`; recorded with the proposal).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -88,6 +95,7 @@ class Proposal(BaseModel):
     error: str | None = None
     error_kind: ProviderErrorKind | None = None
     error_status: int | None = None
+    human: HumanDecision | None = None
 
 
 @runtime_checkable
@@ -297,8 +305,19 @@ def _proposal_event(call_index: int, proposal: Proposal) -> ProposalEvent:
     one event holds them."""
     raw = None if proposal.raw is None else clip_text(proposal.raw, MAX_RESPONSE_BYTES)
     return ProposalEvent(
-        call_index=call_index, raw=raw, operation=recorded_operation(proposal.operation)
+        call_index=call_index,
+        raw=raw,
+        operation=recorded_operation(proposal.operation),
+        reviewer=_reviewer_kind(proposal),
+        human=proposal.human,
     )
+
+
+def _reviewer_kind(proposal: Proposal) -> ReviewerKind:
+    """Who proposed: a person (``human`` set), a model (a request made), else ``custom``."""
+    if proposal.human is not None:
+        return "human"
+    return "model" if proposal.request is not None else "custom"
 
 
 def _fallback_kind(proposal: Proposal, validation: Validation) -> FallbackKind | None:
@@ -307,10 +326,14 @@ def _fallback_kind(proposal: Proposal, validation: Validation) -> FallbackKind |
         return None
     if proposal.error is not None:
         return "provider_error"
+    if proposal.human is not None and proposal.human.timed_out:
+        return "timeout"
     if validation.proposal is None:
         return "malformed"
     if validation.reason == "out_of_scope":
         return "out_of_scope"
+    if validation.reason == "syntax_error":
+        return "syntax_error"
     return "invalid_arguments"
 
 

@@ -1,8 +1,11 @@
 """Running one trajectory: the spec, the entry points, the result.
 
-- :func:`run_task` runs a :class:`RunSpec` (what ``controlscope run`` does);
+- :func:`run_task` runs a :class:`RunSpec` (what ``controlscope run`` does), showing its
+  progress (:class:`RunProgress`) on a terminal (:class:`TerminalProgress`) or giving it to a
+  callback of yours (:class:`ProgressTracker` builds it from the events);
 - :func:`run_trajectory` runs ready objects (environment, task, models, reviewer, condition);
 - :func:`prepare` checks a spec against the outside world without running it;
+  :func:`settings_condition` resolves the condition of settings alone (an agent's session);
 - :func:`read_source`, :func:`local_rule_of` and :func:`feedback_rule_of` read a recorded
   source run and say where the paper's local rule (appendix B) or feedback-visibility rule
   (A.3) places a one-time review in it, or why the pair is ineligible;
@@ -17,7 +20,7 @@
   :data:`CHILD_GRACE_S`.
 """
 
-from controlscope.run._api import run_prepared, run_task
+from controlscope.run._api import human_reviewer, run_prepared, run_task
 from controlscope.run._controller import Controller, Review, RunContext
 from controlscope.run._fork import (
     BRANCH_INTERRUPT,
@@ -32,6 +35,13 @@ from controlscope.run._frozen import FROZEN_MODEL_ID, FrozenSourcePlanner, froze
 from controlscope.run._hook import StopRun, TrajectoryControl, TrajectoryHook
 from controlscope.run._loop import REPLACEMENT_CODE_CHARS, Ending, receipts_by_block
 from controlscope.run._models import LOCAL_MAX_TOKENS, RunModels, build_models
+from controlscope.run._progress import (
+    ProgressCallback,
+    ProgressOption,
+    ProgressTracker,
+    RunProgress,
+    TerminalProgress,
+)
 from controlscope.run._replay_check import (
     REPLAYED_SETTINGS,
     check_replay,
@@ -46,7 +56,14 @@ from controlscope.run._source import (
     place_schedule,
     read_source,
 )
-from controlscope.run._spec import PreparedRun, RunSpec, SpecError, ViewBounds, prepare
+from controlscope.run._spec import (
+    PreparedRun,
+    RunSpec,
+    SpecError,
+    ViewBounds,
+    prepare,
+    settings_condition,
+)
 from controlscope.run._trajectory import Observer, RunResult, run_trajectory
 
 __all__ = [
@@ -64,14 +81,19 @@ __all__ = [
     "Observer",
     "OnceRule",
     "PreparedRun",
+    "ProgressCallback",
+    "ProgressOption",
+    "ProgressTracker",
     "Review",
     "RunContext",
     "RunModels",
+    "RunProgress",
     "RunResult",
     "RunSpec",
     "SourceTrajectory",
     "SpecError",
     "StopRun",
+    "TerminalProgress",
     "TrajectoryControl",
     "TrajectoryHook",
     "ViewBounds",
@@ -80,6 +102,7 @@ __all__ = [
     "env_unforkable",
     "feedback_rule_of",
     "frozen_reply",
+    "human_reviewer",
     "interruptible_branch",
     "local_rule_of",
     "place_schedule",
@@ -92,4 +115,5 @@ __all__ = [
     "run_prepared",
     "run_task",
     "run_trajectory",
+    "settings_condition",
 ]

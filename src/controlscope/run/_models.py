@@ -62,6 +62,7 @@ def build_models(
     cache_path: Path | None = None,
     need_reviewer: bool = True,
     normalise: Callable[[str], str] | None = None,
+    planner_model: ChatModel | None = None,
 ) -> RunModels:
     """Build the planner and the reviewer.
 
@@ -77,6 +78,9 @@ def build_models(
         need_reviewer: False when the condition never reviews (Keep or ``never``).
         normalise: for ``replay`` specs, what masks run-dependent text before requests are
             compared (the environment's ``normalise_observation``).
+        planner_model: a planner model object in place of the one ``planner`` names (an
+            agent's session); ``planner`` still sets the defaults that depend on its kind,
+            and the reviewer is built from its own spec.
 
     Raises:
         ValueError, FileNotFoundError, WeightsError: from the model factory.
@@ -93,10 +97,11 @@ def build_models(
             normalise=normalise,
         )
 
-    planner_model = build(planner_spec, "planner")
+    given = planner_model
+    planner_model = given if given is not None else build(planner_spec, "planner")
     reviewer_model: ChatModel | None = None
     if reviewer_spec is not None:
-        if reviewer_spec == planner_spec and planner_spec.kind != "replay":
+        if reviewer_spec == planner_spec and planner_spec.kind != "replay" and given is None:
             reviewer_model = planner_model
         else:
             reviewer_model = build(reviewer_spec, "reviewer")

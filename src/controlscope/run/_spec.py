@@ -38,6 +38,7 @@ from controlscope.core import (
     TaskBudgets,
     TaskError,
     ViewBounds,
+    absolute_path,
     read_source_program,
     setting,
 )
@@ -51,7 +52,7 @@ from controlscope.run._replay_check import check_replay, recorded_settings, reco
 from controlscope.run._source import place_schedule, read_source
 from controlscope.schedule import needs_source, schedule_name
 
-__all__ = ["PreparedRun", "RunSpec", "SpecError", "ViewBounds", "prepare"]
+__all__ = ["PreparedRun", "RunSpec", "SpecError", "ViewBounds", "prepare", "settings_condition"]
 
 
 class SpecError(ValueError):
@@ -369,7 +370,7 @@ def _check_paths(spec: RunSpec) -> None:
     cache = spec.cache
     if (
         cache is not None
-        and cache.resolve().parent == out.resolve()
+        and absolute_path(cache).parent == absolute_path(out)
         and cache.name in ("events.jsonl", "summary.json")
     ):
         raise ValueError(f"cache {cache} would overwrite the run's {cache.name}")
@@ -378,7 +379,37 @@ def _check_paths(spec: RunSpec) -> None:
         raise ValueError("base_url applies only to openai:NAME models")
 
 
-def _budgets(spec: RunSpec, task: Task) -> TaskBudgets:
+def settings_condition(settings: RunSettings, task: Task, models: RunModels) -> Condition:
+    """The condition of a run configured by ``settings`` alone, resolved as :func:`prepare`
+    resolves a spec's (an agent's session, :class:`controlscope.Executor`): the task's budgets
+    with the settings' overrides, the models' defaults for what the settings leave unstated.
+
+    Args:
+        settings: the run settings.
+        task: the task (its budgets are the defaults).
+        models: the run's models (their kind decides the unstated formats and token caps).
+
+    Returns:
+        The condition.
+
+    Raises:
+        SpecError: a schedule that is not valid or needs a recorded source run (a bare
+            ``once`` or ``midpoint``), or settings the condition refuses.
+    """
+    try:
+        schedule = schedule_name(settings.schedule)
+        if needs_source(schedule):
+            raise ValueError(
+                f"schedule {schedule!r} takes its boundary from a recorded source run; give a "
+                "number (once:K, midpoint:N)"
+            )
+        budgets = _budgets(settings, task)
+        return _condition(settings, models, budgets, schedule=schedule, source=None)
+    except ValueError as err:
+        raise SpecError(str(err)) from err
+
+
+def _budgets(spec: RunSettings, task: Task) -> TaskBudgets:
     given = {
         "primitive_calls": spec.max_calls,
         "planning_turns": spec.max_turns,
@@ -397,7 +428,7 @@ def _budgets(spec: RunSpec, task: Task) -> TaskBudgets:
 
 
 def _condition(
-    spec: RunSpec,
+    spec: RunSettings,
     models: RunModels,
     budgets: TaskBudgets,
     *,

@@ -23,6 +23,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from controlscope.review import ReviewDesk
 from controlscope.view._folders import Target, ViewError, find_target, stamp, watched
 from controlscope.view._panel import read_panel_page
 from controlscope.view._render import (
@@ -34,6 +35,7 @@ from controlscope.view._render import (
     render_target,
     render_unit,
 )
+from controlscope.view._review import review_routes, with_banner
 
 _HEADERS = {
     "Content-Security-Policy": SERVED_CSP + "; frame-ancestors 'none'",
@@ -81,8 +83,9 @@ class _Pages:
     """The request handlers of one folder's viewer; what the folder is, is looked at again on
     every request (a run started after the server shows up)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, desk: ReviewDesk | None = None) -> None:
         self.root = root
+        self.desk = desk
 
     def home(self, request: Request) -> Response:
         try:
@@ -92,7 +95,7 @@ class _Pages:
         number = _page_number(request)
         if number is None:
             return _error("No such page", "a page number is a whole number from 1", 404)
-        return _guarded(lambda: render_target(found, _LINKS, number))
+        return _guarded(lambda: with_banner(render_target(found, _LINKS, number), self.desk))
 
     def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -104,7 +107,7 @@ class _Pages:
         number = _page_number(request)
         if number is None:
             return _error("No such page", "a page number is a whole number from 1", 404)
-        return _guarded(lambda: render_run(found, run_id, _LINKS, number))
+        return _guarded(lambda: with_banner(render_run(found, run_id, _LINKS, number), self.desk))
 
     def unit(self, request: Request) -> Response:
         unit = request.path_params["unit"]
@@ -208,7 +211,9 @@ class _LoopbackOnly:
         await self.app(scope, receive, send)
 
 
-def build_app(path: str | Path, loopback_only: bool = True) -> Starlette:
+def build_app(
+    path: str | Path, loopback_only: bool = True, desk: ReviewDesk | None = None
+) -> Starlette:
     """The viewer's application for the folder ``path`` (a run, a branch set, a panel or a
     folder of runs).
 
@@ -216,7 +221,8 @@ def build_app(path: str | Path, loopback_only: bool = True) -> Starlette:
     path is ever read), both with ``?page=N`` for a long run's later pages; for a panel
     ``/unit/UNIT`` (a unit's runs side by side) and ``/cell/TABLE/ROW/COLUMN`` (the runs behind
     a cell of its report); ``/_stamp``, ``/_stamp/run/ID`` and ``/_stamp/unit/UNIT`` (a text
-    that changes when the page's files change), ``/static/live.js`` (the live refresh).
+    that changes when the page's files change), ``/static/live.js`` (the live refresh); with a
+    desk, the review page's routes (``/review``...: :mod:`controlscope.view._review`).
 
     Args:
         path: the folder to show.
@@ -224,11 +230,13 @@ def build_app(path: str | Path, loopback_only: bool = True) -> Starlette:
             loopback (:func:`is_loopback`); any other gets a page saying why (status 403), so a
             page of another site whose name was made to resolve here (DNS rebinding) reads
             nothing. False (a server beyond loopback) answers any name.
+        desk: the boundaries a person decides at (``controlscope run --reviewer human``);
+            None: no review page.
 
     Returns:
         The ASGI application.
     """
-    pages = _Pages(Path(path))
+    pages = _Pages(Path(path), desk)
     routes = [
         Route("/", pages.home),
         Route("/run/{run_id:path}", pages.run),
@@ -239,6 +247,8 @@ def build_app(path: str | Path, loopback_only: bool = True) -> Starlette:
         Route("/_stamp/unit/{unit:path}", pages.stamp),
         Route("/static/live.js", pages.script),
     ]
+    if desk is not None:
+        routes += review_routes(desk, _LINKS, _HEADERS)
     return Starlette(
         routes=routes,
         middleware=[Middleware(_LoopbackOnly)] if loopback_only else [],

@@ -49,7 +49,9 @@ class BranchColumn:
         run_id: the run's id in what is shown (its page's id).
         page: the run's first page.
         decision: the boundary where the branch starts (the first at or after the branch
-            point); None when it never reached one.
+            point); for whole runs (no branch point given or recorded) the run's first
+            boundary whose review proposed a change, else its first reviewed boundary, else
+            its first boundary; None when it never reached one.
         calls: its primitive calls by call index.
         label: the run's scope and draw as its folder names them (``full-d0``).
     """
@@ -233,7 +235,13 @@ def _compare(
     if k is None and read:
         k = _first_difference([calls for _, _, calls in read])
     columns = [
-        BranchColumn(run_id, run, _decision(run, k), calls, label=run_id)
+        BranchColumn(
+            run_id,
+            run,
+            _decision(run, k) if recorded is not None or call_index is not None else _first(run),
+            calls,
+            label=run_id,
+        )
         for run_id, run, calls in read
     ]
     return columns, k, recorded is not None, problems
@@ -265,6 +273,23 @@ def _decision(run: RunPage, k: int | None) -> BoundaryView | None:
     if k is None:
         return None
     return next((b for b in run.boundaries if b.boundary.call_index >= k), None)
+
+
+def _first(run: RunPage) -> BoundaryView | None:
+    """A whole run's first decision worth comparing: its first boundary whose review proposed
+    something other than Keep (realized, refused or a fallback), else its first reviewed
+    boundary, else its first boundary (None: it reached none)."""
+    changed = next((b for b in run.boundaries if _proposes_change(b)), None)
+    reviewed = next((b for b in run.boundaries if b.request is not None), None)
+    return changed or reviewed or next(iter(run.boundaries), None)
+
+
+def _proposes_change(b: BoundaryView) -> bool:
+    """Whether the review at ``b`` changed the program, proposed a change or fell back."""
+    if b.operation != "keep" or (b.realized is not None and b.realized.fallback is not None):
+        return True
+    proposed = b.proposal.operation if b.proposal is not None else None
+    return proposed is not None and proposed.kind != "keep"
 
 
 def _branch_point(runs: list[RunPage]) -> int | None:

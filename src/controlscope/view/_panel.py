@@ -7,6 +7,7 @@ verdicts (paper 3.2, 4, 5.1, A.5, B). A unit's runs side by side are
 
 from __future__ import annotations
 
+import base64
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +101,7 @@ class PanelPage:
         problems: what could not be read (the manifest, the report), each one sentence.
         notes: the report's own list of runs missing, corrupt, without a verdict or
             ineligible.
+        figures: the report's figures (paper Figure 2) as ``data:`` URLs of PNGs, by name.
         complete: whether every planned run has finished (and the report was built).
     """
 
@@ -113,6 +115,7 @@ class PanelPage:
     finished: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    figures: dict[str, str] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -154,6 +157,10 @@ def read_panel_page(target: Target) -> PanelPage:
         if table is not None and not table.empty:
             page.tables.append(_table(name, title, table, cells[name], page.cells))
     page.units = _units(runs, built.draws)
+    page.figures = {
+        name: "data:image/png;base64," + base64.b64encode(image).decode("ascii")
+        for name, image in built.figure_images().items()
+    }
     return page
 
 

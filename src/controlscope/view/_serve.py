@@ -12,6 +12,7 @@ from types import TracebackType
 
 import uvicorn
 
+from controlscope.review import ReviewDesk
 from controlscope.view._app import build_app, is_loopback
 from controlscope.view._folders import ViewError
 
@@ -36,13 +37,22 @@ class ViewServer:
         host: the address to listen on (loopback by default; not blank: an empty host
             would listen on every interface).
         port: the port; 0 picks a free one.
+        desk: boundaries a person decides at: the server then has the review page
+            (:attr:`review_url`), and the desk records where it is served.
 
     Raises:
         ViewError: a blank host, or the address cannot be bound (the port is taken, the host
             is not local).
     """
 
-    def __init__(self, path: str | Path, *, host: str = DEFAULT_HOST, port: int = 0) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        host: str = DEFAULT_HOST,
+        port: int = 0,
+        desk: ReviewDesk | None = None,
+    ) -> None:
         if not host.strip():
             raise ViewError("an empty host would listen on every interface; name an address")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -59,7 +69,10 @@ class ViewServer:
         """Whether the server listens on loopback only."""
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         config = uvicorn.Config(
-            build_app(path, self.loopback), log_level="warning", access_log=False, lifespan="off"
+            build_app(path, self.loopback, desk),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
@@ -67,6 +80,13 @@ class ViewServer:
         )
         self.url = f"http://{shown}:{bound_port}/"
         """The viewer's address (``http://127.0.0.1:PORT/``)."""
+        self._desk = desk
+        self.review_url: str | None = None
+        """The review page's address with the desk's secret (``.../review#key=SECRET``: only
+        this address can decide), when the server has a desk."""
+        if desk is not None:
+            desk.where = f"{self.url}review"
+            self.review_url = f"{desk.where}#key={desk.secret}"
 
     def start(self) -> ViewServer:
         """Serve in a background thread; return once the server listens.
@@ -90,6 +110,8 @@ class ViewServer:
 
     def stop(self) -> None:
         """Stop serving and close the socket (waits at most :data:`START_TIMEOUT_S`)."""
+        if self._desk is not None:
+            self._desk.shut()  # the review page's waits answer now
         self._server.should_exit = True
         if self._thread.is_alive():
             self._thread.join(START_TIMEOUT_S)

@@ -23,6 +23,7 @@ from controlscope.core import (
     TaskError,
     ToolServerError,
     Verdict,
+    absolute_path,
 )
 from controlscope.envs._base import Environment
 from controlscope.envs._confine import (
@@ -71,7 +72,7 @@ class SpecEnvironment(WorkspaceTasks, Environment):
         file = Path(path).expanduser()
         if not os.path.lexists(file):  # anything else there is read, or refused by the reader
             raise TaskError(f"no task spec file {file}")
-        self.path = file.resolve()
+        self.path = absolute_path(file)
         broad = broad_folder(self.path.parent)
         if broad is not None:
             raise TaskError(

@@ -23,10 +23,10 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from controlscope._home import home
+from controlscope._leftovers import make_dir, sweep_quietly
 
 __all__ = [
     "PIN_FILES",
@@ -48,6 +48,9 @@ MIN_NODE_MAJOR = 20
 """The oldest Node.js major version the pinned server supports (its ``engines``)."""
 
 _STAMP = "installed.sha256"
+_BUILD_PREFIX = "mcp-servers-build-"
+"""An install's build folder, named with its owner (``controlscope._leftovers``): the build
+of a setup that was killed is removed by the next setup or ``controlscope clean``."""
 _NPM_TIMEOUT_S = 900.0
 
 
@@ -131,9 +134,13 @@ def install_server(*, timeout_s: float = _NPM_TIMEOUT_S) -> Path:
         return ready
     _, npm = _tools()
     target = server_dir()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    build = Path(tempfile.mkdtemp(prefix=".mcp-servers-", dir=target.parent))
-    build.chmod(0o755)  # readable as npm makes its own folders
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        sweep_quietly(target.parent)  # the builds of a setup that was killed
+        build = make_dir(_BUILD_PREFIX, target.parent)  # marked with this process
+        build.chmod(0o755)  # readable as npm makes its own folders
+    except OSError as err:
+        raise SetupError(f"cannot make {target.parent}/: {err.strerror or err}") from None
     try:
         for name in PIN_FILES:
             (build / name).write_bytes(_pin(name))

@@ -1,0 +1,369 @@
+"""controlscope.Executor against the real npm filesystem server, Python tools and a scripted
+reviewer: reviewed blocks, the session's run directory (replayed by the CLI), bad input, and
+every process ended on close and on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import controlscope as cs
+from controlscope._proc import cmdline, descendants
+from controlscope.core import Condition, Keep, PatchArguments
+from controlscope.envs.filesystem.server import find_server_script
+from controlscope.envs.session import SESSION_FILE
+from controlscope.record import iter_events, read_events, summarize
+from controlscope.replay import Recording, replay_prefix
+from controlscope.review import Proposal, PublicState
+from controlscope.view import export
+
+ROOT = Path(__file__).resolve().parents[1]
+KEEP = cs.RunSettings(scope="keep", schedule="never")
+
+
+def _fs(root: Path) -> list[str]:
+    return ["node", str(find_server_script()), str(root)]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "a.txt").write_text("alpha\n")
+    (root / "b.txt").write_text("beta\n")
+    return root
+
+
+def _running() -> set[int]:
+    """This process's descendants that still run (zombies are the session's check,
+    ``conftest.py``: an orphaned sandbox init handed to this subreaper is one)."""
+    return {pid for pid in descendants(os.getpid()) if _state(pid) not in ("Z", "X", "gone")}
+
+
+@pytest.fixture
+def no_leftovers() -> Iterator[None]:
+    """Fail when a process this test started outlives it."""
+    before = _running()
+    yield
+    deadline = time.monotonic() + 10
+    left = _running() - before
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = _running() - before
+    shown = {pid: (_state(pid), cmdline(pid)) for pid in sorted(left)}
+    assert not left, f"processes left behind: {shown}"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+class PatchSecond:
+    """A scripted reviewer: a patch of ``path`` at the session's second call, else Keep."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def propose(self, state: PublicState, condition: Condition) -> Proposal:
+        if state.boundary.call_index == 1:
+            return Proposal(operation=PatchArguments(arguments={"path": self.path}))
+        return Proposal(operation=Keep())
+
+
+class Raising:
+    def propose(self, state: PublicState, condition: Condition) -> Proposal:
+        raise RuntimeError("reviewer broke")
+
+
+def add(a: int, b: int = 2) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def fails(x: str) -> str:
+    """Always raises."""
+    raise ValueError(f"no {x}")
+
+
+def not_json() -> object:
+    """Returns something that is not JSON data."""
+    return {1, 2}
+
+
+def test_reviewer_patches_the_second_call_and_the_session_replays(
+    files: Path, tmp_path: Path, no_leftovers: None
+) -> None:
+    out = tmp_path / "session"
+    reviewer = PatchSecond(str(files / "b.txt"))
+    settings = cs.RunSettings(scope="arg", schedule="every_boundary")
+    with cs.Executor(
+        servers={"fs": _fs(files)}, settings=settings, reviewer=reviewer, out=out
+    ) as ex:
+        first = ex.execute(f"x = read_text_file(path={str(files / 'a.txt')!r})\nprint(x.strip())")
+        second = ex.execute(
+            f"y = read_text_file(path={str(files / 'a.txt')!r})\nprint(x.strip(), y.strip())"
+        )
+    assert first.ok and first.output == "alpha\n"
+    assert second.ok and second.output == "alpha beta\n"  # the namespace was kept; y patched
+    (call,) = second.calls
+    assert call.arguments == {"path": str(files / "b.txt")}
+    assert call.requested == {"path": str(files / "a.txt")}
+    assert call.result.text == "beta\n"
+    assert [d.operation.kind for d in first.decisions + second.decisions] == [
+        "keep",
+        "patch_arguments",
+    ]
+    assert all(d.reviewed and d.fallback is None for d in second.decisions)
+    assert second.decisions[0].proposal == PatchArguments(arguments={"path": str(files / "b.txt")})
+    events = read_events(out)
+    assert events[0].type == "run_start" and events[-1].type == "run_end"
+    assert (out / "summary.json").is_file() and (out / SESSION_FILE).is_file()
+    summary = summarize(iter_events(out))
+    assert (summary.primitive_calls, summary.argument_patches, summary.complete) == (2, 1, True)
+    page = export(out, tmp_path / "site").read_text()
+    assert "patch_arguments" in page and "beta" in page
+    replayed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controlscope.cli",
+            "replay",
+            str(out),
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        timeout=300,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    assert "2 calls verified" in replayed.stdout
+
+
+def test_replay_of_an_edited_session_diverges(files: Path, tmp_path: Path) -> None:
+    out = tmp_path / "session"
+    with cs.Executor(servers={"fs": _fs(files)}, settings=KEEP, out=out) as ex:
+        ex.execute(f"print(read_text_file(path={str(files / 'a.txt')!r}))")
+    log = out / "events.jsonl"
+    lines = [
+        line.replace("a.txt", "b.txt") if '"type":"primitive_call"' in line else line
+        for line in log.read_text().splitlines()
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    found = replay_prefix(Recording.load(out), out=tmp_path / "r")
+    assert found.divergence is not None and "b.txt" in found.divergence.message
+
+
+def where() -> int:
+    """The process the tool runs in."""
+    return os.getpid()
+
+
+def test_python_tools_run_here_and_fail_as_tool_errors(tmp_path: Path) -> None:
+    tools = [add, fails, not_json, where]
+    with cs.Executor(tools=tools, settings=KEEP, out=tmp_path / "s") as ex:
+        assert "def add(a: int, b: int = 2) -> str:" in ex.signatures()
+        ok = ex.execute("print(add(a=2, b=3))\nimport os\nprint(os.getpid())\nprint(where())")
+        raised = ex.execute("fails(x='milk')")
+        odd = ex.execute("not_json()")
+        bad = ex.execute("add(a='seven')")
+        plain = ex.execute("z = 6 * 7\nprint(z)")
+    assert ok.output.splitlines()[0] == "5"
+    assert int(ok.output.splitlines()[1]) != os.getpid()  # the block ran in the worker,
+    assert int(ok.output.splitlines()[2]) == os.getpid()  # the tool in this process
+    assert raised.status == "error" and "fails raised ValueError: no milk" in (raised.error or "")
+    assert raised.calls[0].result.is_error
+    assert odd.status == "error" and "not JSON data" in (odd.error or "")
+    assert bad.status == "error" and "invalid arguments for add" in (bad.error or "")
+    assert plain.ok and plain.output == "42\n" and plain.calls == () and plain.decisions == ()
+
+
+def test_clashing_names_are_namespaced(files: Path, tmp_path: Path, no_leftovers: None) -> None:
+    def read_text_file(path: str) -> str:
+        """A Python tool whose name an MCP server also gives."""
+        return f"python:{path}"
+
+    servers = {"mcpServers": {"one": {"command": "node", "args": _fs(files)[1:]}}}
+    with cs.Executor(
+        servers=servers, tools=[read_text_file], settings=KEEP, out=tmp_path / "s"
+    ) as ex:
+        names = [t.name for t in ex.tools]
+        result = ex.execute(
+            f"print(one__read_text_file(path={str(files / 'a.txt')!r}).strip())\n"
+            "print(python__read_text_file(path='p'))"
+        )
+    assert "one__read_text_file" in names and "python__read_text_file" in names
+    assert "read_text_file" not in names and "list_directory" in names
+    assert result.output == "alpha\npython:p\n"
+
+
+def test_server_that_fails_or_dies_leaves_the_executor_usable(
+    files: Path, tmp_path: Path, no_leftovers: None
+) -> None:
+    servers = {"fs": _fs(files), "broken": [sys.executable, "-c", "import sys; sys.exit(3)"]}
+    out = tmp_path / "s"
+    with cs.Executor(servers=servers, tools=[add], settings=KEEP, out=out, timeout_s=20) as ex:
+        assert len(ex.problems) == 1 and "'broken'" in ex.problems[0]
+        before = set(descendants(os.getpid()))
+        assert ex.execute(f"print(read_text_file(path={str(files / 'a.txt')!r}))").ok
+        node = [p for p in before if "node" in Path(f"/proc/{p}/cmdline").read_text()]
+        for pid in node:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+        dead = ex.execute(f"print(read_text_file(path={str(files / 'a.txt')!r}))")
+        after = ex.execute("print(add(a=1))\nprint(x if 'x' in dir() else 'ok')")
+    assert dead.status == "error" and "the MCP server 'fs' failed" in (dead.error or "")
+    assert dead.calls[0].result.is_error  # recorded as the call's observation
+    assert after.ok and after.output == "3\nok\n"
+    start = read_events(out)[0]
+    assert start.type == "run_start" and "failed:broken" in start.server
+
+
+def test_reviewer_that_raises_is_a_recorded_fallback(files: Path, tmp_path: Path) -> None:
+    settings = cs.RunSettings(scope="arg", schedule="every_boundary")
+    with cs.Executor(tools=[add], settings=settings, reviewer=Raising(), out=tmp_path / "s") as ex:
+        run = ex.execute("print(add(a=4))")
+        again = ex.execute("print(add(a=5))")
+    assert run.ok and run.output == "6\n" and again.output == "7\n"
+    (decision,) = run.decisions
+    assert decision.fallback == "malformed" and decision.operation == Keep()
+    assert "the reviewer raised RuntimeError: reviewer broke" in decision.detail
+
+
+def test_execute_after_close_is_a_clear_error(tmp_path: Path) -> None:
+    ex = cs.Executor(settings=KEEP, out=tmp_path / "s")
+    ex.close()
+    ex.close()
+    with pytest.raises(cs.ExecutorClosed, match="the executor is closed"):
+        ex.execute("print(1)")
+    assert [e.type for e in read_events(tmp_path / "s")][-1] == "run_end"
+
+
+def test_async_form(tmp_path: Path) -> None:
+    async def main() -> str:
+        async with cs.Executor(tools=[add], settings=KEEP, out=tmp_path / "s") as ex:
+            run = await ex.aexecute("print(add(a=40))")
+            return run.output
+
+    assert anyio.run(main) == "42\n"
+
+
+@pytest.mark.parametrize(
+    ("servers", "words"),
+    [
+        ({"mcpServers": {"x": {"command": "node", "url": "http://h"}}}, "unknown field 'url'"),
+        ({"mcpServers": {"x": {"args": ["a"]}}}, "server 'x': no 'command'"),
+        ({"mcpServers": {"x": {"command": " "}}}, "server 'x'"),
+        ({"mcpServers": {"x": {"command": "a"}}, "extra": 1}, "unknown key(s) ['extra']"),
+        ({"a__b": "node"}, "no server name"),
+    ],
+)
+def test_bad_server_configurations_are_one_line(
+    servers: dict[str, Any], words: str, tmp_path: Path
+) -> None:
+    with pytest.raises(cs.ExecutorError) as info:
+        cs.Executor(servers=servers, settings=KEEP, out=tmp_path / "s")
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_bad_server_file_and_settings(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"x": {"command": "a", "headers": {}}}}))
+    with pytest.raises(cs.ExecutorError, match=r"mcp.json: server 'x': unknown field 'headers'"):
+        cs.Executor(servers=path, settings=KEEP, out=tmp_path / "s")
+    with pytest.raises(cs.ExecutorError, match="recorded source run"):
+        cs.Executor(settings=cs.RunSettings(schedule="once", scope="keep"), out=tmp_path / "t")
+    with pytest.raises(cs.ExecutorError, match="planner_format is tools"):
+        cs.Executor(settings=cs.RunSettings(planner_format="fenced"), out=tmp_path / "u")
+
+
+@pytest.mark.parametrize("how", ["exit", "sigterm"])
+def test_interpreter_exit_and_sigterm_end_every_process(
+    how: str, files: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "s"
+    wait = "time.sleep(120)" if how == "sigterm" else "sys.stdin.readline()"
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        import controlscope as cs
+        ex = cs.Executor(servers={{"fs": {_fs(files)!r}}}, settings=cs.RunSettings(
+            scope="keep", schedule="never"), out={str(out)!r})
+        ex.execute("print(1)")
+        print("ready", flush=True)
+        {wait}
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        below = descendants(proc.pid)
+        assert below  # the worker and the server
+        if how == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == -signal.SIGTERM
+        else:  # the script ends without closing its executor
+            assert proc.stdin is not None
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    alive = [pid for pid in below if _state(pid) not in ("Z", "X", "gone")]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in alive if _state(pid) not in ("Z", "X", "gone")]
+    assert not alive, {pid: cmdline(pid) for pid in alive}
+    assert read_events(out)[-1].type == "run_end"
+
+
+def test_a_budget_ends_the_session_and_says_so(tmp_path: Path) -> None:
+    settings = cs.RunSettings(scope="keep", max_turns=2)
+    with cs.Executor(settings=settings, out=tmp_path / "s") as ex:
+        first = ex.execute("v = 1")
+        last = ex.execute("print(v + 1)")
+        with pytest.raises(cs.ExecutorClosed, match=r"the session ended \(budget:planning_turns"):
+            ex.execute("print(3)")
+    assert first.session_end is None and first.ok
+    assert last.ok and last.output == "2\n" and last.session_end == "budget:planning_turns"
+    assert read_events(tmp_path / "s")[-1].type == "run_end"
+
+
+def test_a_server_is_confined_to_its_workspace_where_asked(files: Path, tmp_path: Path) -> None:
+    script = find_server_script()
+    node_modules = next(p for p in script.parents if p.name == "node_modules")
+    entry = {"command": "node", "args": [str(script), "{workspace}"]}
+    entry |= {"workspace": str(files), "read": [str(node_modules)]}
+    with cs.Executor(servers={"fs": entry}, settings=KEEP, out=tmp_path / "s") as ex:
+        run = ex.execute(
+            "print(list_allowed_directories())\nprint(read_text_file(path='/workspace/a.txt'))"
+        )
+    assert run.ok, run.error
+    assert "/workspace" in run.output and str(files) not in run.output
+    assert "alpha" in run.output
+    session = json.loads((tmp_path / "s" / SESSION_FILE).read_text())
+    assert session["servers"]["fs"].endswith(f"(confined to {files})")
