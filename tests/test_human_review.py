@@ -13,7 +13,6 @@ import os
 import pty
 import re
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
+import _browser_support
 import controlscope as cs
 from _process_support import sigint_as
 from controlscope import view
@@ -41,6 +41,9 @@ from controlscope.core import (
     RealizedOperationEvent,
 )
 from test_api import TASK, script
+
+browser = _browser_support.browser  # the fixtures, used by name
+page = _browser_support.page
 
 #: Call 0 is not reviewed (continuous review starts after a completed call); call 1 (a read
 #: with an integer-valued ``head``) and call 2 (a write) are.
@@ -60,29 +63,6 @@ REPLACEMENT = 'write_file(path="/workspace/split/replaced.txt", content="typed b
 
 def fenced(code: str) -> str:
     return f"```python\n{code}\n```"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium under playwright (never a downloaded browser)."""
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.fail("chromium is not installed: run scripts/setup.sh (apt-get install chromium)")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=executable)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    yield page
-    context.close()
-    assert errors == [], f"the page raised: {errors}"
 
 
 def calls(run_dir: Path) -> list[Any]:

@@ -464,6 +464,7 @@ def test_summarize_counts_everything() -> None:
         "invalid_arguments": 0,
         "provider_error": 1,
         "syntax_error": 0,
+        "timeout": 0,
     }
     planner, reviewer = s.tokens["planner"], s.tokens["reviewer"]
     assert (planner.logical.input_tokens, planner.logical.output_tokens) == (300, 50)

@@ -16,12 +16,12 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Page
 
+import _browser_support
 import controlscope as cs
 from controlscope import replay, view
 from controlscope.cli import main as cli
@@ -30,6 +30,9 @@ from controlscope.models import ScriptedModel
 from controlscope.review import ModelReviewer
 from test_api import BROKEN, SOLVE
 from test_replay import KEEP, PATCH, fenced, record
+
+browser = _browser_support.browser  # the fixtures, used by name
+page = _browser_support.page
 
 FIXTURE = Path(__file__).parent / "fixtures" / "main_job"
 
@@ -42,29 +45,6 @@ for i in range(1, 5):
     chunk = lines[i * per:(i + 1) * per]
     write_file(path=f"{root}/split/part_{i + 1:02d}.txt", content="REPLACED\\n")
 """
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium under playwright (never a downloaded browser)."""
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.fail("chromium is not installed: run scripts/setup.sh (apt-get install chromium)")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=executable)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    yield page
-    context.close()
-    assert errors == [], f"the page raised: {errors}"
 
 
 @pytest.fixture(scope="module")

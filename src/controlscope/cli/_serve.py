@@ -14,9 +14,9 @@ import anyio
 from pydantic import ValidationError
 from rich.console import Console
 
-from controlscope.cli._console import fail, path_option
+from controlscope.cli._console import NumberOption, fail, path_option
 from controlscope.cli._settings_args import add_settings, settings_from_args
-from controlscope.core import RunSettings
+from controlscope.core import Port, RunSettings
 from controlscope.executor import DEFAULT_GOAL, Executor, ExecutorError
 from controlscope.integrations import code_mode_server
 from controlscope.schedule import SCHEDULE_FORMS
@@ -36,7 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="the HTTP transport's address")
-    parser.add_argument("--port", type=int, default=8000, help="the HTTP transport's port")
+    port = NumberOption(Port)
+    parser.add_argument(
+        "--port", type=port, default=8000, help=f"the HTTP transport's port ({port.span})"
+    )
     parser.add_argument("--goal", default=DEFAULT_GOAL, help="what the session is for")
     parser.add_argument("--out", type=path_option, default=None, help="the session's run directory")
     add_settings(
