@@ -162,7 +162,8 @@ _SCALARS = (str, int, float, bool, type(None))
 def arguments_schema(tool: ToolSchema) -> dict[str, Any] | None:
     """The JSON schema of a ``patch_arguments``'s ``arguments`` for a call of ``tool``: an
     object of the tool's data parameters (its code-valued ones left out, paper section 3.1),
-    each typed by :func:`typed_schema`, its required data parameters required, no other name.
+    each typed by :func:`typed_schema`, none required (a patch names only what it changes:
+    a required ``content`` would make the model copy a whole file), no other name.
 
     A decision decoded under it can only name the tool's own parameters with values of their
     types (values are still judged against the full schema by validation).
@@ -181,14 +182,7 @@ def arguments_schema(tool: ToolSchema) -> dict[str, Any] | None:
     data = {str(name): typed_schema(prop) for name, prop in properties.items() if name not in code}
     if not data:
         return None
-    required = tool.input_schema.get("required")
-    needed = [n for n in required if n in data] if isinstance(required, list) else []
-    return {
-        "type": "object",
-        "properties": data,
-        "required": needed,
-        "additionalProperties": False,
-    }
+    return {"type": "object", "properties": data, "additionalProperties": False}
 
 
 def _same_json(old: Any, new: Any) -> bool:
