@@ -27,6 +27,7 @@ fallbacks by kind. Targets: at least 0.9 (Arg) and 0.7 (Full).
 model this benchmark loaded) returns a mapping holding them; otherwise they are null.
 
 Usage: CONTROLSCOPE_THREADS=2 python benchmarks/embedded_review.py [--per-program N]
+[--tasks TASK ...] [--timeout-s S]
 """
 
 from __future__ import annotations
@@ -126,49 +127,65 @@ def review_condition(scope: Scope) -> Condition:
     )
 
 
-def review_all(
-    model: ChatModel, boundaries: list[tuple[str, PublicState]], scope: Scope
-) -> dict[str, Any]:
-    """Review every boundary granted ``scope``; counts of proposals, acceptances, fallbacks."""
-    reviewer = ModelReviewer(model)
-    condition = review_condition(scope)
-    proposed: Counter[str] = Counter()
-    accepted: Counter[str] = Counter()
-    fallbacks: Counter[str] = Counter()
-    provider_errors = 0
-    seconds: list[float] = []
-    for task_id, state in boundaries:
-        outcome = review_boundary(reviewer, state, condition)
-        seconds.append(outcome.latency_s)
-        proposal = outcome.proposal
-        if proposal is not None and proposal.error is not None:
-            provider_errors += 1
-        else:
-            kind = proposal.operation.kind if proposal and proposal.operation else "malformed"
-            proposed[kind] += 1
-            accepted[kind] += outcome.validation.accepted
-        if outcome.fallback is not None:
-            fallbacks[outcome.validation.reason or outcome.fallback] += 1
-        detail = outcome.validation.detail[:160]
-        raw = (proposal.raw if proposal else "")[:300].replace("\n", "\\n")
-        print(
-            f"[{scope.name.lower()}] {task_id} call {state.boundary.call_index} "
-            f"{state.boundary.tool}: {outcome.realized.kind} "
-            f"accepted={outcome.validation.accepted} {detail} "
-            f"({outcome.latency_s:.0f}s) raw={raw}",
-            file=sys.stderr,
-            flush=True,
-        )
-    total = sum(proposed.values())
-    return {
-        "ratio": round(sum(accepted.values()) / total, 3) if total else None,
-        "proposals": total,
-        "proposed": dict(proposed),
-        "accepted": dict(accepted),
-        "fallbacks": dict(fallbacks),
-        "provider_errors": provider_errors,
-        "review_s": seconds,
-    }
+class Tally:
+    """One scope's counts: proposals, acceptances and fallbacks by kind, review seconds."""
+
+    def __init__(self) -> None:
+        self.proposed: Counter[str] = Counter()
+        self.accepted: Counter[str] = Counter()
+        self.fallbacks: Counter[str] = Counter()
+        self.provider_errors = 0
+        self.seconds: list[float] = []
+
+    def summary(self) -> dict[str, Any]:
+        total = sum(self.proposed.values())
+        return {
+            "ratio": round(sum(self.accepted.values()) / total, 3) if total else None,
+            "proposals": total,
+            "proposed": dict(self.proposed),
+            "accepted": dict(self.accepted),
+            "fallbacks": dict(self.fallbacks),
+            "provider_errors": self.provider_errors,
+        }
+
+
+def review_one(
+    model: ChatModel, task_id: str, state: PublicState, scope: Scope, tally: Tally
+) -> None:
+    """Review ``state`` granted ``scope`` and count the outcome in ``tally``."""
+    outcome = review_boundary(ModelReviewer(model), state, review_condition(scope))
+    tally.seconds.append(outcome.latency_s)
+    proposal = outcome.proposal
+    if proposal is not None and proposal.error is not None:
+        tally.provider_errors += 1
+    else:
+        kind = proposal.operation.kind if proposal and proposal.operation else "malformed"
+        tally.proposed[kind] += 1
+        tally.accepted[kind] += outcome.validation.accepted
+    if outcome.fallback is not None:
+        tally.fallbacks[outcome.validation.reason or outcome.fallback] += 1
+    raw = (proposal.raw if proposal else "")[:600].replace("\n", "\\n")
+    print(
+        f"[{scope.name.lower()}] {task_id} call {state.boundary.call_index} "
+        f"{state.boundary.tool}: {outcome.realized.kind} "
+        f"accepted={outcome.validation.accepted} {outcome.validation.detail[:400]} "
+        f"({outcome.latency_s:.0f}s) raw={raw}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def review_all(model: ChatModel, boundaries: list[tuple[str, PublicState]]) -> dict[Scope, Tally]:
+    """Review every boundary granted Arg and granted Full: task by task, a task's boundaries
+    under Arg and then under Full (successive requests share their prompt's head, which the
+    model keeps)."""
+    tallies = {Scope.ARG: Tally(), Scope.FULL: Tally()}
+    for task_id in dict.fromkeys(task for task, _ in boundaries):
+        states = [state for task, state in boundaries if task == task_id]
+        for scope, tally in tallies.items():
+            for state in states:
+                review_one(model, task_id, state, scope, tally)
+    return tallies
 
 
 def demo_numbers(model: ChatModel) -> dict[str, Any]:
@@ -191,9 +208,16 @@ def main() -> int:
     """Capture the boundaries, review them under Arg and Full, print the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-program", type=int, default=5, help="boundaries per program")
-    parser.add_argument("--programs", type=int, default=None, help="only the first N programs")
+    parser.add_argument(
+        "--tasks", nargs="*", default=None, help="only these tasks (default: every program's)"
+    )
+    parser.add_argument(
+        "--timeout-s", type=float, default=600.0, help="the model's deadline per review"
+    )
     args = parser.parse_args()
-    files = sorted(PROGRAMS.glob("*.py"))[: args.programs]
+    files = sorted(PROGRAMS.glob("*.py"))
+    if args.tasks:
+        files = [f for f in files if f.stem.replace("__", "/") in args.tasks]
     boundaries: list[tuple[str, PublicState]] = []
     with tempfile.TemporaryDirectory(prefix="embedded-review-") as tmp:
         for path in files:
@@ -201,17 +225,17 @@ def main() -> int:
             states = capture(task_id, path.read_text(), args.per_program, Path(tmp))
             print(f"{task_id}: {len(states)} boundaries", file=sys.stderr, flush=True)
             boundaries.extend((task_id, s) for s in states)
-    model = make_model("local")
+    model = make_model("local", request_timeout_s=args.timeout_s)
     started = time.perf_counter()
     try:
-        arg = review_all(model, boundaries, Scope.ARG)
-        full = review_all(model, boundaries, Scope.FULL)
+        tallies = review_all(model, boundaries)
         demo = demo_numbers(model)
     finally:
         close = getattr(model, "close", None)
         if close is not None:
             close()
-    seconds = arg.pop("review_s") + full.pop("review_s")
+    arg, full = tallies[Scope.ARG].summary(), tallies[Scope.FULL].summary()
+    seconds = tallies[Scope.ARG].seconds + tallies[Scope.FULL].seconds
     result = {
         "valid_arg_ratio": arg["ratio"],
         "valid_full_ratio": full["ratio"],

@@ -212,7 +212,7 @@ def test_a_constants_answer_is_the_block_with_those_constants() -> None:
         (  # a constant the block does not have
             Scope.PARAMS,
             {"operation": "patch_block_data", "constants": {"99": "x"}},
-            "Additional properties are not allowed",
+            "('99' was unexpected)",
         ),
         (  # a value of another type than the parameter's
             Scope.ARG,
@@ -282,3 +282,56 @@ def test_an_openai_json_review_sends_the_narrowed_schema(server: StreamServer) -
     assert "response_format" not in body
     (tool,) = [t for t in body["tools"] if t["function"]["name"] == "patch_arguments"]
     assert tool["function"]["parameters"]["properties"]["arguments"] == arguments_schema(READ)
+
+
+@pytest.mark.slow
+@pytest.mark.needs_weights
+def test_the_embedded_models_argument_patch_names_the_tools_own_parameters(tmp_path: Any) -> None:
+    """The issue's boundary: the embedded 1.5B model, made to patch (only the
+    ``patch_arguments`` branch of its decision schema), writes the pending tool's own
+    parameters, and validation accepts the patch."""
+    from controlscope.models import LocalModel
+
+    server = start_filesystem_server(tmp_path)
+    try:
+        tools = tuple(server.list_tools())
+    finally:
+        server.close()
+    code = (
+        'entries = list_directory(path="/workspace/student")\n'
+        "for line in entries.splitlines():\n"
+        '    if line.startswith("[DIR] "):\n'
+        '        print(read_text_file(path="/workspace/students/" + line[6:]))\n'
+    )
+    state = PublicState(
+        goal="The folder /workspace/students holds one sub-folder per student. List them.",
+        reply_blocks=(code,),
+        running_block=0,
+        boundary=Boundary(
+            block_id="t0.b0",
+            call_index=0,
+            block_call_index=0,
+            tool="list_directory",
+            arguments={"path": "/workspace/student"},
+            line=1,
+            call_site=CallSite(module="t0.b0"),
+            code=code,
+            literal_slots={"path": 0},
+        ),
+        tools=tools,
+    )
+    condition = Condition(scope=Scope.ARG, review_mode="json", max_tokens=256)
+    with LocalModel("1.5b", n_ctx=8192, seed=0) as model:
+        request = ModelReviewer(model).build_request(state, condition)
+        assert request.json_schema is not None
+        (patch,) = [
+            b
+            for b in request.json_schema["anyOf"]
+            if b["properties"]["operation"]["const"] == "patch_arguments"
+        ]
+        response = model.complete(request.model_copy(update={"json_schema": patch}))
+    decision = json.loads(response.text or "")
+    assert set(decision["arguments"]) <= {"path"}, decision
+    outcome = review_boundary(ModelReviewer(ScriptedModel([response.text or ""])), state, condition)
+    assert outcome.validation.reason != "unknown_argument", outcome.validation.detail
+    assert outcome.proposal is not None and outcome.proposal.operation is not None
