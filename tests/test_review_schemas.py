@@ -143,6 +143,20 @@ def test_decision_schema_and_tools_carry_the_pending_tools_parameters() -> None:
         jsonschema.validate(the_issues_answer, decision_schema(arg, state))
 
 
+def test_narrowed_decision_schemas_compile_to_llama_grammars() -> None:
+    """The embedded model decodes under them: llama.cpp's converter must accept each."""
+    import llama_cpp.llama_grammar as grammar_mod
+
+    for tool in (TOOL, READ):
+        for scope in Scope:
+            schema = decision_schema(OperationSet.of(scope, "v2"), _state(tool))
+            gbnf = grammar_mod.json_schema_to_gbnf(json.dumps(schema))
+            if scope >= Scope.ARG:
+                assert "path" in gbnf, scope
+            if scope >= Scope.PARAMS:
+                assert "constants" in gbnf, scope
+
+
 def test_the_real_filesystem_tools_narrow_to_their_own_parameters(tmp_path: Any) -> None:
     server = start_filesystem_server(tmp_path)
     try:
