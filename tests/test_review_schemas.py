@@ -19,13 +19,11 @@ from controlscope.core import (
     PatchBlockData,
     Scope,
     ToolSchema,
-    fences,
-)
-from controlscope.core._op_patch_arguments import arguments_schema
-from controlscope.core._op_patch_block_data import (
+    arguments_schema,
     block_with_constants,
     constants_schema,
     editable_constants,
+    fences,
 )
 from controlscope.envs.filesystem.server import start_filesystem_server
 from controlscope.models import OpenAIModel

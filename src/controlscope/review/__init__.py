@@ -33,6 +33,7 @@ from controlscope.review._views import (
     clip,
     json_line,
     quote,
+    quote_code,
     render_view,
 )
 
@@ -61,6 +62,7 @@ __all__ = [
     "parse_decision",
     "parse_operation",
     "quote",
+    "quote_code",
     "raw_answer",
     "render_view",
     "review_boundary",
