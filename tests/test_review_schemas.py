@@ -19,6 +19,7 @@ from controlscope.core import (
     PatchBlockData,
     Scope,
     ToolSchema,
+    ViewLimits,
     arguments_schema,
     block_with_constants,
     constants_schema,
@@ -347,3 +348,15 @@ def test_the_embedded_models_argument_patch_names_the_tools_own_parameters(tmp_p
     outcome = review_boundary(ModelReviewer(ScriptedModel([response.text or ""])), state, condition)
     assert outcome.validation.reason != "unknown_argument", outcome.validation.detail
     assert outcome.proposal is not None and outcome.proposal.operation is not None
+
+
+def test_a_bounded_view_cuts_code_outside_its_fences() -> None:
+    """A cut is marked between two fences of whole lines, never inside the code."""
+    long = "".join(f"step_{i} = read_text_file(path='/workspace/{i}.txt')\n" for i in range(200))
+    state = _state(READ, code=long).model_copy(update={"reply_blocks": (long,)})
+    granted = OperationSet.of(Scope.FULL)
+    text = render_view(state, "with_feedback", granted, limits=ViewLimits())[1].content or ""
+    head, tail = fences(text)
+    assert long.startswith(head.body + "\n") and long.endswith(tail.body + "\n")
+    assert "cut" not in head.body + tail.body
+    assert "lines of this block cut ...]" in text[head.end : tail.start]

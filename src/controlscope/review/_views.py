@@ -222,8 +222,31 @@ def quote_code(code: str) -> str:
 
 
 def _code(code: str, lim: ViewLimits | None) -> str:
-    code = code.rstrip()
-    return quote_code(clip(code, lim.code_chars) if lim is not None else code)
+    """A block's code, quoted; in a bounded view longer code keeps whole lines from its head
+    and its tail, in two fences with the cut marked between them (never inside the code, where
+    a model would copy the mark)."""
+    lines = code.rstrip().splitlines()
+    if lim is None or len("\n".join(lines)) <= lim.code_chars:
+        return quote_code("\n".join(lines))
+    head: list[str] = []
+    tail: list[str] = []
+    budget = lim.code_chars // 2
+    for line in lines:
+        if len(line) + 1 > budget:
+            break
+        head.append(line)
+        budget -= len(line) + 1
+    budget += lim.code_chars - lim.code_chars // 2
+    for line in reversed(lines[len(head) :]):
+        if len(line) + 1 > budget:
+            break
+        tail.insert(0, line)
+        budget -= len(line) + 1
+    cut = len(lines) - len(head) - len(tail)
+    return (
+        f"{quote_code(chr(10).join(head))}\n[... {cut} lines of this block cut ...]\n"
+        f"{quote_code(chr(10).join(tail))}"
+    )
 
 
 def _reply(state: PublicState, lim: ViewLimits | None) -> str:
