@@ -218,6 +218,7 @@ from controlscope.core._models import (
     seeded_request,
 )
 from controlscope.core._op_base import (
+    GENERIC_PAYLOADS,
     FinalArguments,
     MalformedOperationError,
     OperationSpec,
@@ -225,12 +226,15 @@ from controlscope.core._op_base import (
     Rejection,
 )
 from controlscope.core._op_keep import Keep
-from controlscope.core._op_patch_arguments import PatchArguments
+from controlscope.core._op_patch_arguments import PatchArguments, arguments_schema, typed_schema
 from controlscope.core._op_patch_block_data import (
     SCALAR_TYPES,
     PatchBlockData,
     block_data_arguments,
     block_data_constants,
+    block_with_constants,
+    constants_schema,
+    editable_constants,
 )
 from controlscope.core._op_registry import (
     OPERATION_GROUPS,
@@ -374,6 +378,7 @@ __all__ = [
     "EVENTS_FILE",
     "EVENT_ADAPTER",
     "FALLBACK_KINDS",
+    "GENERIC_PAYLOADS",
     "LATTICES",
     "LATTICE_OPERATIONS",
     "MAX_BLOCKS",
@@ -570,16 +575,20 @@ __all__ = [
     "answer_schema_error",
     "app_protocol_conflict",
     "app_protocol_defaults",
+    "arguments_schema",
     "block_data_arguments",
     "block_data_constants",
+    "block_with_constants",
     "call_index",
     "call_seconds",
     "changed_data",
     "clip_text",
     "code_parameters",
     "constants_in_order",
+    "constants_schema",
     "data_problem",
     "decode_json",
+    "editable_constants",
     "escape_untrusted",
     "fence",
     "fences",
@@ -625,6 +634,7 @@ __all__ = [
     "structure_key",
     "tool_params",
     "transform_block",
+    "typed_schema",
     "unfence",
     "upgrade_event",
     "violation_text",

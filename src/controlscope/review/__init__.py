@@ -36,6 +36,7 @@ from controlscope.review._views import (
     clip,
     json_line,
     quote,
+    quote_code,
     render_view,
 )
 
@@ -68,6 +69,7 @@ __all__ = [
     "parse_decision",
     "parse_operation",
     "quote",
+    "quote_code",
     "raw_answer",
     "render_view",
     "rest_of_block",
