@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from controlscope.analysis._reviews import plural
 from controlscope.core import RealizedOperationEvent, ValidationEvent, operation_spec
 from controlscope.panel import KEEP, condition_label
 from controlscope.record import LogError, iter_events
@@ -143,7 +144,7 @@ def _decisions(directory: Path | None) -> tuple[int, tuple[str, ...]]:
         return reviews, ("kept at every review",)
     chosen = reviews - len(lines)  # the keeps the reviewer chose
     if not revisions and chosen:
-        lines.insert(0, f"kept by choice at {chosen} review{'s' if chosen != 1 else ''}")
+        lines.insert(0, f"kept by choice at {plural(chosen, 'review')}")
     return reviews, tuple(lines)
 
 

@@ -267,7 +267,7 @@ def pair_lines(pairs: list[PairedOutcome]) -> list[str]:
     for p in pairs:
         lines.append(
             f"{p.unit} {p.condition}: keep {mark[p.keep_success]} -> {mark[p.success]} "
-            f"({p.label}, {p.reviews} review{'s' if p.reviews != 1 else ''})"
+            f"({p.label}, {plural(p.reviews, 'review')})"
         )
         lines += [f"    {d}" for d in p.decisions]
     return lines
@@ -333,22 +333,25 @@ def _markdown(r: Report) -> str:
     for name, path in r.figures.items():
         lines += [f"![{name}]({path.name})", ""]
     if r.pairs:
-        lines += ["## Paired outcomes by unit and the decisions behind them", "", "```text"]
-        lines += [escape_untrusted(line).replace("`", "'") for line in pair_lines(r.pairs)]
-        lines += ["```", ""]
+        lines += _text_section(
+            "Paired outcomes by unit and the decisions behind them", pair_lines(r.pairs)
+        )
     if r.frozen_sources:
-        lines += ["## Frozen source programs (read from files, not sampled)", "", "```text"]
-        lines += [
-            escape_untrusted(f"{unit}: {shown}").replace("`", "'")
-            for unit, shown in r.frozen_sources.items()
-        ]
-        lines += ["```", ""]
+        lines += _text_section(
+            "Frozen source programs (read from files, not sampled)",
+            [f"{unit}: {shown}" for unit, shown in r.frozen_sources.items()],
+        )
     if r.problems:
-        lines += ["## Runs missing, corrupt, without a verdict or ineligible", "", "```text"]
-        lines += [escape_untrusted(p).replace("`", "'") for p in r.problems]
-        lines += ["```", ""]
+        lines += _text_section("Runs missing, corrupt, without a verdict or ineligible", r.problems)
     lines += ["Open the runs in the viewer:", "", "```sh", r.viewer, "```", ""]
     return "\n".join(lines)
+
+
+def _text_section(title: str, lines: list[str]) -> list[str]:
+    """A report section of untrusted text lines in one ``text`` block, each line escaped to one
+    inert line without backticks (none can end the block)."""
+    body = [escape_untrusted(line).replace("`", "'") for line in lines]
+    return [f"## {title}", "", "```text", *body, "```", ""]
 
 
 def _latex(r: Report) -> str:
