@@ -22,12 +22,12 @@ The last line of stdout is one JSON object:
 proposal and is counted apart). ``arg``/``full``: proposals by kind, accepted ones by kind and
 fallbacks by kind. Targets: at least 0.9 (Arg) and 0.7 (Full).
 
-``programs_2plus_calls_ratio``, ``demo_non_ties`` and ``demo_minutes`` come from
-``benchmarks/_embedded_demo.py`` when that module exists: its ``measure(model)`` (the embedded
-model this benchmark loaded) returns a mapping holding them; otherwise they are null.
+``demo_non_ties`` and ``demo_minutes`` (with ``--demo``) and ``programs_2plus_calls_ratio``
+(with ``--programs``) come from ``benchmarks/_embedded_demo.py``, measured after the reviews'
+model is closed; a key not asked for is null.
 
 Usage: CONTROLSCOPE_THREADS=2 python benchmarks/embedded_review.py [--per-program N]
-[--tasks TASK ...] [--timeout-s S]
+[--tasks TASK ...] [--timeout-s S] [--demo] [--programs]
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -188,20 +187,25 @@ def review_all(model: ChatModel, boundaries: list[tuple[str, PublicState]]) -> d
     return tallies
 
 
-def demo_numbers(model: ChatModel) -> dict[str, Any]:
-    """The demo's keys from ``benchmarks/_embedded_demo.py``'s ``measure(model)``; null when
-    that module does not exist."""
-    path = HERE / "_embedded_demo.py"
-    if not path.exists():
-        return dict.fromkeys(DEMO_KEYS)
-    spec = importlib.util.spec_from_file_location("_embedded_demo", path)
+def demo_numbers(demo: bool, programs: bool) -> dict[str, Any]:
+    """The demo's keys, measured by ``benchmarks/_embedded_demo.py`` after this benchmark's model
+    is closed (one model process at a time): ``demo_non_ties`` and ``demo_minutes`` with
+    ``demo`` (the main job's panel, run once), ``programs_2plus_calls_ratio`` with ``programs``
+    (20 tasks x 2 planner samples); a key not asked for is null."""
+    found: dict[str, Any] = dict.fromkeys(DEMO_KEYS)
+    if not (demo or programs):
+        return found
+    spec = importlib.util.spec_from_file_location("_embedded_demo", HERE / "_embedded_demo.py")
     if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot import {path}")
+        raise RuntimeError("cannot import benchmarks/_embedded_demo.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    measure: Callable[[ChatModel], Mapping[str, Any]] = module.measure
-    found = measure(model)
-    return {key: found.get(key) for key in DEMO_KEYS}
+    if demo:
+        found["demo_non_ties"] = module.demo_non_ties()
+        found["demo_minutes"] = module.demo_minutes()
+    if programs:
+        found["programs_2plus_calls_ratio"] = module.programs_2plus_calls_ratio()
+    return found
 
 
 def main() -> int:
@@ -213,6 +217,10 @@ def main() -> int:
     )
     parser.add_argument(
         "--timeout-s", type=float, default=600.0, help="the model's deadline per review"
+    )
+    parser.add_argument("--demo", action="store_true", help="also run the main job's panel")
+    parser.add_argument(
+        "--programs", action="store_true", help="also sample 20 tasks x 2 planner programs"
     )
     args = parser.parse_args()
     files = sorted(PROGRAMS.glob("*.py"))
@@ -229,11 +237,11 @@ def main() -> int:
     started = time.perf_counter()
     try:
         tallies = review_all(model, boundaries)
-        demo = demo_numbers(model)
     finally:
         close = getattr(model, "close", None)
         if close is not None:
             close()
+    demo = demo_numbers(args.demo, args.programs)
     arg, full = tallies[Scope.ARG].summary(), tallies[Scope.FULL].summary()
     seconds = tallies[Scope.ARG].seconds + tallies[Scope.FULL].seconds
     result = {
