@@ -199,6 +199,7 @@ def demo_numbers(demo: bool, programs: bool) -> dict[str, Any]:
     if spec is None or spec.loader is None:
         raise RuntimeError("cannot import benchmarks/_embedded_demo.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     if demo:
         found["demo_non_ties"] = module.demo_non_ties()
