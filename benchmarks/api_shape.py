@@ -438,6 +438,7 @@ SHARED_SETTING_NAMES = (
     "max_tokens",
     "draw",
     "source_program",
+    "source",
     "block_exec_s",
     "isolation",
     "model",

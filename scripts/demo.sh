@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Set up (idempotent) and run the main job on the embedded defaults: a small paired panel
-# (scripts/demo.toml). The local 1.5B model writes a source program for the student-database
-# task "English-talent selection" (25 students), shared by Keep, Arg and Full; under Arg and
-# Full the same model reviews every primitive call; then the report prints the paired result.
-# The panel is recorded under runs/demo/ (a previous demo there is replaced). Extra arguments
-# go to `controlscope panel` (e.g. --workers 2).
+# (scripts/demo.toml). Two tasks whose source programs are frozen fixtures
+# (scripts/demo_programs/) that go wrong the way the paper's do: student records read one call
+# at a time under a call budget that cannot finish them, and a paper moved to the wrong
+# destination. Keep, Arg and Full run each program from the same state; under Arg and Full the
+# local 1.5B model reviews once, at the boundary where the program goes wrong; then the report
+# prints each paired difference with the decision that caused it. The panel is recorded under
+# runs/demo/ (a previous demo there is replaced). Extra arguments go to `controlscope panel`
+# (e.g. --workers 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

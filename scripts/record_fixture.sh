@@ -9,7 +9,8 @@
 # reviewer proposed more than `keep` (a patch or replacement, realized or rejected). Source programs
 # (the planner's sampling draw) are tried in order under every_boundary (which also reviews the
 # first call: the 1.5B planner's programs often make a single call), then continuous; the first run
-# that qualifies is kept.
+# that qualifies is kept. A budget of 4 planning turns (MAX_TURNS) keeps the recording short: the
+# 1.5B planner can spend all 100 default turns re-running a failing block.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
@@ -18,7 +19,7 @@ kept=""
 for schedule in ${SCHEDULES:-every_boundary continuous}; do
   for program in ${PROGRAMS:-0 1 2 3 4 5}; do
     args=(--task student_database/english_talent --students 25 --seed 0 --scope full
-          --schedule "$schedule" --source-program "$program")
+          --schedule "$schedule" --source-program "$program" --max-turns "${MAX_TURNS:-4}")
     run="$out/$schedule-$program"
     echo "record_fixture: $schedule, source program $program"
     .venv/bin/controlscope run "${args[@]}" --model local --quiet --out "$run" || true

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.request
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -618,52 +620,118 @@ def test_the_ray_backend_runs_a_panel_on_a_local_instance(tmp_path: Path) -> Non
     assert again.status.skipped == 3
 
 
-def test_the_demo_is_a_panel_of_keep_arg_and_full_from_one_state() -> None:
-    root = Path(__file__).resolve().parents[1]
-    config = cp.load_config(root / "scripts" / "demo.toml")
+DEMO = Path(__file__).resolve().parents[1] / "scripts" / "demo.toml"
+DEMO_TASKS = ("student_database/english_talent", "papers/find_math_paper")
+
+
+def test_the_demo_is_a_panel_of_keep_arg_and_full_over_frozen_programs() -> None:
+    config = cp.load_config(DEMO)
     plan = cp.plan_panel(config, check_models=False)  # the weights are the slow tests' to load
-    assert [r.scope for r in plan.runs] == ["keep", "arg", "full"]
-    assert {r.task for r in plan.runs} == {"student_database/english_talent"}
-    assert config.start == "whole" and config.schedule == "every_boundary"
-    assert config.planner.model == "local"
-    demo = (root / "scripts" / "demo.sh").read_text()
+    assert [r.scope for r in plan.runs] == ["keep", "keep", "arg", "full", "arg", "full"]
+    assert {r.task for r in plan.runs} == set(DEMO_TASKS)
+    assert all(r.source_file is not None for r in plan.runs)  # every unit's program frozen
+    assert config.start == "whole" and config.schedule == "once:2"
+    assert config.planner.model == "local" and config.budgets.max_turns == 1
+    demo = (DEMO.parent / "demo.sh").read_text()
     assert "controlscope panel scripts/demo.toml" in demo and "controlscope report" in demo
+
+
+def _demo_variant(tmp: Path, task: str, answer: dict[str, Any]) -> cp.PanelConfig:
+    """The demo's panel on one of its tasks, its reviewer a script giving ``answer``."""
+    data = tomllib.loads(DEMO.read_text())
+    reviewer = tmp / f"{task.replace('/', '_')}.json"
+    reviewer.write_text(json.dumps([json.dumps(answer)]))
+    data["tasks"] = [task]
+    data["params"] = {k: v for k, v in data.get("params", {}).items() if k == task}
+    data["planner"] = {"model": "scripted:" + str(tmp / "unused.json")}
+    data["reviewer"] = {"model": f"scripted:{reviewer}", "mode": "json"}
+    data["execution"] = {"workers": 2}
+    (tmp / "unused.json").write_text("[]")  # the frozen program is the whole plan
+    return cp.parse_config(cp.anchor_paths(data, DEMO.parent))
+
+
+BATCHED = """rows = ["student_id,name"]
+for folder in folders:
+    both = read_multiple_files(paths=[f"{root}/students/{folder}/basic_info.txt",
+                                      f"{root}/students/{folder}/recommendation_letter.txt"])
+    if qualifies(both, both):
+        rows.append(f"{fields(both)['Student ID']},{fields(both)['Name']}")
+write_file(path=f"{root}/english_talent.csv", content="\\n".join(rows) + "\\n")
+"""
+
+
+def test_a_demo_reviewer_that_chooses_well_makes_the_scopes_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's design: where its reviewer chooses well (a batch-reading replacement for the
+    student records, the right destination for the paper), Keep fails, Arg repairs the paper
+    alone and Full both; so every paired difference comes from a decision, and the report and
+    the viewer's panel page show it."""
+    replace = {"reason": "batch", "operation": "replace_workflow", "code": BATCHED}
+    patch = {
+        "reason": "papers/answer.html",
+        "operation": "patch_arguments",
+        "arguments": {"destination": "/workspace/papers/answer.html"},
+    }
+    found: dict[tuple[str, str], str] = {}
+    for task, answer in zip(DEMO_TASKS, (replace, patch), strict=True):
+        out = tmp_path / task.replace("/", "_")
+        cp.run_panel(_demo_variant(tmp_path, task, answer), out)
+        built = report(out)
+        for pair in built.pairs:
+            found[(task, pair.condition)] = pair.label
+            assert pair.keep_success is False and pair.reviews == 1
+            if answer is replace and pair.condition == "arg":  # not granted: refused, kept
+                assert pair.decisions == (
+                    "call 2: kept, a fallback (out_of_scope; proposed replace_workflow: "
+                    "out_of_scope)",
+                )
+        assert set(built.frozen_sources) == {f"{task}/s0/p0"}
+        with view.ViewServer(out) as server:
+            status, html = view_page(server.url)
+        decision = "replace_workflow" if answer is replace else "papers/answer.html"
+        assert status == 200 and 'id="pairs"' in html and decision in html
+        capsys.readouterr()
+        assert cli(["report", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert "the decisions behind them" in printed
+        assert f"call 2: {answer['operation']}" in printed
+    assert found == {
+        (DEMO_TASKS[0], "arg"): "tie",  # no argument of a read can save the budget
+        (DEMO_TASKS[0], "full"): "win",
+        (DEMO_TASKS[1], "arg"): "win",
+        (DEMO_TASKS[1], "full"): "win",
+    }
 
 
 @pytest.mark.slow
 @pytest.mark.needs_weights
 def test_the_demo_panel_runs_on_the_local_model_and_reports(tmp_path: Path) -> None:
     """The main job's panel, as `scripts/demo.sh` runs it, on the embedded model: every run ends
-    recorded, Arg and Full start from Keep's source program and review every boundary, and the
-    report is written. The demo's file with the 0.5B model in place of the 1.5B one (the same
-    runtime and code path; the 1.5B model runs in the CLI's live-run test), with shorter answers
-    and at most three planning turns (the 0.5B model, unlike the 1.5B one, may plan until its
-    budget ends)."""
-    root = Path(__file__).resolve().parents[1]
-    text = (root / "scripts" / "demo.toml").read_text()
-    for line in ('model = "local"\n', "[budgets]\n"):  # the demo's one model and its budgets
-        assert text.count(line) == 1 and "[reviewer]" not in text, line
-    text = text.replace('model = "local"\n', 'model = "local:0.5b"\nmax_tokens = 384\n')
-    text = text.replace("[budgets]\n", "[budgets]\nmax_turns = 3\n")
-    config = tmp_path / "demo.toml"
-    config.write_text(text + "[reviewer]\nmax_tokens = 192\n")
+    recorded, each reviewing run reviews once on its frozen program, and the report lists every
+    pair with the decision behind it. The demo's file with the 0.5B model in place of the 1.5B
+    one (the same runtime and code path; the 1.5B model runs in the CLI's live-run test) and
+    shorter answers."""
+    text = DEMO.read_text()
+    for line in ('model = "local"\n', "max_tokens = 512\n"):  # the demo's model and its cap
+        assert text.count(line) == 1, line
+    text = text.replace('model = "local"\n', 'model = "local:0.5b"\n')
+    text = text.replace("max_tokens = 512\n", "max_tokens = 256\n")
+    shutil.copytree(DEMO.parent / "demo_programs", tmp_path / "demo_programs")
+    config = tmp_path / "demo.toml"  # beside its source folder, as in scripts/
+    config.write_text(text)
     out = tmp_path / "demo"
     assert cli(["panel", str(config), "--out", str(out), "--quiet"]) == 0
-    unit = "student_database/english_talent/s0/p0"
-    firsts = {}
-    for name in ("keep", "arg-d0", "full-d0"):
-        summary = cs.read_summary(cp.run_dir(out, f"{unit}/{name}"))
-        assert summary.complete and summary.end_reason is not None
-        assert summary.end_reason not in ("error", "environment_error", "interrupted")
-        log = cs.read_events(cp.run_dir(out, f"{unit}/{name}"))
-        calls = [e for e in log if isinstance(e, ModelCallEvent)]
-        firsts[name] = calls[0]
-        if name != "keep":
-            assert summary.reviews == summary.boundaries  # every boundary reviewed
-    assert firsts["arg-d0"].request == firsts["keep"].request == firsts["full-d0"].request
-    assert firsts["arg-d0"].response is not None and firsts["arg-d0"].response.cached
+    for task in DEMO_TASKS:
+        for name in ("keep", "arg-d0", "full-d0"):
+            summary = cs.read_summary(cp.run_dir(out, f"{task}/s0/p0/{name}"))
+            assert summary.complete and summary.end_reason is not None
+            assert summary.end_reason not in ("error", "environment_error", "interrupted")
+            assert summary.reviews == (0 if name == "keep" else 1)
     assert cli(["report", str(out)]) == 0
-    assert (out / "report" / "report.md").is_file()
+    text = (out / "report" / "report.md").read_text()
+    assert "Paired outcomes by unit and the decisions behind them" in text
+    assert all(f"{task}/s0/p0 arg: keep" in text for task in DEMO_TASKS)
 
 
 def test_the_live_line_shows_runs_and_successes_per_condition() -> None:

@@ -7,6 +7,7 @@ Tool schemas come from the real MCP filesystem server; the model is the scripted
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from controlscope.core import (
     ToolCall,
     ToolResult,
     ToolSchema,
+    fences,
 )
 from controlscope.envs.filesystem.server import start_filesystem_server
 from controlscope.models._scripted import ScriptedModel
@@ -148,11 +150,16 @@ FULL = OperationSet.of(Scope.FULL)
 
 
 def sections(text: str) -> dict[str, str]:
-    """A rendered user message's sections by title (``## TITLE`` lines)."""
+    """A rendered user message's sections by title (``## TITLE`` lines outside fenced code)."""
     out: dict[str, str] = {}
     title = None
+    marker: str | None = None  # the open fence's backticks
     for line in text.split("\n"):
-        if line.startswith("## "):
+        if marker is None and (opening := re.match(r"`{3,}", line)):
+            marker = opening.group(0)
+        elif marker is not None and line == marker:
+            marker = None
+        elif marker is None and line.startswith("## "):
             title = line[3:]
             out[title] = ""
         elif title is not None:
@@ -418,7 +425,7 @@ def test_replacement_block_is_shown_in_the_reply(fs_tools: tuple[ToolSchema, ...
     )
     text = render_view(state, "code_only", FULL)[1].content or ""
     reply = sections(text)["CURRENT REPLY"]
-    assert "[replacement, in place of the rest of the reply]" in reply
+    assert "Replacement in place of the rest of the reply, running" in reply
     assert "MARKER_REPLACEMENT" in reply
     assert "QUEUED BLOCKS" not in sections(text)
     assert pending(text)["source_line"] == "read_text_file('a')"
@@ -476,12 +483,25 @@ def test_agent_text_cannot_imitate_the_prompts_structure(
     )
     text = render_view(state, view, FULL)[1].content or ""  # type: ignore[arg-type]
     assert text.split("\n") == text.splitlines()  # no line break but "\n" survives
-    headers = [line[3:] for line in text.split("\n") if line.startswith("## ")]
+    # the code is quoted as fenced blocks that hold exactly the reply's blocks: no line of it
+    # can end its fence, so outside the fences nothing of it is left
+    blocks = fences(text)
+    assert [b.body for b in blocks] == [
+        "\n".join(c.rstrip().splitlines()) for c in state.reply_blocks
+    ]
+    assert all(b.closed for b in blocks)
+    outside = "".join(
+        text[start:end]
+        for start, end in zip(
+            [0, *(b.end for b in blocks)], [*(b.start for b in blocks), len(text)], strict=True
+        )
+    )
+    headers = [line[3:] for line in outside.split("\n") if line.startswith("## ")]
     assert headers == [s for s in VIEW_SECTIONS[view] if s != "BLOCK DATA"]  # type: ignore[index]
     assert pending(text)["tool"] == "read_text_file"
     assert "pwned" in text  # shown, as quoted data
     real_pending = sections(text)["PENDING CALL"]
-    for line in text.split("\n"):
+    for line in outside.split("\n"):
         if ("pwned" in line or "NOTICE" in line) and line != real_pending:
             assert line.startswith("| "), line
 
@@ -690,7 +710,9 @@ def test_json_mode(fs_tools: tuple[ToolSchema, ...]) -> None:
     outcome = review(model, Scope.FULL, make_state(fs_tools), review_mode="json")
     assert outcome.realized == PatchArguments(arguments={"path": "b.csv"})
     (request,) = model.requests
-    assert request.tools == () and request.json_schema == decision_schema(FULL)
+    assert request.tools == () and request.json_schema == decision_schema(
+        FULL, make_state(fs_tools)
+    )
 
 
 @pytest.mark.parametrize(

@@ -183,7 +183,7 @@ def test_a_replay_with_other_options_is_refused_before_it_runs(tmp_path: Path) -
     assert not (tmp_path / "r").exists()
     same = json.loads((FIXTURE / "command.json").read_text())["args"]
     for extra, named in [
-        (["--max-turns", "1"], "max_turns (recorded 100, given 1)"),
+        (["--max-turns", "1"], "max_turns (recorded 4, given 1)"),  # command.json: 4
         (["--temperature", "0.1"], "temperature (recorded 0.7, given 0.1)"),
         (["--reviewer-model", f"replay:{tmp_path}"], "events.jsonl"),  # no recording there
     ]:

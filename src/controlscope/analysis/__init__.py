@@ -15,6 +15,7 @@ behind each cell of those tables (what the viewer links a cell to).
 
 from controlscope.analysis._bootstrap import ClusterInterval, cluster_bootstrap
 from controlscope.analysis._cells import CellRuns, report_cells
+from controlscope.analysis._decisions import PairedOutcome, paired_outcomes
 from controlscope.analysis._figures import (
     EFFORT_FILE,
     TOKENS_FILE,
@@ -40,6 +41,8 @@ from controlscope.analysis._report import (
     TABLE_TITLES,
     Report,
     ReportFormat,
+    frozen_sources,
+    pair_lines,
     report,
     write_report,
 )
@@ -56,6 +59,7 @@ __all__ = [
     "ClusterInterval",
     "GoalCompletion",
     "PairedComparison",
+    "PairedOutcome",
     "PanelRuns",
     "Report",
     "ReportFormat",
@@ -65,9 +69,12 @@ __all__ = [
     "effort_chart",
     "effort_figure",
     "effort_png",
+    "frozen_sources",
     "goal_completion",
     "outcomes",
+    "pair_lines",
     "paired_comparison",
+    "paired_outcomes",
     "read_panel",
     "report",
     "report_cells",

@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from controlscope._paths import inside
-from controlscope.core import FALLBACK_KINDS, OPERATIONS
+from controlscope.core import FALLBACK_KINDS, OPERATIONS, RunStartEvent
 from controlscope.panel import (
     MANIFEST_FILE,
     PanelConfig,
@@ -30,7 +30,7 @@ from controlscope.panel import (
     record_problem,
     run_dir,
 )
-from controlscope.record import LogError, RunSummary, read_summary
+from controlscope.record import LogError, RunSummary, iter_events, read_summary
 
 ROLES = ("planner", "reviewer")
 """The roles whose tokens are accounted."""
@@ -111,7 +111,9 @@ def read_panel(panel: str | Path) -> PanelRuns:
     ``request_hash`` (a branch's first review request); ``terminal_hash`` (the terminal
     workspace's state hash: two panels' Keep runs of a unit pair when it is equal);
     ``diverged_at`` (a run branched from a first schedule's: where the two parted, None when
-    they share the whole run); under ordinary recovery
+    they share the whole run); ``source_file`` (the unit's frozen
+    source program, None when sampled) and ``source_sha256`` (its SHA-256 as the run's
+    ``run_start`` records it); under ordinary recovery
     ``initial_plan_success`` (bool; paper 5.2) and ``goal_actions`` (the environment's actions
     until its goal, Figure 2; None when unknown).
 
@@ -170,6 +172,7 @@ def _row(panel: Path, run: PlannedRun, root: Path) -> tuple[dict[str, Any], str]
         row["status"] = "corrupt"
         return row, f"corrupt run folder, counted as missing: {_first_line(err)}"
     row.update(_from_summary(summary, record))
+    row["source_sha256"] = _source_sha256(directory) if run.source_file is not None else None
     if summary.success is None:
         row["status"] = "no_verdict"
         return row, f"no verdict ({summary.end_reason}), counted as missing: {record.detail}"
@@ -191,6 +194,7 @@ def _empty() -> dict[str, Any]:
         "diverged_at": None,
         "initial_plan_success": False,
         "goal_actions": None,
+        "source_sha256": None,
     }
     empty.update(dict.fromkeys((*COUNTS, *FALLBACK_COLUMNS, *TOKEN_COLUMNS, KEPT_REVIEWS), 0))
     return empty
@@ -221,6 +225,18 @@ def _from_summary(summary: RunSummary, record: RunRecord) -> dict[str, Any]:
             row[f"{role}_{kind}_input"] = side.input_tokens if side else 0
             row[f"{role}_{kind}_output"] = side.output_tokens if side else 0
     return row
+
+
+def _source_sha256(directory: Path) -> str | None:
+    """The frozen source program's SHA-256 the run's ``run_start`` records (None: none, or
+    the log cannot be read: its summary already counted the run)."""
+    try:
+        start = next(iter_events(directory), None)
+    except (OSError, ValueError, LogError):
+        return None
+    if isinstance(start, RunStartEvent) and start.source_file is not None:
+        return start.source_file.sha256
+    return None
 
 
 def _first_line(err: BaseException) -> str:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from controlscope.analysis._decisions import PairedOutcome, paired_outcomes
 from controlscope.analysis._figures import (
     EFFORT_FILE,
     TOKENS_FILE,
@@ -31,7 +32,7 @@ from controlscope.analysis._tables import (
     unshared_requests,
 )
 from controlscope.core import Coverage, Resamples, Seed, escape_untrusted, range_problem
-from controlscope.panel import ENDPOINT_FILE, EndpointSession, endpoint_line, read_endpoint
+from controlscope.panel import ENDPOINT_FILE, EndpointSession, endpoint_line, read_endpoint, run_dir
 
 PROBLEMS_TITLE = "Problems: runs missing, corrupt, without a verdict, ineligible or failing a check"
 """The heading of the report's list of problems."""
@@ -78,6 +79,10 @@ class Report:
         out: the folder the report was written to (None: not written).
         scopes: the panel's scopes, in the lattice's order (the conditions compared).
         draws: the panel's reviewer draws.
+        frozen_sources: the units whose source program was frozen (read from a file, not
+            sampled): unit -> ``FILE (sha256 PREFIX…)``.
+        pairs: every reviewing run against its unit's Keep run, with the decisions behind
+            its outcome (:func:`~controlscope.analysis.paired_outcomes`).
         call_budget: the panel's call budget (the effort figure's x axis ends there).
         viewer: the command that opens the viewer on the panel (quoted, one inert line).
         reviewers: one sentence per condition saying what its reviewers did (reviews,
@@ -101,6 +106,8 @@ class Report:
     out: Path | None = None
     scopes: tuple[str, ...] = ()
     draws: int = 1
+    frozen_sources: dict[str, str] = field(default_factory=dict)
+    pairs: list[PairedOutcome] = field(default_factory=list)
     reviewers: list[str] = field(default_factory=list)
     call_budget: int = 100
     endpoint: list[EndpointSession] = field(default_factory=list)
@@ -117,6 +124,8 @@ class Report:
             "tables": {name: _records(t) for name, t in self.tables.items()},
             "problems": self.problems,
             "ineligible_units": self.ineligible_units,
+            "frozen_sources": self.frozen_sources,
+            "pairs": [{**p.__dict__, "label": p.label} for p in self.pairs],
             "figures": {name: str(p) for name, p in self.figures.items()},
             "out": str(self.out) if self.out is not None else None,
             "reviewers": self.reviewers,
@@ -250,6 +259,10 @@ def _build(found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: 
         ineligible_units=left_out,
         scopes=tuple(scopes),
         draws=draws,
+        frozen_sources=frozen_sources(runs),
+        pairs=paired_outcomes(
+            runs, draws, {str(i): run_dir(found.panel, str(i)) for i in runs["id"]}
+        ),
         reviewers=review_lines(scored, draws),
         call_budget=config.budgets.max_calls or 100,
     )
@@ -264,6 +277,40 @@ def _with_endpoint(built: Report) -> Report:
         problem = f"{ENDPOINT_FILE} cannot be read, its waits are not counted: {err}"
         return replace(built, problems=[*built.problems, problem])
     return replace(built, endpoint=sessions)
+
+
+def frozen_sources(runs: pd.DataFrame) -> dict[str, str]:
+    """The units whose source program was frozen: unit -> ``FILE (sha256 PREFIX…)``, the
+    file's name as the plan holds it and the SHA-256 its Keep run recorded ("not recorded"
+    when that run has no readable log yet).
+
+    Args:
+        runs: the panel's runs (:func:`~controlscope.analysis.read_panel`).
+    """
+    out: dict[str, str] = {}
+    if "source_file" not in runs:
+        return out
+    for row in runs[runs["source_file"].notna()].itertuples():
+        shown = out.get(str(row.unit))
+        sha = row.source_sha256 if isinstance(row.source_sha256, str) else None
+        if shown is None or (sha is not None and "not recorded" in shown):
+            where = f"sha256 {sha[:12]}…" if sha else "sha256 not recorded"
+            out[str(row.unit)] = f"{Path(str(row.source_file)).name} ({where})"
+    return out
+
+
+def pair_lines(pairs: list[PairedOutcome]) -> list[str]:
+    """The paired outcomes as text, one line per pair and one per decision below it:
+    ``UNIT CONDITION: keep ✗ -> ✓ (win, 3 reviews)``."""
+    mark = {True: "✓", False: "✗", None: "-"}
+    lines: list[str] = []
+    for p in pairs:
+        lines.append(
+            f"{p.unit} {p.condition}: keep {mark[p.keep_success]} -> {mark[p.success]} "
+            f"({p.label}, {plural(p.reviews, 'review')})"
+        )
+        lines += [f"    {d}" for d in p.decisions]
+    return lines
 
 
 def write_report(built: Report, out: Path, *, fmt: ReportFormat = "markdown") -> Report:
@@ -327,12 +374,26 @@ def _markdown(r: Report) -> str:
         lines += [f"- {escape_untrusted(line)}" for line in r.reviewers] + [""]
     for name, path in r.figures.items():
         lines += [f"![{name}]({path.name})", ""]
+    if r.pairs:
+        lines += _text_section(
+            "Paired outcomes by unit and the decisions behind them", pair_lines(r.pairs)
+        )
+    if r.frozen_sources:
+        lines += _text_section(
+            "Frozen source programs (read from files, not sampled)",
+            [f"{unit}: {shown}" for unit, shown in r.frozen_sources.items()],
+        )
     if r.problems:
-        lines += [f"## {PROBLEMS_TITLE}", "", "```text"]
-        lines += [escape_untrusted(p).replace("`", "'") for p in r.problems]
-        lines += ["```", ""]
+        lines += _text_section(PROBLEMS_TITLE, r.problems)
     lines += ["Open the runs in the viewer:", "", "```sh", r.viewer, "```", ""]
     return "\n".join(lines)
+
+
+def _text_section(title: str, lines: list[str]) -> list[str]:
+    """A report section of untrusted text lines in one ``text`` block, each line escaped to one
+    inert line without backticks (none can end the block)."""
+    body = [escape_untrusted(line).replace("`", "'") for line in lines]
+    return [f"## {title}", "", "```text", *body, "```", ""]
 
 
 def _latex(r: Report) -> str:

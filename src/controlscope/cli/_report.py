@@ -16,7 +16,7 @@ import json
 
 from rich.console import Console
 
-from controlscope.analysis import Report, report
+from controlscope.analysis import Report, pair_lines, report
 from controlscope.cli._console import NumberOption, fail, inert, path_option
 from controlscope.core import Coverage, Resamples, Seed
 from controlscope.panel import PanelError
@@ -85,6 +85,13 @@ def _print(built: Report) -> None:
         out.print()
     if built.endpoint_line is not None:
         out.print(inert(built.endpoint_line))
+    if built.pairs:
+        out.print("Paired outcomes and the decisions behind them:")
+        for line in pair_lines(built.pairs[:50]):
+            out.print(inert(f"  {line}"))
+        out.print()
+    for unit, shown in built.frozen_sources.items():
+        out.print(inert(f"  frozen source program of {unit}: {shown}"))
     for problem in built.problems[:20]:
         out.print(inert(f"  {problem}"))
     folder = built.out or built.panel

@@ -221,6 +221,7 @@ from controlscope.core._models import (
     seeded_request,
 )
 from controlscope.core._op_base import (
+    GENERIC_PAYLOADS,
     FinalArguments,
     MalformedOperationError,
     OperationSpec,
@@ -228,12 +229,15 @@ from controlscope.core._op_base import (
     Rejection,
 )
 from controlscope.core._op_keep import Keep
-from controlscope.core._op_patch_arguments import PatchArguments
+from controlscope.core._op_patch_arguments import PatchArguments, arguments_schema, typed_schema
 from controlscope.core._op_patch_block_data import (
     SCALAR_TYPES,
     PatchBlockData,
     block_data_arguments,
     block_data_constants,
+    block_with_constants,
+    constants_schema,
+    editable_constants,
 )
 from controlscope.core._op_registry import (
     OPERATION_GROUPS,
@@ -305,6 +309,7 @@ from controlscope.core._settings import (
     RunSettings,
     Section,
     SettingInfo,
+    SourceProgramFile,
     ViewBounds,
     ViewLimits,
     panel_key,
@@ -317,6 +322,13 @@ from controlscope.core._signature import (
     python_name,
     python_signature,
     tool_params,
+)
+from controlscope.core._source_program import (
+    MAX_PROGRAM_BYTES,
+    SourceFile,
+    SourceProgram,
+    program_sha256,
+    read_source_program,
 )
 from controlscope.core._tasks import (
     DEFAULT_WALL_SECONDS,
@@ -371,6 +383,7 @@ __all__ = [
     "EVENTS_FILE",
     "EVENT_ADAPTER",
     "FALLBACK_KINDS",
+    "GENERIC_PAYLOADS",
     "LATTICES",
     "LATTICE_OPERATIONS",
     "MAX_BLOCKS",
@@ -383,6 +396,7 @@ __all__ = [
     "MAX_FILE_DEPTH",
     "MAX_NAME_CHARS",
     "MAX_PORT",
+    "MAX_PROGRAM_BYTES",
     "MAX_REPAIRS",
     "MAX_RESAMPLES",
     "MAX_RESPONSE_BYTES",
@@ -530,7 +544,10 @@ __all__ = [
     "SeededModel",
     "SettingInfo",
     "SourceBoundary",
+    "SourceFile",
     "SourceIndex",
+    "SourceProgram",
+    "SourceProgramFile",
     "SourcePrograms",
     "SourceRule",
     "Span",
@@ -567,16 +584,20 @@ __all__ = [
     "answer_schema_error",
     "app_protocol_conflict",
     "app_protocol_defaults",
+    "arguments_schema",
     "block_data_arguments",
     "block_data_constants",
+    "block_with_constants",
     "call_index",
     "call_seconds",
     "changed_data",
     "clip_text",
     "code_parameters",
     "constants_in_order",
+    "constants_schema",
     "data_problem",
     "decode_json",
+    "editable_constants",
     "escape_untrusted",
     "fence",
     "fences",
@@ -595,6 +616,7 @@ __all__ = [
     "own_turn",
     "panel_key",
     "program_fence",
+    "program_sha256",
     "provided_parameters",
     "provider_error_kind",
     "python_name",
@@ -602,6 +624,7 @@ __all__ = [
     "range_problem",
     "read_json",
     "read_regular",
+    "read_source_program",
     "read_text",
     "read_toml",
     "recorded_operation",
@@ -620,6 +643,7 @@ __all__ = [
     "structure_key",
     "tool_params",
     "transform_block",
+    "typed_schema",
     "unfence",
     "upgrade_event",
     "violation_text",

@@ -41,6 +41,7 @@ from controlscope.core._operations import (
     Scope,
     ScopeName,
 )
+from controlscope.core._source_program import SourceFile
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 from controlscope.core._tools import ToolRisk
 
@@ -95,8 +96,10 @@ older ones (:func:`upgrade_event`).
     or ``custom``) and a person's decision (``human``: the channel, where, how long the
     person took, the refused tries); a fallback can be ``timeout`` (a person did not decide
     in time); a failed ``model_call`` records the tokens counted of the answer it did not
-    finish (``usage``). Older logs read as before, as a model's proposals. (Some version-7 logs
-    written before this bump hold these values and fields; they read the same.)
+    finish (``usage``); ``run_start`` records a frozen source program's file and SHA-256
+    (``source_file``; None in older logs and for sampled programs). Older logs read as
+    before, as a model's proposals. (Some version-7 logs written before this bump hold these
+    values and fields; they read the same.)
 ==  ========================================================================================
 
 A new version is due whenever the log gains a field, an event type or a value of one of its
@@ -243,6 +246,8 @@ class RunStartEvent(_Event):
             None in logs written before it was recorded.
         branch: for a run that starts from a recorded prefix, where it comes from; None for
             an ordinary run.
+        source_file: the frozen source program the planner's first reply was read from (its
+            file and SHA-256); None when the planner sampled it.
     """
 
     type: Literal["run_start"] = "run_start"
@@ -262,6 +267,7 @@ class RunStartEvent(_Event):
     worker_seed: int | None = None
     task_data_hash: str | None = None
     branch: BranchOrigin | None = None
+    source_file: SourceFile | None = None
 
 
 class ModelCallEvent(_Event):

@@ -38,6 +38,19 @@ Python source (a string). It shapes the reviewer's tool and decision schema and 
 
 Op = TypeVar("Op", bound=BaseModel)
 
+GENERIC_PAYLOADS: dict[PayloadShape, dict[str, Any]] = {
+    "none": {},
+    "arguments": {
+        "arguments": {
+            "type": "object",
+            "description": "Argument names of the pending call mapped to their new values.",
+        }
+    },
+    "code": {"code": {"type": "string", "description": "Python code."}},
+}
+"""A payload's properties in an operation's tool and decision schema when nothing narrows it
+(no boundary, or a tool whose schema names no parameter)."""
+
 
 class MalformedOperationError(ValueError):
     """A reviewer's proposal could not be read as an :data:`Operation`.
@@ -96,6 +109,8 @@ class OperationSpec(ABC, Generic[Op]):
         description: its tool's description in a review request.
         rule: its line of the reviewer's system prompt; ``{what}`` stands for what a
             replacement replaces.
+        answer_field: its payload's field as the system prompt lists it for a JSON decision
+            (``""``: none).
         cancels: whether the pending call is cancelled (the block unwinds; no call is made).
     """
 
@@ -108,6 +123,7 @@ class OperationSpec(ABC, Generic[Op]):
     noun: ClassVar[str] = ""
     description: ClassVar[str]
     rule: ClassVar[str]
+    answer_field: ClassVar[str] = ""
     cancels: ClassVar[bool] = False
 
     @abstractmethod
@@ -161,6 +177,32 @@ class OperationSpec(ABC, Generic[Op]):
     def shown(self, op: Op) -> dict[str, Any]:
         """The operation's payload as a later review's list of decisions shows it."""
         return {}
+
+    def payload_schema(
+        self, boundary: Boundary | None = None, tool: ToolSchema | None = None
+    ) -> dict[str, Any]:
+        """The JSON-schema properties of the kind's payload in a review's tool or decision,
+        for constrained decoding: the generic ones of :attr:`payload`
+        (:data:`GENERIC_PAYLOADS`); a kind whose payload can be narrowed to the pending call
+        (its tool's data parameters, its block's constants) overrides this.
+
+        Args:
+            boundary: the pending call; None: no boundary (the generic schema).
+            tool: the pending call's tool schema; None: unknown (the generic schema).
+
+        Returns:
+            Property name -> JSON schema; every name is required in the decision.
+        """
+        return GENERIC_PAYLOADS[self.payload]
+
+    def parse_at(self, payload: Mapping[str, Any], boundary: Boundary | None) -> Op:
+        """The operation an answer to a review of ``boundary`` holds: :meth:`parse`, unless the
+        kind reads a payload narrowed by :meth:`payload_schema` (which needs the boundary).
+
+        Raises:
+            MalformedOperationError: as :meth:`parse`.
+        """
+        return self.parse(payload)
 
 
 def code_field(kind: str, payload: Mapping[str, Any]) -> str:

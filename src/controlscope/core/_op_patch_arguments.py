@@ -56,6 +56,7 @@ class PatchArgumentsSpec(OperationSpec[PatchArguments]):
         'changed, e.g. "arguments": {"path": "/correct/path.txt"}. The rest of the program is '
         "unchanged."
     )
+    answer_field = '"arguments": {name: new value}'
 
     def parse(self, payload: Mapping[str, Any]) -> PatchArguments:
         """``payload["arguments"]``, an object (or a JSON string holding one)."""
@@ -107,6 +108,81 @@ class PatchArgumentsSpec(OperationSpec[PatchArguments]):
     def shown(self, op: PatchArguments) -> dict[str, Any]:
         """``{"arguments": ...}``: the new values."""
         return {"arguments": op.arguments}
+
+    def payload_schema(
+        self, boundary: Boundary | None = None, tool: ToolSchema | None = None
+    ) -> dict[str, Any]:
+        """``{"arguments": ...}`` narrowed to the tool's data parameters
+        (:func:`arguments_schema`); the generic object when the tool names none."""
+        narrowed = arguments_schema(tool) if tool is not None else None
+        if narrowed is None:
+            return super().payload_schema(boundary, tool)
+        return {"arguments": narrowed}
+
+
+#: JSON types a narrowed argument keeps (what llama.cpp's grammar enforces).
+_TYPES = frozenset({"string", "number", "integer", "boolean", "null", "object", "array"})
+
+
+def typed_schema(prop: object) -> dict[str, Any]:
+    """An argument's JSON schema cut to what says its type: ``type`` (a name or a list of
+    names), an array's ``items``, an ``enum`` of JSON scalars, and the branches of an ``anyOf``
+    or ``oneOf`` (as ``anyOf``); every other keyword (patterns, bounds, formats, annotations) is
+    dropped, so the result is one llama.cpp's grammar enforces in full
+    (:func:`controlscope.models.grammar_problem` finds nothing in it). ``{}`` (any value) when
+    the schema gives no type.
+
+    Args:
+        prop: the argument's property schema in the tool's input schema.
+    """
+    if not isinstance(prop, Mapping):
+        return {}
+    enum = prop.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(v, _SCALARS) for v in enum):
+        return {"enum": list(enum)}
+    branches = prop.get("anyOf", prop.get("oneOf"))
+    if isinstance(branches, list) and branches:
+        typed = [typed_schema(b) for b in branches]
+        return {} if {} in typed else {"anyOf": typed}
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k in _TYPES]
+        return {"type": kinds} if kinds and len(kinds) == len(kind) else {}
+    if kind not in _TYPES:
+        return {}
+    out: dict[str, Any] = {"type": kind}
+    if kind == "array" and isinstance(prop.get("items"), Mapping):
+        out["items"] = typed_schema(prop["items"])
+    return out
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def arguments_schema(tool: ToolSchema) -> dict[str, Any] | None:
+    """The JSON schema of a ``patch_arguments``'s ``arguments`` for a call of ``tool``: an
+    object of the tool's data parameters (its code-valued ones left out, paper section 3.1),
+    each typed by :func:`typed_schema`, none required (a patch names only what it changes:
+    a required ``content`` would make the model copy a whole file), no other name.
+
+    A decision decoded under it can only name the tool's own parameters with values of their
+    types (values are still judged against the full schema by validation).
+
+    Args:
+        tool: the pending call's tool schema.
+
+    Returns:
+        The schema; None when the schema names no parameter (an open one) or only
+        code-valued ones (the generic object is offered then).
+    """
+    properties = tool.input_schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return None
+    code = code_parameters(tool)
+    data = {str(name): typed_schema(prop) for name, prop in properties.items() if name not in code}
+    if not data:
+        return None
+    return {"type": "object", "properties": data, "additionalProperties": False}
 
 
 def _same_json(old: Any, new: Any) -> bool:

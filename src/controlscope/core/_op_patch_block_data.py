@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
@@ -24,6 +25,7 @@ from controlscope.core._block_data import (
 from controlscope.core._execution import Boundary
 from controlscope.core._op_base import (
     FinalArguments,
+    MalformedOperationError,
     OperationSpec,
     PayloadShape,
     Rejection,
@@ -67,17 +69,48 @@ class PatchBlockDataSpec(OperationSpec[PatchBlockData]):
     noun = "block-data edit"
     description = (
         "Rewrite the running block changing only constant values (strings, numbers, booleans); "
-        "its code structure must stay identical. `code` is the whole block."
+        "its code structure stays identical. `constants` maps the numbers of the block's "
+        "constants (listed under BLOCK DATA) to their new values."
     )
     rule = (
-        "patch_block_data: the running block is rewritten with only constant "
-        "values changed (strings, numbers, True/False/None); every statement, name and call stays "
-        'the same. "code" is the whole block.'
+        "patch_block_data: the running block runs on with only constant values changed "
+        "(strings, numbers, True/False/None); every statement, name and call stays the same. "
+        '"constants" maps the numbers of the constants listed under BLOCK DATA to new values.'
     )
+    answer_field = '"constants": {number: new value}'
 
     def parse(self, payload: Mapping[str, Any]) -> PatchBlockData:
         """``payload["code"]``, a string (unfenced)."""
         return PatchBlockData(code=code_field(self.kind, payload))
+
+    def parse_at(self, payload: Mapping[str, Any], boundary: Boundary | None) -> PatchBlockData:
+        """``payload["code"]``; or, when the answer gives ``constants`` and no ``code`` (the
+        payload :meth:`payload_schema` asks for), the running block with those constants
+        (:func:`block_with_constants`).
+
+        Raises:
+            MalformedOperationError: no ``code`` nor ``constants`` (with a boundary), or
+                ``constants`` that cannot be written into the block.
+        """
+        if "code" in payload or boundary is None or "constants" not in payload:
+            return self.parse(payload)
+        try:
+            return PatchBlockData(code=block_with_constants(boundary.code, payload["constants"]))
+        except ValueError as exc:
+            raise MalformedOperationError(self.kind, str(exc)) from None
+
+    def payload_schema(
+        self, boundary: Boundary | None = None, tool: ToolSchema | None = None
+    ) -> dict[str, Any]:
+        """``{"constants": ...}``: the running block's editable slots
+        (:func:`constants_schema`); the generic ``code`` when the call's data cannot be edited
+        or the block has no editable constant."""
+        if boundary is None or boundary.params_refusal is not None:
+            return super().payload_schema(boundary, tool)
+        narrowed = constants_schema(boundary.code)
+        if narrowed is None:
+            return super().payload_schema(boundary, tool)
+        return {"constants": narrowed}
 
     def check(self, op: PatchBlockData, boundary: Boundary, tool: ToolSchema) -> Rejection | None:
         """Rules 3 and 5 of :func:`controlscope.scope.validate_operation`."""
@@ -157,13 +190,129 @@ class PatchBlockDataSpec(OperationSpec[PatchBlockData]):
         return op.code
 
     def note(self, boundary: Boundary) -> str | None:
-        """:attr:`Boundary.params_note`: the call's data cannot be edited, or no argument of it
-        is a literal."""
-        return boundary.params_note
+        """:attr:`Boundary.params_note` (the call's data cannot be edited, or no argument of it
+        is a literal), and the block's editable constants by number (what ``constants`` of a
+        ``patch_block_data`` names), one JSON line each, every line break escaped."""
+        notes = [boundary.params_note] if boundary.params_note else []
+        if boundary.params_refusal is None and constants_schema(boundary.code) is not None:
+            table = editable_constants(boundary.code)
+            notes.append(
+                'the running block\'s constants by number ("constants" of patch_block_data): '
+                + json.dumps({str(k): v for k, v in table.items()})
+            )
+            if boundary.literal_slots:
+                notes.append(
+                    "the pending call's literal arguments are the constants: "
+                    + json.dumps(boundary.literal_slots)
+                )
+        return "\n".join(notes) or None
 
     def shown(self, op: PatchBlockData) -> dict[str, Any]:
         """``{"code_lines": n}``."""
         return {"code_lines": len(op.code.splitlines())}
+
+
+def _editable(tree: ast.Module) -> dict[int, ast.Constant]:
+    """Slot -> constant node, for every slot whose value is a JSON scalar written as a literal
+    of its own (not f-string text: its position is not its own on every Python)."""
+    in_fstrings = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        for n in ast.walk(node)
+        if isinstance(n, ast.Constant)
+    }
+    constants = constants_in_order(tree)
+    out: dict[int, ast.Constant] = {}
+    for slot, index in enumerate(slot_positions(tree)):
+        node = constants[index]
+        if id(node) not in in_fstrings and isinstance(node.value, SCALAR_TYPES):
+            out[slot] = node
+    return out
+
+
+def editable_constants(code: str) -> dict[int, Any]:
+    """The block's constants a ``constants`` answer may change: slot -> value (JSON scalars
+    written as literals of their own; f-string text and bytes are left out).
+
+    Raises:
+        SyntaxError: the code does not parse.
+    """
+    return {slot: node.value for slot, node in _editable(ast.parse(code)).items()}
+
+
+def _scalar_schema(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int | float):
+        return {"type": "number"}
+    if isinstance(value, str):
+        return {"type": "string"}
+    return {"type": ["string", "number", "boolean", "null"]}
+
+
+def constants_schema(code: str) -> dict[str, Any] | None:
+    """The JSON schema of a ``patch_block_data``'s ``constants``: an object from a slot number
+    (``"0"``, ``"1"``...) of the block's editable constants (:func:`editable_constants`) to a
+    new value of the constant's type (a number for a number, any scalar for ``None``), none
+    required, no other name; None when the code does not parse or has no editable constant.
+
+    Args:
+        code: the running block's source.
+    """
+    try:
+        table = editable_constants(code)
+    except (SyntaxError, ValueError):
+        return None
+    if not table:
+        return None
+    return {
+        "type": "object",
+        "properties": {str(slot): _scalar_schema(v) for slot, v in table.items()},
+        "additionalProperties": False,
+    }
+
+
+def block_with_constants(code: str, constants: object) -> str:
+    """The block ``code`` with some editable constants (:func:`editable_constants`) given new
+    values: each named literal's source text is replaced by the new value's ``repr``; the
+    rest of the text is untouched (a rewrite :meth:`PatchBlockDataSpec.check` then judges).
+
+    Args:
+        code: the running block's source.
+        constants: slot number (a decimal string) -> new JSON scalar.
+
+    Raises:
+        ValueError: not an object, a name that is no editable slot, a value that is not a JSON
+            scalar, or a block that does not parse.
+    """
+    if not isinstance(constants, Mapping):
+        raise ValueError(f"'constants' must be an object, got {type(constants).__name__}")
+    try:
+        nodes = _editable(ast.parse(code))
+    except SyntaxError as exc:
+        raise ValueError(f"the running block does not parse: {exc}") from None
+    lines = code.encode().splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    edits: list[tuple[int, int, str]] = []
+    for key, value in constants.items():
+        slot = int(key) if isinstance(key, str) and key.isdigit() else -1
+        node = nodes.get(slot)
+        if node is None or node.end_lineno is None or node.end_col_offset is None:
+            raise ValueError(f"{key!r} names no editable constant of the running block")
+        if not isinstance(value, SCALAR_TYPES):
+            raise ValueError(
+                f"constant {key} must become a JSON scalar, got {type(value).__name__}"
+            )
+        begin = starts[node.lineno - 1] + node.col_offset
+        end = starts[node.end_lineno - 1] + node.end_col_offset
+        edits.append((begin, end, repr(value)))
+    data = code.encode()
+    for begin, end, text in sorted(edits, reverse=True):
+        data = data[:begin] + text.encode() + data[end:]
+    return data.decode()
 
 
 def _constant_changes(old_tree: ast.Module, new_tree: ast.Module) -> Rejection | None:

@@ -57,6 +57,7 @@ class ReplaceWorkflowSpec(OperationSpec[ReplaceWorkflow]):
         "that finishes the task from here, replaces {what}. Tools are plain functions returning "
         "text; variables defined so far still exist."
     )
+    answer_field = '"code": Python source'
 
     def parse(self, payload: Mapping[str, Any]) -> ReplaceWorkflow:
         """``payload["code"]``, a string (unfenced)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal, cast, get_args
 
 from pydantic import (
@@ -284,6 +285,20 @@ class PlannerModel(Section):
     )
 
 
+class SourceProgramFile(Section):
+    """A frozen source program (not a panel section's key: a panel names one per task with
+    its top-level ``source``; ``run_start`` records the program's SHA-256, not the
+    condition)."""
+
+    group: ClassVar[str] = "planner"
+    source: Path | None = setting(
+        None,
+        "a frozen source program: a Python file whose code is the planner's first reply in "
+        "place of a sampled one (paper 5 holds P1 and P2 fixed); its SHA-256 is recorded",
+        shown_default="none: the planner samples it",
+    )
+
+
 class EndpointOptions(Section):
     """How many requests a panel keeps in flight to its served endpoint (a panel's
     ``[planner]``; not a run setting: it bounds the panel's runs together, and is not
@@ -496,6 +511,7 @@ SECTIONS: tuple[type[Section], ...] = (
     RunIndex,
     PlannerModel,
     PlannerSampling,
+    SourceProgramFile,
     ReviewerModel,
     ReviewerSampling,
     HumanReview,
@@ -592,6 +608,7 @@ class RunSettings(  # the bases last to first: pydantic puts the last base's fie
     HumanReview,
     ReviewerSampling,
     ReviewerModel,
+    SourceProgramFile,
     PlannerSampling,
     PlannerModel,
     RunIndex,

@@ -19,6 +19,9 @@ the budgets, and how the runs are executed::
     [params."student_database/english_talent"]    # task parameters, by task id or category
     students = 25
 
+    [source]                                      # frozen source programs (default: sampled)
+    "student_database/english_talent" = "programs/english_talent.py"
+
     [planner]
     model = "local:0.5b"
 
@@ -329,6 +332,11 @@ class PanelConfig(_PanelSection, ConditionSettings):
             a unit of its own.
         source_programs: source programs per task (P1, P2, ...: the planner's draw; at most
             :data:`~controlscope.core.MAX_SOURCE_PROGRAMS`).
+        source: frozen source programs, read from files instead of sampled (paper 5 holds P1
+            and P2 fixed): a table from task id to a Python file, or to a list of files (P1,
+            P2, ...), a task it does not name being sampled; or a folder, which holds
+            ``TASK_ID.py`` for P1 and ``TASK_ID.pN.py`` for PN (N >= 2) of every task the panel
+            runs. Relative paths are read from the panel file's folder.
         sources: which source-program indices the panel runs (P1 = 0); None: every one of
             ``range(source_programs)``. A panel of P2 alone (``sources = [1]``) shares P2's
             planning with another panel's through a shared cache (paper 4, Table 1).
@@ -358,6 +366,13 @@ class PanelConfig(_PanelSection, ConditionSettings):
     params: dict[str, dict[str, ParamValue]] = Field(default_factory=dict)
     seeds: list[Seed] = Field(default_factory=lambda: [0])
     source_programs: SourcePrograms = 1
+    source: str | dict[str, str | list[str]] | None = setting(
+        None,
+        "frozen source programs: a table from task id to a Python file (or a list: P1, P2, "
+        "...), or a folder of TASK_ID.py files",
+        since=2,
+        shown_default="none: the planner samples them",
+    )
     sources: list[SourceIndex] | None = None
     scopes: list[str] = Field(default_factory=lambda: ["keep", "arg", "full"])
     draws: Draws = 1
@@ -455,7 +470,7 @@ class PanelConfig(_PanelSection, ConditionSettings):
         """
         top = {k: v for k, v in self.stated().items() if not isinstance(v, _PanelSection)}
         given = {
-            **top,  # the sections apart: [reviewer] is no value of the setting ``reviewer``
+            **{k: v for k, v in top.items() if k != "source"},  # sections apart; source per task
             **self.planner.stated(),
             **self.reviewer.stated(),
             **self.budgets.stated(),
@@ -520,9 +535,9 @@ def load_config(path: str | Path) -> PanelConfig:
 def anchor_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
     """``data`` with the relative paths it names read from the configuration's ``folder``:
     an environment named with a path (``env = "mcpmark:tasks"``, ``taskspec:FILE``), the
-    MCPMark tasks' ``state`` parameters, and the planner's and reviewer's file-backed models
-    (``scripted:FILE.json``, ``replay:DIR``). A panel then runs, and resumes, from any
-    directory."""
+    MCPMark tasks' ``state`` parameters, the frozen source programs (``source``), and the
+    planner's and reviewer's file-backed models (``scripted:FILE.json``, ``replay:DIR``). A
+    panel then runs, and resumes, from any directory."""
     out = dict(data)
     env = out.get("env")
     kind, colon, path = env.partition(":") if isinstance(env, str) else ("", "", "")
@@ -535,12 +550,25 @@ def anchor_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
             state = value.get("state") if isinstance(value, dict) else None
             if isinstance(state, str) and state.strip():
                 out["params"][key] = {**value, "state": _resolved(state.strip(), folder)}
+    source = out.get("source")
+    if isinstance(source, str) and source.strip():
+        out["source"] = _resolved(source.strip(), folder)
+    elif isinstance(source, dict):
+        out["source"] = {task: _anchored(files, folder) for task, files in source.items()}
     for role in ("planner", "reviewer"):
         section = out.get(role)
         model = _file_model(section.get("model") if isinstance(section, dict) else None)
         if isinstance(section, dict) and model is not None:
             out[role] = {**section, "model": str(model.anchored(folder))}
     return out
+
+
+def _anchored(files: object, folder: Path) -> object:
+    """A ``source`` table's value (a file, or a list of files) read from ``folder``; anything
+    else as it is (the configuration's check names it)."""
+    if isinstance(files, list):
+        return [_anchored(f, folder) for f in files]
+    return _resolved(files.strip(), folder) if isinstance(files, str) and files.strip() else files
 
 
 def _file_model(text: object) -> ModelSpec | None:

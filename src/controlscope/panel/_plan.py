@@ -5,7 +5,8 @@ parameters and data seed, one source program. Each unit has one Keep run, which 
 source program (the planner's draw is the source-program index) and is reused by every
 reviewer draw (paper section 4, A.5), and one run per reviewing scope and draw, which starts
 from the Keep run's state: whole from the initial state with planning shared through the
-exact-request cache, or branched from the Keep run's recorded prefix.
+exact-request cache, or branched from the Keep run's recorded prefix. A unit whose source
+program is frozen (the panel's ``source``) reads it from its file in every one of its runs.
 """
 
 from __future__ import annotations
@@ -14,10 +15,23 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from controlscope._extras import MissingExtra, require_extra
-from controlscope.core import ClusterBy, ProviderError, Scope, Task, TaskError
+from controlscope.core import (
+    ClusterBy,
+    ProviderError,
+    Scope,
+    Task,
+    TaskError,
+    read_source_program,
+)
 from controlscope.envs import Environment, get_environment
 from controlscope.models import CacheError, WeightsError
 from controlscope.panel._config import ConfigError, PanelConfig
@@ -47,6 +61,8 @@ class PlannedRun(BaseModel):
         scope: the granted scope.
         draw: the reviewer draw (0 for Keep, which is reused by every draw).
         after: the run it starts from (the unit's Keep run); None for the Keep run.
+        source_file: the unit's frozen source program (an absolute path); None when the
+            planner samples it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -61,6 +77,16 @@ class PlannedRun(BaseModel):
     scope: str
     draw: int
     after: str | None = None
+    source_file: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _sampled_source_unwritten(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # a sampled source program is written as before frozen ones existed: manifests of
+        # earlier panels are read, and written, unchanged
+        data = handler(self)
+        if isinstance(data, dict) and data.get("source_file") is None:
+            data.pop("source_file", None)
+        return data
 
 
 class PanelPlan(BaseModel):
@@ -110,7 +136,9 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
         ConfigError: an unknown environment, an environment that cannot list its tasks (its
             data missing: its own message), an unknown task or category, parameters a task
             refuses, a parameter key that names no selected task or category, no task left,
-            a model that cannot be built, or the ``ray`` backend without the ``ray`` extra.
+            a model that cannot be built, the ``ray`` backend without the ``ray`` extra, or
+            a frozen source program that is missing, unreadable or not Python, or a
+            ``source`` table key that names no selected task.
     """
     if config.execution.backend == "ray":
         try:
@@ -125,11 +153,12 @@ def plan_panel(config: PanelConfig, *, check_models: bool = True) -> PanelPlan:
     _unused_params(config, tasks)
     if check_models:
         _check_models(config)
+    files = _source_files(config, tasks)
     runs: list[PlannedRun] = []
     for task in tasks:
         for seed in config.seeds:
             for source in config.source_indices:
-                runs.extend(_unit_runs(config, task, seed, source))
+                runs.extend(_unit_runs(config, task, seed, source, files.get((task.id, source))))
     keep_first = sorted(runs, key=lambda r: r.scope != KEEP)
     cluster = config.cluster or env.cluster_by
     return PanelPlan(runs=tuple(keep_first), cluster=cluster)
@@ -214,7 +243,50 @@ def _check_models(config: PanelConfig) -> None:
         raise ConfigError(f"planner.model / reviewer.model: {err}") from None
 
 
-def _unit_runs(config: PanelConfig, task: Task, seed: int, source: int) -> list[PlannedRun]:
+def _source_files(config: PanelConfig, tasks: list[Task]) -> dict[tuple[str, int], str]:
+    """The frozen source program of each (task id, source index) the panel's ``source`` names,
+    each read once to check it.
+
+    Raises:
+        ConfigError: a table key that names no selected task, a list too short for the
+            panel's source indices, a folder or program that is missing, unreadable or not
+            Python (the key is named).
+    """
+    given = config.source
+    if given is None:
+        return {}
+    found: dict[tuple[str, int], str] = {}
+    if isinstance(given, str):
+        if not Path(given).is_dir():
+            raise ConfigError(f"source: {given} is not a folder of source programs")
+        for task in tasks:
+            for index in config.source_indices:
+                name = f"{task.id}.py" if index == 0 else f"{task.id}.p{index + 1}.py"
+                found[(task.id, index)] = str(Path(given) / name)
+    else:
+        names = {t.id for t in tasks}
+        for key, files in given.items():
+            if key not in names:
+                raise ConfigError(f"source.{key}: names no selected task")
+            listed = [files] if isinstance(files, str) else files
+            for index in config.source_indices:
+                if index >= len(listed):
+                    raise ConfigError(
+                        f"source.{key}: {len(listed)} program(s) for source index {index} "
+                        "(P1 = 0); give one file per source program"
+                    )
+                found[(key, index)] = listed[index]
+    for (task_id, _), path in found.items():
+        try:
+            read_source_program(path)
+        except ValueError as err:
+            raise ConfigError(f"source of {task_id}: {err}") from None
+    return found
+
+
+def _unit_runs(
+    config: PanelConfig, task: Task, seed: int, source: int, source_file: str | None
+) -> list[PlannedRun]:
     unit = f"{task.id}/s{seed}/p{source}"
     common: dict[str, Any] = {
         "unit": unit,
@@ -224,6 +296,7 @@ def _unit_runs(config: PanelConfig, task: Task, seed: int, source: int) -> list[
         "params": dict(task.params),
         "seed": seed,
         "source_program": source,
+        "source_file": source_file,
     }
     keep_id = f"{unit}/{KEEP}"
     runs = [PlannedRun(id=keep_id, scope=KEEP, draw=0, **common)]
@@ -267,6 +340,7 @@ def run_spec(config: PanelConfig, run: PlannedRun, *, out: Path, source: Path | 
         scope=Scope[run.scope.upper()],
         draw=run.draw,
         source_program=run.source_program,
+        source=Path(run.source_file) if run.source_file is not None else None,
     )
     return RunSpec(
         **given, task=run.task, env=config.env, params=run.params, seed=run.seed, out=out

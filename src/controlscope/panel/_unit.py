@@ -27,7 +27,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from controlscope._tree import remove_tree
-from controlscope.core import ChatModel
+from controlscope.core import ChatModel, RunStartEvent, SourceProgram
 from controlscope.envs import get_environment
 from controlscope.models import (
     CachedModel,
@@ -40,7 +40,7 @@ from controlscope.panel._config import PanelConfig
 from controlscope.panel._folder import CACHE_FILE, RunRecord, log_identity, run_dir, write_record
 from controlscope.panel._linked import diverged, reuse_keep
 from controlscope.panel._plan import KEEP, PlannedRun, run_spec
-from controlscope.record import LogError
+from controlscope.record import LogError, iter_events
 from controlscope.replay import (
     BRANCHES_FILE,
     PREFIX_DIR,
@@ -274,6 +274,10 @@ def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
         if problem is not None:
             return RunRecord(id=job.run.id, status="ineligible", detail=problem)
     prepared = prepare(spec)
+    edited = _edited_source(prepared.program, keep_dir)
+    if edited is not None:
+        _close(prepared.models.planner, prepared.models.reviewer)
+        return RunRecord(id=job.run.id, status="error", detail=edited)
     planner = prepared.models.planner
     try:
         planner = _planner(planner, job)
@@ -281,6 +285,23 @@ def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
     finally:
         _close(planner, prepared.models.reviewer)
     return _done(job.run.id, result)
+
+
+def _edited_source(program: SourceProgram | None, keep_dir: Path | None) -> str | None:
+    """Why a reviewing run cannot start from its unit's Keep run: the frozen source program
+    was edited since the Keep run read it (the unit's runs would not share one program);
+    None when it was not, or the unit's program is sampled."""
+    if program is None or keep_dir is None:
+        return None
+    start = next(iter_events(keep_dir), None)
+    recorded = start.source_file if isinstance(start, RunStartEvent) else None
+    if recorded is None or recorded.sha256 == program.file.sha256:
+        return None
+    return (
+        f"the frozen source program {program.file.path} was edited since the unit's Keep run "
+        f"read it (source_file.sha256 {recorded.sha256[:12]}… recorded, "
+        f"{program.file.sha256[:12]}… now): run the panel in a new folder"
+    )
 
 
 def _close(*models: ChatModel | None) -> None:

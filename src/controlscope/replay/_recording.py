@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from controlscope.core import (
     changed_data,
     clip_text,
     open_regular,
+    read_source_program,
 )
 from controlscope.envs import Environment, get_environment
 from controlscope.record import (
@@ -314,8 +316,11 @@ class Recording:
             ReplayError: a field of the recorded task differs from today's (named, both
                 values shown: an edited ``run_start``, or a task defined otherwise today); the
                 task's data differ from the recording's (its generator changed, or its files:
-                :func:`~controlscope.core.changed_data`); or the task cannot be set up.
+                :func:`~controlscope.core.changed_data`); the frozen source program the run
+                took its first reply from was edited since (:meth:`check_source`); or the
+                task cannot be set up.
         """
+        self.check_source()
         changed = changed_data(self.start.task, self.task)
         if changed:
             raise ReplayError(
@@ -341,6 +346,29 @@ class Recording:
                 f"{recorded[:12]}… recorded, {today[:12]}… today): its generator changed"
             )
         return today
+
+    def check_source(self) -> None:
+        """The frozen source program the recorded run read its first reply from (``run_start``'s
+        ``source_file``) still has the recorded SHA-256. A program no longer at its path is
+        not checked: the log holds it (its first planner reply), and the replay answers from
+        the log.
+
+        Raises:
+            ReplayError: the program's file was edited (both hashes shown) or cannot be read.
+        """
+        recorded = self.start.source_file
+        if recorded is None or not os.path.lexists(recorded.path):
+            return
+        try:
+            today = read_source_program(recorded.path).file.sha256
+        except InputFileError as err:
+            raise ReplayError(f"the run's frozen source program cannot be read: {err}") from None
+        if today != recorded.sha256:
+            raise ReplayError(
+                f"the frozen source program of {self.run_dir} was edited since the recording: "
+                f"its source_file.sha256 is {recorded.sha256[:12]}… in the log, {today[:12]}… "
+                f"in {recorded.path} today"
+            )
 
     def _check_task_fields(self) -> None:
         """The task the log records (``run_start``'s) is the task the replay runs: its

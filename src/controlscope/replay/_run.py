@@ -159,6 +159,7 @@ def run_from_prefix(
             hook=hook,
             origin=origin,
             since=recording.start.t,  # the recording's state, hashed as it was
+            source_file=recording.start.source_file,
         )
         failed = False
     except ReplayMismatch as err:

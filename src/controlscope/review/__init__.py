@@ -37,6 +37,7 @@ from controlscope.review._views import (
     clip,
     json_line,
     quote,
+    quote_code,
     render_view,
 )
 
@@ -69,6 +70,7 @@ __all__ = [
     "parse_decision",
     "parse_operation",
     "quote",
+    "quote_code",
     "raw_answer",
     "render_view",
     "rest_of_block",

@@ -17,18 +17,19 @@ from typing import Any
 
 from controlscope.core import (
     OPERATION_KINDS,
+    Boundary,
     DecisionMode,
     MalformedOperationError,
     ModelResponse,
     Operation,
     OperationKind,
     OperationSet,
-    PayloadShape,
     ToolSpec,
     find_json_object,
     operation_spec,
     schema_problem,
 )
+from controlscope.review._state import PublicState
 
 __all__ = [
     "MalformedOperationError",
@@ -43,37 +44,33 @@ __all__ = [
 
 _REASON = {"type": "string", "description": "One short sentence: why this operation."}
 
-_PAYLOADS: dict[PayloadShape, dict[str, Any]] = {
-    "none": {},
-    "arguments": {
-        "arguments": {
-            "type": "object",
-            "description": "Argument names of the pending call mapped to their new values.",
-        }
-    },
-    "code": {"code": {"type": "string", "description": "Python code."}},
-}
-"""A payload's properties in an operation's tool and decision schema."""
-
 
 def granted_kinds(granted: OperationSet) -> list[OperationKind]:
     """The operation kinds of the granted set, smallest scope first."""
     return list(granted.operations)
 
 
-def _payload_properties(kind: OperationKind) -> dict[str, Any]:
-    return _PAYLOADS[operation_spec(kind).payload]
+def _payload_properties(kind: OperationKind, state: PublicState | None) -> dict[str, Any]:
+    """The kind's payload properties, narrowed to the pending call when ``state`` is given
+    (:meth:`~controlscope.core.OperationSpec.payload_schema`)."""
+    if state is None:
+        return operation_spec(kind).payload_schema()
+    return operation_spec(kind).payload_schema(state.boundary, state.tool_schema)
 
 
-def operation_tools(granted: OperationSet) -> list[ToolSpec]:
+def operation_tools(granted: OperationSet, state: PublicState | None = None) -> list[ToolSpec]:
     """Native tools for a review: one per operation kind of the granted set, no other.
 
     Each tool takes ``reason`` (a string) and the kind's payload: ``arguments`` (an object) for
     ``patch_arguments``, ``code`` (a string) for ``patch_block_data`` and ``replace_workflow``.
+    With ``state``, a payload is narrowed to the pending call where its kind can be
+    (:meth:`~controlscope.core.OperationSpec.payload_schema`: ``arguments`` holds only the
+    pending tool's data parameters, typed; ``patch_block_data`` names the block's constants),
+    so a model that decodes tool calls under their schema cannot name another parameter.
     """
     tools = []
     for kind in granted_kinds(granted):
-        payload = _payload_properties(kind)
+        payload = _payload_properties(kind, state)
         tools.append(
             ToolSpec(
                 name=kind,
@@ -88,16 +85,18 @@ def operation_tools(granted: OperationSet) -> list[ToolSpec]:
     return tools
 
 
-def decision_schema(granted: OperationSet) -> dict[str, Any]:
+def decision_schema(granted: OperationSet, state: PublicState | None = None) -> dict[str, Any]:
     """The JSON schema of one decision offering the granted set, for constrained decoding.
 
     Every decision is an object ``{"reason": str, "operation": kind, "arguments"?: object,
-    "code"?: str}``. With more than one granted kind the schema is an ``anyOf`` of one branch per
-    kind, so a constrained decoder cannot emit a patch without its payload.
+    "code"?: str, "constants"?: object}``. With more than one granted kind the schema is an
+    ``anyOf`` of one branch per kind, so a constrained decoder cannot emit a patch without its
+    payload. With ``state`` each payload is narrowed to the pending call as in
+    :func:`operation_tools`.
     """
     branches = []
     for kind in granted_kinds(granted):
-        payload = _payload_properties(kind)
+        payload = _payload_properties(kind, state)
         branches.append(
             {
                 "type": "object",
@@ -115,7 +114,9 @@ def decision_schema(granted: OperationSet) -> dict[str, Any]:
     return {"anyOf": branches}
 
 
-def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Operation:
+def parse_operation(
+    kind: str, payload: Mapping[str, Any] | None = None, *, boundary: Boundary | None = None
+) -> Operation:
     """Build an operation from a reviewer's answer.
 
     ``payload`` is the tool-call arguments (tools mode) or the decision object (JSON mode); keys
@@ -128,7 +129,9 @@ def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Oper
       objects as strings). Its content is checked later by :func:`validate_operation`.
     - ``patch_block_data`` / ``replace_workflow``: ``payload["code"]`` must be a string. When
       the whole code is one fenced block (```` ```python ... ``` ````), its body is the code
-      (:func:`controlscope.core.unfence`).
+      (:func:`controlscope.core.unfence`). With ``boundary``, a ``patch_block_data`` may give
+      ``constants`` instead (slot number -> new value, the payload its narrowed schema asks
+      for): the code is the running block with those constants.
 
     This function only checks shapes; scope, schema and syntax are judged by
     :func:`validate_operation`.
@@ -137,6 +140,7 @@ def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Oper
         kind: one of ``keep``, ``patch_arguments``, ``patch_block_data``, ``replace_workflow``
             (surrounding whitespace and case are tolerated).
         payload: the answer's fields.
+        boundary: the reviewed boundary (needed to read a narrowed payload).
 
     Returns:
         The operation (a frozen pydantic model).
@@ -159,7 +163,7 @@ def parse_operation(kind: str, payload: Mapping[str, Any] | None = None) -> Oper
             kind, f"the payload must be an object, got {type(payload).__name__}"
         )
     try:
-        operation: Operation = operation_spec(name).parse(payload)
+        operation: Operation = operation_spec(name).parse_at(payload, boundary)
     except MalformedOperationError as err:  # named as the answer gave it
         raise MalformedOperationError(kind, err.detail) from None
     return operation
@@ -192,7 +196,11 @@ def raw_answer(response: ModelResponse) -> str:
 
 
 def parse_decision(
-    response: ModelResponse, mode: DecisionMode, *, schema: dict[str, Any] | None = None
+    response: ModelResponse,
+    mode: DecisionMode,
+    *,
+    schema: dict[str, Any] | None = None,
+    boundary: Boundary | None = None,
 ) -> ParsedDecision:
     """Read the reviewer's proposal from a response.
 
@@ -207,8 +215,10 @@ def parse_decision(
       a kind the schema does not offer is left to validation (an ``out_of_scope`` fallback);
       with no object, the response's own ``schema_error`` is part of the problem.
 
-    Shapes are checked with :func:`controlscope.scope.parse_operation`; scope and content are
-    judged later by ``validate_operation``.
+    Shapes are checked with :func:`controlscope.scope.parse_operation` (given ``boundary``, the
+    reviewed boundary, to read a narrowed payload); scope and content are judged later by
+    ``validate_operation``. Nothing in an answer is repaired: what does not read as an
+    operation is no proposal, with the reason as the problem (a ``malformed`` fallback).
     """
     raw = raw_answer(response)
     if mode == "tools" and response.tool_calls:
@@ -218,7 +228,7 @@ def parse_decision(
             if call.parsed is None:
                 problem = call.error or "the tool-call arguments are not a JSON object"
                 return ParsedDecision(None, call.name, "", problem, raw)
-            return _from_payload(call.name, call.parsed, raw)
+            return _from_payload(call.name, call.parsed, raw, boundary)
         names = ", ".join(call.name for call in response.tool_calls)
         return ParsedDecision(None, None, "", f"no operation tool was called (got {names})", raw)
     decision = find_json_object(response.text or "", key="operation")
@@ -236,7 +246,7 @@ def parse_decision(
         reason = decision.get("reason")
         problem = f"the decision breaks its schema: {violation}"
         return ParsedDecision(None, kind, reason if isinstance(reason, str) else "", problem, raw)
-    return _from_payload(kind, decision, raw)
+    return _from_payload(kind, decision, raw, boundary)
 
 
 def _offered_kinds(schema: dict[str, Any]) -> set[str]:
@@ -246,11 +256,13 @@ def _offered_kinds(schema: dict[str, Any]) -> set[str]:
     return {k for k in kinds if isinstance(k, str)}
 
 
-def _from_payload(kind: str, payload: dict[str, Any], raw: str) -> ParsedDecision:
+def _from_payload(
+    kind: str, payload: dict[str, Any], raw: str, boundary: Boundary | None
+) -> ParsedDecision:
     reason = payload.get("reason")
     reason_text = reason if isinstance(reason, str) else ""
     try:
-        operation = parse_operation(kind, payload)
+        operation = parse_operation(kind, payload, boundary=boundary)
     except MalformedOperationError as err:
         return ParsedDecision(None, kind, reason_text, str(err), raw)
     return ParsedDecision(operation, kind, reason_text, None, raw)

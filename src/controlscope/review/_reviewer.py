@@ -145,7 +145,7 @@ class ModelReviewer:
         messages = render_view(
             state, condition.view, granted, mode=mode, limits=condition.view_limits
         )
-        tools = tuple(operation_tools(granted)) if mode == "tools" else ()
+        tools = tuple(operation_tools(granted, state)) if mode == "tools" else ()
         return ModelRequest(
             messages=tuple(messages),
             tools=tools,
@@ -153,7 +153,7 @@ class ModelReviewer:
             temperature=condition.temperature_for("reviewer"),
             max_tokens=condition.max_tokens_for("reviewer"),
             seed=self.seed,
-            json_schema=decision_schema(granted) if mode == "json" else None,
+            json_schema=decision_schema(granted, state) if mode == "json" else None,
             provider_options=dict(condition.reviewer_options),
             draw=condition.draw,
             purpose="reviewer",
@@ -172,7 +172,9 @@ class ModelReviewer:
             return Proposal(
                 request=request, error=str(err), error_kind=err.kind, error_status=err.status
             )
-        parsed = parse_decision(response, condition.review_mode, schema=request.json_schema)
+        parsed = parse_decision(
+            response, condition.review_mode, schema=request.json_schema, boundary=state.boundary
+        )
         return Proposal(
             operation=parsed.operation,
             reason=parsed.reason,

@@ -15,12 +15,18 @@ By default a view shows the complete public state ``h`` (paper section 3.1). Wit
 :class:`~controlscope.core.ViewLimits` it is bounded for small contexts, every cut marked.
 
 Untrusted text. Everything the agent or the environment controls (messages, code, printed
-output, tool results, variables, tool documentation) is *quoted*: each of its lines starts with
-``| `` (:func:`quote`; every kind of line break splits a line). No quoted text can therefore
-start a line of its own, so it cannot imitate a section header (``## ...``) or the pending call.
-The one unquoted line holding such values is the pending call: a JSON object the controller
-builds from the call it holds, every line break escaped (:func:`json_line`), so nothing in it
-can start a line either. The system prompt says that quoted lines are untrusted data.
+output, tool results, variables, tool documentation) is *quoted*. Text that is not code has
+each of its lines start with ``| `` (:func:`quote`; every kind of line break splits a line), so
+it cannot start a line of its own and cannot imitate a section header (``## ...``) or the
+pending call. The current reply's code is quoted as a fenced block (:func:`quote_code`) whose
+fence is longer than any run of backticks in it, so no line of it can end the block: a model
+copies a per-line prefix into the code it writes (a small model's replacement then does not
+compile), and it writes code the way it reads it. Its labels (``Block 1 of 2, running; the
+pending call is its line 3:``) stand outside the fence, and no line inside is marked. The
+unquoted lines holding agent values are the pending call and the block's constants (when
+``patch_block_data`` is granted): JSON objects the controller builds, every line break escaped
+(:func:`json_line`), so nothing in them can start a line either. The system prompt says that
+quoted lines and fenced blocks are untrusted data.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from controlscope.core import (
     OperationSet,
     View,
     ViewLimits,
+    fence,
     operation_spec,
 )
 from controlscope.review._prompts import describe_tool, system_prompt
@@ -207,17 +214,57 @@ def _message(message: Message, lim: ViewLimits | None) -> str:
     return f"[{message.role}]\n{quote(body)}"
 
 
+def quote_code(code: str) -> str:
+    """``code`` as quoted data the way a model writes code: one fenced block (:func:`fence`)
+    whose fence no line of the code can close, lines split as :func:`quote` splits them, no
+    prefix on any line (a model copies a prefix into the code it writes)."""
+    return fence("\n".join(code.splitlines()))
+
+
 def _code(code: str, lim: ViewLimits | None) -> str:
-    code = code.rstrip()
-    return quote(clip(code, lim.code_chars) if lim is not None else code)
+    """A block's code, quoted; in a bounded view longer code keeps whole lines from its head
+    and its tail, in two fences with the cut marked between them (never inside the code, where
+    a model would copy the mark)."""
+    lines = code.rstrip().splitlines()
+    if lim is None or len("\n".join(lines)) <= lim.code_chars:
+        return quote_code("\n".join(lines))
+    head: list[str] = []
+    tail: list[str] = []
+    budget = lim.code_chars // 2
+    for line in lines:
+        if len(line) + 1 > budget:
+            break
+        head.append(line)
+        budget -= len(line) + 1
+    budget += lim.code_chars - lim.code_chars // 2
+    for line in reversed(lines[len(head) :]):
+        if len(line) + 1 > budget:
+            break
+        tail.insert(0, line)
+        budget -= len(line) + 1
+    cut = len(lines) - len(head) - len(tail)
+    return (
+        f"{quote_code(chr(10).join(head))}\n[... {cut} lines of this block cut ...]\n"
+        f"{quote_code(chr(10).join(tail))}"
+    )
 
 
 def _reply(state: PublicState, lim: ViewLimits | None) -> str:
     n = len(state.reply_blocks)
-    out = [f"[block {i + 1} of {n}]\n{_code(c, lim)}" for i, c in enumerate(state.reply_blocks)]
+    out = []
+    for i, code in enumerate(state.reply_blocks):
+        label = f"Block {i + 1} of {n}"
+        if i == state.running_block:
+            label += f", running; the pending call is its line {state.boundary.line}"
+        elif i > (state.running_block if state.running_block is not None else n):
+            label += ", queued"
+        out.append(f"{label}:\n{_code(code, lim)}")
     if state.running_block is None:
         what = "the rest of the reply" if state.replace_boundary == "reply" else "its block"
-        out.append(f"[replacement, in place of {what}]\n{_code(state.boundary.code, lim)}")
+        out.append(
+            f"Replacement in place of {what}, running; the pending call is its line "
+            f"{state.boundary.line}:\n{_code(state.boundary.code, lim)}"
+        )
     return "\n".join(out)
 
 

@@ -31,6 +31,7 @@ from controlscope.run._fork import (
     interruptible_branch,
     reap,
 )
+from controlscope.run._frozen import FROZEN_MODEL_ID, FrozenSourcePlanner, frozen_reply
 from controlscope.run._hook import StopRun, TrajectoryControl, TrajectoryHook
 from controlscope.run._loop import REPLACEMENT_CODE_CHARS, Ending, receipts_by_block
 from controlscope.run._models import LOCAL_MAX_TOKENS, RunModels, build_models
@@ -68,6 +69,7 @@ from controlscope.run._trajectory import Observer, RunResult, run_trajectory
 __all__ = [
     "BRANCH_INTERRUPT",
     "CHILD_GRACE_S",
+    "FROZEN_MODEL_ID",
     "INTERRUPTS",
     "LOCAL_MAX_TOKENS",
     "REPLACEMENT_CODE_CHARS",
@@ -75,6 +77,7 @@ __all__ = [
     "Controller",
     "Ending",
     "ForkPoint",
+    "FrozenSourcePlanner",
     "Observer",
     "OnceRule",
     "PreparedRun",
@@ -98,6 +101,7 @@ __all__ = [
     "check_replay",
     "env_unforkable",
     "feedback_rule_of",
+    "frozen_reply",
     "human_reviewer",
     "interruptible_branch",
     "local_rule_of",

@@ -6,6 +6,7 @@ from contextlib import ExitStack
 
 from controlscope.core import ChatModel, Event
 from controlscope.review import HumanReviewer, ModelReviewer, Reviewer
+from controlscope.run._frozen import FrozenSourcePlanner
 from controlscope.run._progress import (
     ProgressOption,
     ProgressTracker,
@@ -89,6 +90,10 @@ def run_prepared(
 ) -> RunResult:
     """Run a spec already checked by :func:`~controlscope.run.prepare` (see :func:`run_task`).
 
+    A frozen source program (``spec.source``) is the planner's first reply
+    (:class:`~controlscope.run.FrozenSourcePlanner`; a ``replay:`` planner answers it from its
+    recording, checked against the program's hash by :func:`~controlscope.run.prepare`).
+
     Raises:
         ReplayMismatch: as :func:`run_task`.
     """
@@ -96,6 +101,10 @@ def run_prepared(
     chosen: Reviewer | None = reviewer
     if chosen is None and models.reviewer is not None:
         chosen = ModelReviewer(models.reviewer)
+    program = prepared.program
+    used = planner or models.planner
+    if program is not None and prepared.actions is None:
+        used = FrozenSourcePlanner(used, program, prepared.condition.planner_format)
     with ExitStack() as shown:
         callback = progress
         if progress == "auto":
@@ -105,7 +114,8 @@ def run_prepared(
             prepared.env,
             prepared.task,
             seed=spec.seed,
-            planner=planner or models.planner,
+            planner=used,
+            source_file=program.file if program is not None else None,
             reviewer=chosen,
             condition=prepared.condition,
             out_dir=spec.out,

@@ -18,6 +18,7 @@ from controlscope.core import (
     RunEndEvent,
     RunStartEvent,
     Scope,
+    SourceProgram,
     Task,
     TaskBudgets,
     View,
@@ -100,13 +101,21 @@ def recorded_start(run_dir: Path) -> float:
 
 
 def check_replay(
-    run_dir: Path, spec: ReplayOptions, task: Task, budgets: TaskBudgets, schedule: str
+    run_dir: Path,
+    spec: ReplayOptions,
+    task: Task,
+    budgets: TaskBudgets,
+    schedule: str,
+    *,
+    program: SourceProgram | None = None,
 ) -> None:
     """Refuse a replay whose condition differs from the recorded run's.
 
     Compared: the task id and parameters, its files' hashes (users' own tasks), the seed,
     scope, lattice, schedule (canonical, as placed), view, replacement boundary, the four
-    budgets (repairs included), and those of :data:`REPLAYED_SETTINGS` that the spec states.
+    budgets (repairs included), those of :data:`REPLAYED_SETTINGS` that the spec states, and
+    a frozen source program the spec gives with the one the recording ran (its SHA-256: a
+    program edited since the recording is refused).
 
     Args:
         run_dir: the recorded run.
@@ -114,6 +123,7 @@ def check_replay(
         task: the replay's task (with parameters).
         budgets: the replay's budgets.
         schedule: the replay's schedule, a bare ``once``/``midpoint`` placed from its source.
+        program: the replay's frozen source program, if it gives one.
 
     Raises:
         FileNotFoundError: ``run_dir`` holds no log.
@@ -145,12 +155,29 @@ def check_replay(
     changed = changed_data(start.task, task)
     if changed:
         differ.append(f"the task's files ({', '.join(changed)} changed since the recording)")
+    if program is not None:
+        differ.extend(_source_differs(start, program))
     if differ:
         raise ValueError(
             f"the replay's options differ from the recorded run in {run_dir}: "
             + "; ".join(differ)
             + ". A replay repeats the recorded run's options."
         )
+
+
+def _source_differs(start: RunStartEvent, program: SourceProgram) -> list[str]:
+    """How a replay's frozen source program differs from the recording's (empty: it does
+    not)."""
+    recorded = start.source_file
+    if recorded is None:
+        return [f"source_file (recorded none: the planner sampled it, given {program.file.path})"]
+    if recorded.sha256 != program.file.sha256:
+        return [
+            f"source_file.sha256 (recorded {recorded.sha256[:12]}…, given "
+            f"{program.file.sha256[:12]}… in {program.file.path}: the program was edited "
+            "since the recording)"
+        ]
+    return []
 
 
 def _recorded_options(start: RunStartEvent) -> dict[str, object]:

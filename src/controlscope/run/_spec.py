@@ -36,17 +36,20 @@ from controlscope.core import (
     Scope,
     Seed,
     SourceBoundary,
+    SourceProgram,
     Task,
     TaskBudgets,
     TaskError,
     ViewBounds,
     absolute_path,
+    read_source_program,
     setting,
 )
 from controlscope.envs import Environment, get_environment
 from controlscope.envs.external import grant_network
 from controlscope.models import CacheError, WeightsError, base_url_problem
 from controlscope.record import RecordedActions
+from controlscope.run._frozen import frozen_reply
 from controlscope.run._models import RunModels, build_models
 from controlscope.run._replay_check import check_replay, recorded_settings, recorded_start
 from controlscope.run._source import place_schedule, read_source
@@ -180,7 +183,9 @@ class RunSpec(RunSettings):
             raise ValueError(problem)
         return value
 
-    @field_validator("mcpmark", "state", "task_spec", "source_run", "cache", "out", mode="before")
+    @field_validator(
+        "mcpmark", "state", "task_spec", "source_run", "source", "cache", "out", mode="before"
+    )
     @classmethod
     def _named_path(cls, value: object) -> object:
         # Path("") is the current folder: a blank (an unset shell variable) must not become it.
@@ -216,6 +221,8 @@ class PreparedRun:
             or a custom reviewer is given).
         actions: when the planner replays a recorded run (``replay:DIR``), that run's
             primitive calls, which the replay's calls must equal (paper A.4); else None.
+        program: the frozen source program (``spec.source``), read and hashed; None when
+            the planner samples it.
     """
 
     spec: RunSpec
@@ -224,6 +231,7 @@ class PreparedRun:
     condition: Condition
     models: RunModels
     actions: RecordedActions | None = None
+    program: SourceProgram | None = None
 
 
 def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
@@ -241,10 +249,13 @@ def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
             ``description.md`` or ``verify.py``, a missing state, a task spec naming a command
             that does not exist), bad task parameters, an unusable ``out`` or ``cache``,
             ``base_url`` with no ``openai`` model, a replay whose options differ from its
-            recording, or models that cannot be built (missing weights or files).
+            recording, or models that cannot be built (missing weights or files); a frozen
+            source program that cannot be read, is not Python, or differs from the one a
+            replayed recording ran (its SHA-256 is compared).
     """
     try:
         _check_paths(spec)
+        program = read_source_program(spec.source) if spec.source is not None else None
         env = get_environment(spec.environment)
         if spec.allow_network:
             env = grant_network(env)
@@ -253,7 +264,7 @@ def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
         schedule, source = _placed_schedule(spec, env, task)
         recordings = _recordings(spec)
         for recording in recordings:
-            check_replay(recording, spec, task, budgets, schedule)
+            check_replay(recording, spec, task, budgets, schedule, program=program)
         since = recorded_start(recordings[0]) if recordings else None
         models = build_models(
             planner=spec.model,
@@ -264,6 +275,8 @@ def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
             normalise=functools.partial(env.normalise_observation, since=since),
         )
         condition = _condition(spec, models, budgets, schedule=schedule, source=source)
+        if program is not None:
+            frozen_reply(program, condition.planner_format)  # the format can carry it
         actions = None
         planner = _parsed(spec.model)
         if planner is not None and planner.kind == "replay" and planner.path is not None:
@@ -274,7 +287,13 @@ def prepare(spec: RunSpec, *, build_reviewer: bool = True) -> PreparedRun:
     except (TaskError, ValueError, FileNotFoundError, ProviderError, WeightsError, CacheError) as e:
         raise SpecError(str(e)) from e
     return PreparedRun(
-        spec=spec, env=env, task=task, condition=condition, models=models, actions=actions
+        spec=spec,
+        env=env,
+        task=task,
+        condition=condition,
+        models=models,
+        actions=actions,
+        program=program,
     )
 
 

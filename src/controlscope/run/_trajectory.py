@@ -41,6 +41,7 @@ from controlscope.core import (
     Message,
     RunEndEvent,
     RunStartEvent,
+    SourceFile,
     Task,
     TaskError,
     ToolSchema,
@@ -109,6 +110,7 @@ def run_trajectory(
     hook: TrajectoryHook | None = None,
     origin: BranchOrigin | None = None,
     since: float | None = None,
+    source_file: SourceFile | None = None,
 ) -> RunResult:
     """Run ``task`` once under ``condition`` and record it in ``out_dir``.
 
@@ -117,20 +119,19 @@ def run_trajectory(
         task: the task (with its generator parameters).
         seed: the task's data seed.
         planner: the ordinary planner (it also writes the source program).
-        reviewer: who proposes at reviewed boundaries; None (or a ``never`` schedule) means no
-            reviews.
+        reviewer: who proposes at reviewed boundaries (None, or a ``never`` schedule: none).
         condition: scope, schedule, view, replacement boundary, formats, sampling, budgets (the
             wall-clock ceiling ``budgets.wall_seconds`` included: nothing of the run outlives it).
         out_dir: the run directory (``events.jsonl``, flushed per event, and ``summary.json``).
-        workspace_root: where the fresh workspace is made (None: a temporary directory); it is
-            removed when the run ends, whatever agent code made of it, and what killed runs
-            left there first (:func:`controlscope.clean`).
+        workspace_root: where the fresh workspace is made (None: a temporary directory), removed
+            when the run ends whatever agent code did, and killed runs' leftovers first.
         observer: called with every event after it is written.
         actions: a replay's recorded primitive calls, checked against the calls made (A.4).
         hook: steers a prefix replay or branch (:mod:`controlscope.replay`; ``StopRun`` ends it).
         origin: where a run that starts from a recorded prefix comes from (in ``run_start``).
         since: when the run whose state the workspace holds started (a replay: its recording's
             start; None: now): the workspace's hashes date file times from it.
+        source_file: the frozen source program of the first reply (in ``run_start``), if any.
 
     Returns:
         The run's summary, verdict and end reason.
@@ -141,8 +142,7 @@ def run_trajectory(
         ReplayMismatch: a replay's request or primitive call (``ActionMismatch``) differs
             from the recording; the log then ends with ``run_end`` ``replay_diverged`` (no
             verdict) and ``summary.json`` is written.
-        KeyboardInterrupt: the run was interrupted; the log ends with ``run_end``
-            ``interrupted`` (no verdict) and ``summary.json`` is written.
+        KeyboardInterrupt: interrupted (``run_end`` ``interrupted``, no verdict; a summary).
 
     Any other failure of a part during the run ends it recorded and graded as it stands: a
     tool server that does not start or breaks (``environment_error``), the wall-clock ceiling
@@ -155,6 +155,7 @@ def run_trajectory(
     writer = TrajectoryWriter(out_dir)
     parts = _Parts(env, task, seed, planner, reviewer, condition, writer, observer, actions)
     parts.hook, parts.origin, parts.since = hook, origin, since or parts.since
+    parts.source_file = source_file
     try:
         return _record(parts, workspace_root)
     except ReplayMismatch as err:
@@ -221,6 +222,7 @@ class _Parts:
         self.hook: TrajectoryHook | None = None
         self.origin: BranchOrigin | None = None
         self.task_data_hash: str | None = None
+        self.source_file: SourceFile | None = None
         self.since = time.time()
         """When the run whose state the workspace holds started (the hashes' reference)."""
         self._writer, self._observer = writer, observer
@@ -291,6 +293,7 @@ class _Parts:
                 worker_seed=self.seed,
                 task_data_hash=self.task_data_hash,
                 branch=self.origin,
+                source_file=self.source_file,
             )
         )
 
