@@ -326,14 +326,8 @@ def log_sha256(directory: Path) -> str | None:
         LogError: the log is not a regular file (a FIFO is refused, not waited on).
         OSError: it cannot be read.
     """
-    try:
-        fd = os.open(directory / EVENTS_FILE, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise LogError(f"{directory / EVENTS_FILE} is not a regular file")
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    identity = log_identity(directory)
+    return identity.sha256 if identity is not None else None
 
 
 def read_record(directory: Path) -> RunRecord:

@@ -172,26 +172,20 @@ def _forked(job: RunJob, runs: Sequence[PlannedRun], out: Path) -> list[RunRecor
         resolve_boundary(recording, at)
     except ReplayError as err:
         return [RunRecord(id=r.id, status="ineligible", detail=str(err)) for r in runs]
-    models = build_models(
-        planner=config.planner.model,
-        reviewer=config.reviewer.model,
-        base_url=config.planner.base_url,
-        need_reviewer=True,
-    )
-    assert models.reviewer is not None
+    planner, reviewer = _reviewing_models(job)
     try:
         found = branch(
             recording,
             at=at,
             scopes=list(dict.fromkeys(r.scope for r in runs)),
             out=out,
-            planner=_planner(models.planner, job),
-            reviewer=ModelReviewer(models.reviewer),
+            planner=planner,
+            reviewer=ModelReviewer(reviewer),
             draws=config.draws,
             schedule=config.schedule,
         )
     finally:
-        _close(models.planner, models.reviewer)
+        _close(planner, reviewer)
     results = {b.run_dir.name: b for b in found.branches}
     stopped = found.divergence.message if found.divergence else "the branch set stopped"
     return [_forked_record(r, results.get(f"{r.scope}-d{r.draw}"), stopped) for r in runs]
@@ -232,6 +226,24 @@ def _execute(job: RunJob, directory: Path) -> RunRecord:
 def _diverged(job: RunJob, directory: Path) -> RunRecord:
     """A reviewing run branched from another panel's first schedule (``diverge_from``)."""
     config = job.config
+    planner, reviewer = _reviewing_models(job)
+    try:
+        return diverged(
+            job.panel,
+            config,
+            job.run,
+            directory,
+            planner=planner,
+            reviewer=ModelReviewer(reviewer),
+        )
+    finally:
+        _close(planner, reviewer)
+
+
+def _reviewing_models(job: RunJob) -> tuple[ChatModel, ChatModel]:
+    """The planner (behind the panel's exact-request cache when it keeps one) and the reviewer
+    of a reviewing run; the caller closes both with :func:`_close`."""
+    config = job.config
     models = build_models(
         planner=config.planner.model,
         reviewer=config.reviewer.model,
@@ -239,19 +251,11 @@ def _diverged(job: RunJob, directory: Path) -> RunRecord:
         need_reviewer=True,
     )
     assert models.reviewer is not None
-    planner = models.planner
     try:
-        planner = _planner(planner, job)
-        return diverged(
-            job.panel,
-            config,
-            job.run,
-            directory,
-            planner=planner,
-            reviewer=ModelReviewer(models.reviewer),
-        )
-    finally:
-        _close(planner, models.reviewer)
+        return _planner(models.planner, job), models.reviewer
+    except BaseException:
+        _close(models.planner, models.reviewer)
+        raise
 
 
 def _planner(model: ChatModel, job: RunJob) -> ChatModel:
@@ -340,28 +344,20 @@ def _branch(job: RunJob, directory: Path, keep_dir: Path) -> RunRecord:
         resolve_boundary(recording, at)
     except ReplayError as err:
         return RunRecord(id=job.run.id, status="ineligible", detail=str(err))
-    models = build_models(
-        planner=config.planner.model,
-        reviewer=config.reviewer.model,
-        base_url=config.planner.base_url,
-        need_reviewer=True,
-    )
-    assert models.reviewer is not None
-    planner = models.planner
+    planner, reviewer = _reviewing_models(job)
     try:
-        planner = _planner(planner, job)
         found = run_branch(
             recording,
             at=at,
             scope=job.run.scope,
             out=directory,
             planner=planner,
-            reviewer=ModelReviewer(models.reviewer),
+            reviewer=ModelReviewer(reviewer),
             draw=job.run.draw,
             schedule=config.schedule,
         )
     finally:
-        _close(planner, models.reviewer)
+        _close(planner, reviewer)
     summary = found.summary
     return RunRecord(
         id=job.run.id,
