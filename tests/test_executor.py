@@ -11,13 +11,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+import _session_support
 import controlscope as cs
 import controlscope.core as cs_core
 from controlscope._proc import cmdline, descendants
@@ -29,48 +29,15 @@ from controlscope.replay import Recording, replay_prefix
 from controlscope.review import Proposal, PublicState
 from controlscope.view import export
 
+files = _session_support.files  # the fixtures, used by name
+no_leftovers = _session_support.no_leftovers
+
 ROOT = Path(__file__).resolve().parents[1]
 KEEP = cs.RunSettings(scope="keep", schedule="never")
 
 
 def _fs(root: Path) -> list[str]:
     return ["node", str(find_server_script()), str(root)]
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> Path:
-    root = tmp_path / "files"
-    root.mkdir()
-    (root / "a.txt").write_text("alpha\n")
-    (root / "b.txt").write_text("beta\n")
-    return root
-
-
-def _running() -> set[int]:
-    """This process's descendants that still run (zombies are the session's check,
-    ``conftest.py``: an orphaned sandbox init handed to this subreaper is one)."""
-    return {pid for pid in descendants(os.getpid()) if _state(pid) not in ("Z", "X", "gone")}
-
-
-@pytest.fixture
-def no_leftovers() -> Iterator[None]:
-    """Fail when a process this test started outlives it."""
-    before = _running()
-    yield
-    deadline = time.monotonic() + 10
-    left = _running() - before
-    while left and time.monotonic() < deadline:
-        time.sleep(0.1)
-        left = _running() - before
-    shown = {pid: (_state(pid), cmdline(pid)) for pid in sorted(left)}
-    assert not left, f"processes left behind: {shown}"
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
 
 
 class PatchSecond:
@@ -334,10 +301,10 @@ def test_interpreter_exit_and_sigterm_end_every_process(
         proc.kill()
         proc.wait()
     deadline = time.monotonic() + 10
-    alive = [pid for pid in below if _state(pid) not in ("Z", "X", "gone")]
+    alive = [pid for pid in below if _session_support.state(pid) not in ("Z", "X", "gone")]
     while alive and time.monotonic() < deadline:
         time.sleep(0.1)
-        alive = [pid for pid in alive if _state(pid) not in ("Z", "X", "gone")]
+        alive = [pid for pid in alive if _session_support.state(pid) not in ("Z", "X", "gone")]
     assert not alive, {pid: cmdline(pid) for pid in alive}
     assert read_events(out)[-1].type == "run_end"
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import _session_support
 import controlscope as cs
-from controlscope._proc import cmdline, descendants
 from controlscope.record import read_events
 from fixtures.adapter_agents import (
     fs_executor,
@@ -33,40 +33,10 @@ from fixtures.adapter_agents import (
 )
 from fixtures.stream_server import Answer, StreamServer
 
+files = _session_support.files  # the fixtures, used by name
+no_leftovers = _session_support.no_leftovers
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> Path:
-    root = tmp_path / "files"
-    root.mkdir()
-    (root / "a.txt").write_text("alpha\n")
-    (root / "b.txt").write_text("beta\n")
-    return root
-
-
-def _running() -> set[int]:
-    return {pid for pid in descendants(os.getpid()) if _state(pid) not in ("Z", "X", "gone")}
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
-
-
-@pytest.fixture
-def no_leftovers() -> Iterator[None]:
-    """Fail when a process this test started outlives it."""
-    before = _running()
-    yield
-    deadline = time.monotonic() + 10
-    left = _running() - before
-    while left and time.monotonic() < deadline:
-        time.sleep(0.1)
-        left = _running() - before
-    assert not left, f"processes left behind: { {pid: cmdline(pid) for pid in left} }"
 
 
 @pytest.fixture
