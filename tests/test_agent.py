@@ -34,6 +34,7 @@ from controlscope.core import (
     ToolResult,
     ToolSchema,
     ToolServer,
+    editable_constants,
 )
 from controlscope.envs._catalog import get_environment
 from controlscope.envs.filesystem._planning import LOCAL_FILE_HINT
@@ -268,7 +269,10 @@ def test_the_log_says_how_each_planner_block_was_read_from_its_reply(tmp_path: P
     [
         (Scope.FULL, ModelResponse(text="I think it is fine."), "malformed"),
         (Scope.ARG, decision("replace_workflow", code="print(1)"), "out_of_scope"),
-        (Scope.ARG, decision("patch_arguments", arguments={"nope": 1}), "invalid_arguments"),
+        # outside the pending tool's narrowed schema: not a proposal at all
+        (Scope.ARG, decision("patch_arguments", arguments={"nope": 1}), "malformed"),
+        # inside it, but validation refuses it (a patch that changes nothing)
+        (Scope.ARG, decision("patch_arguments", arguments={}), "invalid_arguments"),
     ],
 )
 def test_review_fallbacks_are_recorded_and_executed_as_keep(
@@ -616,7 +620,8 @@ def test_the_log_holds_the_request_and_the_final_arguments_and_a_no_op_patch(
     block = 'root = ROOT\ntext = read_text_file(path=root + "/large_file.txt")\nprint("first")\n'
 
     def rewrite(request: ModelRequest) -> ModelResponse:
-        return decision("patch_block_data", code=_code(block.replace("first", "second"))(request))
+        slots = {v: k for k, v in editable_constants(_code(block)(request)).items()}
+        return decision("patch_block_data", constants={str(slots["first"]): "second"})
 
     result = run(
         tmp_path,

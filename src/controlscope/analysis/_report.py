@@ -90,6 +90,7 @@ class Report:
         endpoint: the served endpoint's counts, one entry per panel command that ran runs
             against it (``endpoint.json``; requests, waits on answers and on rate limits);
             empty when the panel's models are not served.
+        endpoint_line: ``endpoint`` in one sentence (a property; None when not served).
     """
 
     panel: Path
