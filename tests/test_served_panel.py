@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import controlscope as cs
+from _process_support import sigint_as
 from controlscope import panel as cp
 from controlscope._proc import alive, cmdline, descendants
 from controlscope.cli import main as cli
@@ -86,11 +87,12 @@ def test_an_interrupted_served_panel_ends_every_run_recorded_and_leaves_no_proce
     exits 130 and no process of it is left."""
     path = write_toml(tmp_path / "panel.toml", config(endpoint, TASKS, max_connections=4))
     folder = tmp_path / "panel"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "controlscope.cli", "panel", str(path), "--out", str(folder),
-         "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
-    )  # fmt: skip
+    with sigint_as("terminal"):  # Ctrl-C reaches it however this session was started
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controlscope.cli", "panel", str(path), "--out", str(folder),
+             "--quiet"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while endpoint.inflight < 2 and time.monotonic() < deadline:
