@@ -27,7 +27,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -35,6 +35,9 @@ from controlscope.core import EVENTS_FILE
 from controlscope.panel._config import PanelConfig
 from controlscope.panel._plan import PanelPlan
 from controlscope.record import LogError, read_regular
+
+if TYPE_CHECKING:
+    from controlscope.replay import BranchResult
 
 MANIFEST_FILE = "panel.json"
 """The panel folder's manifest."""
@@ -117,6 +120,25 @@ class RunRecord(BaseModel):
     mechanism: str | None = None
     diverged_at: int | None = None
     problem: str = ""
+
+
+def branched_record(run_id: str, found: BranchResult, detail: str, **fields: Any) -> RunRecord:
+    """The ``done`` record of a run that started as a branch (by fork, by prefix replay or at
+    a divergence point): its summary's outcome (``replay_diverged`` with no summary, when it
+    left the recording in its prefix), ``detail`` and the branch's hashes; ``fields`` are the
+    record's other fields (``mechanism``, ``diverged_at``, ``problem``)."""
+    summary = found.summary
+    return RunRecord(
+        id=run_id,
+        status="done",
+        success=summary.success if summary else None,
+        end_reason=summary.end_reason if summary else "replay_diverged",
+        primitive_calls=summary.primitive_calls if summary else 0,
+        detail=detail,
+        request_hash=found.request_hash,
+        state_hash=found.state_hash,
+        **fields,
+    )
 
 
 class PanelManifest(BaseModel):

@@ -25,6 +25,7 @@ from controlscope.panel._folder import (
     RUN_MARKER,
     PanelError,
     RunRecord,
+    branched_record,
     difference,
     finished,
     log_sha256,
@@ -175,16 +176,4 @@ def diverged(
             check_shared_prefix(recording, directory)
         except ReplayError as err:
             problem = f"its shared prefix with {first} fails its check: {err}"
-    summary = found.summary
-    return RunRecord(
-        id=run.id,
-        status="done",
-        success=summary.success if summary else None,
-        end_reason=summary.end_reason if summary else "replay_diverged",
-        primitive_calls=summary.primitive_calls if summary else 0,
-        detail=detail,
-        request_hash=found.request_hash,
-        state_hash=found.state_hash,
-        diverged_at=point.call_index,
-        problem=problem,
-    )
+    return branched_record(run.id, found, detail, diverged_at=point.call_index, problem=problem)

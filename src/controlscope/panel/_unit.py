@@ -37,7 +37,14 @@ from controlscope.models import (
     install_gate,
 )
 from controlscope.panel._config import PanelConfig
-from controlscope.panel._folder import CACHE_FILE, RunRecord, log_identity, run_dir, write_record
+from controlscope.panel._folder import (
+    CACHE_FILE,
+    RunRecord,
+    branched_record,
+    log_identity,
+    run_dir,
+    write_record,
+)
 from controlscope.panel._linked import diverged, reuse_keep
 from controlscope.panel._plan import KEEP, PlannedRun, run_spec
 from controlscope.record import LogError, iter_events
@@ -196,18 +203,8 @@ def _forked_record(run: PlannedRun, found: BranchResult | None, stopped: str) ->
     it: ``stopped`` says why)."""
     if found is None:
         return RunRecord(id=run.id, status="error", detail=f"not started: {stopped}")
-    summary = found.summary
-    return RunRecord(
-        id=run.id,
-        status="done",
-        success=summary.success if summary else None,
-        end_reason=summary.end_reason if summary else "replay_diverged",
-        primitive_calls=summary.primitive_calls if summary else 0,
-        detail=found.divergence.message if found.divergence else (found.problem or ""),
-        request_hash=found.request_hash,
-        state_hash=found.state_hash,
-        mechanism=found.mechanism,
-    )
+    detail = found.divergence.message if found.divergence else (found.problem or "")
+    return branched_record(run.id, found, detail, mechanism=found.mechanism)
 
 
 def _execute(job: RunJob, directory: Path) -> RunRecord:
@@ -358,18 +355,8 @@ def _branch(job: RunJob, directory: Path, keep_dir: Path) -> RunRecord:
         )
     finally:
         _close(planner, reviewer)
-    summary = found.summary
-    return RunRecord(
-        id=job.run.id,
-        status="done",
-        success=summary.success if summary else None,
-        end_reason=summary.end_reason if summary else "replay_diverged",
-        primitive_calls=summary.primitive_calls if summary else 0,
-        detail=found.divergence.message if found.divergence else "",
-        request_hash=found.request_hash,
-        state_hash=found.state_hash,
-        mechanism="replay",
-    )
+    detail = found.divergence.message if found.divergence else ""
+    return branched_record(job.run.id, found, detail, mechanism="replay")
 
 
 def _done(run_id: str, result: RunResult) -> RunRecord:
