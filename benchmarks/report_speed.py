@@ -41,7 +41,7 @@ from pathlib import Path
 from controlscope.panel import RunRecord, log_identity, read_record, run_dir
 from controlscope.panel._folder import write_record
 from controlscope.panel.testing import SyntheticRun, write_synthetic_panel
-from controlscope.record import read_summary, write_summary
+from controlscope.record import ReviewDecision, iter_events, read_summary, summarize, write_summary
 
 CATEGORIES = 7
 TEMPLATES = 195
@@ -105,17 +105,25 @@ class LogTemplate:
 
 
 def write_panel(folder: Path, scale: float) -> tuple[int, int]:
-    """Write the synthetic panel; return (runs, log bytes)."""
+    """Write the synthetic panel; return (runs, log bytes). Each summary lists its run's
+    decisions as a real one does (``summarize`` of one log per length, reused)."""
     runs = synthetic_runs()
     write_synthetic_panel(folder, runs)
     recorded = read_summary(RECORDED)
     template = LogTemplate(scale) if scale > 0 else None
+    listed: dict[tuple[int, bool], list[ReviewDecision] | None] = {}
     total = 0
     for run in runs:
         name = "keep" if run.scope == "keep" else f"{run.scope}-d0"
         directory = run_dir(folder, f"{run.unit}/{name}")
-        summary = read_summary(directory)
         reviewed = run.scope != "keep"
+        if template is not None:
+            log = template.text(run.calls, reviewed)
+            (directory / "events.jsonl").write_text(log, encoding="utf-8")
+            total += len(log)
+            if (run.calls, reviewed) not in listed:
+                listed[run.calls, reviewed] = summarize(iter_events(directory)).decisions
+        summary = read_summary(directory)
         write_summary(
             directory,
             summary.model_copy(
@@ -124,16 +132,12 @@ def write_panel(folder: Path, scale: float) -> tuple[int, int]:
                     "state_hash": recorded.state_hash,
                     "reviews": run.calls if reviewed else 0,
                     "boundaries": run.calls,
+                    "decisions": listed.get((run.calls, reviewed), []),
                 }
             ),
         )
-        if template is None:
-            continue
-        log = template.text(run.calls, reviewed)
-        (directory / "events.jsonl").write_text(log, encoding="utf-8")
-        total += len(log)
-        record = read_record(directory)
-        write_record(directory, _named(record, directory))
+        if template is not None:
+            write_record(directory, _named(read_record(directory), directory))
     return len(runs), total
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import controlscope as cs
 from controlscope import panel as cp
-from controlscope.analysis import report
+from controlscope.analysis import paired_outcomes, read_panel, report
 from controlscope.cli import main as cli
 from controlscope.core import ModelCallEvent, RunStartEvent
 from controlscope.replay import Recording, ReplayError
@@ -135,6 +135,37 @@ def test_a_panel_with_frozen_sources_runs_and_its_report_names_the_units(tmp_pat
     assert any("patch_arguments" in d and "part_01" in d for d in pair.decisions)
     other = next(p for p in built.pairs if p.unit != unit)
     assert other.decisions == ("no review",)  # its sampled "program" was a final answer
+    listed = cs.read_summary(cp.run_dir(out, f"{unit}/arg-d0")).decisions
+    assert listed is not None and [d.operation for d in listed] == ["patch_arguments"]
+    found = read_panel(out)  # a summary that predates the list: its log says the same
+    dirs = {str(i): cp.run_dir(out, str(i)) for i in found.runs["id"]}
+    assert paired_outcomes(found.runs, 1, dirs) == built.pairs
+
+
+def _no_log(*_: object, **__: object) -> object:
+    raise AssertionError("the report read a log for the decisions its summaries list")
+
+
+def test_the_report_lists_decisions_from_the_summaries_without_reading_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reviewer = tmp_path / "reviewer.json"
+    reviewer.write_text(json.dumps([KEEP, KEEP, PATCH, *[KEEP] * 12]))
+    planner = tmp_path / "planner.json"
+    planner.write_text(json.dumps(["Done."] * 6))
+    config = tmp_path / "panel.toml"
+    config.write_text(
+        f'tasks = ["{TASK}"]\nscopes = ["keep", "arg"]\nstart = "whole"\n'
+        f'schedule = "every_boundary"\n[source]\n"{TASK}" = "split.py"\n'
+        f'[planner]\nmodel = "scripted:{planner}"\n'
+        f'[reviewer]\nmodel = "scripted:{reviewer}"\n[execution]\nworkers = 1\n'
+    )
+    program_file(tmp_path, BROKEN, "split.py")
+    out = tmp_path / "panel"
+    assert cli(["panel", str(config), "--out", str(out), "--quiet"]) == 0
+    monkeypatch.setattr("controlscope.analysis._decisions.iter_events", _no_log)
+    (pair,) = report(out).pairs
+    assert pair.reviews == 7 and any("patch_arguments" in d for d in pair.decisions)
 
 
 def test_a_panel_source_folder_names_a_missing_program(tmp_path: Path) -> None:

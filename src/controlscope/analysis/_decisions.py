@@ -3,25 +3,21 @@
 A paired difference is a reviewing scope's outcome less its unit's Keep outcome (paper eq. 4-5).
 Tables count them; a reader also wants to see what caused each one: the revisions the reviewer
 realized in that run (where, which operation, with what), or that it kept at every review,
-and the reviews that fell back to Keep. :func:`paired_outcomes` reads them from the runs' logs
-(only the reviewing runs'; every other number comes from their summaries).
+and the reviews that fell back to Keep. :func:`paired_outcomes` reads them from the runs'
+summaries (``RunSummary.decisions``), and from the log of a run whose summary predates them.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from controlscope.analysis._reviews import plural
-from controlscope.core import RealizedOperationEvent, ValidationEvent, operation_spec
 from controlscope.panel import KEEP, condition_label
-from controlscope.record import LogError, iter_events
-
-DECISION_CHARS = 160
-"""How much of one decision's description the report shows."""
+from controlscope.record import DecisionNotes, LogError, ReviewDecision, iter_events
 
 
 @dataclass(frozen=True)
@@ -62,7 +58,10 @@ class PairedOutcome:
 
 
 def paired_outcomes(
-    runs: pd.DataFrame, draws: int, run_dirs: dict[str, Path]
+    runs: pd.DataFrame,
+    draws: int,
+    run_dirs: dict[str, Path],
+    recorded: Mapping[str, list[ReviewDecision] | None] | None = None,
 ) -> list[PairedOutcome]:
     """Every reviewing run of ``runs`` against its unit's Keep run, with its decisions.
 
@@ -71,6 +70,9 @@ def paired_outcomes(
         draws: the panel's reviewer draws (for the condition labels).
         run_dirs: each run's directory, by run id (a run whose log cannot be read shows
             why in its decisions).
+        recorded: each run's decisions as its summary lists them
+            (:attr:`~controlscope.analysis.PanelRuns.decisions`); a run absent here, or whose
+            summary predates the list, has its log read.
 
     Returns:
         One outcome per reviewing run, in the plan's order.
@@ -85,13 +87,18 @@ def paired_outcomes(
         for u, i, s in zip(runs["unit"], runs["id"], runs["scope"], strict=True)
         if s == KEEP
     }
+    known = recorded or {}
     out: list[PairedOutcome] = []
     for row in runs[runs["scope"] != KEEP].itertuples():
         keep = keep_of.get(str(row.unit))
         if keep is None:
             continue
         a, b = verdict.get(keep), verdict[str(row.id)]
-        reviews, decisions = _decisions(run_dirs.get(str(row.id)))
+        listed = known.get(str(row.id))
+        if listed is not None:
+            reviews, decisions = int(str(row.reviews)), _lines(int(str(row.reviews)), listed)
+        else:
+            reviews, decisions = _from_log(run_dirs.get(str(row.id)))
         out.append(
             PairedOutcome(
                 unit=str(row.unit),
@@ -108,55 +115,37 @@ def paired_outcomes(
     return out
 
 
-def _decisions(directory: Path | None) -> tuple[int, tuple[str, ...]]:
-    """A run's reviews and decisions (see :class:`PairedOutcome`) from its log."""
+def _from_log(directory: Path | None) -> tuple[int, tuple[str, ...]]:
+    """A run's reviews and decisions read from its log (a summary that predates the list)."""
     if directory is None:
         return 0, ("its log is missing",)
-    lines: list[str] = []
-    rejected: dict[int, str] = {}  # call index -> what was proposed and why it was refused
-    reviews = revisions = 0
+    notes = DecisionNotes()
+    reviews = 0
     try:
         for event in iter_events(directory):
-            if isinstance(event, ValidationEvent) and not event.validation.accepted:
-                found = event.validation
-                kind = found.proposal.kind if found.proposal is not None else "nothing parseable"
-                why = f": {found.reason}" if found.reason is not None else ""
-                rejected[event.call_index] = f"proposed {kind}{why}"
-            if not isinstance(event, RealizedOperationEvent) or not event.model_called:
-                continue
-            reviews += 1
-            if event.fallback is not None:
-                why = rejected.pop(event.call_index, "")
-                lines.append(
-                    _clipped(
-                        f"call {event.call_index}: kept, a fallback "
-                        f"({event.fallback}{'; ' + why if why else ''})"
-                    )
-                )
-            elif event.operation.kind != "keep":
-                revisions += 1
-                lines.append(_shown(event))
+            notes.add(event)
+            reviews += event.type == "review_request"
     except (OSError, ValueError, LogError) as err:
         return reviews, (f"its log cannot be read: {err}",)
+    return reviews, _lines(reviews, notes.decisions)
+
+
+def _lines(reviews: int, decisions: list[ReviewDecision]) -> tuple[str, ...]:
+    """What :attr:`PairedOutcome.decisions` shows for ``reviews`` reviews."""
     if not reviews:
-        return 0, ("no review",)
+        return ("no review",)
+    lines = [_line(d) for d in decisions]
     if not lines:
-        return reviews, ("kept at every review",)
+        return ("kept at every review",)
     chosen = reviews - len(lines)  # the keeps the reviewer chose
-    if not revisions and chosen:
+    if not any(d.fallback is None for d in decisions) and chosen:
         lines.insert(0, f"kept by choice at {plural(chosen, 'review')}")
-    return reviews, tuple(lines)
+    return tuple(lines)
 
 
-def _clipped(text: str) -> str:
-    return text if len(text) <= DECISION_CHARS else text[: DECISION_CHARS - 1] + "…"
-
-
-def _shown(event: RealizedOperationEvent) -> str:
-    """One realized revision in a line: where, which operation, with what."""
-    operation = event.operation
-    detail = json.dumps(operation_spec(operation.kind).shown(operation), ensure_ascii=False)
-    code = getattr(operation, "code", None)
-    if isinstance(code, str):  # a replacement: its first lines say what it does
-        detail += " " + " ⏎ ".join(line.strip() for line in code.strip().splitlines())
-    return _clipped(f"call {event.call_index}: {operation.kind} {detail}")
+def _line(decision: ReviewDecision) -> str:
+    """One decision in a line: where, which operation (or fallback), with what."""
+    if decision.fallback is None:
+        return f"call {decision.call_index}: {decision.operation} {decision.detail}"
+    why = f"; {decision.detail}" if decision.detail else ""
+    return f"call {decision.call_index}: kept, a fallback ({decision.fallback}{why})"

@@ -9,7 +9,7 @@ from is ineligible and left out of every comparison, with the reason (paper appe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from controlscope.panel import (
     record_problem,
     run_dir,
 )
-from controlscope.record import LogError, RunSummary, iter_events, read_summary
+from controlscope.record import LogError, ReviewDecision, RunSummary, iter_events, read_summary
 
 ROLES = ("planner", "reviewer")
 """The roles whose tokens are accounted."""
@@ -90,6 +90,9 @@ class PanelRuns:
         problems: one line per run that is missing, corrupt, without a verdict or
             ineligible, or that failed a check its record names (counted with its verdict:
             ``RunRecord.problem``), with the reason.
+        decisions: what each run's reviews did, by run id, as its summary lists them
+            (``RunSummary.decisions``; None: its summary predates the list, read the log);
+            runs without a readable summary are absent.
     """
 
     panel: Path
@@ -97,6 +100,7 @@ class PanelRuns:
     plan: PanelPlan
     runs: pd.DataFrame
     problems: list[str]
+    decisions: dict[str, list[ReviewDecision] | None] = field(default_factory=dict)
 
 
 def read_panel(panel: str | Path) -> PanelRuns:
@@ -131,18 +135,25 @@ def read_panel(panel: str | Path) -> PanelRuns:
         raise PanelError(f"{folder / MANIFEST_FILE} plans no run: there is nothing to report")
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
+    decisions: dict[str, list[ReviewDecision] | None] = {}
     root = folder.resolve()
     for run in manifest.plan.runs:
-        row, problem = _row(folder, run, root)
+        row, problem = _row(folder, run, root, decisions)
         rows.append(row)
         if problem:
             problems.append(f"{run.id}: {problem}")
     table = pd.DataFrame(rows)
-    return PanelRuns(folder, manifest.config, manifest.plan, table, problems)
+    return PanelRuns(folder, manifest.config, manifest.plan, table, problems, decisions)
 
 
-def _row(panel: Path, run: PlannedRun, root: Path) -> tuple[dict[str, Any], str]:
-    """One run's row and, when it is not a scored run, why (``root``: the panel resolved)."""
+def _row(
+    panel: Path,
+    run: PlannedRun,
+    root: Path,
+    decisions: dict[str, list[ReviewDecision] | None],
+) -> tuple[dict[str, Any], str]:
+    """One run's row and, when it is not a scored run, why (``root``: the panel resolved;
+    the run's summary's decisions go into ``decisions``)."""
     row: dict[str, Any] = run.model_dump(exclude={"params", "after"})
     row.update(_empty())
     directory = run_dir(panel, run.id)
@@ -172,6 +183,7 @@ def _row(panel: Path, run: PlannedRun, root: Path) -> tuple[dict[str, Any], str]
         row["status"] = "corrupt"
         return row, f"corrupt run folder, counted as missing: {_first_line(err)}"
     row.update(_from_summary(summary, record))
+    decisions[run.id] = summary.decisions
     row["source_sha256"] = _source_sha256(directory) if run.source_file is not None else None
     if summary.success is None:
         row["status"] = "no_verdict"

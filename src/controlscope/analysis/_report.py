@@ -262,7 +262,10 @@ def _build(found: PanelRuns, cluster: str, *, resamples: int, seed: int, level: 
         draws=draws,
         frozen_sources=frozen_sources(runs),
         pairs=paired_outcomes(
-            runs, draws, {str(i): run_dir(found.panel, str(i)) for i in runs["id"]}
+            runs,
+            draws,
+            {str(i): run_dir(found.panel, str(i)) for i in runs["id"]},
+            found.decisions,
         ),
         reviewers=review_lines(scored, draws),
         call_budget=config.budgets.max_calls or 100,

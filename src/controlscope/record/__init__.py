@@ -11,6 +11,7 @@ Public API::
 
 from controlscope.record._accounting import LedgerSummary, RoleTotals, TokenLedger, TokenTotals
 from controlscope.record._actions import ActionMismatch, RecordedActions
+from controlscope.record._decisions import DecisionNotes, ReviewDecision
 from controlscope.record._divergence import (
     ABSENT,
     ReplayMismatch,
@@ -42,10 +43,12 @@ __all__ = [
     "MAX_SUMMARY_BYTES",
     "SUMMARY_FILE",
     "ActionMismatch",
+    "DecisionNotes",
     "LedgerSummary",
     "LogError",
     "RecordedActions",
     "ReplayMismatch",
+    "ReviewDecision",
     "RoleTotals",
     "RunSummary",
     "SummaryError",

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from controlscope.core import FALLBACK_KINDS, BlockResult, Event, Scope, operation_spec
 from controlscope.record._accounting import RoleTotals, TokenLedger
+from controlscope.record._decisions import DecisionNotes, ReviewDecision
 
 
 class RunSummary(BaseModel):
@@ -78,6 +79,9 @@ class RunSummary(BaseModel):
             since the extra capacity favours Full).
         protected_failures: 1 when the verdict failed the protected criteria (a check named
             ``protected``: the app environments' whole-database diff), else 0.
+        decisions: what the reviews did, in order: each realized revision and each fallback to
+            Keep (:class:`~controlscope.record.ReviewDecision`; the Keeps the reviewer chose are
+            not listed); None in a summary written before summaries held them (read the log).
     """
 
     task: str
@@ -124,6 +128,7 @@ class RunSummary(BaseModel):
     guard_refusals: int = 0
     allowance_renewals: int = 0
     protected_failures: int = 0
+    decisions: list[ReviewDecision] | None = None
 
 
 class SummaryError(ValueError):
@@ -163,9 +168,11 @@ def summarize(events: Iterable[Event]) -> RunSummary:
         isolation=start.isolation,
     )
     ledger = TokenLedger()
+    notes = DecisionNotes()
     last_t = start.t
     for event in stream:
         last_t = event.t
+        notes.add(event)
         if event.type == "model_call":
             if event.response is None:
                 ledger.add_failure(event.role)
@@ -179,6 +186,7 @@ def summarize(events: Iterable[Event]) -> RunSummary:
     summary.wall_seconds = max(0.0, last_t - start.t)
     summary.model_seconds = sum(r.latency_s for r in summary.tokens.values())
     summary.api_attempts = summary.primitive_calls + summary.quota_rejections
+    summary.decisions = notes.decisions
     return summary
 
 
