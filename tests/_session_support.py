@@ -1,9 +1,13 @@
-"""Fixtures shared by the executor's and the framework adapters' tests: a folder of two files
-for the filesystem server, and a check that no process a test started outlives it."""
+"""Fixtures shared by the executor's, ``serve``'s and the framework adapters' tests: a folder of
+two files for the filesystem server, its ``mcpServers`` file, a session replayed by the CLI, and
+a check that no process a test started outlives it."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from controlscope._proc import cmdline, descendants
+from controlscope.envs.filesystem.server import find_server_script
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -21,6 +28,28 @@ def files(tmp_path: Path) -> Path:
     (root / "a.txt").write_text("alpha\n")
     (root / "b.txt").write_text("beta\n")
     return root
+
+
+def fs_config(files: Path, path: Path) -> Path:
+    """Write ``path``: an ``mcpServers`` file naming the npm filesystem server on ``files``."""
+    server = {"command": "node", "args": [str(find_server_script()), str(files)]}
+    path.write_text(json.dumps({"mcpServers": {"fs": server}}))
+    return path
+
+
+def replays_verified(session: Path, calls: int) -> None:
+    """``controlscope replay`` of a recorded session, in a subprocess, verifies its ``calls``."""
+    command = ["replay", str(session), "--out", f"{session}-replayed"]
+    replayed = subprocess.run(
+        [sys.executable, "-m", "controlscope.cli", *command],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        timeout=300,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    assert f"{calls} calls verified" in replayed.stdout
 
 
 def running() -> set[int]:

@@ -28,6 +28,7 @@ from controlscope.record import iter_events, read_events, summarize
 from controlscope.replay import Recording, replay_prefix
 from controlscope.review import Proposal, PublicState
 from controlscope.view import export
+from fixtures.adapter_agents import PatchSecond
 
 files = _session_support.files  # the fixtures, used by name
 no_leftovers = _session_support.no_leftovers
@@ -38,18 +39,6 @@ KEEP = cs.RunSettings(scope="keep", schedule="never")
 
 def _fs(root: Path) -> list[str]:
     return ["node", str(find_server_script()), str(root)]
-
-
-class PatchSecond:
-    """A scripted reviewer: a patch of ``path`` at the session's second call, else Keep."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def propose(self, state: PublicState, condition: Condition) -> Proposal:
-        if state.boundary.call_index == 1:
-            return Proposal(operation=PatchArguments(arguments={"path": self.path}))
-        return Proposal(operation=Keep())
 
 
 class Raising:
@@ -104,24 +93,7 @@ def test_reviewer_patches_the_second_call_and_the_session_replays(
     assert (summary.primitive_calls, summary.argument_patches, summary.complete) == (2, 1, True)
     page = export(out, tmp_path / "site").read_text()
     assert "patch_arguments" in page and "beta" in page
-    replayed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controlscope.cli",
-            "replay",
-            str(out),
-            "--out",
-            str(tmp_path / "r"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        timeout=300,
-    )
-    assert replayed.returncode == 0, replayed.stderr
-    assert "2 calls verified" in replayed.stdout
+    _session_support.replays_verified(out, 2)
 
 
 def test_replay_of_an_edited_session_diverges(files: Path, tmp_path: Path) -> None:

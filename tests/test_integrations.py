@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -57,16 +55,7 @@ def _serve(started: list[StreamServer], *script: Answer) -> StreamServer:
 def _replays(out: Path, calls: int) -> None:
     """``controlscope replay`` of the session verifies its calls; the reviewer kept the first
     and patched the second."""
-    replayed = subprocess.run(
-        [sys.executable, "-m", "controlscope.cli", "replay", str(out), "--out", str(out) + "-r"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        timeout=300,
-    )
-    assert replayed.returncode == 0, replayed.stderr
-    assert f"{calls} calls verified" in replayed.stdout
+    _session_support.replays_verified(out, calls)
     kinds = [e.operation.kind for e in read_events(out) if e.type == "realized_operation"]
     assert kinds == ["keep", "patch_arguments"]
 

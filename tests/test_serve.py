@@ -21,13 +21,14 @@ import mcp_types
 from mcp import Client, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+import _session_support
 from controlscope._proc import descendants
-from controlscope.envs.filesystem.server import find_server_script
 from controlscope.models import ScriptedModel
 from controlscope.record import read_events
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+files = _session_support.files  # the fixture, used by name
 
 
 def _text(result: mcp_types.CallToolResult) -> str:
@@ -40,14 +41,8 @@ def _serve(args: list[str]) -> StdioServerParameters:
     )
 
 
-def test_serve_over_stdio_with_a_patching_reviewer(tmp_path: Path) -> None:
-    files = tmp_path / "files"
-    files.mkdir()
-    (files / "a.txt").write_text("alpha\n")
-    (files / "b.txt").write_text("beta\n")
-    config = tmp_path / "mcp.json"
-    server = {"command": "node", "args": [str(find_server_script()), str(files)]}
-    config.write_text(json.dumps({"mcpServers": {"fs": server}}))
+def test_serve_over_stdio_with_a_patching_reviewer(files: Path, tmp_path: Path) -> None:
+    config = _session_support.fs_config(files, tmp_path / "mcp.json")
     patch = {"reason": "the other file", "arguments": {"path": str(files / "b.txt")}}
     answers = [
         ScriptedModel.tool_call("keep", {"reason": "fine"}).model_dump(mode="json"),
@@ -184,18 +179,12 @@ def _decide(review_url: str, body: dict[str, object]) -> int:
 
 
 def test_serve_with_a_person_reviewing_prints_the_review_page_on_stderr_only(
-    tmp_path: Path,
+    files: Path, tmp_path: Path
 ) -> None:
     """``serve --reviewer human`` over stdio: the review page's address (with the secret) is on
     standard error, the MCP stream stays clean (the client's calls work), the person's patch
     shows in the tool's result, and the run records the reviewer as ``human:browser``."""
-    files = tmp_path / "files"
-    files.mkdir()
-    (files / "a.txt").write_text("alpha\n")
-    (files / "b.txt").write_text("beta\n")
-    config = tmp_path / "mcp.json"
-    server = {"command": "node", "args": [str(find_server_script()), str(files)]}
-    config.write_text(json.dumps({"mcpServers": {"fs": server}}))
+    config = _session_support.fs_config(files, tmp_path / "mcp.json")
     out, errors = tmp_path / "session", tmp_path / "stderr.txt"
     params = _serve(
         [
