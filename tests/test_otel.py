@@ -9,6 +9,7 @@ on loopback; every event type of the log's schema mapped; tracing off imports no
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
 import subprocess
@@ -35,9 +36,11 @@ from controlscope.core import (
     ModelCallEvent,
     PlannerTurnEvent,
     PrimitiveCallEvent,
+    ProposalEvent,
     RealizedOperationEvent,
     RunEndEvent,
     RunStartEvent,
+    ValidationEvent,
 )
 from controlscope.record import iter_events, trace_log, trace_to
 from controlscope.record._spans import EVENT_SPANS, NOT_TRACED
@@ -141,8 +144,6 @@ def test_a_scripted_run_is_a_span_tree_that_matches_its_log(
     assert all(_parent(s, by_id) is run for s in turns)
     blocks = [e for s in turns for e in s.events if e.name == "block_start"]
     assert len(blocks) == sum(isinstance(e, BlockStartEvent) for e in events)
-    marks = [e for s in turns for e in s.events if e.name == "boundary"]
-    assert len(marks) == sum(isinstance(e, BoundaryEvent) for e in events)
 
     _check_tools(spans, events, by_id)
     _check_reviews(spans, events, by_id)
@@ -156,12 +157,14 @@ def _check_tools(
     tools = [s for s in spans if s.name.startswith("execute_tool ")]
     calls = [e.call for e in events if isinstance(e, PrimitiveCallEvent)]
     assert len(tools) == len(calls) == 7
+    reviewed = {e.boundary.call_index: e.review for e in events if isinstance(e, BoundaryEvent)}
     for span, call in zip(tools, calls, strict=True):
         assert span.attributes is not None
         assert span.attributes["gen_ai.operation.name"] == "execute_tool"
         assert span.attributes["gen_ai.tool.name"] == call.tool
         assert span.attributes["controlscope.operation"] == call.operation
         assert span.start_time == _ns(call.started_at)
+        assert span.attributes["controlscope.reviewed"] is reviewed[call.call_index]
         parent = _parent(span, by_id)
         assert parent is not None and parent.name == "planning_turn"
     patched = [s.attributes for s in tools if s.attributes and s.attributes["controlscope.patched"]]
@@ -177,6 +180,8 @@ def _check_reviews(
     reviews = [s for s in spans if s.name == "review"]
     realized = [e for e in events if isinstance(e, RealizedOperationEvent)]
     assert len(reviews) == len(realized) == 6
+    proposals = [e for e in events if isinstance(e, ProposalEvent)]
+    validations = [e for e in events if isinstance(e, ValidationEvent)]
     for span, event in zip(reviews, realized, strict=True):
         assert span.attributes is not None
         assert span.attributes["controlscope.call_index"] == event.call_index
@@ -184,7 +189,11 @@ def _check_reviews(
         assert span.attributes["controlscope.review.operation"] == event.operation.kind
         assert span.attributes.get("controlscope.review.fallback") == event.fallback
         assert span.end_time == _ns(event.t)
-        assert [e.name for e in span.events] == ["proposal", "validation"]
+        proposal = next(e for e in proposals if e.call_index == event.call_index)
+        validation = next(e for e in validations if e.call_index == event.call_index)
+        proposed = "none" if proposal.operation is None else proposal.operation.kind
+        assert span.attributes["controlscope.review.proposed"] == proposed
+        assert span.attributes["controlscope.review.accepted"] is validation.validation.accepted
         parent = _parent(span, by_id)
         assert parent is not None and parent.name == "planning_turn"
     kinds = [(e.operation.kind, e.fallback) for e in realized[:3]]
@@ -448,3 +457,20 @@ def test_a_failed_model_call_is_an_error_span(
     assert run.status.status_code is StatusCode.ERROR
     assert run.attributes is not None
     assert run.attributes["controlscope.end_reason"] == "planner_provider_error"
+
+
+def test_the_overhead_benchmark_measures_traced_runs() -> None:
+    """``benchmarks/_otel_overhead.py`` exports every span of its traced runs to its loopback
+    receiver: per run, the run, two turns, one span per call, a review and its model call per
+    reviewed call (all but the first), and the planner's two calls."""
+    path = Path(__file__).parents[1] / "benchmarks" / "_otel_overhead.py"
+    spec = importlib.util.spec_from_file_location("_otel_overhead", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    before = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    measured = module.measure(calls=5, pairs=1)
+    assert os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") == before
+    assert measured["spans_per_run"] == 1 + 2 + 5 + 2 * 4 + 2
+    assert measured["off_s"] > 0 and measured["on_s"] > 0
+    assert isinstance(measured["otel_overhead_pct"], float)

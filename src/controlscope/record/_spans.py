@@ -12,11 +12,11 @@ again gives the same spans. The span tree:
 - ``chat MODEL``: one model call (``model_call``; ``gen_ai.operation.name`` ``chat``,
   ``gen_ai.request.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens``, and
   ``controlscope.role``: ``planner`` or ``reviewer``), under its turn, or under its review;
-- ``execute_tool TOOL``: one primitive call (``primitive_call``; ``gen_ai.tool.name``), under
-  its turn;
+- ``execute_tool TOOL``: one primitive call (``primitive_call``; ``gen_ai.tool.name``, and
+  whether its boundary was reviewed), under its turn;
 - ``review``: one boundary review (``review_request`` to ``realized_operation``): the granted
-  scope, the proposed and the realized operation, the fallback kind (paper 3.1, A.4), under
-  its turn.
+  scope, the proposed and the realized operation, whether the proposal was accepted, the
+  fallback kind (paper 3.1, A.4), under its turn.
 
 Every other event is a span event on the span it happened in (:data:`EVENT_SPANS` maps each
 event type of the log's schema to its handler; :data:`NOT_TRACED` lists, with a reason, the
@@ -114,6 +114,7 @@ class RunSpans:
         self.run: Span | None = None
         self.turn: Span | None = None
         self.reviews: dict[int, Span] = {}
+        self.boundaries: dict[int, dict[str, Any]] = {}
         self.models: dict[str, str] = {}
         self.last_t = 0.0
 
@@ -146,6 +147,16 @@ class RunSpans:
         """A span event at epoch seconds ``t`` (on ``span``, else on the current span)."""
         target = span if span is not None else trace.get_current_span()
         target.add_event(name, attributes=_attrs(attributes), timestamp=_ns(t))
+
+    def on_review(
+        self, call_index: int, name: str, t: float, attributes: Mapping[str, Any]
+    ) -> None:
+        """Attributes of the open review at ``call_index``; without one, a span event."""
+        review = self.reviews.get(call_index)
+        if review is not None:
+            review.set_attributes(_attrs(attributes))
+        else:
+            self.mark(self.where(), name, t, attributes)
 
     def end_turn(self, t: float) -> None:
         if self.turn is not None:
@@ -242,6 +253,7 @@ def _primitive_call(spans: RunSpans, event: PrimitiveCallEvent) -> None:
         "controlscope.patched": call.requested is not None,
         "controlscope.notice": call.notice,
         "error.type": "tool_error" if call.result.is_error else None,
+        **spans.boundaries.pop(call.call_index, {}),
     }
     span = spans.start(f"execute_tool {call.tool}", call.started_at, attributes, spans.where())
     if call.result.is_error:
@@ -269,10 +281,7 @@ def _proposal(spans: RunSpans, event: ProposalEvent) -> None:
         "controlscope.review.human.channel": None if human is None else human.channel,
         "controlscope.review.human.decided_s": None if human is None else human.decided_s,
     }
-    review = spans.reviews.get(event.call_index)
-    if review is not None:
-        review.set_attributes(_attrs(attributes))
-    spans.mark(review or spans.where(), "proposal", event.t, attributes)
+    spans.on_review(event.call_index, "proposal", event.t, attributes)
 
 
 def _validation(spans: RunSpans, event: ValidationEvent) -> None:
@@ -281,10 +290,7 @@ def _validation(spans: RunSpans, event: ValidationEvent) -> None:
         "controlscope.review.accepted": validation.accepted,
         "controlscope.review.rejection": validation.reason,
     }
-    review = spans.reviews.get(event.call_index)
-    if review is not None:
-        review.set_attributes(_attrs(attributes))
-    spans.mark(review or spans.where(), "validation", event.t, attributes)
+    spans.on_review(event.call_index, "validation", event.t, attributes)
 
 
 def _realized_operation(spans: RunSpans, event: RealizedOperationEvent) -> None:
@@ -357,15 +363,10 @@ def _block_end(spans: RunSpans, event: BlockEndEvent) -> None:
 
 
 def _boundary(spans: RunSpans, event: BoundaryEvent) -> None:
-    boundary = event.boundary
-    attributes = {
-        "controlscope.call_index": boundary.call_index,
-        "controlscope.block_id": boundary.block_id,
-        "gen_ai.tool.name": boundary.tool,
+    spans.boundaries[event.boundary.call_index] = {
         "controlscope.reviewed": event.review,
         "controlscope.risky": None if event.risk is None else event.risk.risky,
     }
-    spans.mark(spans.where(), "boundary", event.t, attributes)
 
 
 def _budget(spans: RunSpans, event: BudgetEvent) -> None:
@@ -422,14 +423,14 @@ EVENT_SPANS: dict[str, Callable[[RunSpans, Any], None]] = {
     "model_call": _model_call,  # a chat span
     "primitive_call": _primitive_call,  # an execute_tool span
     "review_request": _review_request,  # opens a review span
-    "proposal": _proposal,  # a span event on the review, its attributes too
-    "validation": _validation,  # a span event on the review, its attributes too
+    "proposal": _proposal,  # attributes of the review span
+    "validation": _validation,  # attributes of the review span
     "realized_operation": _realized_operation,  # ends the review span
     "final_verdict": _final_verdict,  # ends the turn; on the run span
     "run_end": _run_end,  # ends every open span, the run's last
+    "boundary": _boundary,  # attributes of its call's execute_tool span
     "block_start": _block_start,  # span events on the turn
     "block_end": _block_end,
-    "boundary": _boundary,
     "plan_end": _plan_end,
     "plan_error": _plan_error,
     "budget": _budget,  # span events on the run

@@ -9,7 +9,8 @@ run is traced the same way wherever it runs (the CLI, a panel's pool, served or 
 executor's session).
 
 With the environment variable, this process exports through one ``TracerProvider`` of its own
-(OTLP over HTTP, batched; the exporter reads the standard ``OTEL_EXPORTER_OTLP_*`` variables),
+(OTLP over HTTP, batched; the exporter reads the standard ``OTEL_EXPORTER_OTLP_*`` variables;
+made anew when the endpoint changes),
 flushed at each run's end for at most :data:`FLUSH_S` seconds. ``OTEL_SDK_DISABLED=true`` turns
 it off. The SDK and the exporter are the ``otel`` extra.
 """
@@ -38,7 +39,7 @@ answer costs each run at most this much; the spans are then dropped)."""
 
 _lock = threading.Lock()
 _chosen: Any = None  # a TracerProvider chosen with trace_to
-_own: Any = None  # this process's provider, made from the environment on first use
+_own: tuple[tuple[str, ...], Any] | None = None  # (the endpoints, this process's provider)
 _warned = False
 
 
@@ -124,9 +125,10 @@ def _provider() -> Any:
     with _lock:
         if _chosen is not None:
             return _chosen
-        if _own is None:
-            _own = _environment_provider()
-        return _own
+        endpoints = tuple(os.environ.get(name, "") for name in ENDPOINT_VARIABLES)
+        if _own is None or _own[0] != endpoints:  # made anew when the endpoint changed
+            _own = (endpoints, _environment_provider())
+        return _own[1]
 
 
 def _environment_provider() -> Any:
