@@ -159,6 +159,7 @@ class RunSpans:
             self.mark(self.where(), name, t, attributes)
 
     def end_turn(self, t: float) -> None:
+        """End the open turn span, if any, at epoch seconds ``t``."""
         if self.turn is not None:
             self.turn.end(end_time=_ns(t))
             self.turn = None
@@ -171,6 +172,7 @@ class RunSpans:
 
     @property
     def run_dir(self) -> Path | None:
+        """The run's directory, if known."""
         return self._run_dir
 
 
