@@ -474,3 +474,46 @@ def test_the_overhead_benchmark_measures_traced_runs() -> None:
     assert measured["spans_per_run"] == 1 + 2 + 5 + 2 * 4 + 2
     assert measured["off_s"] > 0 and measured["on_s"] > 0
     assert isinstance(measured["otel_overhead_pct"], float)
+
+
+_SILENT_COLLECTOR = """
+import json, socket, sys, threading, time
+server = socket.create_server(("127.0.0.1", 0))
+held = []
+def accept():
+    while True:
+        held.append(server.accept()[0])  # read nothing, answer nothing
+threading.Thread(target=accept, daemon=True).start()
+import os
+os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:%d" % server.getsockname()[1]
+from controlscope.record import _tracing
+_tracing.FLUSH_S = 0.5
+import controlscope as cs
+t0 = time.monotonic()
+result = cs.run_task(cs.RunSpec(task=sys.argv[1], model=sys.argv[2], out=sys.argv[3],
+                                schedule="never"))
+print(json.dumps({"end": result.end_reason, "s": time.monotonic() - t0}), flush=True)
+"""
+
+
+def test_a_collector_that_never_answers_holds_a_run_at_most_the_flush_bound(
+    tmp_path: Path,
+) -> None:
+    """The exporter waits 10 s for an answer by default (and retries); a run's end waits for
+    its spans only ``FLUSH_S`` (0.5 s here), then goes on: the run returns well before the
+    exporter's own timeout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["NO_PROXY"] = "127.0.0.1,localhost"
+    model = script(tmp_path, "p", [f"```python\n{SOLVE}\n```", "Done."])
+    child = subprocess.run(
+        [sys.executable, "-c", _SILENT_COLLECTOR, TASK, model, str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert child.returncode == 0, child.stderr
+    seen = json.loads(child.stdout.strip().splitlines()[0])
+    assert seen["end"] == "final_answer"
+    assert seen["s"] < 8.0, seen  # not the exporter's 10 s
+    assert cs.read_events(tmp_path / "r")[-1].type == "run_end"

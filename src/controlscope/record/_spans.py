@@ -25,6 +25,7 @@ types deliberately left out). Texts (prompts, code, observations) are not copied
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -165,10 +166,16 @@ class RunSpans:
             self.turn = None
 
     def flush(self) -> None:
-        """Ask the provider to export what it holds, for at most ``flush_s`` seconds."""
+        """Ask the provider to export what it holds; wait at most ``flush_s`` seconds (an
+        exporter's own timeout and retries can take longer: a collector that does not answer
+        is left to them, on a thread of their own)."""
         flush = getattr(self._provider, "force_flush", None)
         if flush is not None:
-            flush(int(self._flush_s * 1000))
+            worker = threading.Thread(
+                target=flush, args=(int(self._flush_s * 1000),), name="cs-trace-flush", daemon=True
+            )
+            worker.start()
+            worker.join(self._flush_s)
 
     @property
     def run_dir(self) -> Path | None:

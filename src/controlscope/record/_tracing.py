@@ -134,7 +134,9 @@ def _provider() -> Any:
 def _environment_provider() -> Any:
     """A ``TracerProvider`` exporting in batches over OTLP/HTTP to the environment's endpoint;
     the service is ``controlscope`` unless ``OTEL_SERVICE_NAME`` (or the resource attributes)
-    name another."""
+    name another; one export waits :data:`FLUSH_S` for an answer unless
+    ``OTEL_EXPORTER_OTLP_TIMEOUT`` says otherwise (so a process's exit does not wait longer
+    for a collector that does not answer)."""
     what = "tracing to OTEL_EXPORTER_OTLP_ENDPOINT"
     require_extra("otel", "opentelemetry.sdk", what)
     require_extra("otel", "opentelemetry.exporter.otlp.proto.http", what)
@@ -147,7 +149,10 @@ def _environment_provider() -> Any:
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: "controlscope"}))
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    timeouts = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+    stated = any(os.environ.get(name, "").strip() for name in timeouts)
+    exporter = OTLPSpanExporter() if stated else OTLPSpanExporter(timeout=FLUSH_S)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider
 
 
