@@ -42,9 +42,11 @@ from controlscope.core import (
     RunStartEvent,
     ValidationEvent,
 )
-from controlscope.record import iter_events, trace_log, trace_to
+from controlscope.record import _tracing, iter_events, trace_log, trace_to
 from controlscope.record._spans import EVENT_SPANS, NOT_TRACED
 from test_api import SOLVE, TASK
+from test_fork_branch import branches
+from test_replay import fenced, record
 
 KEEP = {"text": json.dumps({"reason": "fine", "operation": "keep"}), "usage": {"input_tokens": 40}}
 PATCH = json.dumps(
@@ -517,3 +519,33 @@ def test_a_collector_that_never_answers_holds_a_run_at_most_the_flush_bound(
     assert seen["end"] == "final_answer"
     assert seen["s"] < 8.0, seen  # not the exporter's 10 s
     assert cs.read_events(tmp_path / "r")[-1].type == "run_end"
+
+
+def test_forked_branches_are_each_one_trace_and_their_trunk_is_not_traced_twice(
+    tmp_path: Path,
+    receiver: tuple[str, list[ExportTraceServiceRequest]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each branch's process records its own run (its log and its trace); the trunk's spans,
+    copied into each branch's process by the fork, are exported once, by the trunk."""
+    endpoint, received = receiver
+    source = record(tmp_path, "keep", [fenced(SOLVE), "Done."], [], scope="keep", schedule="never")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    made = branches(source, tmp_path / "fork", "fork")
+    assert made.ok and made.mechanism == "fork"
+    assert _tracing._provider().force_flush(10_000)  # the trunk's own spans
+    runs: dict[str, list[bytes]] = {}
+    for request in received:
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    if span.name == "invoke_agent controlscope":
+                        attributes = {a.key: _attribute(a.value) for a in span.attributes}
+                        runs.setdefault(str(attributes["controlscope.run_dir"]), []).append(
+                            span.trace_id
+                        )
+    expected = {str(tmp_path / "fork" / "prefix")} | {str(b.run_dir) for b in made.branches}
+    assert set(runs) == expected
+    assert all(len(traces) == 1 for traces in runs.values()), runs
+    assert len({traces[0] for traces in runs.values()}) == len(expected)
