@@ -46,6 +46,7 @@ from controlscope.record import _tracing, iter_events, trace_log, trace_to
 from controlscope.record._spans import EVENT_SPANS, NOT_TRACED
 from test_api import SOLVE, TASK
 from test_fork_branch import branches
+from test_panel import write_config
 from test_replay import fenced, record
 
 KEEP = {"text": json.dumps({"reason": "fine", "operation": "keep"}), "usage": {"input_tokens": 40}}
@@ -549,3 +550,32 @@ def test_forked_branches_are_each_one_trace_and_their_trunk_is_not_traced_twice(
     assert set(runs) == expected
     assert all(len(traces) == 1 for traces in runs.values()), runs
     assert len({traces[0] for traces in runs.values()}) == len(expected)
+
+
+def test_a_panels_pool_processes_trace_every_run_once(
+    tmp_path: Path, receiver: tuple[str, list[ExportTraceServiceRequest]]
+) -> None:
+    """A panel run by the CLI on two pool processes: every run directory it wrote (Keep and
+    the branches) is one trace at the endpoint, exported by the process that ran it."""
+    endpoint, received = receiver
+    config = write_config(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "NO_PROXY": "127.0.0.1,localhost"}
+    folder = tmp_path / "panel"
+    command = [sys.executable, "-m", "controlscope.cli", "panel", str(config), "--out"]
+    done = subprocess.run(
+        [*command, str(folder), "--quiet"], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    runs: dict[str, int] = {}
+    for request in received:
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    if span.name == "invoke_agent controlscope":
+                        attributes = {a.key: _attribute(a.value) for a in span.attributes}
+                        where = str(attributes["controlscope.run_dir"])
+                        runs[where] = runs.get(where, 0) + 1
+    logs = {str(path.parent) for path in folder.rglob("events.jsonl")}
+    assert len(logs) >= 3 and set(runs) == logs
+    assert set(runs.values()) == {1}
