@@ -129,7 +129,7 @@ class RunSpans:
 
     def close(self) -> None:
         """Drop what is still open (a run ended by ``run_end`` has nothing open)."""
-        self.run, self.turn, self.reviews = None, None, {}
+        self.run, self.turn, self.reviews, self.boundaries = None, None, {}, {}
 
     def start(
         self, name: str, t: float, attributes: Mapping[str, Any], parent: Span | None
