@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+import _session_support
 import controlscope as cs
 from controlscope.core import (
     BlockStartEvent,
@@ -45,6 +46,7 @@ from controlscope.core import (
 from controlscope.record import _tracing, iter_events, trace_log, trace_to
 from controlscope.record._spans import EVENT_SPANS, NOT_TRACED
 from test_api import SOLVE, TASK
+from test_executor import PatchSecond, _fs
 from test_fork_branch import branches
 from test_panel import write_config
 from test_replay import fenced, record
@@ -53,6 +55,7 @@ KEEP = {"text": json.dumps({"reason": "fine", "operation": "keep"}), "usage": {"
 PATCH = json.dumps(
     {"reason": "shorter", "operation": "patch_arguments", "arguments": {"content": "patched\n"}}
 )
+files = _session_support.files  # a fixture, used by name
 _OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 
@@ -579,3 +582,34 @@ def test_a_panels_pool_processes_trace_every_run_once(
     logs = {str(path.parent) for path in folder.rglob("events.jsonl")}
     assert len(logs) >= 3 and set(runs) == logs
     assert set(runs.values()) == {1}
+
+
+def test_an_executor_session_is_traced_like_a_run(
+    files: Path, tmp_path: Path, exporter: InMemorySpanExporter
+) -> None:
+    """An agent's session (each ``execute`` a planning turn) is one trace: a turn span per
+    execute, its call under it, and a review span per reviewed boundary (a patch at the
+    second call)."""
+    settings = cs.RunSettings(scope="arg", schedule="every_boundary")
+    reviewer = PatchSecond(str(files / "b.txt"))
+    read = f"read_text_file(path={str(files / 'a.txt')!r})"
+    with cs.Executor(
+        servers={"fs": _fs(files)}, settings=settings, reviewer=reviewer, out=tmp_path / "s"
+    ) as session:
+        assert session.execute(f"print({read}.strip())").ok
+        assert session.execute(f"print({read}.strip())").output == "beta\n"
+    spans = exporter.get_finished_spans()
+    by_id = _tree(spans)
+    (run,) = [s for s in spans if s.parent is None]
+    assert run.name == "invoke_agent controlscope" and run.attributes is not None
+    assert run.attributes["controlscope.run_dir"] == str(tmp_path / "s")
+    tools = [s for s in spans if s.name == "execute_tool read_text_file"]
+    turns = [_parent(s, by_id) for s in tools]
+    assert len({id(t) for t in turns}) == 2 and all(t and t.name == "planning_turn" for t in turns)
+    reviews = [s.attributes for s in spans if s.name == "review" and s.attributes]
+    assert [r["controlscope.review.operation"] for r in reviews] == ["keep", "patch_arguments"]
+    assert [r["controlscope.review.granted_scope"] for r in reviews] == ["arg", "arg"]
+    assert [bool(s.attributes and s.attributes["controlscope.patched"]) for s in tools] == [
+        False,
+        True,
+    ]
