@@ -2,8 +2,10 @@
 
 Real parts (the npm filesystem server, the isolated worker) with scripted models: the span tree
 of a run captured with the SDK's in-memory exporter and checked against its log; the same spans
-from the recorded log; spans from a real ``controlscope run`` received by an OTLP/HTTP endpoint
-on loopback; every event type of the log's schema mapped; tracing off imports no SDK.
+from the recorded log; spans from a real ``controlscope run``, a panel's pool processes and
+forked branches received by an OTLP/HTTP endpoint on loopback; an executor's session; every
+event type of the log's schema mapped; tracing off imports no SDK; a failing tracer or a
+collector that never answers costs a run nothing but a warning and a bounded wait.
 """
 
 from __future__ import annotations
