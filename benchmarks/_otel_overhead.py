@@ -45,7 +45,7 @@ TASK = "file_context/file_splitting"
 KEEP = json.dumps({"reason": "fine", "operation": "keep"})
 
 _RECEIVER = """
-import sys
+import os, sys, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -70,6 +70,11 @@ class Receiver(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+def orphaned():
+    sys.stdin.read()  # end of file: the benchmark's process is gone
+    os._exit(0)
+
+threading.Thread(target=orphaned, daemon=True).start()
 server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
 print(server.server_address[1], flush=True)
 server.serve_forever()
@@ -77,11 +82,15 @@ server.serve_forever()
 
 
 class Receiver:
-    """An OTLP/HTTP traces endpoint on loopback in a process of its own; counts spans."""
+    """An OTLP/HTTP traces endpoint on loopback in a process of its own; counts spans. It
+    ends when its standard input closes (this process ended, however it ended)."""
 
     def __init__(self, start_s: float = 30.0) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _RECEIVER], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", _RECEIVER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.process.stdout is not None
         ready, _, _ = select.select([self.process.stdout], [], [], start_s)
@@ -97,6 +106,9 @@ class Receiver:
             return int(answer.read())
 
     def close(self) -> None:
+        """End the receiver's process (bounded waits)."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
         self.process.terminate()
         try:
             self.process.wait(timeout=10)
