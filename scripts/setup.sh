@@ -46,6 +46,8 @@ LLAMA_PIN="$(grep -o 'llama-cpp-python[^"]*==[0-9.]*' pyproject.toml | sed 's/\[
 echo "setup: installing controlscope and its dependencies (the first time builds llama.cpp and"
 echo "setup: ALFWorld's planner library fast-downward: minutes)"
 CMAKE_ARGS="${CMAKE_ARGS:-$SAFE_CMAKE_ARGS}" .venv/bin/python -m pip install -q -e '.[local,dev,ray,alfworld,smolagents,openai-agents,pydantic-ai]'
+# OpenTelemetry traces (the otel extra: SDK and OTLP/HTTP exporter)
+.venv/bin/python -m pip install -q -e '.[otel]'
 
 echo "setup: installing the pinned MCP filesystem server"
 npm ci --no-audit --no-fund --silent

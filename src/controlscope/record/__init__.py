@@ -1,7 +1,9 @@
 """The trajectory log on disk: the run-directory store and run summaries.
 
 The event schema itself is :mod:`controlscope.core` (``Event`` and one model per event type).
-A replay's checks against its recording live here too: :func:`first_difference`,
+Each run's events also become OpenTelemetry spans when tracing is on (:func:`trace_to`,
+``OTEL_EXPORTER_OTLP_ENDPOINT``; :func:`trace_log` for a recorded log). A replay's checks
+against its recording live here too: :func:`first_difference`,
 :class:`ReplayMismatch`, and :class:`RecordedActions` for the primitive calls.
 
 Public API::
@@ -36,6 +38,7 @@ from controlscope.record._store import (
     write_summary,
 )
 from controlscope.record._summary import RunSummary, SummaryError, summarize
+from controlscope.record._tracing import trace_log, trace_to, tracing_on
 
 __all__ = [
     "ABSENT",
@@ -67,5 +70,8 @@ __all__ = [
     "read_regular",
     "read_summary",
     "summarize",
+    "trace_log",
+    "trace_to",
+    "tracing_on",
     "write_summary",
 ]

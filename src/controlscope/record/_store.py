@@ -38,6 +38,7 @@ from controlscope.core import (
 )
 from controlscope.core import read_regular as _read_regular
 from controlscope.record._summary import RunSummary
+from controlscope.record._tracing import run_spans
 
 SUMMARY_FILE = "summary.json"
 
@@ -69,6 +70,10 @@ class TrajectoryWriter:
     An event that would not read back (see :func:`check_line`) is refused and nothing is
     written. Safe to call from several threads; no event is kept in memory.
 
+    When tracing is on (``OTEL_EXPORTER_OTLP_ENDPOINT`` set, or :func:`trace_to`), each written
+    event is also turned into OpenTelemetry spans (:mod:`controlscope.record._tracing`); a
+    failure there stops the run's tracing with a warning and never its log.
+
     Args:
         run_dir: the run's directory; created if missing.
 
@@ -85,6 +90,7 @@ class TrajectoryWriter:
         self._file: IO[bytes] | None = _create_log(self.path)
         self._seq = 0
         self._lock = threading.Lock()
+        self._spans = run_spans(self.run_dir)
 
     @property
     def next_seq(self) -> int:
@@ -129,7 +135,18 @@ class TrajectoryWriter:
             if stamped.type in _DURABLE_TYPES:
                 os.fsync(self._file.fileno())
             self._seq += 1
+            if self._spans is not None:
+                self._trace(stamped)
             return stamped
+
+    def _trace(self, event: Event) -> None:
+        """Hand a written event to the run's spans; a failure stops tracing, not the run."""
+        assert self._spans is not None
+        try:
+            self._spans.add(event)
+        except Exception as err:  # the exporter's or a span's failure: the log goes on
+            self._spans = None
+            warnings.warn(f"tracing of {self.run_dir} stopped: {err}", RuntimeWarning, 2)
 
     def close(self) -> None:
         """Flush, ``fsync`` and close the log; safe to call twice."""
@@ -139,6 +156,8 @@ class TrajectoryWriter:
                 os.fsync(self._file.fileno())
                 self._file.close()
                 self._file = None
+            if self._spans is not None:
+                self._spans.close()
 
     def __enter__(self) -> TrajectoryWriter:
         return self
