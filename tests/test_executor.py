@@ -261,6 +261,35 @@ def test_bad_server_file_and_settings(tmp_path: Path) -> None:
         cs.Executor(settings=cs.RunSettings(planner_format="fenced"), out=tmp_path / "u")
 
 
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"seed": -1}, "seed: Input should be greater than or equal to 0 (got -1)"),
+        ({"seed": "x"}, "seed: Input should be a valid integer (got 'x')"),
+        ({"seed": 2**70}, "seed: Input should be less than or equal to"),
+        ({"timeout_s": 0}, "timeout_s is a number of seconds above 0, not 0"),
+        ({"goal": 5}, "goal is text (what the session is for), not int"),
+        ({"settings": {"max_calls": 3}}, "settings is a RunSettings, not dict"),
+        (
+            {"settings": KEEP.model_copy(update={"max_calls": -3})},
+            "settings.max_calls: Input should be greater than or equal to 1 (got -3)",
+        ),
+        (
+            {"settings": KEEP.model_copy(update={"review_timeout_s": float("inf")})},
+            "settings.review_timeout_s: Input should be a finite number (got inf)",
+        ),
+    ],
+)
+def test_arguments_out_of_range_are_one_line_before_anything_starts(
+    arguments: dict[str, Any], words: str, tmp_path: Path
+) -> None:
+    with pytest.raises(cs.ExecutorError) as info:
+        cs.Executor(out=tmp_path / "s", **{"settings": KEEP, **arguments})
+    assert str(info.value).startswith(words), str(info.value)
+    assert "\n" not in str(info.value) and "validation error" not in str(info.value)
+    assert not (tmp_path / "s").exists()  # refused before the session's directory is made
+
+
 @pytest.mark.parametrize("how", ["exit", "sigterm"])
 def test_interpreter_exit_and_sigterm_end_every_process(
     how: str, files: Path, tmp_path: Path
