@@ -162,6 +162,23 @@ def test_python_tools_run_here_and_fail_as_tool_errors(tmp_path: Path) -> None:
     assert plain.ok and plain.output == "42\n" and plain.calls == () and plain.decisions == ()
 
 
+def test_a_tool_named_like_a_builtin_replaces_it_and_the_session_warns(tmp_path: Path) -> None:
+    def shout(text: str) -> str:
+        """Answer the text in capitals."""
+        return text.upper()
+
+    shout.__name__ = "print"
+    with cs.Executor(tools=[shout, add], settings=KEEP, out=tmp_path / "s") as ex:
+        warning = "tools named like Python builtins replace them in the agent's program: print"
+        assert ex.warnings == (warning,)
+        done = ex.execute("x = print(text='hi')\nassert x == 'HI', x")
+    assert done.ok and done.output == "" and [c.tool for c in done.calls] == ["print"]
+    start = read_events(tmp_path / "s")[0]
+    assert isinstance(start, cs_core.RunStartEvent) and start.warnings == (warning,)
+    with cs.Executor(tools=[add], settings=KEEP, out=tmp_path / "t") as plain:
+        assert plain.warnings == ()
+
+
 def test_clashing_names_are_namespaced(files: Path, tmp_path: Path, no_leftovers: None) -> None:
     def read_text_file(path: str) -> str:
         """A Python tool whose name an MCP server also gives."""

@@ -305,3 +305,20 @@ def test_every_number_option_of_serve_out_of_range_is_one_line_and_exit_2(
         assert err.count("\n") == 1, err
         assert err.startswith(f"controlscope serve: argument {option}: expected "), err
         assert "validation error" not in err and "pydantic" not in err
+
+
+def test_serve_warns_on_stderr_of_a_tool_named_like_a_builtin(tmp_path: Path) -> None:
+    server = ROOT / "tests" / "fixtures" / "task_specs" / "notebook_server.py"
+    config = tmp_path / "mcp.json"
+    command = {"command": sys.executable, "args": [str(server), "--rename", "add_line=print"]}
+    config.write_text(json.dumps({"mcpServers": {"nb": command}}))
+    done = subprocess.run(
+        [sys.executable, "-m", "controlscope.cli", "serve", "--servers", str(config),
+         "--scope", "keep", "--out", str(tmp_path / "s")],
+        capture_output=True, text=True, env=ENV, timeout=120, check=False,
+        stdin=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    warning = "tools named like Python builtins replace them in the agent's program: print"
+    assert done.stderr.count(warning) == 1, done.stderr
+    assert f"controlscope serve: warning: {warning}\n" in done.stderr and done.stdout == ""

@@ -84,6 +84,8 @@ def main(args: argparse.Namespace) -> int:
     with executor, contextlib.ExitStack() as stack:
         for problem in executor.problems:
             console.print(f"controlscope serve: {problem}", markup=False)
+        for warning in executor.warnings:
+            console.print(f"controlscope serve: warning: {warning}", markup=False)
         if executor.review_url is not None:
             console.print(f"review page: {executor.review_url}", markup=False, highlight=False)
         server = code_mode_server(executor)

@@ -45,7 +45,7 @@ from controlscope.core._source_program import SourceFile
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 from controlscope.core._tools import ToolRisk
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -100,6 +100,8 @@ older ones (:func:`upgrade_event`).
     (``source_file``; None in older logs and for sampled programs). Older logs read as
     before, as a model's proposals. (Some version-7 logs written before this bump hold these
     values and fields; they read the same.)
+9   ``run_start`` records warnings about the run's set-up (``warnings``: tools named like
+    Python builtins, which replace them in the agent's program). Older logs read with none.
 ==  ========================================================================================
 
 A new version is due whenever the log gains a field, an event type or a value of one of its
@@ -248,6 +250,8 @@ class RunStartEvent(_Event):
             an ordinary run.
         source_file: the frozen source program the planner's first reply was read from (its
             file and SHA-256); None when the planner sampled it.
+        warnings: one line per thing in the run's set-up that may surprise the agent, e.g.
+            tools named like Python builtins (:func:`~controlscope.core.shadowing_warning`).
     """
 
     type: Literal["run_start"] = "run_start"
@@ -268,6 +272,7 @@ class RunStartEvent(_Event):
     task_data_hash: str | None = None
     branch: BranchOrigin | None = None
     source_file: SourceFile | None = None
+    warnings: tuple[str, ...] = ()
 
 
 class ModelCallEvent(_Event):

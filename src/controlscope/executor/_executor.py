@@ -38,6 +38,7 @@ from controlscope.core import (
     Scope,
     Seed,
     ToolSchema,
+    shadowing_warning,
 )
 from controlscope.envs.session import (
     SESSION_TASK,
@@ -113,6 +114,8 @@ class Executor:
         run_dir: the session's run directory.
         tools: the tools as agent code calls them.
         problems: one line per upstream server that did not start.
+        warnings: what the session's ``run_start`` warns of (tools named like Python
+            builtins).
         closed: whether the executor was closed or its session ended.
         review_url: the address of the executor's own review page, with the session's secret
             (a person reviewing in the browser, no ``desk`` given); else None.
@@ -190,6 +193,14 @@ class Executor:
     def problems(self) -> tuple[str, ...]:
         """One line per upstream server that did not start (also in ``run_start``)."""
         return self._tools.problems
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the session's ``run_start`` warns of: tools named like Python builtins
+        (``print``, ``open``...), which replace them in the agent's code
+        (:func:`~controlscope.core.shadowing_warning`); empty when nothing."""
+        warning = shadowing_warning(self.tools)
+        return (warning,) if warning is not None else ()
 
     @property
     def closed(self) -> bool:
