@@ -355,6 +355,55 @@ def test_interpreter_exit_and_sigterm_end_every_process(
     assert read_events(out)[-1].type == "run_end"
 
 
+def test_a_hung_server_dies_with_its_controller_killed_by_sigkill(tmp_path: Path) -> None:
+    """An upstream server that is not confined and hangs in a call (it reads nothing more, so
+    its stdin's end never reaches it) dies with the controller's process, SIGKILL included:
+    the server started from a thread that lives as long as its connection, and that thread
+    ends with the process."""
+    server = ROOT / "tests" / "fixtures" / "misbehaving_mcp_server.py"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import controlscope as cs
+        ex = cs.Executor(servers={{"m": [sys.executable, {str(server)!r}]}},
+                         settings=cs.RunSettings(scope="keep", schedule="never"),
+                         out={str(tmp_path / "s")!r})
+        print("ready", flush=True)
+        ex.execute("echo(text='in')\\nspin(seconds=600)")
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        spinning = tmp_path / "s" / "events.jsonl"
+        deadline = time.monotonic() + 60
+        while b'"primitive_call"' not in spinning.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.1)  # echo answered: spin is the next line
+        time.sleep(2.0)  # the server has read spin's request and sleeps in it
+        below = descendants(proc.pid)
+        hung = [pid for pid in below if str(server) in cmdline(pid)]
+        assert len(hung) == 1, {pid: cmdline(pid) for pid in below}
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 20
+    alive = [pid for pid in below if _session_support.state(pid) not in ("Z", "X", "gone")]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in alive if _session_support.state(pid) not in ("Z", "X", "gone")]
+    left = {pid: cmdline(pid) for pid in alive}
+    for pid in alive:  # never left behind, even by a failing test
+        os.kill(pid, signal.SIGKILL)
+    assert hung[0] not in left and not left, left
+
+
 def test_a_budget_ends_the_session_and_says_so(tmp_path: Path) -> None:
     settings = cs.RunSettings(scope="keep", max_turns=2)
     with cs.Executor(settings=settings, out=tmp_path / "s") as ex:
