@@ -134,6 +134,23 @@ def test_python_tools_run_here_and_fail_as_tool_errors(tmp_path: Path) -> None:
     assert plain.ok and plain.output == "42\n" and plain.calls == () and plain.decisions == ()
 
 
+def test_a_tool_named_like_a_builtin_replaces_it_and_the_session_warns(tmp_path: Path) -> None:
+    def shout(text: str) -> str:
+        """Answer the text in capitals."""
+        return text.upper()
+
+    shout.__name__ = "print"
+    with cs.Executor(tools=[shout, add], settings=KEEP, out=tmp_path / "s") as ex:
+        warning = "tools named like Python builtins replace them in the agent's program: print"
+        assert ex.warnings == (warning,)
+        done = ex.execute("x = print(text='hi')\nassert x == 'HI', x")
+    assert done.ok and done.output == "" and [c.tool for c in done.calls] == ["print"]
+    start = read_events(tmp_path / "s")[0]
+    assert isinstance(start, cs_core.RunStartEvent) and start.warnings == (warning,)
+    with cs.Executor(tools=[add], settings=KEEP, out=tmp_path / "t") as plain:
+        assert plain.warnings == ()
+
+
 def test_clashing_names_are_namespaced(files: Path, tmp_path: Path, no_leftovers: None) -> None:
     def read_text_file(path: str) -> str:
         """A Python tool whose name an MCP server also gives."""
@@ -233,6 +250,35 @@ def test_bad_server_file_and_settings(tmp_path: Path) -> None:
         cs.Executor(settings=cs.RunSettings(planner_format="fenced"), out=tmp_path / "u")
 
 
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"seed": -1}, "seed: Input should be greater than or equal to 0 (got -1)"),
+        ({"seed": "x"}, "seed: Input should be a valid integer (got 'x')"),
+        ({"seed": 2**70}, "seed: Input should be less than or equal to"),
+        ({"timeout_s": 0}, "timeout_s is a number of seconds above 0, not 0"),
+        ({"goal": 5}, "goal is text (what the session is for), not int"),
+        ({"settings": {"max_calls": 3}}, "settings is a RunSettings, not dict"),
+        (
+            {"settings": KEEP.model_copy(update={"max_calls": -3})},
+            "settings.max_calls: Input should be greater than or equal to 1 (got -3)",
+        ),
+        (
+            {"settings": KEEP.model_copy(update={"review_timeout_s": float("inf")})},
+            "settings.review_timeout_s: Input should be a finite number (got inf)",
+        ),
+    ],
+)
+def test_arguments_out_of_range_are_one_line_before_anything_starts(
+    arguments: dict[str, Any], words: str, tmp_path: Path
+) -> None:
+    with pytest.raises(cs.ExecutorError) as info:
+        cs.Executor(out=tmp_path / "s", **{"settings": KEEP, **arguments})
+    assert str(info.value).startswith(words), str(info.value)
+    assert "\n" not in str(info.value) and "validation error" not in str(info.value)
+    assert not (tmp_path / "s").exists()  # refused before the session's directory is made
+
+
 @pytest.mark.parametrize("how", ["exit", "sigterm"])
 def test_interpreter_exit_and_sigterm_end_every_process(
     how: str, files: Path, tmp_path: Path
@@ -279,6 +325,55 @@ def test_interpreter_exit_and_sigterm_end_every_process(
         alive = [pid for pid in alive if _session_support.state(pid) not in ("Z", "X", "gone")]
     assert not alive, {pid: cmdline(pid) for pid in alive}
     assert read_events(out)[-1].type == "run_end"
+
+
+def test_a_hung_server_dies_with_its_controller_killed_by_sigkill(tmp_path: Path) -> None:
+    """An upstream server that is not confined and hangs in a call (it reads nothing more, so
+    its stdin's end never reaches it) dies with the controller's process, SIGKILL included:
+    the server started from a thread that lives as long as its connection, and that thread
+    ends with the process."""
+    server = ROOT / "tests" / "fixtures" / "misbehaving_mcp_server.py"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import controlscope as cs
+        ex = cs.Executor(servers={{"m": [sys.executable, {str(server)!r}]}},
+                         settings=cs.RunSettings(scope="keep", schedule="never"),
+                         out={str(tmp_path / "s")!r})
+        print("ready", flush=True)
+        ex.execute("echo(text='in')\\nspin(seconds=600)")
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        spinning = tmp_path / "s" / "events.jsonl"
+        deadline = time.monotonic() + 60
+        while b'"primitive_call"' not in spinning.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.1)  # echo answered: spin is the next line
+        time.sleep(2.0)  # the server has read spin's request and sleeps in it
+        below = descendants(proc.pid)
+        hung = [pid for pid in below if str(server) in cmdline(pid)]
+        assert len(hung) == 1, {pid: cmdline(pid) for pid in below}
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 20
+    alive = [pid for pid in below if _session_support.state(pid) not in ("Z", "X", "gone")]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in alive if _session_support.state(pid) not in ("Z", "X", "gone")]
+    left = {pid: cmdline(pid) for pid in alive}
+    for pid in alive:  # never left behind, even by a failing test
+        os.kill(pid, signal.SIGKILL)
+    assert hung[0] not in left and not left, left
 
 
 def test_a_budget_ends_the_session_and_says_so(tmp_path: Path) -> None:

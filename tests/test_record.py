@@ -541,3 +541,56 @@ def test_concurrent_writers_keep_lines_whole_and_seq_consecutive(tmp_path: Path)
     assert [e.seq for e in events] == list(range(600))
     turns = sorted(e.turn for e in events if isinstance(e, PlannerTurnEvent))
     assert turns == sorted(k * 1000 + i for k in range(4) for i in range(150))
+
+
+def _conversation(*texts: str) -> ModelRequest:
+    messages = [Message(role="system", content="You plan.")]
+    messages += [Message(role="user" if i % 2 == 0 else "assistant", content=t) for i, t in
+                 enumerate(texts)]  # fmt: skip
+    return ModelRequest(messages=tuple(messages), purpose="planner")
+
+
+def test_a_growing_conversation_is_written_as_continuations_and_read_back_whole(
+    tmp_path: Path,
+) -> None:
+    """Each planner request is written as the messages it adds to the planner's previous one
+    (a reviewer's request between them does not break the chain); one that does not begin
+    with the previous one's messages is written whole. Every reader gets each request whole."""
+    answer = ModelResponse(text="ok")
+    sent = [
+        ModelCallEvent(role="planner", request=_conversation("task"), response=answer),
+        ModelCallEvent(role="reviewer", request=_request("reviewer", "review 1"), response=answer),
+        ModelCallEvent(
+            role="planner", request=_conversation("task", "b0", "out0"), response=answer
+        ),
+        ModelCallEvent(role="planner", request=_conversation("task", "b0", "out0", "b1", "out1")),
+        ModelCallEvent(role="reviewer", request=_request("reviewer", "review 2"), response=answer),
+        ModelCallEvent(role="planner", request=_conversation("another task")),
+    ]
+    with TrajectoryWriter(tmp_path) as writer:
+        written = [writer.write(event) for event in sent]
+    assert [w.request for w in written] == [e.request for e in sent]  # observers get it whole
+    raw = [json.loads(line) for line in (tmp_path / EVENTS_FILE).read_text().splitlines()]
+    assert [line.get("messages_from") for line in raw] == [None, None, 0, 2, None, None]
+    assert [len(line["request"]["messages"]) for line in raw] == [2, 1, 2, 2, 1, 2]
+    assert raw[3]["request"]["messages"][0]["content"] == "b1"
+    read = read_events(tmp_path)
+    assert [e.request for e in read if isinstance(e, ModelCallEvent)] == [e.request for e in sent]
+    assert all(e.messages_from is None for e in read if isinstance(e, ModelCallEvent))
+    assert raw[0]["schema_version"] == SCHEMA_VERSION
+
+
+def test_a_continuation_of_an_event_that_is_not_its_roles_previous_is_refused(
+    tmp_path: Path,
+) -> None:
+    answer = ModelResponse(text="ok")
+    with TrajectoryWriter(tmp_path) as writer:
+        writer.write(ModelCallEvent(role="planner", request=_conversation("a"), response=answer))
+        writer.write(ModelCallEvent(role="planner", request=_conversation("a", "b", "c")))
+    log = tmp_path / EVENTS_FILE
+    lines = log.read_text().splitlines()
+    edited = json.loads(lines[1])
+    edited["messages_from"] = 7
+    log.write_text(lines[0] + "\n" + json.dumps(edited) + "\n")
+    with pytest.raises(LogError, match=r"events.jsonl:2: a planner model_call continues event 7"):
+        read_events(tmp_path)

@@ -18,11 +18,14 @@ from pathlib import Path
 
 import anyio
 import mcp_types
+import pytest
 from mcp import Client, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import _session_support
+import controlscope as cs
 from controlscope._proc import descendants
+from controlscope.cli import main as cli
 from controlscope.models import ScriptedModel
 from controlscope.record import read_events
 
@@ -249,3 +252,62 @@ def test_serve_refuses_a_person_at_the_terminal_over_stdio_in_one_line(tmp_path:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "cannot review over stdio" in done.stderr
     assert not (tmp_path / "s").exists()
+
+
+def _out_of_range() -> list[tuple[str, str]]:
+    """Each numeric run setting with a value just out of its declared range, both ends."""
+    cases = []
+    for name, schema in cs.RunSettings.model_json_schema()["properties"].items():
+        numbers = [s for s in schema.get("anyOf", [schema]) if s.get("type") in NUMBERS]
+        if not numbers:
+            continue
+        number = numbers[0]
+        low = number.get("minimum", number.get("exclusiveMinimum"))
+        high = number.get("maximum", number.get("exclusiveMaximum"))
+        drop = 1 if "minimum" in number else 0
+        if low is not None:
+            cases.append((name, f"{low - drop:g}"))
+        if high is not None:
+            cases.append((name, f"{high + (1 if 'maximum' in number else 0):g}"))
+    return cases
+
+
+NUMBERS = ("integer", "number")
+OUT_OF_RANGE = _out_of_range()
+
+
+def test_every_number_option_of_serve_out_of_range_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every settings option of ``serve`` is checked against its range as the other verbs'
+    are, before anything starts: one line naming the option and its range, exit status 2."""
+    assert len(OUT_OF_RANGE) >= 20  # every bounded setting is covered, both ends
+    assert cli(["serve", "--max-calls", "-3"]) == 2
+    assert capsys.readouterr().err == (
+        "controlscope serve: argument --max-calls: expected an integer from 1 to 100,000, "
+        "not '-3'\n"
+    )
+    for name, value in OUT_OF_RANGE:
+        option = "--" + name.replace("_", "-")
+        assert cli(["serve", option, value]) == 2, option
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert err.startswith(f"controlscope serve: argument {option}: expected "), err
+        assert "validation error" not in err and "pydantic" not in err
+
+
+def test_serve_warns_on_stderr_of_a_tool_named_like_a_builtin(tmp_path: Path) -> None:
+    server = ROOT / "tests" / "fixtures" / "task_specs" / "notebook_server.py"
+    config = tmp_path / "mcp.json"
+    command = {"command": sys.executable, "args": [str(server), "--rename", "add_line=print"]}
+    config.write_text(json.dumps({"mcpServers": {"nb": command}}))
+    done = subprocess.run(
+        [sys.executable, "-m", "controlscope.cli", "serve", "--servers", str(config),
+         "--scope", "keep", "--out", str(tmp_path / "s")],
+        capture_output=True, text=True, env=ENV, timeout=120, check=False,
+        stdin=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    warning = "tools named like Python builtins replace them in the agent's program: print"
+    assert done.stderr.count(warning) == 1, done.stderr
+    assert f"controlscope serve: warning: {warning}\n" in done.stderr and done.stdout == ""

@@ -212,15 +212,28 @@ def test_the_live_line_shows_requests_in_flight_their_rate_waits_and_time_left()
 def test_a_served_panel_on_ray_runs_many_runs_per_actor_within_the_connections(
     endpoint: ServedEndpoint, tmp_path: Path
 ) -> None:
+    """Many runs per actor, and the actors' endpoint counts (a rate limit's wait included)
+    gathered into the panel's status, its ``endpoint.json`` and the report."""
     import ray
 
+    endpoint.rate_limit(1, 2.0)
     data = config(endpoint, TASKS[:2], max_connections=4)
-    result = cp.run_panel(
-        cp.parse_config({**data, "execution": {"backend": "ray"}}), tmp_path / "panel"
-    )
+    folder = tmp_path / "panel"
+    result = cp.run_panel(cp.parse_config({**data, "execution": {"backend": "ray"}}), folder)
     assert not ray.is_initialized()  # the instance it started is shut down
     assert result.complete and all(r.status == "done" for r in result.records.values())
     assert 2 < endpoint.peak <= 4, endpoint.peak
+    counted = result.status.endpoint
+    assert counted is not None and counted.requests == endpoint.requests, counted
+    assert counted.inflight == 0 and 1 <= counted.peak <= 4 and counted.rate_limits == 1
+    assert counted.busy_s >= (endpoint.requests - 1) * 1.0 * 0.9  # the answered held a second
+    [session] = cp.read_endpoint(folder)
+    assert session.max_connections == 4 and session.requests == endpoint.requests
+    assert session.rate_limits == 1 and 1.9 <= session.rate_limited_s <= 2.0
+    built = cs.report(folder, write=False, resamples=100)
+    assert built.endpoint_line is not None
+    assert built.endpoint_line.startswith(f"endpoint: {endpoint.requests} requests, at most ")
+    assert built.endpoint_line.endswith("waited 2.0 s on rate limits (1 rate-limit answer)")
 
 
 def test_a_run_leaves_no_thread_of_its_endpoint_client_behind(

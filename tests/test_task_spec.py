@@ -160,6 +160,33 @@ def test_our_own_server_runs_confined_from_its_spec_and_the_cli(tmp_path: Path) 
     )
 
 
+def test_a_tool_named_like_a_builtin_replaces_it_and_the_run_warns_once(tmp_path: Path) -> None:
+    """A server's tool named ``print`` is what ``print`` calls in the agent's program: the run
+    says so once, in ``run_start`` and on the command line."""
+    renamed = _GOOD.replace(
+        'args = ["{spec_dir}/notebook_server.py"]',
+        'args = ["{spec_dir}/notebook_server.py", "--rename", "add_line=print"]',
+    ).replace('write = ["add_line"]', 'write = ["print"]')
+    spec_file = _spec(tmp_path, renamed)
+    greet = program('print("hello notebook")\nprint(text=read_notebook().splitlines()[0])')
+    model = script(tmp_path, greet, "Done.")
+    out = cli("run", "--task-spec", str(spec_file), "--model", model, "--schedule", "never",
+              "--quiet", "--out", str(tmp_path / "r"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    warning = "tools named like Python builtins replace them in the agent's program: print"
+    assert out.stderr.count(warning) == 1, out.stderr
+    assert f"controlscope run: warning: {warning}\n" in out.stderr
+    events = cs.read_events(tmp_path / "r")
+    start = events[0]
+    assert isinstance(start, RunStartEvent) and start.warnings == (warning,)
+    calls = [e.call for e in events if isinstance(e, PrimitiveCallEvent)]
+    assert [(c.tool, c.arguments) for c in calls] == [
+        ("print", {"text": "hello notebook"}),
+        ("read_notebook", {}),
+        ("print", {"text": "first line"}),
+    ]
+
+
 def _spec(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "spec.toml"
     path.write_text(text)

@@ -46,10 +46,12 @@ def die_with_parent() -> Callable[[], None]:
         The function to run in the child before it executes its program.
     """
     parent = os.getpid()
+    # Looked up here, not in the child: a child forked from a process with other threads must
+    # not take the dynamic loader's locks (another thread may have held them at the fork).
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def preexec() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the signal was set
             os._exit(1)
 

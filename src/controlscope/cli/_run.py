@@ -93,6 +93,8 @@ def _run(
     except OSError as err:
         return fail(console, "run", str(err), 1)
     _print_result(spec, result)
+    for warning in result.warnings:  # also in the log's run_start
+        console.print(f"controlscope run: warning: {inert(warning)}")
     if result.end_reason == "planner_provider_error":
         return fail(console, "run", f"the planner's model failed: {result.detail}", 3)
     if result.end_reason == "error":

@@ -23,7 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import ValidationError
 from rich.console import Console
 
-from controlscope.cli._console import NumberOption, fail, path_option
+from controlscope.cli._console import NumberOption, fail, one_line, path_option
 from controlscope.cli._settings_args import add_settings, settings_from_args
 from controlscope.core import Port, RunSettings
 from controlscope.executor import DEFAULT_GOAL, Executor, ExecutorError
@@ -55,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         RunSettings,
         exclude=("planner_format",),
+        checked=True,
         extra_help={"schedule": f"forms: {SCHEDULE_FORMS}"},
     )
 
@@ -64,9 +65,10 @@ def main(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)
     try:
         settings = settings_from_args(args, RunSettings)
-    except (ValueError, ValidationError) as err:
-        first = str(err).strip().splitlines()
-        return fail(console, "serve", " ".join(first[:3]), 2)
+    except ValidationError as err:  # settings that do not go together
+        return fail(console, "serve", one_line(err), 2)
+    except ValueError as err:  # a malformed KEY=JSON item
+        return fail(console, "serve", str(err), 2)
     if settings.reviewer == "human:terminal" and args.transport == "stdio":
         why = "a person at the terminal cannot review over stdio (its input is the MCP stream)"
         return fail(console, "serve", f"{why}: use --reviewer human (the review page)", 2)
@@ -82,6 +84,8 @@ def main(args: argparse.Namespace) -> int:
     with executor, contextlib.ExitStack() as stack:
         for problem in executor.problems:
             console.print(f"controlscope serve: {problem}", markup=False)
+        for warning in executor.warnings:
+            console.print(f"controlscope serve: warning: {warning}", markup=False)
         if executor.review_url is not None:
             console.print(f"review page: {executor.review_url}", markup=False, highlight=False)
         server = code_mode_server(executor)

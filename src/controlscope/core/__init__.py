@@ -49,7 +49,8 @@ records defined here:
 - JSON schemas as checks: :func:`schema_validator`, :func:`schema_problem`,
   :func:`violation_text`, :func:`answer_schema_error` (a model's answer to a schema request);
 - a tool as a Python function: :func:`tool_params`, :func:`python_signature`,
-  :func:`python_name` (one rule for the planner's prompt and the worker's proxies).
+  :func:`python_name` (one rule for the planner's prompt and the worker's proxies);
+  :func:`shadowed_builtins`, :func:`shadowing_warning` (tools named like Python builtins).
 """
 
 from controlscope.core._block_data import (
@@ -317,10 +318,13 @@ from controlscope.core._settings import (
     setting_info,
 )
 from controlscope.core._signature import (
+    BUILTIN_NAMES,
     ToolParam,
     annotation,
     python_name,
     python_signature,
+    shadowed_builtins,
+    shadowing_warning,
     tool_params,
 )
 from controlscope.core._source_program import (
@@ -373,6 +377,7 @@ __all__ = [
     "APP_BLOCKS",
     "APP_BLOCK_REQUESTS",
     "APP_PROTOCOLS",
+    "BUILTIN_NAMES",
     "CODE_NAME_TOKENS",
     "CUT_MARKER",
     "DATA_CODE_QUALIFIERS",
@@ -637,6 +642,8 @@ __all__ = [
     "seeded_request",
     "setting",
     "setting_info",
+    "shadowed_builtins",
+    "shadowing_warning",
     "slot_ids",
     "slot_positions",
     "slot_values",

@@ -45,7 +45,7 @@ from controlscope.core._source_program import SourceFile
 from controlscope.core._tasks import Task, TaskBudgets, Verdict
 from controlscope.core._tools import ToolRisk
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """Version of the event schema written by this code; readers refuse newer versions and upgrade
 older ones (:func:`upgrade_event`).
 
@@ -100,6 +100,13 @@ older ones (:func:`upgrade_event`).
     (``source_file``; None in older logs and for sampled programs). Older logs read as
     before, as a model's proposals. (Some version-7 logs written before this bump hold these
     values and fields; they read the same.)
+9   ``run_start`` records warnings about the run's set-up (``warnings``: tools named like
+    Python builtins, which replace them in the agent's program). A ``model_call`` may be
+    written as a continuation (``messages_from``: the ``seq`` of the same role's previous
+    ``model_call``, whose request's messages this request's begin with; its request then
+    holds only the messages added after them), so a log grows with what each request adds,
+    not with the whole history; the reader gives every request whole. Older logs read with
+    no warnings and whole requests.
 ==  ========================================================================================
 
 A new version is due whenever the log gains a field, an event type or a value of one of its
@@ -248,6 +255,8 @@ class RunStartEvent(_Event):
             an ordinary run.
         source_file: the frozen source program the planner's first reply was read from (its
             file and SHA-256); None when the planner sampled it.
+        warnings: one line per thing in the run's set-up that may surprise the agent, e.g.
+            tools named like Python builtins (:func:`~controlscope.core.shadowing_warning`).
     """
 
     type: Literal["run_start"] = "run_start"
@@ -268,6 +277,7 @@ class RunStartEvent(_Event):
     task_data_hash: str | None = None
     branch: BranchOrigin | None = None
     source_file: SourceFile | None = None
+    warnings: tuple[str, ...] = ()
 
 
 class ModelCallEvent(_Event):
@@ -288,6 +298,11 @@ class ModelCallEvent(_Event):
         usage: for a failed call, the tokens counted of the answer it did not finish (a
             streamed answer cut by the call's deadline); None otherwise (a response carries
             its own).
+        messages_from: as written in the log: the ``seq`` of the same role's previous
+            ``model_call``, whose request's messages this request's begin with; the written
+            request then holds only the messages added after them. None in every event a
+            reader gives (:func:`controlscope.record.iter_events` joins them) and in one
+            written whole.
     """
 
     type: Literal["model_call"] = "model_call"
@@ -300,6 +315,7 @@ class ModelCallEvent(_Event):
     turn: int | None = None
     call_index: int | None = None
     usage: Usage | None = None
+    messages_from: int | None = None
 
 
 class PlannerTurnEvent(_Event):

@@ -15,8 +15,10 @@ per tool (paper section A.1: "tools are exposed as Python functions"). Both come
 
 from __future__ import annotations
 
+import builtins
 import keyword
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,31 @@ def python_name(name: str) -> str:
     if keyword.iskeyword(out) or keyword.issoftkeyword(out):
         out += "_"
     return out
+
+
+BUILTIN_NAMES = frozenset(
+    {name for name in dir(builtins) if not name.startswith("_")} | {"exit", "quit"}
+)
+"""The names Python's builtins go by in the agent's program (``print``, ``open``, ``len``...;
+``exit`` and ``quit`` included, which the worker defines as the ``site`` module would)."""
+
+
+def shadowed_builtins(tools: Iterable[ToolSchema]) -> list[str]:
+    """The tools' Python names (:func:`python_name`) that are names of Python builtins
+    (:data:`BUILTIN_NAMES`), in the tools' order: in the agent's program each such name is the
+    tool's proxy, so a call of ``print(...)`` there calls the tool, not the builtin."""
+    names = [python_name(tool.name) for tool in tools]
+    return [name for name in dict.fromkeys(names) if name in BUILTIN_NAMES]
+
+
+def shadowing_warning(tools: Iterable[ToolSchema]) -> str | None:
+    """One line warning that tools replace Python builtins in the agent's program
+    (:func:`shadowed_builtins`); None when none does."""
+    names = shadowed_builtins(tools)
+    if not names:
+        return None
+    listed = ", ".join(names)
+    return f"tools named like Python builtins replace them in the agent's program: {listed}"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,12 @@ transport speaks the same newline-delimited JSON-RPC (the MCP stdio transport) a
 
 - starts the server as the leader of a new process group, and on close (after the grace period
   the MCP shutdown sequence gives) kills the whole group, whatever is left of it;
+- has the server killed when this process dies, ``SIGKILL`` included (``PR_SET_PDEATHSIG``,
+  :func:`~controlscope._proc.die_with_parent`): a server that hangs in a call reads no more
+  and would never see its stdin end. The signal follows the thread that started the server,
+  which is the event loop's thread of the server's connection
+  (:class:`~controlscope.envs.McpToolServer`'s portal): it lives until the connection is
+  closed and the server stopped;
 - treats every transport failure (bytes that are not UTF-8, a line that is not a JSON-RPC
   message, a line longer than :data:`MAX_LINE_BYTES`, a broken pipe, the server's exit while
   a process it started keeps its stdout open) as the end of the
@@ -24,19 +30,21 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import IO, Any
 
 import anyio
 import mcp_types
+from anyio._core._eventloop import get_async_backend
 from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
-from controlscope._proc import kill_below, reap_orphans
+from controlscope._proc import die_with_parent, kill_below, reap_orphans
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The longest line the server may write (one JSON-RPC message); a longer one is a failure."""
@@ -78,12 +86,17 @@ async def process_group_transport(
     Raises:
         OSError: the command cannot be started.
     """
-    process = await anyio.open_process(
+    # anyio.open_process passes no preexec_fn; its backend's open_process hands any other
+    # keyword to the event loop's subprocess_exec, which starts the process on this thread
+    process = await get_async_backend().open_process(
         [command, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=errlog,
         cwd=cwd,
         env={**get_default_environment(), **(env or {})},
-        stderr=errlog,
         start_new_session=True,
+        preexec_fn=die_with_parent(),
     )
     to_client, read_stream = anyio.create_memory_object_stream[Any](0)
     write_stream, from_client = anyio.create_memory_object_stream[SessionMessage](0)

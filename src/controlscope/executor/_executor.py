@@ -27,6 +27,7 @@ from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
+from pydantic import TypeAdapter, ValidationError
 
 from controlscope.core import (
     EVENTS_FILE,
@@ -35,7 +36,9 @@ from controlscope.core import (
     ProviderError,
     RunSettings,
     Scope,
+    Seed,
     ToolSchema,
+    shadowing_warning,
 )
 from controlscope.envs.session import (
     SESSION_TASK,
@@ -111,6 +114,8 @@ class Executor:
         run_dir: the session's run directory.
         tools: the tools as agent code calls them.
         problems: one line per upstream server that did not start.
+        warnings: what the session's ``run_start`` warns of (tools named like Python
+            builtins).
         closed: whether the executor was closed or its session ended.
         review_url: the address of the executor's own review page, with the session's secret
             (a person reviewing in the browser, no ``desk`` given); else None.
@@ -118,8 +123,10 @@ class Executor:
     Raises:
         ExecutorError: bad servers or tools, settings the run refuses (a bare ``once``, a
             ``fenced`` planner format), a model that cannot be built, an ``out`` that is empty,
-            holds a run or cannot be written, a ``timeout_s`` not above 0, or a session that
-            did not start.
+            holds a run or cannot be written, a ``timeout_s`` not above 0, a ``seed`` outside
+            ``0`` to ``MAX_SEED``, a ``goal`` that is not text, ``settings`` that are not
+            ``RunSettings`` or hold a value out of its range, or a session that did not start
+            (the reason in one line, before anything starts where it can be known then).
 
     Example::
 
@@ -144,8 +151,7 @@ class Executor:
         timeout_s: float = 60.0,
         desk: ReviewDesk | None = None,
     ) -> None:
-        if not (isinstance(timeout_s, int | float) and 0 < timeout_s < math.inf):
-            raise ExecutorError(f"timeout_s is a number of seconds above 0, not {timeout_s!r}")
+        _check_arguments(settings, goal, seed, timeout_s)
         self.settings = settings or RunSettings()
         self.run_dir = _fresh_out(out)
         upstream = _parsed_servers(servers)
@@ -187,6 +193,14 @@ class Executor:
     def problems(self) -> tuple[str, ...]:
         """One line per upstream server that did not start (also in ``run_start``)."""
         return self._tools.problems
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the session's ``run_start`` warns of: tools named like Python builtins
+        (``print``, ``open``...), which replace them in the agent's code
+        (:func:`~controlscope.core.shadowing_warning`); empty when nothing."""
+        warning = shadowing_warning(self.tools)
+        return (warning,) if warning is not None else ()
 
     @property
     def closed(self) -> bool:
@@ -315,6 +329,43 @@ def _python_tool(func: Callable[..., Any]) -> PythonTool:
         return PythonTool.of(func)
     except ServerConfigError as err:
         raise ExecutorError(str(err)) from None
+
+
+_SEED: TypeAdapter[int] = TypeAdapter(Seed)
+
+
+def _check_arguments(settings: object, goal: object, seed: object, timeout_s: object) -> None:
+    """Refuse, in one line, arguments of the wrong kind or out of their range: a ``seed``
+    outside :data:`~controlscope.core.Seed`, a ``goal`` that is not text, ``settings`` that
+    are not :class:`~controlscope.core.RunSettings` or hold a value the schema refuses (one
+    set past its checks, e.g. by ``model_copy(update=...)``), a ``timeout_s`` not above 0."""
+    if not (isinstance(timeout_s, int | float) and 0 < timeout_s < math.inf):
+        raise ExecutorError(f"timeout_s is a number of seconds above 0, not {timeout_s!r}")
+    if not isinstance(goal, str):
+        raise ExecutorError(f"goal is text (what the session is for), not {type(goal).__name__}")
+    try:
+        _SEED.validate_python(seed)
+    except ValidationError as err:
+        raise ExecutorError(_argument_problem("seed", err)) from None
+    if settings is None:
+        return
+    if not isinstance(settings, RunSettings):
+        raise ExecutorError(f"settings is a RunSettings, not {type(settings).__name__}")
+    given = {name: getattr(settings, name) for name in settings.model_fields_set}
+    try:
+        type(settings).model_validate(given)
+    except ValidationError as err:
+        raise ExecutorError(_argument_problem("settings", err)) from None
+
+
+def _argument_problem(argument: str, err: ValidationError) -> str:
+    """The first problem of ``err`` in one line: ``ARGUMENT.FIELD: problem (got VALUE)``."""
+    first = err.errors()[0]
+    where = ".".join([argument, *(str(part) for part in first["loc"])])
+    message = first["msg"].removeprefix("Value error, ")
+    got = repr(first.get("input"))
+    got = got if len(got) <= 80 else got[:77] + "..."
+    return f"{where}: {message} (got {got})"
 
 
 def _check_settings(settings: RunSettings) -> None:

@@ -16,7 +16,7 @@ or on Ray, resumable (paper sections 3.2, 4 and A.5).
 - :class:`LocalBackend` runs a process per run; :class:`ServedBackend` runs the runs of
   served models on threads of a few processes, their requests bounded by one endpoint gate
   (``[planner] max_connections``); :class:`RayBackend` runs them on Ray (served ones on
-  :class:`RunActor` s);
+  :class:`RunActor` s, their endpoint counts gathered by :class:`ActorCounts`);
 - a panel may take its Keep runs (``execution.keep_from``) and its reviewing runs' first
   schedule (``execution.diverge_from``) from another panel of its experiment
   (:func:`lending_difference` says when it cannot);
@@ -28,6 +28,7 @@ or on Ray, resumable (paper sections 3.2, 4 and A.5).
 
 from controlscope.core import ClusterBy
 from controlscope.panel._backends import (
+    ActorCounts,
     Backend,
     LocalBackend,
     RayBackend,
@@ -108,6 +109,7 @@ __all__ = [
     "RUNS_DIR",
     "RUN_MARKER",
     "STARTS",
+    "ActorCounts",
     "Backend",
     "BackendName",
     "BudgetSettings",

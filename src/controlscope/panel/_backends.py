@@ -19,7 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any, Protocol
 
 from controlscope._extras import require_extra
-from controlscope.models import EndpointGate, install_gate
+from controlscope.models import EndpointGate, GateStats, install_gate
 from controlscope.panel._folder import RunRecord
 from controlscope.panel._unit import RunJob, execute, serve_runs, start_pool_process
 
@@ -28,6 +28,12 @@ class Backend(Protocol):
     """Runs jobs; at most ``slots`` at a time are worth submitting."""
 
     slots: int
+    connections: int | None
+    """The served endpoint's requests in flight at most (None: not a served panel)."""
+
+    def endpoint(self) -> GateStats | None:
+        """The served endpoint's counts so far (None: not a served panel)."""
+        ...
 
     def submit(self, job: RunJob) -> Any:
         """Start ``job``; return a handle."""
@@ -106,6 +112,8 @@ class LocalBackend:
             after SIGTERM before they are killed (:meth:`close`).
     """
 
+    connections: int | None = None
+
     def __init__(self, workers: int, threads: int | None = None, grace_s: float = 30.0) -> None:
         self.slots = workers
         self._grace_s = grace_s
@@ -117,6 +125,10 @@ class LocalBackend:
             initializer=start_pool_process,
             initargs=(threads, shares, context.Value("i", 0) if shares else None),
         )
+
+    def endpoint(self) -> None:
+        """None: the pool's runs share no endpoint gate."""
+        return None
 
     def submit(self, job: RunJob) -> Future[RunRecord]:
         """Queue ``job`` in the pool."""
@@ -188,6 +200,7 @@ class ServedBackend:
     def __init__(self, runs: int, processes: int, connections: int, grace_s: float = 30.0) -> None:
         context = multiprocessing.get_context("spawn")
         self.slots = runs
+        self.connections: int | None = connections
         count = max(1, min(processes, runs))
         self.gate = EndpointGate(connections, context, members=count)
         self._grace_s = grace_s
@@ -205,6 +218,10 @@ class ServedBackend:
         self._where: dict[int, int] = {}
         self._reclaimed: set[int] = set()
         self._next = 0
+
+    def endpoint(self) -> GateStats:
+        """The gate's counts (every process's requests)."""
+        return self.gate.stats()
 
     def submit(self, job: RunJob) -> int:
         """Hand ``job`` to the living process with the fewest runs; its handle is a number.
@@ -295,6 +312,8 @@ class RayBackend:
         self._remote = ray.remote(num_cpus=cpus_per_run, max_retries=0)(execute)
         self._actors: list[Any] = []
         self._turn = 0
+        self.connections = connections
+        self._counts = ActorCounts(ray)
         if connections is not None:
             self._served(cpus_per_run, connections)
 
@@ -305,11 +324,20 @@ class RayBackend:
         actors = max(1, min(self.slots, connections))
         share = [connections // actors + (i < connections % actors) for i in range(actors)]
         runs = [served_runs(n) for n in share]
-        actor = self._ray.remote(num_cpus=cpus_per_run, max_restarts=0)(RunActor)
+        remote: Any = self._ray.remote  # its stubs do not list the actors' options
+        groups = {_COUNTS: 1}  # its counts are asked for while every run thread is busy
+        actor = remote(num_cpus=cpus_per_run, max_restarts=0, concurrency_groups=groups)(RunActor)
         self._actors = [
             actor.options(max_concurrency=n).remote(c) for n, c in zip(runs, share, strict=True)
         ]
         self.slots = sum(runs)
+
+    def endpoint(self) -> GateStats | None:
+        """The actors' gates' counts gathered (:class:`ActorCounts`); None when the runs are
+        not served."""
+        if not self._actors:
+            return None
+        return self._counts.gather(self._actors)
 
     def submit(self, job: RunJob) -> Any:
         """Start ``job`` as a Ray task, or on the next actor for a served model."""
@@ -339,6 +367,13 @@ class RayBackend:
             self._ray.shutdown()
 
 
+_COUNTS = "counts"
+"""The Ray concurrency group of :meth:`RunActor.stats`: asked while every run thread is busy."""
+
+_ASK_S = 2.0
+"""Seconds one gathering of the actors' counts waits for their answers."""
+
+
 class RunActor:
     """A Ray actor running many runs of a served model at once (one thread each, Ray's
     ``max_concurrency``), their requests through an endpoint gate of its own.
@@ -348,8 +383,66 @@ class RunActor:
     """
 
     def __init__(self, connections: int) -> None:
-        install_gate(EndpointGate(connections))
+        self._gate = EndpointGate(connections)
+        install_gate(self._gate)
 
     def run(self, job: RunJob) -> RunRecord:
         """Execute one run (:func:`~controlscope.panel._unit.execute`)."""
         return execute(job)
+
+    def stats(self) -> GateStats:
+        """Its gate's counts (asked in the ``counts`` concurrency group, beside the runs)."""
+        return self._gate.stats()
+
+
+class ActorCounts:
+    """The endpoint's counts over the :class:`RunActor` s of a Ray panel, each of which
+    counts its own share of the connections.
+
+    Requests, seconds waited on answers, for connections and on rate limits, and rate-limit
+    answers are summed over the actors (each actor's pool is paused by the rate limits it
+    receives, so their paused seconds add up per actor); requests in flight are the sum
+    of the actors' latest, and the most in flight at once the largest such sum seen, or
+    one actor's own peak if larger. An actor that does not answer within :data:`_ASK_S`
+    seconds, or has died, counts what it last answered (an unanswered question is not
+    asked again until it is answered).
+
+    Args:
+        ray: the ``ray`` module.
+    """
+
+    def __init__(self, ray: Any) -> None:
+        self._ray = ray
+        self._last: dict[int, GateStats] = {}
+        self._asked: dict[int, Any] = {}
+        self._peak = 0
+
+    def gather(self, actors: list[Any]) -> GateStats:
+        """Ask every actor for its counts (at most :data:`_ASK_S` seconds) and sum them."""
+        for index, actor in enumerate(actors):
+            if index not in self._asked:
+                ask = actor.stats.options(concurrency_group=_COUNTS)
+                self._asked[index] = ask.remote()
+        pending = list(self._asked.values())
+        ready, _ = self._ray.wait(pending, num_returns=len(pending), timeout=_ASK_S)
+        answered = set(ready)
+        for index, ref in list(self._asked.items()):
+            if ref not in answered:
+                continue
+            del self._asked[index]
+            with contextlib.suppress(Exception):  # a dead actor keeps its last counts
+                self._last[index] = self._ray.get(ref)
+        return self._sum(list(self._last.values()))
+
+    def _sum(self, counts: list[GateStats]) -> GateStats:
+        inflight = sum(c.inflight for c in counts)
+        self._peak = max(self._peak, inflight, *(c.peak for c in counts))
+        return GateStats(
+            inflight=inflight,
+            peak=self._peak,
+            requests=sum(c.requests for c in counts),
+            busy_s=sum(c.busy_s for c in counts),
+            queued_s=sum(c.queued_s for c in counts),
+            rate_limited_s=sum(c.rate_limited_s for c in counts),
+            rate_limits=sum(c.rate_limits for c in counts),
+        )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from controlscope.core import Connections, ModelSpec, Workers, absolute_path, range_problem
 from controlscope.envs import get_environment
-from controlscope.models import CacheError, EndpointGate, GateStats, RequestCache
+from controlscope.models import CacheError, GateStats, RequestCache
 from controlscope.panel._backends import (
     Backend,
     LocalBackend,
@@ -318,8 +318,8 @@ def _drive(
     waiting = [r for r in plan.runs if r.id not in records]
     running: dict[object, PlannedRun] = {}
     started = time.monotonic()
-    gate = getattr(backend, "gate", None)
-    recorder = EndpointRecorder(panel, gate.connections) if isinstance(gate, EndpointGate) else None
+    served = backend.connections
+    recorder = EndpointRecorder(panel, served) if served is not None else None
     forks = branches_by_fork(backend, config)
     groups: dict[object, tuple[PlannedRun, ...]] = {}
     counted = [-1]  # runs ended when the endpoint's counts were last written
@@ -327,7 +327,7 @@ def _drive(
     def notify_now() -> None:
         status.running = len(running)
         status.elapsed_s = time.monotonic() - started
-        status.endpoint = gate.stats() if isinstance(gate, EndpointGate) else None
+        status.endpoint = backend.endpoint()
         done = status.finished + status.failed
         if recorder and status.endpoint and (counted[0] != done or not (waiting or running)):
             counted[0] = done

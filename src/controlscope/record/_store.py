@@ -4,6 +4,12 @@ Events are appended as JSON lines and flushed one by one, so a killed run leaves
 to its last event (``docs/architecture.md``, "Execution contract"). Reading tolerates a truncated
 last line (the event being written when the process died) and reports it.
 
+A ``model_call`` whose request's messages begin with the same role's previous request's (a
+planner's conversation, which grows by a turn each time) is written as a continuation: its
+request holds only the messages added, ``messages_from`` names the previous one's ``seq``
+(:class:`_LastRequests`); the reader joins them back, so every reader sees each
+request whole while the log grows with what each request adds, not with the whole history.
+
 The writer and the reader accept exactly the same data: the writer checks every line it is about
 to append with the reader's own parser (size at most :data:`MAX_EVENT_BYTES`, standard JSON, no
 nesting the parser refuses, a valid event) and refuses an event that would not read back. The
@@ -33,6 +39,8 @@ from controlscope.core import (
     SCHEMA_VERSION,
     Event,
     InputFileError,
+    Message,
+    ModelCallEvent,
     open_regular,
     upgrade_event,
 )
@@ -91,6 +99,7 @@ class TrajectoryWriter:
         self._seq = 0
         self._lock = threading.Lock()
         self._spans = run_spans(self.run_dir)
+        self._requests = _LastRequests()
 
     @property
     def next_seq(self) -> int:
@@ -123,10 +132,11 @@ class TrajectoryWriter:
             if self._file is None:
                 raise ValueError(f"trajectory writer for {self.path} is closed")
             stamped = event.model_copy(update={"seq": self._seq, "t": time.time()})
+            written = self._requests.continued(stamped)
             try:
                 # The event's own serializer: it writes a non-finite number as NaN/Infinity
                 # (the union adapter would write null), which check_line then refuses.
-                line = type(stamped).__pydantic_serializer__.to_json(stamped)
+                line = type(written).__pydantic_serializer__.to_json(written)
             except ValueError as err:  # pydantic's serialisation errors are ValueErrors
                 raise LogError(f"a {stamped.type} event cannot be recorded: {err}") from None
             check_line(line, what=f"a {stamped.type} event")
@@ -134,6 +144,7 @@ class TrajectoryWriter:
             self._file.flush()
             if stamped.type in _DURABLE_TYPES:
                 os.fsync(self._file.fileno())
+            self._requests.remember(stamped)
             self._seq += 1
             if self._spans is not None:
                 self._trace(stamped)
@@ -169,6 +180,51 @@ class TrajectoryWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class _LastRequests:
+    """The last request each role sent in one log (its ``seq`` and messages), by which a
+    ``model_call`` is written as a continuation of the previous one and read back whole."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[int, tuple[Message, ...]]] = {}
+
+    def continued(self, event: Event) -> Event:
+        """``event`` as the writer writes it: a ``model_call`` whose request's messages begin
+        with (and add to) the same role's previous request's holds only the added ones, with
+        ``messages_from`` naming the previous event; any other event as it is."""
+        if not isinstance(event, ModelCallEvent) or event.role not in self._last:
+            return event
+        seq, before = self._last[event.role]
+        messages = event.request.messages
+        if not before or len(messages) <= len(before) or messages[: len(before)] != before:
+            return event
+        added = event.request.model_copy(update={"messages": messages[len(before) :]})
+        return event.model_copy(update={"request": added, "messages_from": seq})
+
+    def remember(self, event: Event) -> None:
+        """Keep ``event``'s request (whole) as its role's last one."""
+        if isinstance(event, ModelCallEvent):
+            self._last[event.role] = (event.seq, event.request.messages)
+
+    def whole(self, event: Event) -> Event:
+        """``event`` as a reader gives it: a continuation joined to the messages of the
+        event it continues (then kept as its role's last request).
+
+        Raises:
+            ValueError: it continues an event that is not its role's previous ``model_call``.
+        """
+        if isinstance(event, ModelCallEvent) and event.messages_from is not None:
+            seq, before = self._last.get(event.role, (None, ()))
+            if seq != event.messages_from:
+                raise ValueError(
+                    f"a {event.role} model_call continues event {event.messages_from}, which "
+                    f"is not the {event.role}'s previous model_call"
+                )
+            joined = event.request.model_copy(update={"messages": before + event.request.messages})
+            event = event.model_copy(update={"request": joined, "messages_from": None})
+        self.remember(event)
+        return event
 
 
 def _create_log(path: Path) -> IO[bytes]:
@@ -326,7 +382,9 @@ class _Truncated:
 
 
 def _scan(path: Path) -> Iterator[Event | _Truncated]:
-    """Every event of the log at ``path``, then its cut last line if it has one."""
+    """Every event of the log at ``path`` (each request whole), then its cut last line if it
+    has one."""
+    requests = _LastRequests()
     with _open_regular(path) as f:
         number = 1
         line = _read_line(f, path, number)
@@ -334,6 +392,11 @@ def _scan(path: Path) -> Iterator[Event | _Truncated]:
             upcoming = _read_line(f, path, number + 1)
             if line.strip():
                 item = _parse_line(line, path, number, is_last=not upcoming)
+                if not isinstance(item, _Truncated):
+                    try:
+                        item = requests.whole(item)
+                    except ValueError as err:
+                        raise LogError(f"{path}:{number}: {err}") from None
                 yield item
                 if isinstance(item, _Truncated):
                     return

@@ -51,6 +51,7 @@ from controlscope.core import (
     clip_text,
     data_problem,
     running_until,
+    shadowing_warning,
 )
 from controlscope.envs import Environment
 from controlscope.models import ReplayMismatch, ReplayModel
@@ -82,6 +83,7 @@ class RunResult(BaseModel):
         run_dir: the run directory (``events.jsonl``, ``summary.json``).
         end_reason: why the run ended.
         detail: why it ended, in words (e.g. the provider's error); empty for a final answer.
+        warnings: what ``run_start`` warns of (e.g. tools named like Python builtins).
     """
 
     summary: RunSummary
@@ -89,6 +91,7 @@ class RunResult(BaseModel):
     run_dir: Path
     end_reason: EndReason
     detail: str = ""
+    warnings: tuple[str, ...] = ()
 
 
 Observer = Callable[[Event], None]
@@ -194,6 +197,7 @@ def _record(parts: _Parts, workspace_root: Path | None) -> RunResult:
         run_dir=out_dir,
         end_reason=ending.reason,
         detail=ending.detail,
+        warnings=parts.warnings,
     )
 
 
@@ -223,6 +227,7 @@ class _Parts:
         self.origin: BranchOrigin | None = None
         self.task_data_hash: str | None = None
         self.source_file: SourceFile | None = None
+        self.warnings: tuple[str, ...] = ()
         self.since = time.time()
         """When the run whose state the workspace holds started (the hashes' reference)."""
         self._writer, self._observer = writer, observer
@@ -294,6 +299,7 @@ class _Parts:
                 task_data_hash=self.task_data_hash,
                 branch=self.origin,
                 source_file=self.source_file,
+                warnings=self.warnings,
             )
         )
 
@@ -444,8 +450,10 @@ def _run_session(
         server, limits, isolation=condition.isolation, deadline=parts.deadline, seed=parts.seed
     ) as session:
         parts.isolation = session.isolation
-        parts.start()
         tools = server.list_tools()
+        shadowing = shadowing_warning(tools)
+        parts.warnings = (shadowing,) if shadowing is not None else ()
+        parts.start()
         controller = _controller(parts, session, server, workspace, tools)
         opening = _opening(parts, tools, server.agent_roots or (str(workspace),))
         if parts.hook is not None:
