@@ -56,14 +56,12 @@ expect.set_options(timeout=30_000)  # a loaded machine: waits only prove nothing
 ARG_RUNS = [f"{TASK}/s{seed}/p0/arg-d0" for seed in (0, 1)]
 
 
-def write_panel(tmp: Path, **reviewer: Any) -> Path:
+def write_panel(tmp: Path, top: dict[str, Any] | None = None, **reviewer: Any) -> Path:
     planner = tmp / "planner.json"
     planner.write_text(json.dumps({"by": "turn", "answers": [fenced(BLOCK), "Done."]}))
+    fields = {"tasks": [TASK], "seeds": [0, 1], "scopes": ["keep", "arg"], "schedule": "once:1"}
     lines = [
-        f"tasks = {json.dumps([TASK])}",
-        "seeds = [0, 1]",
-        'scopes = ["keep", "arg"]',
-        'schedule = "once:1"',
+        *(f"{k} = {json.dumps(v)}" for k, v in {**fields, **(top or {})}.items()),
         "[planner]",
         f"model = {json.dumps(f'scripted:{planner}')}",
         "[reviewer]",
@@ -276,18 +274,26 @@ def test_ctrl_c_while_the_panel_waits_for_a_person_ends_its_runs_recorded_as_int
         assert not (folder / cp.RUNS_DIR / run_id / cp.RUN_MARKER).exists()
 
 
+@pytest.mark.parametrize(
+    "top",
+    [{}, {"schedule": "continuous", "start": "first_boundary"}],
+    ids=["whole", "branched"],
+)
 def test_a_decision_not_made_in_time_is_a_recorded_timeout_in_each_run(
-    tmp_path: Path, no_leftovers: None
+    tmp_path: Path, no_leftovers: None, top: dict[str, Any]
 ) -> None:
-    config = write_panel(tmp_path, review_timeout_s=2)
+    """Whole runs and branches of the Keep runs alike post to the desk; no decision within
+    ``review_timeout_s`` is a ``timeout`` fallback at each reviewed boundary."""
+    config = write_panel(tmp_path, top, review_timeout_s=2)
     folder = tmp_path / "panel"
     with panel_command(config, folder) as (proc, _):
         proc.communicate(timeout=180)
     assert proc.returncode == 0
     for run_id in ARG_RUNS:
-        assert realized(folder, run_id).fallback == "timeout"
+        reviews = [e for e in run_events(folder, run_id) if isinstance(e, RealizedOperationEvent)]
+        assert reviews and all(e.fallback == "timeout" for e in reviews)
         event = proposal(folder, run_id)
-        assert event.human is not None and event.human.timed_out
+        assert event.reviewer == "human" and event.human is not None and event.human.timed_out
 
 
 @pytest.mark.parametrize(
