@@ -7,11 +7,19 @@ successes per condition. Exit status: 0 when every run finished (whatever its ve
 some could not run (named; they run again when the same command is repeated); 2 on a bad
 configuration or panel folder (one line, before any run starts); 130 when interrupted
 (running runs end recorded as interrupted and run again on resumption).
+
+A panel a person reviews (``[reviewer] reviewer = "human"``) serves its review desk with the
+viewer's review page on loopback while its runs run, and prints the page's address (with the
+desk's secret: the one place it is printed) on standard error: the queue of the boundaries
+waiting in all the panel's runs, oldest first.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 
 from rich.console import Console
 
@@ -24,9 +32,11 @@ from controlscope.panel import (
     PanelProgress,
     PanelResult,
     PlannerSettings,
+    ReviewDeskServer,
     load_config,
     run_panel,
 )
+from controlscope.review import DeskAddress, ReviewDesk
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,8 +63,15 @@ def main(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         connections = getattr(args, "max_connections", None)
+        desk = _review_desk(console) if config.reviewer.person else None
         if args.quiet:
-            result = run_panel(config, args.out, workers=args.workers, max_connections=connections)
+            result = run_panel(
+                config,
+                args.out,
+                workers=args.workers,
+                max_connections=connections,
+                review_desk=desk,
+            )
         else:
             with PanelProgress(console) as progress:
                 result = run_panel(
@@ -63,6 +80,7 @@ def main(args: argparse.Namespace) -> int:
                     workers=args.workers,
                     max_connections=connections,
                     observer=progress,
+                    review_desk=desk,
                 )
     except (ConfigError, PanelError) as err:
         return fail(console, "panel", str(err), 2)
@@ -73,6 +91,27 @@ def main(args: argparse.Namespace) -> int:
             console.print(inert(f"  could not run {record.id}: {record.detail}"))
         return fail(console, "panel", f"{len(failed)} run(s) could not run; repeat the command", 1)
     return 0
+
+
+def _review_desk(console: Console) -> ReviewDeskServer:
+    """What serves the panel's review desk (see the module docstring)."""
+
+    @contextlib.contextmanager
+    def served(panel: Path) -> Iterator[DeskAddress]:
+        from controlscope.view import ViewError, ViewServer
+
+        desk = ReviewDesk()
+        try:
+            server = ViewServer(panel, desk=desk).start()
+        except ViewError as err:
+            raise PanelError(f"the review desk cannot be served: {err}") from None
+        try:
+            console.print(f"review page: {server.review_url}", markup=False, highlight=False)
+            yield DeskAddress(server.url, desk.secret)
+        finally:
+            server.stop()
+
+    return served
 
 
 def _print(result: PanelResult) -> None:

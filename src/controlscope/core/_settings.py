@@ -412,20 +412,23 @@ browser (``human`` is ``human:browser``) or at this terminal."""
 
 
 class HumanReview(Section):
-    """Who reviews, and how long a person may take (``controlscope run`` and
-    :class:`~controlscope.run.RunSpec` only: a panel's reviewer is a model)."""
+    """Who reviews, and how long a person may take (``controlscope run``,
+    :class:`~controlscope.run.RunSpec`, and a panel's ``[reviewer]`` keys ``reviewer`` and
+    ``review_timeout_s``: a person at the panel's review page, ``human`` only)."""
 
     group: ClassVar[str] = "reviewer"
     reviewer: ReviewerChoice = setting(
         "model",
         "who reviews: the reviewer model, or a person in the browser (human, human:browser: "
         "the run prints the review page's address) or at this terminal (human:terminal)",
+        since=2,
     )
     review_timeout_s: Seconds | None = setting(
         None,
         "seconds a person may take to decide at a boundary; a decision not made in time is a "
         "recorded timeout fallback (Keep)",
         shown_default="none: the person is waited for, within the run's wall-clock ceiling",
+        since=2,
     )
 
     @model_validator(mode="after")

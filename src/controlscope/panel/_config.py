@@ -57,6 +57,7 @@ from controlscope.core import (
     EndpointOptions,
     ExecutionOptions,
     Flag,
+    HumanReview,
     ModelSpec,
     ParamValue,
     PlannerFormat,
@@ -192,11 +193,14 @@ class PlannerSettings(_PanelSection, EndpointOptions, PlannerSampling, PlannerMo
         return value
 
 
-class ReviewerSettings(_PanelSection, ReviewerSampling, ReviewerModel):
+class ReviewerSettings(_PanelSection, HumanReview, ReviewerSampling, ReviewerModel):
     """The reviewer, and what it is shown: the file's ``[reviewer]`` section, keys ``model``
     (None: the planner's), ``mode``, ``tool_choice``, ``protocol``, ``temperature``,
-    ``max_tokens``, ``options``, ``view``, ``view_bounds`` (each setting's description:
-    :class:`~controlscope.core.ReviewerModel`, :class:`~controlscope.core.ReviewerSampling`).
+    ``max_tokens``, ``options``, ``view``, ``view_bounds``, and ``reviewer`` and
+    ``review_timeout_s`` (``reviewer = "human"``: a person decides at the panel's review page
+    in place of the model) (each setting's description:
+    :class:`~controlscope.core.ReviewerModel`, :class:`~controlscope.core.ReviewerSampling`,
+    :class:`~controlscope.core.HumanReview`).
 
     Attributes:
         model: ``reviewer_model`` as the file gives it; None: the planner's.
@@ -211,6 +215,21 @@ class ReviewerSettings(_PanelSection, ReviewerSampling, ReviewerModel):
     def model(self) -> str | None:
         """``reviewer_model`` as the file gives it (None: the planner's)."""
         return self.reviewer_model
+
+    @property
+    def person(self) -> bool:
+        """Whether a person reviews (at the panel's review page) in place of a model."""
+        return self.reviewer != "model"
+
+    @field_validator("reviewer")
+    @classmethod
+    def _at_the_page(cls, value: str) -> str:
+        if value == "human:terminal":
+            raise ValueError(
+                "a panel's runs run in other processes, away from this terminal: a person "
+                "reviews a panel at its review page (human)"
+            )
+        return value
 
     @property
     def mode(self) -> DecisionMode | None:
@@ -430,6 +449,7 @@ class PanelConfig(_PanelSection, ConditionSettings):
 
     @model_validator(mode="after")
     def _coherent(self) -> PanelConfig:
+        self._person_coherent()
         if self.sources is not None and max(self.sources) >= self.source_programs:
             raise ValueError(
                 f"sources: index {max(self.sources)} needs source_programs > "
@@ -447,6 +467,22 @@ class PanelConfig(_PanelSection, ConditionSettings):
             except ReplayError as err:
                 raise ValueError(f"start {self.start!r}: {err}") from None
         return self
+
+    def _person_coherent(self) -> None:
+        """A panel a person reviews: one draw (a person's decisions are not samples of a
+        model) on this machine (the review desk listens on loopback)."""
+        if not self.reviewer.person:
+            return
+        if self.draws != 1:
+            raise ValueError(
+                f"draws: {self.draws} with a person reviewing; a person's decisions are no "
+                "samples: give draws = 1 (run another panel for another person)"
+            )
+        if self.execution.backend != "local":
+            raise ValueError(
+                f"execution.backend: {self.execution.backend} with a person reviewing; the "
+                "review desk listens on this machine's loopback: use local"
+            )
 
     @property
     def source_indices(self) -> list[int]:

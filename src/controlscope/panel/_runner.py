@@ -13,6 +13,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from controlscope.panel._folder import (
 from controlscope.panel._lock import lock_panel
 from controlscope.panel._plan import PanelPlan, PlannedRun, condition_label, plan_panel
 from controlscope.panel._unit import RunJob, cache_path
+from controlscope.review import DeskAddress, share_desk
 from controlscope.run import env_unforkable
 
 
@@ -185,6 +187,11 @@ def make_backend(config: PanelConfig, workers: int | None = None) -> Backend:
     return LocalBackend(count, threads)
 
 
+ReviewDeskServer = Callable[[Path], AbstractContextManager[DeskAddress]]
+"""What serves a panel's review desk: called with the panel folder, a context manager that
+serves it while it is open and gives its address."""
+
+
 def run_panel(
     config: PanelConfig | str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -192,6 +199,7 @@ def run_panel(
     workers: int | None = None,
     max_connections: int | None = None,
     observer: PanelObserver | None = None,
+    review_desk: ReviewDeskServer | None = None,
 ) -> PanelResult:
     """Run (or resume) a panel into the folder ``out``; what ``controlscope panel`` does.
 
@@ -207,13 +215,20 @@ def run_panel(
         max_connections: requests in flight at once to a served endpoint (None: the
             configuration's ``[planner] max_connections``); it may differ on resumption.
         observer: called with the status whenever it changes (e.g. a live display).
+        review_desk: serves the review desk of a panel a person reviews (``[reviewer]
+            reviewer = "human"``): called with the panel folder once it is opened, it serves a
+            :class:`~controlscope.review.ReviewDesk` with the viewer's review page for the
+            runs' whole life and gives its address (``controlscope panel`` serves it on
+            loopback and prints the page's address). The address reaches the runs' processes
+            in their environment only (:func:`~controlscope.review.share_desk`).
 
     Returns:
         Every run's record.
 
     Raises:
-        ConfigError: the configuration cannot run, or ``workers`` or ``max_connections``
-            is out of its range (checked before any run starts).
+        ConfigError: the configuration cannot run, ``workers`` or ``max_connections``
+            is out of its range, or a person reviews and no ``review_desk`` is given (checked
+            before any run starts).
         PanelError: ``out`` holds another panel (the difference named) or is unusable.
         PanelBusy: another panel command runs on ``out`` (a :class:`PanelError` naming its
             pid, host and since when); the folder is held for this call's whole life.
@@ -226,6 +241,11 @@ def run_panel(
     if problem is not None:
         raise ConfigError(problem)
     cfg = config if isinstance(config, PanelConfig) else load_config(Path(config))
+    if cfg.reviewer.person and review_desk is None:
+        raise ConfigError(
+            "reviewer.reviewer: a person reviews this panel at a review desk; serve one "
+            "(review_desk=...), or run it with controlscope panel"
+        )
     if max_connections is not None:
         planner = cfg.planner.model_copy(update={"max_connections": max_connections})
         cfg = cfg.model_copy(update={"planner": planner})
@@ -236,7 +256,10 @@ def run_panel(
     with lock_panel(panel):
         open_panel(panel, cfg, plan)
         try:
-            return _run(panel, cfg, plan, workers, observer)
+            with contextlib.ExitStack() as desk:
+                if cfg.reviewer.person and review_desk is not None:
+                    desk.enter_context(share_desk(desk.enter_context(review_desk(panel))))
+                return _run(panel, cfg, plan, workers, observer)
         finally:
             _settle_cache(panel, cfg)
 

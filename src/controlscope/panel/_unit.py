@@ -5,7 +5,10 @@ runs the planned run (a whole run through :func:`controlscope.run.run_prepared`,
 of the unit's Keep run through :func:`controlscope.replay.run_branch`), and writes the run's
 record last, so a run killed at any point is not finished. Planning goes through the panel's
 exact-request cache (paper A.5: identical planning requests share one answer, so the unit's
-scopes share its source program); reviews do not (review draws are sampled separately).
+scopes share its source program); reviews do not (review draws are sampled separately, and a
+person's decision is never cached). A panel reviewed by a person (``[reviewer] reviewer =
+"human"``) posts each reviewed boundary to the panel's review desk, whose address the panel
+command shares with this process (:func:`controlscope.review.claim_desk`).
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from controlscope.replay import (
     resolve_boundary,
     run_branch,
 )
-from controlscope.review import ModelReviewer
+from controlscope.review import HumanReviewer, ModelReviewer, RemoteDesk, Reviewer, claim_desk
 from controlscope.run import (
     RunResult,
     build_models,
@@ -120,6 +123,8 @@ def execute(job: RunJob) -> RunRecord:
     Returns:
         The run's record, as written.
     """
+    if job.config.reviewer.person:
+        claim_desk()  # now: the run's tool server and worker, started later, never inherit it
     if job.siblings:
         return _execute_forked(job)
     directory = run_dir(job.panel, job.run.id)
@@ -187,7 +192,7 @@ def _forked(job: RunJob, runs: Sequence[PlannedRun], out: Path) -> list[RunRecor
             scopes=list(dict.fromkeys(r.scope for r in runs)),
             out=out,
             planner=planner,
-            reviewer=ModelReviewer(reviewer),
+            reviewer=_reviewer(job, reviewer, out.relative_to(job.panel).as_posix()),
             draws=config.draws,
             schedule=config.schedule,
         )
@@ -231,28 +236,44 @@ def _diverged(job: RunJob, directory: Path) -> RunRecord:
             job.run,
             directory,
             planner=planner,
-            reviewer=ModelReviewer(reviewer),
+            reviewer=_reviewer(job, reviewer, job.run.id),
         )
     finally:
         _close(planner, reviewer)
 
 
-def _reviewing_models(job: RunJob) -> tuple[ChatModel, ChatModel]:
+def _reviewing_models(job: RunJob) -> tuple[ChatModel, ChatModel | None]:
     """The planner (behind the panel's exact-request cache when it keeps one) and the reviewer
-    of a reviewing run; the caller closes both with :func:`_close`."""
+    model of a reviewing run (None when a person reviews); the caller closes both with
+    :func:`_close`."""
     config = job.config
     models = build_models(
         planner=config.planner.model,
         reviewer=config.reviewer.model,
         base_url=config.planner.base_url,
-        need_reviewer=True,
+        need_reviewer=not config.reviewer.person,
     )
-    assert models.reviewer is not None
     try:
         return _planner(models.planner, job), models.reviewer
     except BaseException:
         _close(models.planner, models.reviewer)
         raise
+
+
+def _reviewer(job: RunJob, model: ChatModel | None, label: str) -> Reviewer:
+    """The reviewer model, or (``model`` None) the person at the panel's review desk; its
+    boundaries named ``label`` in the desk's queue.
+
+    Raises:
+        RuntimeError: a person reviews, and no desk was shared with this process.
+    """
+    if model is not None:
+        return ModelReviewer(model)
+    address = claim_desk()
+    if address is None:
+        raise RuntimeError("a person reviews this panel, and no review desk was shared with it")
+    timeout_s = job.config.reviewer.review_timeout_s
+    return HumanReviewer("browser", remote=RemoteDesk(address), timeout_s=timeout_s, label=label)
 
 
 def _planner(model: ChatModel, job: RunJob) -> ChatModel:
@@ -274,7 +295,8 @@ def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
         problem = _source_problem(spec.source_run, spec.schedule, spec.env)
         if problem is not None:
             return RunRecord(id=job.run.id, status="ineligible", detail=problem)
-    prepared = prepare(spec)
+    person = job.config.reviewer.person and spec.reviews
+    prepared = prepare(spec, build_reviewer=not person)
     edited = _edited_source(prepared.program, keep_dir)
     if edited is not None:
         _close(prepared.models.planner, prepared.models.reviewer)
@@ -282,7 +304,8 @@ def _whole(job: RunJob, directory: Path, keep_dir: Path | None) -> RunRecord:
     planner = prepared.models.planner
     try:
         planner = _planner(planner, job)
-        result = run_prepared(prepared, planner=planner)
+        reviewer = _reviewer(job, None, job.run.id) if person else None
+        result = run_prepared(prepared, planner=planner, reviewer=reviewer)
     finally:
         _close(planner, prepared.models.reviewer)
     return _done(job.run.id, result)
@@ -349,7 +372,7 @@ def _branch(job: RunJob, directory: Path, keep_dir: Path) -> RunRecord:
             scope=job.run.scope,
             out=directory,
             planner=planner,
-            reviewer=ModelReviewer(reviewer),
+            reviewer=_reviewer(job, reviewer, job.run.id),
             draw=job.run.draw,
             schedule=config.schedule,
         )

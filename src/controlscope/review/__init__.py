@@ -4,7 +4,8 @@ A :class:`Reviewer` (the model reviewer :class:`ModelReviewer`, or your own) pro
 operation for the :class:`PublicState` at a boundary; :func:`review_boundary` validates it
 against the granted scope and records it. Malformed, out-of-scope, invalid and provider-failed
 reviews become recorded Keep fallbacks (paper A.4). :class:`HumanReviewer` asks a person (at the
-viewer's review page through a :class:`ReviewDesk`, or at a terminal); :func:`reviewer_id` names
+viewer's review page through a :class:`ReviewDesk`, or at a terminal; a panel's runs post to
+its desk in another process through a :class:`RemoteDesk`); :func:`reviewer_id` names
 who reviews as a run records it.
 """
 
@@ -22,6 +23,14 @@ from controlscope.review._operations import (
     raw_answer,
 )
 from controlscope.review._prompts import UNTRUSTED_DATA_RULE, describe_tool, system_prompt
+from controlscope.review._remote import (
+    DESK_VARIABLE,
+    DeskAddress,
+    DeskUnreachable,
+    RemoteDesk,
+    claim_desk,
+    share_desk,
+)
 from controlscope.review._reviewer import (
     EventSink,
     ModelReviewer,
@@ -42,12 +51,15 @@ from controlscope.review._views import (
 )
 
 __all__ = [
+    "DESK_VARIABLE",
     "QUOTE_PREFIX",
     "UNTRUSTED_DATA_RULE",
     "VIEWS",
     "VIEW_SECTIONS",
     "DecisionRecord",
+    "DeskAddress",
     "DeskAnswer",
+    "DeskUnreachable",
     "EventSink",
     "HumanReviewer",
     "MalformedOperationError",
@@ -56,10 +68,12 @@ __all__ = [
     "PendingReview",
     "Proposal",
     "PublicState",
+    "RemoteDesk",
     "ReviewDesk",
     "ReviewOutcome",
     "Reviewer",
     "ViewLimits",
+    "claim_desk",
     "clip",
     "decision_schema",
     "describe_tool",
@@ -76,5 +90,6 @@ __all__ = [
     "rest_of_block",
     "review_boundary",
     "reviewer_id",
+    "share_desk",
     "system_prompt",
 ]

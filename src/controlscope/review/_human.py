@@ -8,7 +8,9 @@ person tries again. The accepted decision is recorded like a model's proposal, w
 (``reviewer: human``), where, how long the person took and the refused tries. A decision not
 made within ``timeout_s`` is a recorded ``timeout`` fallback (Keep, paper A.4), and so is one at a
 terminal whose input ended (``< /dev/null``: nobody can answer); Ctrl-C during the wait ends
-the run, recorded as ``interrupted``.
+the run, recorded as ``interrupted``. A desk in another process
+(:class:`~controlscope.review.RemoteDesk`, a panel's) that stops answering is a recorded
+``provider_error`` fallback (Keep).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TextIO
 
 from controlscope.core import Condition, HumanChannel, HumanDecision
 from controlscope.review._desk import PendingReview, ReviewDesk
+from controlscope.review._remote import DeskUnreachable, RemoteDesk
 from controlscope.review._reviewer import ModelReviewer, Proposal, Reviewer
 from controlscope.review._state import PublicState
 from controlscope.review._terminal import TerminalFront
@@ -41,13 +44,15 @@ class HumanReviewer:
     In the browser (``channel="browser"``) each reviewed boundary is posted on :attr:`desk`,
     which the viewer's review page serves (``controlscope run --reviewer human`` starts it and
     prints its address; from Python, serve it with ``view.ViewServer(run_dir,
-    desk=reviewer.desk)`` and open ``server.review_url``). At a terminal
+    desk=reviewer.desk)`` and open ``server.review_url``); a panel's runs post to the panel's
+    desk in another process (``remote=RemoteDesk(address)``). At a terminal
     (``channel="terminal"``) the state is shown with ``rich`` and the decision read from
     ``stdin`` (arguments as JSON, code in ``$EDITOR``).
 
     Args:
         channel: ``browser`` or ``terminal``.
         desk: the desk to post on; None makes one (with a fresh secret).
+        remote: a desk served by another process to post on instead (in the browser only).
         timeout_s: the most seconds a person may take at one boundary; None waits (within the
             run's wall-clock ceiling).
         label: which run the boundaries belong to, as the review page's queue names it.
@@ -55,7 +60,8 @@ class HumanReviewer:
         stdout: the terminal's output (``sys.stdout`` by default).
 
     Raises:
-        ValueError: an unknown channel, or a time limit that is not above 0.
+        ValueError: an unknown channel, a time limit that is not above 0, or a remote desk at
+            a terminal.
     """
 
     def __init__(
@@ -63,6 +69,7 @@ class HumanReviewer:
         channel: HumanChannel = "browser",
         *,
         desk: ReviewDesk | None = None,
+        remote: RemoteDesk | None = None,
         timeout_s: float | None = None,
         label: str = "",
         stdin: TextIO | None = None,
@@ -73,7 +80,10 @@ class HumanReviewer:
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"the review time limit must be above 0 seconds, not {timeout_s}")
         self.channel: HumanChannel = channel
+        if channel == "terminal" and remote is not None:
+            raise ValueError("a person at this terminal decides on a desk of this process")
         self.desk = desk if desk is not None else ReviewDesk()
+        self.remote = remote
         self.timeout_s = timeout_s
         self.label = label
         self._stdin = stdin
@@ -85,8 +95,11 @@ class HumanReviewer:
         Returns:
             The decision as a proposal with :class:`~controlscope.core.HumanDecision`; when no
             decision came in time, no operation and ``human.timed_out`` (a ``timeout``
-            fallback).
+            fallback); when the desk stopped answering, no operation and the error (a
+            ``provider_error`` fallback).
         """
+        if self.remote is not None:
+            return self._remote(self.remote, state, condition)
         pending = self.desk.post(state, condition.operations, label=self.label)
         wait_s = self.timeout_s
         if self.channel == "terminal":
@@ -97,10 +110,27 @@ class HumanReviewer:
         operation = self.desk.wait(pending, wait_s)
         return self._proposal(pending, operation is None)
 
+    def _remote(self, desk: RemoteDesk, state: PublicState, condition: Condition) -> Proposal:
+        """Post to a desk of another process and wait; a desk gone is a recorded error."""
+        started = time.monotonic()
+        pending: PendingReview | None = None
+        try:
+            pending = desk.post(state, condition.operations, label=self.label)
+            operation = desk.wait(pending, self.timeout_s)
+        except DeskUnreachable as err:
+            human = HumanDecision(
+                channel=self.channel,
+                where=desk.where,
+                decided_s=round(time.monotonic() - started, 3),
+                refused=tuple(pending.refused) if pending is not None else (),
+            )
+            return Proposal(error=str(err), error_kind="connection", human=human)
+        return self._proposal(pending, operation is None)
+
     def _proposal(self, pending: PendingReview, timed_out: bool) -> Proposal:
         human = HumanDecision(
             channel=self.channel,
-            where=self.desk.where,
+            where=self.remote.where if self.remote is not None else self.desk.where,
             decided_s=round(time.monotonic() - pending.posted, 3),
             refused=tuple(pending.refused),
             timed_out=timed_out,

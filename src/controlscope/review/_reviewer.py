@@ -283,13 +283,17 @@ def _judge(
             event = model_call_event("reviewer", proposal.request, outcome, call_index=call_index)
             _emit(log, event)
     if proposal.error is not None:
-        return Validation(
+        failed = Validation(
             granted=scope,
             proposal=None,
             accepted=False,
             detail=f"review-stage provider error ({proposal.error_kind}): {proposal.error}",
             realized=Keep(),
         )
+        if proposal.human is not None:  # a person's desk failed: who was asked, and why
+            _emit(log, _proposal_event(call_index, proposal))
+            _emit(log, ValidationEvent(call_index=call_index, validation=failed))
+        return failed
     _emit(log, _proposal_event(call_index, proposal))
     validation = validate_operation(
         proposal.operation, condition.operations, boundary=state.boundary, tool=state.tool_schema

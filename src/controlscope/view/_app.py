@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from controlscope.review import ReviewDesk
 from controlscope.view._folders import Target, ViewError, find_target, stamp, watched
 from controlscope.view._panel import read_panel_page
+from controlscope.view._remote import remote_routes
 from controlscope.view._render import (
     SERVED_CSP,
     Links,
@@ -222,7 +223,8 @@ def build_app(
     ``/unit/UNIT`` (a unit's runs side by side) and ``/cell/TABLE/ROW/COLUMN`` (the runs behind
     a cell of its report); ``/_stamp``, ``/_stamp/run/ID`` and ``/_stamp/unit/UNIT`` (a text
     that changes when the page's files change), ``/static/live.js`` (the live refresh); with a
-    desk, the review page's routes (``/review``...: :mod:`controlscope.view._review`).
+    desk, the review page's routes (``/review``...: :mod:`controlscope.view._review`) and
+    those runs of other processes post to (``/_review/post``...: :mod:`controlscope.view._remote`).
 
     Args:
         path: the folder to show.
@@ -248,7 +250,7 @@ def build_app(
         Route("/static/live.js", pages.script),
     ]
     if desk is not None:
-        routes += review_routes(desk, _LINKS, _HEADERS)
+        routes += review_routes(desk, _LINKS, _HEADERS) + remote_routes(desk, _HEADERS)
     return Starlette(
         routes=routes,
         middleware=[Middleware(_LoopbackOnly)] if loopback_only else [],

@@ -9,6 +9,8 @@ public state a model reviewer gets and a decision for each granted operation kin
 (POST, JSON ``{"ticket", "operation", "arguments"|"code", "reason"}`` with the desk's secret
 in the ``X-Review-Key`` header) and ``/static/review.js``.
 
+A run in another process posts to the same desk (``view._remote``).
+
 The argument form is generated from the tool's input schema (one field per property; a
 code-valued parameter is shown, not editable) and the page checks the values against the
 schema's types, enumerations and bounds before anything is sent; the desk then validates the
@@ -179,7 +181,7 @@ class ReviewPages:
         (accepted), 422 (refused: the reason), 409 (not pending), 403 (no secret) or 400
         (not a decision)."""
         try:
-            decision = json.loads(await _bounded_body(request, MAX_DECISION_BYTES))
+            decision = json.loads(await bounded_body(request, MAX_DECISION_BYTES))
             if not isinstance(decision, dict):
                 raise ValueError("a decision is a JSON object")
             ticket, kind = decision.pop("ticket", ""), decision.pop("operation", "")
@@ -205,7 +207,7 @@ class ReviewPages:
         return Response(text, media_type="text/javascript", headers=self.headers)
 
 
-async def _bounded_body(request: Request, limit: int) -> bytes:
+async def bounded_body(request: Request, limit: int) -> bytes:
     """The request's body, read no further than ``limit`` bytes.
 
     Raises:
