@@ -134,11 +134,13 @@ def _summed(usages: Any) -> dict[str, Any]:
 
 
 def _packages() -> dict[str, str]:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    import controlscope
-
-    return {"controlscope": controlscope.__version__, "inspect_ai": version("inspect_ai")}
+    try:
+        ours = version("controlscope")
+    except PackageNotFoundError:  # a source tree not installed
+        ours = "unknown"
+    return {"controlscope": ours, "inspect_ai": version("inspect_ai")}
 
 
 def _now() -> str:

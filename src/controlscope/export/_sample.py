@@ -1,9 +1,11 @@
 """One recorded run as one Inspect AI sample: its events, messages, score, usage and metadata.
 
 The mapping per event kind is :data:`~controlscope.export.INSPECT_EVENTS`; a review is an
-approval (Keep -> ``approve``; an argument or block-data patch -> ``modify`` with the call as
-made; a replacement -> ``reject``, the pending call not being made, followed by an ``info``
-event ``replace_workflow`` carrying the new code; a fallback -> ``approve`` with its kind).
+approval, read from the operation's registry entry: an operation without payload (Keep) ->
+``approve``; one that changes the call's data (an argument or block-data patch) -> ``modify``
+with the call as made; one that cancels the pending call (a replacement) -> ``reject``,
+followed by an ``info`` event named after the operation carrying the new code; a fallback ->
+``approve`` with its kind in the metadata.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage
 from inspect_ai.scorer import CORRECT, INCORRECT, Score
 from inspect_ai.tool import ToolCall, ToolCallError
 
+import controlscope.export._messages as msg
 from controlscope.core import (
     Boundary,
     BoundaryEvent,
@@ -41,8 +44,8 @@ from controlscope.core import (
     Scope,
     Usage,
     ValidationEvent,
+    operation_spec,
 )
-from controlscope.export import _messages as msg
 from controlscope.export._runs import ExportError
 from controlscope.panel import PlannedRun
 from controlscope.record import LogError, SummaryError, TokenTotals, read_log, summarize
@@ -234,23 +237,24 @@ class SampleBuilder:
             metadata=notes,
             **self._base(event.t),
         )
-        if kind != "replace_workflow":
+        if event.fallback is not None or not operation_spec(kind).cancels:
             return [approval]
         code = event.model_dump(mode="json")["operation"].get("code", "")
         data = {"call_index": index, "block_id": event.block_id, "code": code}
-        return [approval, InfoEvent(source="replace_workflow", data=data, **self._base(event.t))]
+        return [approval, InfoEvent(source=kind, data=data, **self._base(event.t))]
 
     def _decision(
         self, event: RealizedOperationEvent, pending: ToolCall
     ) -> tuple[Any, ToolCall | None, str | None]:
         """(Inspect decision, the modified call, explanation) of a realized operation."""
         kind = event.operation.kind
+        spec = operation_spec(kind)
         if event.fallback is not None:
             return "approve", None, f"fallback {event.fallback}: the reviewer's answer was not used"
-        if kind == "keep":
+        if spec.payload == "none":
             return "approve", None, None
-        if kind == "replace_workflow":
-            return "reject", None, "the block was replaced by new code (replace_workflow)"
+        if spec.cancels:
+            return "reject", None, f"{kind}: the pending call was not made; new code runs instead"
         made = self.calls.get(event.call_index)
         if made is not None:
             arguments = dict(made.call.arguments)
