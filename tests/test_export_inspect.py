@@ -115,7 +115,8 @@ def _check_reviews(sample: Any, realized: list[RealizedOperationEvent]) -> None:
     assert first.decision == "approve" and first.metadata["fallback"] == "syntax_error"
     assert "syntax_error" in (first.explanation or "")
     assert first.call.function == "list_directory"
-    assert first.metadata["proposed"]["operation"] is None or first.metadata["refused"]
+    assert first.metadata["proposed"]["operation"]["kind"] == "replace_workflow"
+    assert first.metadata["refused"]["reason"] == "syntax_error"
     assert second.decision == "reject" and second.metadata["operation"] == "replace_workflow"
     replaced = [e for e in _events(sample, InfoEvent) if e.source == "replace_workflow"]
     assert [e.data["code"] for e in replaced] == [realized[1].operation.code]  # type: ignore[union-attr]

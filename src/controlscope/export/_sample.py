@@ -10,6 +10,7 @@ followed by an ``info`` event named after the operation carrying the new code; a
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from inspect_ai.event import Event as InspectEvent
 from inspect_ai.log import EvalSample, EvalSampleLimit
 from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage
 from inspect_ai.scorer import CORRECT, INCORRECT, Score
-from inspect_ai.tool import ToolCall, ToolCallError
+from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo
 
 import controlscope.export._messages as msg
 from controlscope.core import (
@@ -35,20 +36,23 @@ from controlscope.core import (
     BudgetEvent,
     Event,
     FinalVerdictEvent,
+    Message,
     ModelCallEvent,
     PrimitiveCallEvent,
     ProposalEvent,
     RealizedOperationEvent,
     ReviewRequestEvent,
+    RunEndEvent,
     RunStartEvent,
     Scope,
+    ToolSpec,
     Usage,
     ValidationEvent,
     operation_spec,
 )
 from controlscope.export._runs import ExportError
 from controlscope.panel import PlannedRun
-from controlscope.record import LogError, SummaryError, TokenTotals, read_log, summarize
+from controlscope.record import LogError, read_log
 
 _LIMITS: dict[str, Any] = {
     "planning_turns": "turn",
@@ -109,8 +113,30 @@ class SampleBuilder:
         self.draws: dict[int, int] = {}
         self.calls = {e.call.call_index: e for e in events if isinstance(e, PrimitiveCallEvent)}
         self.planner: ModelCallEvent | None = None
+        self.usage: dict[str, Usage] = {}
+        self.end_reason: str | None = None
+        self.success: bool | None = None
+        self._chat: dict[tuple[Any, ...], ChatMessage] = {}
+        self._tools: dict[tuple[str, str, str], ToolInfo] = {}
         self.score: Score | None = None
         self.limit: EvalSampleLimit | None = None
+
+    def _message(self, m: Message) -> ChatMessage:
+        """A request message as Inspect's, one object per distinct message of the run (the
+        requests repeat their conversation: the log writer pools it once)."""
+        calls = tuple((c.id, c.name, c.arguments) for c in m.tool_calls)
+        key = (m.role, m.content, m.tool_call_id, m.name, calls)
+        found = self._chat.get(key)
+        if found is None:
+            found = self._chat[key] = msg.message(m)
+        return found
+
+    def _tool_info(self, spec: ToolSpec) -> ToolInfo:
+        key = (spec.name, spec.description, json.dumps(spec.parameters, sort_keys=True))
+        found = self._tools.get(key)
+        if found is None:
+            found = self._tools[key] = msg.tool_info(spec)
+        return found
 
     def _base(self, t: float) -> dict[str, Any]:
         return {"timestamp": stamp(t), "working_start": max(0.0, t - self.t0)}
@@ -148,7 +174,10 @@ class SampleBuilder:
         if isinstance(event, BudgetEvent):
             return [self._limit(event)]
         if isinstance(event, FinalVerdictEvent):
+            self.success, self.end_reason = event.success, event.end_reason
             return [self._score(event)]
+        if isinstance(event, RunEndEvent):
+            self.end_reason = event.end_reason
         return [self._info(event)]
 
     def _model(self, event: ModelCallEvent) -> ModelEvent:
@@ -156,6 +185,8 @@ class SampleBuilder:
         model = self.start.models.get(event.role, event.role)
         if event.role == "planner":
             self.planner = event
+        if event.response is not None:  # every response's tokens (the summary's logical ones)
+            self._count(event.role, event.response.usage)
         notes: dict[str, Any] = {
             "turn": event.turn,
             "call_index": event.call_index,
@@ -167,8 +198,8 @@ class SampleBuilder:
         return ModelEvent(
             model=model,
             role=event.role,
-            input=[msg.message(m) for m in request.messages],
-            tools=[msg.tool_info(t) for t in request.tools],
+            input=[self._message(m) for m in request.messages],
+            tools=[self._tool_info(t) for t in request.tools],
             tool_choice=msg.tool_choice(request.tool_choice),
             config=msg.generate_config(request),
             output=msg.output(event, model),
@@ -176,6 +207,14 @@ class SampleBuilder:
             working_time=latency,
             metadata={k: v for k, v in notes.items() if v is not None},
             **self._base(event.t),
+        )
+
+    def _count(self, role: str, used: Usage) -> None:
+        total = self.usage.get(role, Usage())
+        self.usage[role] = Usage(
+            input_tokens=total.input_tokens + used.input_tokens,
+            output_tokens=total.output_tokens + used.output_tokens,
+            cached_tokens=total.cached_tokens + used.cached_tokens,
         )
 
     def _tool(self, event: PrimitiveCallEvent) -> ToolEvent:
@@ -223,7 +262,9 @@ class SampleBuilder:
             "model_called": event.model_called,
         }
         if proposal is not None:
-            notes["proposed"] = proposal.model_dump(mode="json", exclude=_HIDDEN)
+            notes["proposed"] = {"raw": proposal.raw, "reviewer": proposal.reviewer}
+            if proposal.operation is not None:
+                notes["proposed"]["operation"] = proposal.operation.model_dump(mode="json")
         if validation is not None and not validation.validation.accepted:
             notes["refused"] = validation.validation.model_dump(mode="json")
         reviewer = proposal.reviewer if proposal is not None else "model"
@@ -286,7 +327,7 @@ class SampleBuilder:
         if last is None:
             return [], ModelOutput()
         model = self.start.models.get("planner", "planner")
-        chat = [msg.message(m) for m in last.request.messages]
+        chat = [self._message(m) for m in last.request.messages]
         if last.response is not None:
             chat.append(msg.assistant(last.response, model))
         return chat, msg.output(last, model)
@@ -318,18 +359,10 @@ class SampleBuilder:
     def sample(self) -> EvalSample:
         """The run as one sample (epoch 1)."""
         events = self.convert()
-        try:
-            summary = summarize(self.events)
-        except SummaryError as err:
-            raise ExportError(f"{self.sample_id}: {err}") from None
         chat, answer = self.messages()
-        roles = {
-            role: _role_usage(totals.logical)
-            for role, totals in summary.tokens.items()
-            if totals.logical.requests
-        }
+        roles = {role: msg.usage(used) for role, used in self.usage.items()}
         end = self.events[-1].t
-        meta = self.metadata() | {"end_reason": summary.end_reason, "success": summary.success}
+        meta = self.metadata() | {"end_reason": self.end_reason, "success": self.success}
         return EvalSample(
             id=self.sample_id,
             epoch=1,
@@ -347,16 +380,6 @@ class SampleBuilder:
             total_time=max(0.0, end - self.t0),
             limit=self.limit,
         )
-
-
-def _role_usage(totals: TokenTotals) -> ModelUsage:
-    return msg.usage(
-        Usage(
-            input_tokens=totals.input_tokens,
-            output_tokens=totals.output_tokens,
-            cached_tokens=totals.cached_tokens,
-        )
-    )
 
 
 def _model_usage(models: dict[str, str], roles: dict[str, ModelUsage]) -> dict[str, ModelUsage]:
