@@ -20,6 +20,7 @@ from inspect_ai.event import ApprovalEvent, InfoEvent, ModelEvent, ScoreEvent, T
 from inspect_ai.event import Event as InspectEvent
 from inspect_ai.log import read_eval_log
 
+import _session_support
 import controlscope as cs
 from controlscope import panel as cp
 from controlscope.cli import main as cli
@@ -38,9 +39,13 @@ from controlscope.export import (
     export_inspect,
 )
 from controlscope.record import read_summary
+from test_executor import PatchSecond, _fs
 from test_panel import write_config
 
 FIXTURE = Path(__file__).parent / "fixtures" / "main_job"
+
+files = _session_support.files  # the fixtures, used by name
+no_leftovers = _session_support.no_leftovers
 
 
 def test_every_event_kind_of_the_log_maps_to_an_inspect_event_or_a_reason() -> None:
@@ -114,13 +119,39 @@ def _check_reviews(sample: Any, realized: list[RealizedOperationEvent]) -> None:
     first, second = approvals
     assert first.decision == "approve" and first.metadata["fallback"] == "syntax_error"
     assert "syntax_error" in (first.explanation or "")
-    assert first.call.function == "list_directory"
+    assert first.call.function == "list_directory" and first.approver == "reviewer:model"
     assert first.metadata["proposed"]["operation"]["kind"] == "replace_workflow"
     assert first.metadata["refused"]["reason"] == "syntax_error"
     assert second.decision == "reject" and second.metadata["operation"] == "replace_workflow"
     replaced = [e for e in _events(sample, InfoEvent) if e.source == "replace_workflow"]
     assert [e.data["code"] for e in replaced] == [realized[1].operation.code]  # type: ignore[union-attr]
     assert sample.events.index(replaced[0]) == sample.events.index(second) + 1
+
+
+def test_an_executor_session_exports_as_a_run(
+    files: Path, tmp_path: Path, no_leftovers: None
+) -> None:
+    out = tmp_path / "session"
+    settings = cs.RunSettings(scope="arg", schedule="every_boundary")
+    reviewer = PatchSecond(str(files / "b.txt"))
+    with cs.Executor(
+        servers={"fs": _fs(files)}, settings=settings, reviewer=reviewer, out=out
+    ) as ex:
+        ex.execute(f"print(read_text_file(path={str(files / 'a.txt')!r}))")
+        ex.execute(f"print(read_text_file(path={str(files / 'a.txt')!r}))")
+    log = read_eval_log(str(export_inspect(out, tmp_path / "session.eval")))
+    (sample,) = log.samples or []
+    approvals = _events(sample, ApprovalEvent)
+    assert [a.decision for a in approvals] == ["approve", "modify"]
+    assert {a.approver for a in approvals} == {"reviewer:custom"}
+    patched = approvals[1]
+    assert patched.call.arguments == {"path": str(files / "a.txt")}
+    assert patched.modified is not None
+    assert patched.modified.arguments == {"path": str(files / "b.txt")}
+    tools = _events(sample, ToolEvent)
+    assert [t.result for t in tools] == ["alpha\n", "beta\n"]
+    assert tools[1].metadata["requested"] == {"path": str(files / "a.txt")}
+    assert sample.metadata["condition"] == "arg" and sample.id == "session"
 
 
 # --- a scripted panel --------------------------------------------------------------------------

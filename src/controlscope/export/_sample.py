@@ -267,11 +267,14 @@ class SampleBuilder:
                 notes["proposed"]["operation"] = proposal.operation.model_dump(mode="json")
         if validation is not None and not validation.validation.accepted:
             notes["refused"] = validation.validation.model_dump(mode="json")
-        reviewer = proposal.reviewer if proposal is not None else "model"
+        if proposal is not None:
+            approver = f"reviewer:{proposal.reviewer}"
+        else:  # no proposal: a granted Keep answered without asking, or no answer came
+            approver = "reviewer:model" if event.model_called else "granted_keep"
         approval = ApprovalEvent(
             message=f"{kind} at call {index} ({function}) under scope {notes['granted']}",
             call=pending,
-            approver="granted_keep" if not event.model_called else f"reviewer:{reviewer}",
+            approver=approver,
             decision=decision,
             modified=modified,
             explanation=explanation,
