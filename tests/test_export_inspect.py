@@ -23,6 +23,7 @@ from inspect_ai.log import read_eval_log
 import _session_support
 import controlscope as cs
 from controlscope import panel as cp
+from controlscope._proc import alive, descendants
 from controlscope.cli import main as cli
 from controlscope.core import (
     FinalVerdictEvent,
@@ -226,6 +227,7 @@ def test_inspect_view_serves_the_exported_panel(panel: Path, tmp_path: Path) -> 
         assert {s["id"] for s in log["samples"]} == {
             r.id for r in cp.read_manifest(panel).plan.runs
         }
+        below = descendants(viewer.pid)
     finally:
         viewer.terminate()
         try:
@@ -234,6 +236,7 @@ def test_inspect_view_serves_the_exported_panel(panel: Path, tmp_path: Path) -> 
             viewer.kill()
             viewer.wait(timeout=30)
     assert viewer.returncode is not None
+    assert not [pid for pid in below if alive(pid)]  # nothing it started is left
     with pytest.raises(OSError):  # nothing serves the port any more
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
