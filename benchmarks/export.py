@@ -124,7 +124,7 @@ def time_import() -> float:
 def otel() -> dict[str, Any]:
     """``otel_overhead_pct`` when the tracing benchmark is present, else nothing."""
     try:
-        from _otel_overhead import otel_overhead_pct  # type: ignore[import-not-found]
+        from _otel_overhead import otel_overhead_pct
     except ImportError:
         print("no _otel_overhead module: otel_overhead_pct left out", file=sys.stderr)
         return {}
