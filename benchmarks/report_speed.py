@@ -104,10 +104,13 @@ class LogTemplate:
         )
 
 
-def write_panel(folder: Path, scale: float) -> tuple[int, int]:
-    """Write the synthetic panel; return (runs, log bytes). Each summary lists its run's
-    decisions as a real one does (``summarize`` of one log per length, reused)."""
-    runs = synthetic_runs()
+def write_panel(
+    folder: Path, scale: float, runs: list[SyntheticRun] | None = None
+) -> tuple[int, int]:
+    """Write the synthetic panel (``runs``; None: :func:`synthetic_runs`, each unit's runs
+    with draw 0); return (runs, log bytes). Each summary lists its run's decisions as a real
+    one does (``summarize`` of one log per length, reused)."""
+    runs = synthetic_runs() if runs is None else runs
     write_synthetic_panel(folder, runs)
     recorded = read_summary(RECORDED)
     template = LogTemplate(scale) if scale > 0 else None

@@ -48,6 +48,8 @@ echo "setup: ALFWorld's planner library fast-downward: minutes)"
 CMAKE_ARGS="${CMAKE_ARGS:-$SAFE_CMAKE_ARGS}" .venv/bin/python -m pip install -q -e '.[local,dev,ray,alfworld,smolagents,openai-agents,pydantic-ai]'
 # OpenTelemetry traces (the otel extra: SDK and OTLP/HTTP exporter)
 .venv/bin/python -m pip install -q -e '.[otel]'
+# Inspect AI eval logs (the inspect extra: inspect-ai, and pyarrow for its dataframes)
+.venv/bin/python -m pip install -q -e '.[inspect]'
 
 echo "setup: installing the pinned MCP filesystem server"
 npm ci --no-audit --no-fund --silent

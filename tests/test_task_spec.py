@@ -29,7 +29,12 @@ from controlscope.core import (
     changed_data,
 )
 from controlscope.envs import Environment, get_environment
-from controlscope.envs.external import McpmarkEnvironment, SpecEnvironment, grant_network
+from controlscope.envs.external import (
+    McpmarkEnvironment,
+    SpecEnvironment,
+    grant_network,
+    load_task_spec,
+)
 from controlscope.envs.filesystem.environment import FilesystemEnvironment
 from controlscope.envs.filesystem.server import find_server_script
 from test_api import BROKEN, SOLVE, TASK
@@ -438,3 +443,60 @@ def test_an_environment_named_with_a_path_needs_one() -> None:
         get_environment("taskspec:/nonexistent/spec.toml")
     with pytest.raises(TaskError, match="mcpmark:PATH, taskspec:PATH"):
         get_environment("moon")
+
+
+# --- the server in the mcpServers format ------------------------------------------------------
+
+
+def _mcp_forms(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The split spec three ways: ``[server]``, ``[mcpServers.files]`` and ``mcpServers =
+    "servers.json"`` (the same server; ``[server]`` keeps what it reads)."""
+    plain = split_spec(tmp_path)
+    script = find_server_script()
+    entry = {"command": "node", "args": [str(script), "{workspace}"]}
+    paths = f'paths = ["{script.parents[3]}"]'
+    table = split_spec(
+        tmp_path / "table",
+        server=paths,
+        **{"mcpServers.files": f'command = "node"\nargs = {json.dumps(entry["args"])}'},
+    )
+    from_json = split_spec(tmp_path / "json", server=paths)
+    (from_json.parent / "servers.json").write_text(json.dumps({"mcpServers": {"files": entry}}))
+    from_json.write_text('mcpServers = "servers.json"\n' + from_json.read_text())
+    return plain, table, from_json
+
+
+def test_a_spec_names_its_server_in_the_mcp_servers_format(tmp_path: Path) -> None:
+    plain, table, from_json = _mcp_forms(tmp_path)
+    expected = load_task_spec(plain).server
+    assert load_task_spec(table).server == expected == load_task_spec(from_json).server
+    result = cs.run_task(
+        cs.RunSpec(
+            task_spec=table,
+            model=script(tmp_path, program(SOLVE), "Done."),
+            schedule="never",
+            out=tmp_path / "run",
+        )
+    )
+    assert result.verdict.success and result.summary.primitive_calls == 7
+
+
+_MCP_BREAKAGES = [
+    ('[mcpServers.a]\ncommand = "x"\n[mcpServers.b]\ncommand = "x"\n', "not 2"),
+    ('[server]\ncommand = "x"\n[mcpServers.a]\ncommand = "x"\n', "given in mcpServers too"),
+    ('[mcpServers.a]\ncommand = "x"\nurl = "http://x"\n', "server 'a': unknown field 'url'"),
+    ('[mcpServers.a]\ncommand = "x"\ncwd = "/tmp"\n', "cwd, workspace and read are the spec's"),
+]
+
+
+@pytest.mark.parametrize(("servers", "expected"), _MCP_BREAKAGES)
+def test_a_bad_mcp_servers_entry_is_one_line_before_a_run(
+    tmp_path: Path, servers: str, expected: str
+) -> None:
+    head, rest = _GOOD.split("[server]", 1)
+    spec_file = _spec(tmp_path, head + servers + "\n[state]" + rest.split("[state]", 1)[1])
+    with pytest.raises(TaskError, match=re.escape(expected)) as caught:
+        load_task_spec(spec_file)
+    assert "\n" not in str(caught.value)
+    out = cli("run", "--task-spec", str(spec_file), "--out", str(tmp_path / "r"))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1

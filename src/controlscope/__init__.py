@@ -105,6 +105,7 @@ if TYPE_CHECKING:
         run_experiment,
         write_results,
     )
+    from controlscope.export import export_inspect
     from controlscope.panel import PanelConfig, PanelResult, run_panel
 
 _LAZY = {
@@ -117,6 +118,7 @@ _LAZY = {
         "controlscope.experiments",
     ),
     **dict.fromkeys(("PanelConfig", "PanelResult", "run_panel"), "controlscope.panel"),
+    "export_inspect": "controlscope.export",
 }
 """Public names imported on first use: the panel, analysis and experiment layers bring pandas,
 numpy and matplotlib, which a process that only runs a trajectory or serves an environment's
@@ -196,6 +198,7 @@ __all__ = [
     "WorkerSession",
     "__version__",
     "clean",
+    "export_inspect",
     "get_environment",
     "list_experiments",
     "load_experiment",

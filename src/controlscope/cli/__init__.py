@@ -1,5 +1,6 @@
 """The ``controlscope`` command: ``run``, ``replay``, ``branch``, ``panel``, ``experiment``,
-``report``, ``view``, ``tasks``, ``model``, ``clean``, ``serve``, ``setup``.
+``report``, ``view``, ``tasks``, ``model``, ``clean``, ``serve``, ``setup``,
+``export``.
 
 Each verb lives in its own module, which only parses its arguments, calls the library and prints
 (the library does the work: :func:`controlscope.run_task` for ``run``). Exit status: 0 on
@@ -59,6 +60,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "serve": (
         "controlscope.cli._serve",
         "an MCP server with one tool, execute_python, whose code runs reviewed (stdio or HTTP)",
+    ),
+    "export": (
+        "controlscope.cli._export",
+        "runs, sessions or a panel as an Inspect AI eval log (--format inspect --out FILE.eval)",
     ),
     "setup": (
         "controlscope.cli._setup",

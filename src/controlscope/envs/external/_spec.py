@@ -32,6 +32,11 @@
     category = "notes"
     instruction = "Summarise ..."   # or instruction_file = "summary.md"
 
+The server may instead be named as most MCP clients name one, the ``mcpServers`` format: a
+table ``[mcpServers.NAME]`` (``command``, ``args``, ``env``) or ``mcpServers = "servers.json"``
+(a JSON file ``{"mcpServers": {NAME: {...}}}``, relative to this file's folder), one server;
+``[server]`` then gives only ``paths``, ``network`` and ``timeout_s``.
+
 Placeholders in commands, arguments, paths and environment values: ``{spec_dir}`` (this file's
 folder), ``{workspace}`` (the workspace as the process sees it: ``/workspace`` under bubblewrap)
 and ``{python}`` (the interpreter agent code runs on; set-up and verifier commands see its
@@ -43,12 +48,14 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from controlscope.core import TaskError, name_problem, read_toml
 from controlscope.envs._confine import MAX_LIMIT, MAX_TIMEOUT_S
 from controlscope.envs.external._files import MAX_TEXT_BYTES
+from controlscope.envs.session import ServerConfigError, parse_mcp_servers
 
 __all__ = [
     "CommandSpec",
@@ -217,9 +224,56 @@ def load_task_spec(path: Path) -> TaskSpec:
     except ValueError as err:
         raise TaskError(f"task spec {err}") from None
     try:
+        data = _mcp_servers(data, path.parent)
+    except ServerConfigError as err:
+        raise TaskError(f"task spec {path}: {err}") from None
+    try:
         return TaskSpec.model_validate(data)
     except ValidationError as err:
         raise TaskError(f"task spec {path}: {_problem(err)}") from None
+
+
+_FROM_MCP = ("command", "args", "env")
+"""The ``[server]`` keys an ``mcpServers`` entry gives."""
+
+
+def _mcp_servers(data: dict[str, Any], spec_dir: Path) -> dict[str, Any]:
+    """The spec's data with a server named in the ``mcpServers`` format (most MCP clients'
+    configuration: ``[mcpServers.NAME]`` tables with ``command``, ``args``, ``env``, or
+    ``mcpServers = "servers.json"``, a JSON file of that format relative to the spec's folder)
+    turned into the ``[server]`` section's command, arguments and environment; ``[server]``
+    may still give ``paths``, ``network`` and ``timeout_s``.
+
+    Raises:
+        ServerConfigError: not exactly one server, an entry the format refuses, one that sets
+            what a task spec confines itself (``cwd``, ``workspace``, ``read``), or a command
+            given both there and in ``[server]`` (one line).
+    """
+    if "mcpServers" not in data:
+        return data
+    given = data["mcpServers"]
+    servers = parse_mcp_servers(
+        spec_dir / given if isinstance(given, str) else {"mcpServers": given}, source="mcpServers"
+    )
+    if len(servers) != 1:
+        raise ServerConfigError(
+            f"mcpServers: name one server, not {len(servers)} (a spec runs one)"
+        )
+    ((name, server),) = servers.items()
+    if server.cwd is not None or server.workspace is not None or server.read:
+        raise ServerConfigError(
+            f"mcpServers.{name}: cwd, workspace and read are the spec's own "
+            "([server] paths; the workspace is {workspace})"
+        )
+    section = dict(data.get("server") or {})
+    clash = sorted(set(_FROM_MCP) & set(section))
+    if clash:
+        raise ServerConfigError(f"[server] {', '.join(clash)}: given in mcpServers too; give one")
+    section |= {"command": server.command, "args": list(server.args), "env": dict(server.env)}
+    if server.network:
+        section.setdefault("network", True)
+    rest = {k: v for k, v in data.items() if k != "mcpServers"}
+    return rest | {"server": section}
 
 
 def _problem(err: ValidationError) -> str:
