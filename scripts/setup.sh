@@ -45,11 +45,10 @@ SAFE_CMAKE_ARGS="$(python3 scripts/llama_cmake_args.py)"
 LLAMA_PIN="$(grep -o 'llama-cpp-python[^"]*==[0-9.]*' pyproject.toml | sed 's/\[[a-z,]*\]//')"
 echo "setup: installing controlscope and its dependencies (the first time builds llama.cpp and"
 echo "setup: ALFWorld's planner library fast-downward: minutes)"
-CMAKE_ARGS="${CMAKE_ARGS:-$SAFE_CMAKE_ARGS}" .venv/bin/python -m pip install -q -e '.[local,dev,ray,alfworld,smolagents,openai-agents,pydantic-ai]'
-# OpenTelemetry traces (the otel extra: SDK and OTLP/HTTP exporter)
-.venv/bin/python -m pip install -q -e '.[otel]'
-# Inspect AI eval logs (the inspect extra: inspect-ai, and pyarrow for its dataframes)
-.venv/bin/python -m pip install -q -e '.[inspect]'
+# One resolution of every extra: the embedded model, tests, Ray, ALFWorld, the three framework
+# adapters, OpenTelemetry traces (SDK, OTLP/HTTP exporter), Inspect AI logs (and pyarrow)
+EXTRAS="local,dev,ray,alfworld,smolagents,openai-agents,pydantic-ai,otel,inspect"
+CMAKE_ARGS="${CMAKE_ARGS:-$SAFE_CMAKE_ARGS}" .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
 
 echo "setup: installing the pinned MCP filesystem server"
 npm ci --no-audit --no-fund --silent
