@@ -7,8 +7,9 @@ Checked: ``successes`` (``k/n``), ``wins_losses`` (``W/L``), ``wins_losses_ties`
 of the summaries' counts, token totals and fallbacks, and the derived cost cells (``ratio``,
 ``change``, ``gap_share``, ``units_more`` of two conditions' summed columns); within a panel
 or across two
-(``versus_panel``: units paired by id, their Keep runs by terminal state hash). Other metrics
-(intervals, ``within``, TGC/SGC, replays, request matching, text) are not checked. A
+(``versus_panel``: units paired by id, their Keep runs by terminal state hash); and
+``replays`` (a replay's rows whose field is true, from ``replays/NAME/replays.json``). Other
+metrics (intervals, ``within``, TGC/SGC, request matching, text) are not checked. A
 published ``n/a`` where this computes a value is an undefined cell.
 """
 
@@ -33,6 +34,7 @@ CHECKED = (
     "change",
     "gap_share",
     "units_more",
+    "replays",
 )
 """The metrics this module recomputes."""
 
@@ -167,7 +169,9 @@ def expected(cell: Cell, panels: dict[str, list[dict[str, Any]]]) -> str | None:
     if runs is None:
         return None
     mine = _chosen(runs, cell, cell.scope)
-    if cell.metric in CHECKED[6:]:
+    if cell.metric == "replays":
+        return None  # read by _replayed
+    if cell.metric in CHECKED[6:10]:
         other = panels.get(cell.versus_panel or cell.panel or "")
         if other is None or not mine:
             return None
@@ -199,9 +203,25 @@ def expected(cell: Cell, panels: dict[str, list[dict[str, Any]]]) -> str | None:
     return _paired_text(cell.metric, _pairs(base, mine))
 
 
+def _replayed(cell: Cell, rows: list[dict[str, Any]]) -> str | None:
+    """A ``replays`` cell: the replay's rows (of the cell's program) whose field is true."""
+    mine = [
+        r
+        for r in rows
+        if r["replay"] == cell.replay and cell.program in (None, r["source_program"])
+    ]
+    return f"{sum(bool(r[cell.field]) for r in mine)}/{len(mine)}" if mine else None
+
+
 def check(experiment: Experiment, out: Path) -> Tally:
     """Recompute every checked cell of ``experiment``'s tables in its output folder ``out``."""
     panels = {p.name: _runs(out / "panels" / p.name) for p in experiment.panels}
+    replayed = [
+        row
+        for r in experiment.replays
+        if (out / "replays" / r.name / "replays.json").is_file()
+        for row in _json(out / "replays" / r.name / "replays.json")
+    ]
     tally = Tally()
     for table in experiment.tables:
         with (out / "tables" / f"{table.name}.csv").open(encoding="utf-8") as f:
@@ -210,7 +230,8 @@ def check(experiment: Experiment, out: Path) -> Tally:
             for cell, text in zip(row.cells, shown[1:], strict=True):
                 if cell.metric not in CHECKED or cell.split is not None:
                     continue
-                want = expected(cell, panels)
+                replay = cell.metric == "replays"
+                want = _replayed(cell, replayed) if replay else expected(cell, panels)
                 got = text.split(" ")[0] if text else ""
                 where = f"{experiment.name} {table.name} {row.label!r} {cell.metric}"
                 if want is None:
