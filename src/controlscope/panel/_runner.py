@@ -321,6 +321,7 @@ def _drive(
     gate = getattr(backend, "gate", None)
     recorder = EndpointRecorder(panel, gate.connections) if isinstance(gate, EndpointGate) else None
     forks = branches_by_fork(backend, config)
+    diverge_forks = diverged_by_fork(backend, config)
     groups: dict[object, tuple[PlannedRun, ...]] = {}
     counted = [-1]  # runs ended when the endpoint's counts were last written
 
@@ -350,7 +351,7 @@ def _drive(
             for sibling in siblings:
                 waiting.remove(sibling)
                 taken.add(sibling.id)
-            job = RunJob(panel, config, run, siblings)
+            job = RunJob(panel, config, run, siblings, fork=diverge_forks)
             try:
                 handle = backend.submit(job)
                 running[handle], groups[handle] = run, siblings
@@ -393,6 +394,17 @@ def branches_by_fork(backend: Backend, config: PanelConfig) -> bool:
     if config.start == "whole" or not isinstance(backend, LocalBackend):
         return False
     if config.execution.diverge_from is not None:  # each branch from another panel's run
+        return False
+    return env_unforkable(get_environment(config.env)) is None
+
+
+def diverged_by_fork(backend: Backend, config: PanelConfig) -> bool:
+    """Whether the panel's second-schedule runs (``diverge_from``) may start by fork, each
+    from one replay of its first run's shared prefix forked at the divergence point
+    (:func:`~controlscope.replay.branch_at_divergence`): when each run has a process of its
+    own (the local backend, as for :func:`branches_by_fork`) and the environment's state is
+    its workspace. Each record says how its run started (``RunRecord.mechanism``)."""
+    if config.execution.diverge_from is None or not isinstance(backend, LocalBackend):
         return False
     return env_unforkable(get_environment(config.env)) is None
 
