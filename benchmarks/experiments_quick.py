@@ -30,6 +30,11 @@
 * ``quick_minutes_local`` (with ``--local NAME``): that experiment at quick size on the embedded
   model (every role), wall minutes. Target: at most 30 (the experiment's header states it).
 
+ALFWorld's games (Table 7) come from ``$ALFWORLD_DATA``, else from the published tarball in
+``shared/alfworld/`` beside the repository, unpacked into the run's temporary folder; without
+either, Table 7 stops with the environment's message. AppWorld's data (``table2_appworld``) is
+not available offline: that experiment stops likewise.
+
 Usage: ``python benchmarks/experiments_quick.py [--local NAME] [--model SPEC] [--paper FILE]``.
 The last line printed is one JSON object.
 """
@@ -39,6 +44,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -51,6 +58,21 @@ from controlscope import experiments as ce
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO.parent / "shared" / "paper-experiments.md"
 """The reading of the paper beside the repository (``--paper`` names another)."""
+
+ALFWORLD_TARBALL = REPO.parent / "shared" / "alfworld" / "json_2.1.1_valid.tar.gz"
+"""The published ALFWorld evaluation splits beside the repository (where the tests find them)."""
+
+
+def alfworld_data(tmp: Path) -> None:
+    """Without ``$ALFWORLD_DATA``, unpack :data:`ALFWORLD_TARBALL` (when it is there) into
+    ``tmp`` and point ``$ALFWORLD_DATA`` at it, so that Table 7 runs too."""
+    if os.environ.get("ALFWORLD_DATA") or not ALFWORLD_TARBALL.is_file():
+        return
+    target = tmp / "alfworld-data"
+    with tarfile.open(ALFWORLD_TARBALL) as archive:
+        archive.extractall(target, filter="data")
+    os.environ["ALFWORLD_DATA"] = str(target)
+
 
 DIAGNOSTICS = {
     "B.1 within-scope change": ("table4_midpoint", "table4_within"),
@@ -197,6 +219,7 @@ def main() -> None:
     completed = tables = 0
     tally, paper, ran = Tally(), PaperTally(), []
     with tempfile.TemporaryDirectory(prefix="experiments-quick-") as tmp:
+        alfworld_data(Path(tmp))
         for name in names:
             folder = Path(tmp) / name
             folder.mkdir()
