@@ -3,10 +3,13 @@ files alone (``panel.json``, each run's ``panel_run.json`` and ``summary.json``)
 analysis package, and compared with the published tables (``tables/NAME.csv``).
 
 Checked: ``successes`` (``k/n``), ``wins_losses`` (``W/L``), ``wins_losses_ties``
-(``W/L/T``), ``difference`` (percentage points to one decimal), ``activations``, and ``sum``
-of the summaries' counts, token totals and fallbacks; within a panel or across two
-(``versus_panel``: units paired by id, their Keep runs by terminal state hash). Other metrics
-(intervals, ``within``, TGC/SGC, replays, request matching, text) are not checked. A
+(``W/L/T``), ``difference`` (percentage points to one decimal), ``activations``, ``sum``
+of the summaries' counts, token totals and fallbacks, and the derived cost cells (``ratio``,
+``change``, ``gap_share``, ``units_more`` of two conditions' summed columns); within a panel
+or across two
+(``versus_panel``: units paired by id, their Keep runs by terminal state hash); and
+``replays`` (a replay's rows whose field is true, from ``replays/NAME/replays.json``). Other
+metrics (intervals, ``within``, TGC/SGC, request matching, text) are not checked. A
 published ``n/a`` where this computes a value is an undefined cell.
 """
 
@@ -20,7 +23,19 @@ from typing import Any
 
 from controlscope.experiments import Cell, Experiment
 
-CHECKED = ("successes", "wins_losses", "wins_losses_ties", "difference", "activations", "sum")
+CHECKED = (
+    "successes",
+    "wins_losses",
+    "wins_losses_ties",
+    "difference",
+    "activations",
+    "sum",
+    "ratio",
+    "change",
+    "gap_share",
+    "units_more",
+    "replays",
+)
 """The metrics this module recomputes."""
 
 
@@ -121,12 +136,46 @@ def _keep_pairs(one: list[dict[str, Any]], two: list[dict[str, Any]]) -> bool:
     )
 
 
+def _unit_totals(runs: list[dict[str, Any]], cell: Cell) -> dict[str, int]:
+    names = [cell.column] if isinstance(cell.column, str) else list(cell.column or [])
+    totals: dict[str, int] = {}
+    for r in runs:
+        totals[r["unit"]] = totals.get(r["unit"], 0) + sum(_column(r["summary"], n) for n in names)
+    return totals
+
+
+def _derived(cell: Cell, base: list[dict[str, Any]], mine: list[dict[str, Any]]) -> str | None:
+    """A derived cost cell: ``mine``'s summed columns against ``base``'s."""
+    a, b = _unit_totals(base, cell), _unit_totals(mine, cell)
+    if cell.metric in ("ratio", "change"):
+        if not a or not b or sum(a.values()) == 0:
+            return None
+        ratio = sum(b.values()) / sum(a.values())
+        return f"{ratio:.1f}x" if cell.metric == "ratio" else f"{100.0 * (ratio - 1):+.1f}%"
+    common = [u for u in b if u in a]
+    if not common:
+        return None
+    if cell.metric == "units_more":
+        return f"{sum(b[u] > a[u] for u in common)}/{len(common)}"
+    gaps = sorted((a[u] - b[u] for u in common), reverse=True)
+    if sum(gaps) <= 0 or cell.k is None:
+        return None
+    return f"{100.0 * sum(gaps[: cell.k]) / sum(gaps):.1f}%"
+
+
 def expected(cell: Cell, panels: dict[str, list[dict[str, Any]]]) -> str | None:
     """The cell's text as computed here (its first token), None when it is not defined."""
     runs = panels.get(cell.panel or "")
     if runs is None:
         return None
     mine = _chosen(runs, cell, cell.scope)
+    if cell.metric == "replays":
+        return None  # read by _replayed
+    if cell.metric in CHECKED[6:10]:
+        other = panels.get(cell.versus_panel or cell.panel or "")
+        if other is None or not mine:
+            return None
+        return _derived(cell, _chosen(other, cell, cell.versus or cell.scope), mine)
     if cell.versus_panel is not None:
         other = panels.get(cell.versus_panel)
         if other is None or not _keep_pairs(
@@ -154,9 +203,25 @@ def expected(cell: Cell, panels: dict[str, list[dict[str, Any]]]) -> str | None:
     return _paired_text(cell.metric, _pairs(base, mine))
 
 
+def _replayed(cell: Cell, rows: list[dict[str, Any]]) -> str | None:
+    """A ``replays`` cell: the replay's rows (of the cell's program) whose field is true."""
+    mine = [
+        r
+        for r in rows
+        if r["replay"] == cell.replay and cell.program in (None, r["source_program"])
+    ]
+    return f"{sum(bool(r[cell.field]) for r in mine)}/{len(mine)}" if mine else None
+
+
 def check(experiment: Experiment, out: Path) -> Tally:
     """Recompute every checked cell of ``experiment``'s tables in its output folder ``out``."""
     panels = {p.name: _runs(out / "panels" / p.name) for p in experiment.panels}
+    replayed = [
+        row
+        for r in experiment.replays
+        if (out / "replays" / r.name / "replays.json").is_file()
+        for row in _json(out / "replays" / r.name / "replays.json")
+    ]
     tally = Tally()
     for table in experiment.tables:
         with (out / "tables" / f"{table.name}.csv").open(encoding="utf-8") as f:
@@ -165,7 +230,8 @@ def check(experiment: Experiment, out: Path) -> Tally:
             for cell, text in zip(row.cells, shown[1:], strict=True):
                 if cell.metric not in CHECKED or cell.split is not None:
                     continue
-                want = expected(cell, panels)
+                replay = cell.metric == "replays"
+                want = _replayed(cell, replayed) if replay else expected(cell, panels)
                 got = text.split(" ")[0] if text else ""
                 where = f"{experiment.name} {table.name} {row.label!r} {cell.metric}"
                 if want is None:

@@ -3,7 +3,9 @@
 * ``experiments``, ``completed``, ``tables_written``: every packaged experiment run at quick
   size with scripted models (model-free: a scripted planner whose program works on the
   filesystem's split task, and answers "Done." elsewhere; a scripted reviewer that keeps,
-  patches, then replaces), each into a fresh folder; completed when every run of every panel
+  patches, then replaces; the experiments whose diagnostics need another operation get their
+  own, :data:`OWN_SCRIPTS`: Table 6's reviewer patches, the file-organisation and student
+  confirmations' replaces first), each into a fresh folder; completed when every run of every panel
   finished and every table was written. Target: every experiment completed.
 * ``cells_checked``, ``cells_wrong``, ``undefined_cells``: every determined cell (successes,
   paired wins/losses/ties and differences within a panel and across two, activations, sums of
@@ -21,10 +23,17 @@
   cell check defines one): B.1's within-scope change, B.2's protected-vs-continuous W/L/T,
   A.3's code-only-vs-feedback pairing, A.4's matched-interface check, C.2's retained-first
   replays, M11's frozen batch-read comparison, the workload exploration, C.1's two-label
-  replay of Table 6's Full argument patches, Table 5 (settings and budgets);
+  replay of Table 6's Full argument patches, Table 5 (settings and budgets), the derived cost
+  cells (5.2's, 6.1's and 7's; scripted models log no tokens, so their token cells are
+  ``n/a`` with that reason at this size), the AppWorld V1 accounting (on our app world);
   ``diagnostics_missing`` names the paper's diagnostics no experiment produces yet.
 * ``quick_minutes_local`` (with ``--local NAME``): that experiment at quick size on the embedded
   model (every role), wall minutes. Target: at most 30 (the experiment's header states it).
+
+ALFWorld's games (Table 7) come from ``$ALFWORLD_DATA``, else from the published tarball in
+``shared/alfworld/`` beside the repository, unpacked into the run's temporary folder; without
+either, Table 7 stops with the environment's message. AppWorld's data (``table2_appworld``) is
+not available offline: that experiment stops likewise.
 
 Usage: ``python benchmarks/experiments_quick.py [--local NAME] [--model SPEC] [--paper FILE]``.
 The last line printed is one JSON object.
@@ -35,6 +44,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -48,6 +59,21 @@ REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO.parent / "shared" / "paper-experiments.md"
 """The reading of the paper beside the repository (``--paper`` names another)."""
 
+ALFWORLD_TARBALL = REPO.parent / "shared" / "alfworld" / "json_2.1.1_valid.tar.gz"
+"""The published ALFWorld evaluation splits beside the repository (where the tests find them)."""
+
+
+def alfworld_data(tmp: Path) -> None:
+    """Without ``$ALFWORLD_DATA``, unpack :data:`ALFWORLD_TARBALL` (when it is there) into
+    ``tmp`` and point ``$ALFWORLD_DATA`` at it, so that Table 7 runs too."""
+    if os.environ.get("ALFWORLD_DATA") or not ALFWORLD_TARBALL.is_file():
+        return
+    target = tmp / "alfworld-data"
+    with tarfile.open(ALFWORLD_TARBALL) as archive:
+        archive.extractall(target, filter="data")
+    os.environ["ALFWORLD_DATA"] = str(target)
+
+
 DIAGNOSTICS = {
     "B.1 within-scope change": ("table4_midpoint", "table4_within"),
     "B.2 protection W/L/T": ("protection_five_calls", "protection_paired"),
@@ -58,15 +84,17 @@ DIAGNOSTICS = {
     "5.2 workload exploration": ("table3_students", "workload_exploration"),
     "C.1 two-label replay of Full patches": ("table6_local", "table6_shared_patch"),
     "Table 5 shared settings and budgets": ("table1_sustained", "table5_settings"),
+    "5.2 derived cost and workload cells": ("table7_alfworld", "table7_derived"),
+    "6.1 Full vs Arg output change": ("table3_students", "table3_output_change"),
+    "7 protected output change": ("protection_five_calls", "protection_output_change"),
+    "AppWorld V1 accounting": ("table2_apps_v1", "table2_accounting"),
 }
 """The paper's diagnostics an experiment produces: name -> (experiment, table)."""
 
 MISSING_DIAGNOSTICS = (
     "C.1 argument-only shortcut",
     "M11 parser-repair case",
-    "derived cost and workload cells",
     "24-task supplementary record",
-    "AppWorld V1 accounting",
 )
 """The paper's diagnostics no experiment produces yet."""
 
@@ -85,14 +113,47 @@ REVIEWS = [
 ]
 
 
-def scripted(folder: Path, env: str) -> dict[str, str]:
-    """Scripted models for an experiment of environment ``env``."""
-    program = f"```python\n{SPLIT}\n```" if env == "filesystem" else "Done."
+LISTING = """
+found = list_directory(path="/workspace")
+again = list_directory(path="/workspace")
+"""
+"""A read block of two module-level calls: the local rule's boundary is its second call
+(paper appendix B) on every filesystem task."""
+
+REPLACE_FIRST = [{"reason": "look first", "operation": "replace_workflow", "code": LISTING}]
+"""A reviewer whose first review replaces the workflow (C.2's and M11's retained first
+replacement need one), then keeps."""
+
+OWN_SCRIPTS: dict[str, tuple[str | None, list[dict[str, object]]]] = {
+    "table6_local": (
+        LISTING,
+        [
+            {
+                "reason": "same folder",
+                "operation": "patch_arguments",
+                "arguments": {"path": "/workspace/"},
+            }
+        ],
+    ),
+    "file_organisation": (LISTING, REPLACE_FIRST),
+    "table3_students": (LISTING, REPLACE_FIRST),
+}
+"""Experiments whose diagnostics need other operations than :data:`REVIEWS` gives them:
+name -> (the planner's program, None: :data:`SPLIT`; the reviews before it keeps). Table 6's
+one review per branch patches the listing's path (C.1's two-label replay of Full argument
+patches needs one); the file-organisation and student confirmations replace at the first
+review (C.2's and M11's replays retain the first replacement)."""
+
+
+def scripted(folder: Path, env: str, name: str = "") -> dict[str, str]:
+    """Scripted models for experiment ``name`` of environment ``env``."""
+    code, reviews = OWN_SCRIPTS.get(name, (None, REVIEWS))
+    program = f"```python\n{code or SPLIT}\n```" if env == "filesystem" else "Done."
     planner = folder / "planner.json"
     planner.write_text(json.dumps({"by": "turn", "answers": [program, "Done.", "Done."]}))
     reviewer = folder / "reviewer.json"
     keep = json.dumps(REVIEWS[0])
-    reviewer.write_text(json.dumps([json.dumps(r) for r in REVIEWS] + [keep] * 200))
+    reviewer.write_text(json.dumps([json.dumps(r) for r in reviews] + [keep] * 200))
     return {"planner": f"scripted:{planner}", "*": f"scripted:{reviewer}"}
 
 
@@ -103,7 +164,7 @@ def run_one(
     cells are checked into it (:func:`check`)."""
     experiment = ce.load_experiment(name)
     env = str(experiment.base.get("env", "filesystem")).partition(":")[0]
-    chosen = models if models is not None else scripted(folder, env)
+    chosen = models if models is not None else scripted(folder, env, name)
     started = time.monotonic()
     try:
         result = ce.run_experiment(experiment, folder / "out", models=chosen)
@@ -158,6 +219,7 @@ def main() -> None:
     completed = tables = 0
     tally, paper, ran = Tally(), PaperTally(), []
     with tempfile.TemporaryDirectory(prefix="experiments-quick-") as tmp:
+        alfworld_data(Path(tmp))
         for name in names:
             folder = Path(tmp) / name
             folder.mkdir()

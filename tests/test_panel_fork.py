@@ -17,10 +17,13 @@ import pytest
 
 import controlscope as cs
 from controlscope import panel as cp
+from controlscope import replay
 from controlscope.core import BranchPointEvent, PrimitiveCallEvent
 from controlscope.envs import McpToolServer
 from controlscope.panel import _runner
 from test_api import BROKEN, TASK
+from test_linked_panels import linked
+from test_panel import write_config
 from test_replay import KEEP, PATCH, REPLACE, fenced
 
 COMPARED = ("status", "success", "end_reason", "primitive_calls", "request_hash", "state_hash")
@@ -142,3 +145,37 @@ def test_a_unit_whose_branches_all_start_at_once_is_one_job(tmp_path: Path) -> N
     branches = [r for rid, r in result.records.items() if not rid.endswith("/keep")]
     assert [r.mechanism for r in branches] == ["fork"] * 4
     assert {r.status for r in branches} == {"done"}
+
+
+def test_a_second_schedules_runs_are_forked_and_end_as_replayed_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """B.2's design (continuous Full replaces at call 3; protect:5 parts at call 4): the
+    protected panel's runs (``diverge_from``) start by fork from one replay of the shared
+    prefix, and end with the records, shared prefix and terminal files of runs that replay
+    it themselves; each record says how it started, and no trunk is left behind."""
+    first = cp.load_config(write_config(tmp_path, scopes=["keep", "full"], start="whole"))
+    first = first.model_copy(update={"schedule": "continuous"})
+    second = linked(
+        first.model_copy(update={"schedule": "protect:5"}),
+        keep_from="../continuous",
+        diverge_from="../continuous",
+    )
+    assert cp.run_panel(first, tmp_path / "continuous").complete
+    forked = cp.run_panel(second, tmp_path / "fork")
+    monkeypatch.setattr(_runner, "diverged_by_fork", lambda backend, config: False)
+    replayed = cp.run_panel(second, tmp_path / "replay")
+    assert forked.complete and replayed.complete
+    ends = {}
+    for result in (forked, replayed):
+        run_id = next(r for r in result.records if r.endswith("/full-d0"))
+        record = result.records[run_id]
+        run = cp.run_dir(result.panel, run_id)
+        assert record.diverged_at == 4 and record.problem == "" and record.detail == ""
+        shared = replay.check_shared_prefix(cp.run_dir(tmp_path / "continuous", run_id), run)
+        files = cs.read_summary(run).file_hashes
+        fields = tuple(getattr(record, name) for name in COMPARED)
+        ends[record.mechanism] = (fields, files, shared, [e.type for e in cs.read_events(run)])
+        assert not [p for p in run.parent.iterdir() if p.name.startswith(".")]  # the trunk
+    assert sorted(ends) == ["fork", "replay"] and ends["fork"] == ends["replay"]
+    assert ends["fork"][2].shared_reviews == 3  # keep, patch, the first replacement

@@ -236,3 +236,62 @@ def test_a_schedule_deciding_otherwise_in_the_shared_prefix_ends_the_replay_nami
     assert "schedule never decides review=False at boundary 1 (call 1), in the shared prefix" in (
         outcome.divergence.message
     )
+
+
+@pytest.mark.parametrize(
+    ("first", "schedule"), [("continuous", "protect:5"), ("one_time", "once:3+continuous")]
+)
+def test_a_second_schedule_started_by_fork_ends_as_the_replayed_one(
+    runs: dict[str, Path], tmp_path: Path, first: str, schedule: str
+) -> None:
+    """By fork (one replay of the shared prefix, its trunk removed after) and by prefix
+    replay: the same events, reviews, decisions, shared prefix and terminal state; each run's
+    origin names its mechanism."""
+    ends = {}
+    for mechanism in ("fork", "replay"):
+        _, found = replay.branch_at_divergence(
+            runs[first],
+            schedule=schedule,
+            out=tmp_path / mechanism,
+            planner=ScriptedModel(["Done."] * 3),
+            reviewer=ModelReviewer(ScriptedModel([KEEP] * 10)),
+            mechanism=mechanism,
+        )
+        assert (found.mechanism, found.divergence, found.problem) == (mechanism, None, None)
+        assert found.summary is not None and found.summary.complete
+        start = log(found.run_dir)[0]
+        assert start.type == "run_start" and start.branch is not None
+        assert (start.branch.mechanism, start.branch.purpose) == (mechanism, "divergence")
+        checked = replay.check_shared_prefix(runs[first], found.run_dir)
+        summary = found.summary.model_dump(
+            include={"success", "end_reason", "primitive_calls", "reviews", "replacements",
+                     "argument_patches", "file_hashes", "state_hash"}
+        )  # fmt: skip
+        ends[mechanism] = (
+            [e.type for e in log(found.run_dir)],
+            reviewer_calls(found.run_dir),
+            decisions(found.run_dir),
+            reviewed_calls(found.run_dir),
+            summary,
+            (found.request_hash, found.state_hash),
+            checked,
+        )
+    assert ends["fork"] == ends["replay"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fork", "replay"]  # no trunk left
+
+
+def test_a_second_schedule_that_never_parts_is_not_forked(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Nothing to fork where the schedules never part: ``fork`` refuses, naming why; ``auto``
+    replays the whole run."""
+    with pytest.raises(replay.ReplayError, match="cannot be forked: the schedules never part"):
+        replay.branch_at_divergence(
+            runs["kept"], schedule="protect:5", out=tmp_path / "p", planner=None,
+            reviewer=ModelReviewer(ScriptedModel([])), mechanism="fork",
+        )  # fmt: skip
+    _, whole = replay.branch_at_divergence(
+        runs["kept"], schedule="protect:5", out=tmp_path / "q", planner=None,
+        reviewer=ModelReviewer(ScriptedModel([])),
+    )  # fmt: skip
+    assert whole.mechanism == "replay" and whole.summary is not None

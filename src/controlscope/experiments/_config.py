@@ -41,8 +41,13 @@ Metric = Literal[
     "wins_losses_ties",
     "activations",
     "first_requests",
+    "ratio",
+    "change",
+    "gap_share",
+    "units_more",
 ]
-"""What a table cell shows (``controlscope.experiments._metrics``)."""
+"""What a table cell shows (``controlscope.experiments._metrics``; the derived cost cells
+``ratio``, ``change``, ``gap_share`` and ``units_more``: ``controlscope.experiments._derived``)."""
 
 METRICS: tuple[str, ...] = Metric.__args__  # type: ignore[attr-defined]
 """Every metric."""
@@ -165,14 +170,16 @@ class Cell(_Strict):
         split: the task's split: its environment's ``split`` metadata (the apps, AppWorld),
             else the first part of its id (ALFWorld's cohort); None: every task.
         tasks: task ids or categories; None: every task.
-        versus: the baseline scope (``difference``, ``wins_losses``, ``wins_losses_ties``);
-            with ``versus_panel``, None: the cell's own scope.
+        versus: the baseline scope (``difference``, ``wins_losses``, ``wins_losses_ties``,
+            and the derived ``ratio``, ``change``, ``gap_share``, ``units_more``); with
+            ``versus_panel``, None: the cell's own scope.
         versus_panel: the panel the baseline runs in, when it is not ``panel``: units are
             paired across the two panels of the experiment (the same task, seed and source
             program, and the same Keep run: its terminal state hash is compared), paper B.1,
             B.2, A.3, A.4.
-        column: the run column(s) summed (``sum``); a list sums several.
-        k: calls or actions (``within``).
+        column: the run column(s) summed (``sum`` and the derived metrics); a list sums
+            several.
+        k: calls or actions (``within``); the number of units (``gap_share``).
         replay: the replay it reads (``replays``).
         field: what a ``replays`` cell counts.
         program: a ``replays`` cell's source-program index; None: every program.
@@ -211,6 +218,10 @@ class Cell(_Strict):
             "first_requests": ("panel", "versus_panel"),
             "sum": ("panel", "column"),
             "within": ("panel", "k"),
+            "ratio": ("panel", "column", baseline),
+            "change": ("panel", "column", baseline),
+            "gap_share": ("panel", "column", "versus", "k"),
+            "units_more": ("panel", "column", "versus"),
             "replays": ("replay",),
         }.get(self.metric, ("panel",))
         missing = [key for key in needs if getattr(self, key) is None]

@@ -37,6 +37,7 @@ from controlscope.experiments._across import (
     paired_across,
 )
 from controlscope.experiments._config import Cell
+from controlscope.experiments._derived import DERIVED_METRICS, derived
 from controlscope.panel import KEEP, read_manifest, run_dir
 
 
@@ -126,6 +127,8 @@ def _compute(
     report = reports.get(cell.panel or "")
     if report is None:
         raise _NotAvailable(f"panel {cell.panel} has no report (it did not run)")
+    if cell.metric in DERIVED_METRICS:
+        return _derived(cell, report, reports)
     if cell.versus_panel is not None:
         return _across_panels(cell, report, reports, resamples=resamples, seed=seed)
     if cell.metric == "activations":
@@ -236,6 +239,23 @@ def _across_panels(
     if cell.metric == "first_requests":
         return _first_requests(table, baseline, compared, other, report)
     return _compared(cell, table, BASELINE, COMPARED, resamples=resamples, seed=seed)
+
+
+def _derived(cell: Cell, report: Report, reports: Mapping[str, Report]) -> CellValue:
+    """A derived cost cell (:mod:`controlscope.experiments._derived`): the cell's condition
+    against ``versus`` (else its own scope) in ``versus_panel`` (else its own panel)."""
+    other = reports.get(cell.versus_panel or cell.panel or "")
+    if other is None:
+        raise _NotAvailable(f"panel {cell.versus_panel} has no report (it did not run)")
+    there = cell.model_copy(update={"panel": cell.versus_panel or cell.panel})
+    baseline = condition_runs(other, there, cell.versus or cell.scope, cell.draw)
+    compared = condition_runs(report, cell, cell.scope, cell.draw)
+    columns = [cell.column] if isinstance(cell.column, str) else list(cell.column or [])
+    try:
+        text, value, n = derived(cell.metric, baseline, compared, columns, cell.k)
+    except ValueError as err:
+        raise _NotAvailable(str(err)) from None
+    return CellValue(text=text, value=value, n=n)
 
 
 def _first_requests(

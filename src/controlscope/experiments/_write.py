@@ -148,7 +148,7 @@ def candidates_figure(rows: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-FRACTION_METRICS = ("successes", "first_requests", "replays")
+FRACTION_METRICS = ("successes", "first_requests", "replays", "units_more")
 """Metrics whose text is ``k/n``: the paper's value then says its own n."""
 
 

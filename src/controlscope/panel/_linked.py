@@ -5,8 +5,10 @@
   unit of an experiment, reused by identity rather than run again through the cache.
 - ``execution.diverge_from``: a reviewing run is the other panel's run of the same unit,
   scope and draw (a first schedule) replayed up to the first boundary where this panel's
-  schedule decides otherwise, then live (:func:`controlscope.replay.branch_at_divergence`);
-  its shared prefix is checked event by event and by hash afterwards.
+  schedule decides otherwise, then live (:func:`controlscope.replay.branch_at_divergence`:
+  started by fork where the environment allows it, else by its own prefix replay; the record's
+  ``mechanism`` says which); its shared prefix is checked event by event and by hash
+  afterwards.
 
 Both read the other panel's manifest first: apart from the schedule, the scopes, the start and
 how runs execute, its configuration must be this one's, or the runs would not pair (a panel of
@@ -35,6 +37,7 @@ from controlscope.panel._folder import (
 from controlscope.panel._plan import PlannedRun
 from controlscope.record import read_summary
 from controlscope.replay import (
+    Mechanism,
     Recording,
     ReplayError,
     branch_at_divergence,
@@ -136,9 +139,11 @@ def diverged(
     *,
     planner: ChatModel,
     reviewer: Reviewer,
+    mechanism: Mechanism = "replay",
 ) -> RunRecord:
     """The reviewing run ``run`` branched from ``execution.diverge_from``'s run of the same
-    unit, scope and draw at the divergence point (see the module docstring).
+    unit, scope and draw at the divergence point (see the module docstring), started as
+    ``mechanism`` says (``auto``: by fork where it can).
 
     Returns:
         Its record: ``done`` with its verdict and the divergence point's call index
@@ -165,7 +170,12 @@ def diverged(
         recording = Recording.load(first)
         schedule = second_schedule(config.schedule, recording)
         point, found = branch_at_divergence(
-            recording, schedule=schedule, out=directory, planner=planner, reviewer=reviewer
+            recording,
+            schedule=schedule,
+            out=directory,
+            planner=planner,
+            reviewer=reviewer,
+            mechanism=mechanism,
         )
     except ReplayError as err:
         return RunRecord(id=run.id, status="error", detail=str(err))
@@ -176,4 +186,11 @@ def diverged(
             check_shared_prefix(recording, directory)
         except ReplayError as err:
             problem = f"its shared prefix with {first} fails its check: {err}"
-    return branched_record(run.id, found, detail, diverged_at=point.call_index, problem=problem)
+    return branched_record(
+        run.id,
+        found,
+        detail,
+        diverged_at=point.call_index,
+        problem=problem,
+        mechanism=found.mechanism,
+    )

@@ -344,6 +344,7 @@ def _drive(
     served = backend.connections
     recorder = EndpointRecorder(panel, served) if served is not None else None
     forks = branches_by_fork(backend, config)
+    diverge_forks = diverged_by_fork(backend, config)
     groups: dict[object, tuple[PlannedRun, ...]] = {}
     counted = [-1]  # runs ended when the endpoint's counts were last written
 
@@ -373,7 +374,7 @@ def _drive(
             for sibling in siblings:
                 waiting.remove(sibling)
                 taken.add(sibling.id)
-            job = RunJob(panel, config, run, siblings)
+            job = RunJob(panel, config, run, siblings, fork=diverge_forks)
             try:
                 handle = backend.submit(job)
                 running[handle], groups[handle] = run, siblings
@@ -416,6 +417,17 @@ def branches_by_fork(backend: Backend, config: PanelConfig) -> bool:
     if config.start == "whole" or not isinstance(backend, LocalBackend):
         return False
     if config.execution.diverge_from is not None:  # each branch from another panel's run
+        return False
+    return env_unforkable(get_environment(config.env)) is None
+
+
+def diverged_by_fork(backend: Backend, config: PanelConfig) -> bool:
+    """Whether the panel's second-schedule runs (``diverge_from``) may start by fork, each
+    from one replay of its first run's shared prefix forked at the divergence point
+    (:func:`~controlscope.replay.branch_at_divergence`): when each run has a process of its
+    own (the local backend, as for :func:`branches_by_fork`) and the environment's state is
+    its workspace. Each record says how its run started (``RunRecord.mechanism``)."""
+    if config.execution.diverge_from is None or not isinstance(backend, LocalBackend):
         return False
     return env_unforkable(get_environment(config.env)) is None
 

@@ -100,12 +100,16 @@ class RunJob:
         siblings: the unit's other branches, to start with ``run`` from one replay of the
             Keep run's prefix, forked once per branch (:func:`execute`); empty: ``run``
             alone.
+        fork: a second-schedule run (``diverge_from``) may start by fork from its shared
+            prefix (its process is its own: :func:`~controlscope.panel._runner.diverged_by_fork`);
+            False: it replays the prefix itself.
     """
 
     panel: Path
     config: PanelConfig
     run: PlannedRun
     siblings: tuple[PlannedRun, ...] = ()
+    fork: bool = False
 
 
 def execute(job: RunJob) -> RunRecord:
@@ -237,6 +241,7 @@ def _diverged(job: RunJob, directory: Path) -> RunRecord:
             directory,
             planner=planner,
             reviewer=_reviewer(job, reviewer, job.run.id),
+            mechanism="auto" if job.fork else "replay",
         )
     finally:
         _close(planner, reviewer)

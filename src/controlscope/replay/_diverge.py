@@ -21,12 +21,20 @@ by event, and compares the recorded prefix hashes.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from controlscope.core import BlockId, ChatModel, Keep, Scope
 from controlscope.record import first_difference
-from controlscope.replay._branch import BranchResult, _result, branch_condition
+from controlscope.replay._branch import (
+    BranchResult,
+    Mechanism,
+    _logged_result,
+    _result,
+    branch_condition,
+)
+from controlscope.replay._fork import fork_branches
 from controlscope.replay._hook import Plan
 from controlscope.replay._recording import RecordedReview, Recording, ReplayError
 from controlscope.replay._run import fresh_out, load, run_from_prefix
@@ -134,9 +142,18 @@ def branch_at_divergence(
     planner: ChatModel | None,
     reviewer: Reviewer | None,
     workspace_root: Path | None = None,
+    mechanism: Mechanism = "auto",
 ) -> tuple[DivergencePoint, BranchResult]:
     """Run ``schedule`` in the first run's scope and draw from the first run's recorded prefix
     up to the divergence point, then live (paper B.1, B.2; see the module docstring).
+
+    The second run starts by fork where it can, as branches do: the prefix is replayed once
+    in a trunk (a temporary folder beside ``out``, removed after), the second schedule
+    deciding and checked at every prefix boundary there, and the trunk forked at the
+    divergence point into ``out``; its record is the one a prefix replay writes (the same
+    events and hashes), with ``fork`` as its origin's mechanism. Where it cannot be forked
+    (the environment keeps state outside its workspace, the worker cannot be forked, the
+    schedules never part, the prefix leaves the recording), it replays the prefix itself.
 
     Args:
         recording: the first schedule's run (or its directory).
@@ -147,16 +164,21 @@ def branch_at_divergence(
         reviewer: the second run's reviewer after the divergence point (its requests carry
             the first run's draw); needed unless the scope is Keep.
         workspace_root: where the run's workspace is made.
+        mechanism: how it starts (:data:`~controlscope.replay.Mechanism`: ``auto`` by fork
+            where it can, ``fork`` or not at all, ``replay``).
 
     Returns:
         The divergence point and the second run (a divergence from the recording in its
-        prefix is reported in it, not raised).
+        prefix is reported in it, not raised; ``mechanism`` names how it started).
 
     Raises:
         ReplayError: bad input before anything runs: see :func:`schedule_divergence`; a
             reviewing scope with no reviewer; an ``out`` that holds a run; a task that
-            changed since the recording.
+            changed since the recording; with ``mechanism="fork"``, a run that cannot be
+            forked (the reason).
     """
+    if mechanism not in ("auto", "fork", "replay"):
+        raise ReplayError(f"mechanism is auto, fork or replay, not {mechanism!r}")
     rec = load(recording)
     point = schedule_divergence(rec, schedule)
     scope = rec.condition.scope
@@ -171,7 +193,20 @@ def branch_at_divergence(
     )
     fresh_out(out)
     rec.check_task(workspace_root)
-    _, after = _second(rec, point.second)
+    note = "replay was asked for" if mechanism == "replay" else "the schedules never part"
+    if point.position is not None and mechanism != "replay":
+        plan = Plan(
+            position=point.position,
+            condition=condition,
+            after=_second(rec, point.second)[1],
+            decides=True,
+        )
+        forked, note = _forked(rec, plan, out, planner, reviewer, workspace_root)
+        if forked is not None:
+            return point, forked
+    if mechanism == "fork":
+        raise ReplayError(f"the second run cannot be forked: {note}")
+    _, after = _second(rec, point.second)  # fresh: a trunk's schedule has observed its prefix
     plan = Plan(position=point.position, condition=condition, after=after, decides=True)
     outcome = run_from_prefix(
         rec,
@@ -183,6 +218,39 @@ def branch_at_divergence(
         workspace_root=workspace_root,
     )
     return point, _result(scope.name.lower(), rec.condition.draw, outcome)
+
+
+def _forked(
+    rec: Recording,
+    plan: Plan,
+    out: Path,
+    planner: ChatModel | None,
+    reviewer: Reviewer | None,
+    workspace_root: Path | None,
+) -> tuple[BranchResult | None, str]:
+    """The second run forked at ``plan``'s boundary from one replay of the shared prefix
+    (:func:`~controlscope.replay._fork.fork_branches`); None and why when it was not forked.
+    In the forked process this does not return."""
+    assert plan.position is not None
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}-trunk-", dir=out.parent) as trunk:
+        outcome, fanout = fork_branches(
+            rec,
+            [(out, plan)],
+            position=plan.position,
+            out=Path(trunk),
+            planner=planner,
+            reviewer=reviewer,
+            workspace_root=workspace_root,
+            trunk=plan,
+            purpose="divergence",
+        )
+    if outcome is not None and outcome.divergence is not None:
+        return None, f"the shared prefix left the recording: {outcome.divergence.message}"
+    branch = fanout.branches[0]
+    if not branch.forked:
+        return None, fanout.failure or "no process was forked"
+    scope = rec.condition.scope.name.lower()
+    return _logged_result(scope, rec.condition.draw, out, branch.problem), ""
 
 
 @dataclass(frozen=True)

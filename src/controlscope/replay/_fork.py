@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlscope.core import BranchOrigin, ChatModel, ToolServerError
+from controlscope.core import BranchOrigin, BranchPurpose, ChatModel, ToolServerError
 from controlscope.record import SUMMARY_FILE, iter_events, summarize, write_summary
 from controlscope.replay._hook import Plan, PrefixHook
 from controlscope.replay._recording import Recording
@@ -191,9 +191,17 @@ def fork_branches(
     planner: ChatModel | None,
     reviewer: Reviewer | None,
     workspace_root: Path | None,
+    trunk: Plan | None = None,
+    purpose: BranchPurpose = "branch",
 ) -> tuple[Outcome | None, Fanout]:
     """Replay the prefix to ``position`` once (the trunk, in ``out/prefix``) and fork each
     target there: its run directory and its plan.
+
+    ``trunk`` is the trunk's plan (default: the recording's condition to ``position``); a
+    second schedule branched at its divergence point gives its own plan (``decides``), so
+    that its schedule decides, and is checked, at every prefix boundary in the trunk and
+    goes on in the branch as it stands there. ``purpose`` is the branches' origin's
+    (``branch``; ``divergence`` for a second schedule).
 
     Returns:
         The trunk's outcome (None when the environment cannot be forked: nothing ran) and the
@@ -206,16 +214,15 @@ def fork_branches(
         boundary=position,
         prefix_hash=recording.prefix_hash(position),
         mechanism="fork",
-        purpose="branch",
+        purpose=purpose,
     )
     fanout = Fanout([ForkedBranch(plan, reviewer, path, origin) for path, plan in targets])
     fanout.failure = env_unforkable(recording.env)
     if fanout.failure is not None:
         return None, fanout
-    trunk = Plan(position=position, condition=recording.condition)
     outcome = run_from_prefix(
         recording,
-        trunk,
+        trunk or Plan(position=position, condition=recording.condition),
         out=out / PREFIX_DIR,
         purpose="prefix",
         planner=planner,
