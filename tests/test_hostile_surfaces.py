@@ -1,0 +1,104 @@
+"""The newest surfaces, attacked as a careless or malicious user, a hostile agent program, a
+dying process or a bad endpoint would: frozen source programs, panels that take runs from
+another panel, the destructive schedule and tool annotations, the agent-framework adapters, a
+panel's endpoint record and the pages that show them. Each test failed before its fix; on
+real parts (the npm filesystem server, the worker, pool processes, subprocesses) with
+scripted models."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controlscope import panel as cp
+from controlscope.core import InputFileError, read_source_program
+from test_hostile_edges import refused
+from test_linked_panels import UNIT, linked
+from test_panel import write_config
+
+TASK = "file_context/file_splitting"
+
+
+def controlscope(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controlscope.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+        check=False,
+    )
+
+
+# --- frozen source programs ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code", ["x = " + "-" * 200_000 + "1", "x = 1" + "+1" * 300_000], ids=["unary", "sum"]
+)
+def test_a_source_program_too_deep_to_compile_is_refused_in_one_line(
+    tmp_path: Path, code: str
+) -> None:
+    """Valid Python nested past the compiler's depth raised MemoryError or RecursionError out of
+    ``read_source_program``: ``run --source`` ended in a traceback, exit 1."""
+    source = tmp_path / "deep.py"
+    source.write_text(code + "\n")
+    with pytest.raises(InputFileError, match="nested too deeply"):
+        read_source_program(source)
+    (tmp_path / "script.json").write_text('["Done."]')
+    done = controlscope(
+        tmp_path,
+        *("run", "--task", TASK, "--model", "scripted:script.json", "--scope", "keep"),
+        *("--source", "deep.py", "--out", "out", "--quiet"),
+    )
+    refused(done, "deep.py", "nested too deeply")
+
+
+# --- panels that take runs from another panel --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lender(tmp_path_factory: pytest.TempPathFactory) -> tuple[cp.PanelConfig, Path]:
+    """A finished panel of whole runs (Keep and Full on one unit) that lends its Keep runs."""
+    tmp = tmp_path_factory.mktemp("lender")
+    config = cp.load_config(write_config(tmp, start="whole", scopes=["keep", "full"]))
+    assert cp.run_panel(config, tmp / "a").complete
+    return config, tmp / "a"
+
+
+@pytest.mark.parametrize("key", ["keep_from", "diverge_from"])
+def test_a_panel_that_takes_runs_from_itself_is_refused_before_it_runs(
+    lender: tuple[cp.PanelConfig, Path], tmp_path: Path, key: str
+) -> None:
+    """``keep_from = "."`` ran the panel into runs that could never finish (each an error:
+    'has not finished in' its own folder), again on every resumption."""
+    config, _ = lender
+    with pytest.raises(cp.ConfigError, match=f"execution.{key}: '.' is this panel's own folder"):
+        cp.run_panel(linked(config, **{key: "."}), tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_lent_keep_run_holding_a_link_is_not_followed(
+    lender: tuple[cp.PanelConfig, Path], tmp_path: Path
+) -> None:
+    """The Keep run was copied with ``shutil.copytree``'s default, which follows links: a link
+    in the lending run's folder copied the folder it names (a link to ``/`` copies the
+    machine; one to ``/dev/zero`` wrote until the disk was full)."""
+    config, lent = lender
+    other = tmp_path / "a"
+    shutil.copytree(lent, other, ignore=shutil.ignore_patterns("panel.lock"))
+    keep = cp.run_dir(other, f"{UNIT}/keep")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("not the run's\n")
+    (keep / "evil").symlink_to(tmp_path / "outside")
+    result = cp.run_panel(linked(config, keep_from="../a"), tmp_path / "b")
+    ours = cp.run_dir(tmp_path / "b", f"{UNIT}/keep")
+    record = cp.read_record(ours)
+    assert record.status == "error" and "holds a link (evil)" in record.detail
+    assert not result.complete and not (ours / "evil").exists()
