@@ -7,6 +7,7 @@ scripted models."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import controlscope as cs
 from controlscope import panel as cp
 from controlscope.core import InputFileError, read_source_program
 from test_hostile_edges import refused
@@ -22,6 +24,7 @@ from test_linked_panels import UNIT, linked
 from test_panel import write_config
 
 TASK = "file_context/file_splitting"
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def controlscope(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -102,3 +105,39 @@ def test_a_lent_keep_run_holding_a_link_is_not_followed(
     record = cp.read_record(ours)
     assert record.status == "error" and "holds a link (evil)" in record.detail
     assert not result.complete and not (ours / "evil").exists()
+
+
+# --- tool annotations ------------------------------------------------------------------------
+
+
+def annotated(tmp_path: Path, *hints: object) -> dict[str, object]:
+    """An Executor's servers: the annotated fixture server, its tools ``t0``, ``t1``... carrying
+    ``hints`` as sent."""
+    listed = tmp_path / "hints.json"
+    listed.write_text(json.dumps(list(hints)))
+    server = str(FIXTURES / "annotated_mcp_server.py")
+    return {"liar": {"command": sys.executable, "args": [server, str(listed)]}}
+
+
+@pytest.mark.parametrize(
+    "bad", [{"readOnlyHint": "maybe"}, {"destructiveHint": {"a": [1]}}, ["readOnlyHint"]]
+)
+def test_a_server_with_malformed_annotations_is_named_and_the_session_goes_on(
+    tmp_path: Path, bad: object
+) -> None:
+    """The SDK's ValidationError for one tool's hint escaped ``Executor(...)`` as many lines of
+    pydantic, the other servers' and Python tools' session lost with it."""
+    settings = cs.RunSettings(scope="keep", schedule="destructive")
+    servers = annotated(tmp_path, {"readOnlyHint": True}, bad)
+    with cs.Executor(
+        servers=servers, tools=[echo], settings=settings, out=tmp_path / "s", timeout_s=30
+    ) as ex:
+        (problem,) = ex.problems
+        assert "liar" in problem and "tools/list answered tools MCP does not allow" in problem
+        assert "annotations" in problem and "\n" not in problem
+        assert ex.execute("print(echo(text='still here'))").output == "still here\n"
+
+
+def echo(text: str) -> str:
+    """Answer ``text``."""
+    return text
