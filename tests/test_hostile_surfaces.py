@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,50 @@ def test_a_server_with_malformed_annotations_is_named_and_the_session_goes_on(
 def echo(text: str) -> str:
     """Answer ``text``."""
     return text
+
+
+# --- a dying process -------------------------------------------------------------------------
+
+SLEEPER = """
+import sys
+import controlscope as cs
+with cs.Executor(settings=cs.RunSettings(scope="keep"), out=sys.argv[1]) as ex:
+    ex.execute("import time\\ntime.sleep(3600)")
+"""
+
+
+def test_a_session_terminated_mid_block_records_its_end_before_docker_stop_kills_it(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM waited 30 s for a block that sleeps to end before killing its worker: a process
+    manager's SIGKILL (``docker stop``: 10 s after SIGTERM) came first and the log ended at
+    ``block_start``, with no end and no summary."""
+    out = tmp_path / "s"
+    proc = subprocess.Popen([sys.executable, "-c", SLEEPER, str(out)])
+    try:
+        deadline = time.monotonic() + 120
+        while b"block_start" not in _log(out) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert b"block_start" in _log(out)
+        time.sleep(1.5)  # the block sleeps
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)  # docker stop's grace
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    events = cs.read_events(out)
+    assert events[-1].type == "run_end" and (out / "summary.json").is_file()
+    (end,) = [e for e in events if e.type == "block_end"]
+    assert end.result.status == "killed"
+
+
+def _log(out: Path) -> bytes:
+    try:
+        return (out / "events.jsonl").read_bytes()
+    except FileNotFoundError:
+        return b""
