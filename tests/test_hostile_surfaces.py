@@ -21,6 +21,8 @@ import pytest
 import controlscope as cs
 from controlscope import panel as cp
 from controlscope.core import InputFileError, read_source_program
+from fixtures.adapter_agents import run_openai_agent, run_pydantic_agent, tool_call
+from fixtures.stream_server import Answer, StreamServer
 from test_hostile_edges import refused
 from test_linked_panels import UNIT, linked
 from test_panel import write_config
@@ -190,3 +192,28 @@ def _log(out: Path) -> bytes:
         return (out / "events.jsonl").read_bytes()
     except FileNotFoundError:
         return b""
+
+
+# --- the adapters -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", ["openai-agents", "pydantic-ai"])
+def test_code_longer_than_a_block_is_the_tools_output_not_the_agents_crash(
+    tmp_path: Path, framework: str
+) -> None:
+    """The executor's ValueError for code over the block bound escaped both tools: the Agents
+    SDK's run raised ``UserError`` and Pydantic AI's run raised it as it was (the MCP code-mode
+    server already made it a tool error)."""
+    big = "x = 1\n" * 200_000
+    script = (tool_call({"code": big}), tool_call({"code": "print(6 * 7)"}), Answer(["42."]))
+    server = StreamServer(*script)
+    try:
+        with cs.Executor(settings=cs.RunSettings(scope="keep"), out=tmp_path / "s") as ex:
+            if framework == "openai-agents":
+                outputs = run_openai_agent(ex, server)[1]
+            else:
+                outputs = [str(part.content) for part in run_pydantic_agent(ex, server)[1]]
+    finally:
+        server.close()
+    assert outputs[0] == "[error: a block is at most 1,000,000 characters, not 1,200,000]"
+    assert "42" in outputs[1]
