@@ -217,3 +217,42 @@ def test_code_longer_than_a_block_is_the_tools_output_not_the_agents_crash(
         server.close()
     assert outputs[0] == "[error: a block is at most 1,000,000 characters, not 1,200,000]"
     assert "42" in outputs[1]
+
+
+# --- a panel's endpoint record ----------------------------------------------------------------
+
+COUNTS = {
+    "started": 1.0,
+    "seconds": 2.0,
+    "max_connections": 4,
+    "requests": 10,
+    "peak": 3,
+    "busy_s": 5.5,
+    "queued_s": 1.0,
+    "rate_limits": 1,
+    "rate_limited_s": 0.5,
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("requests", "-10", "greater than or equal to 0"),
+        ("busy_s", "NaN", "finite number"),
+        ("rate_limited_s", "-Infinity", "finite number"),
+    ],
+)
+def test_an_endpoint_record_with_impossible_counts_is_unreadable(
+    tmp_path: Path, field: str, value: str, problem: str
+) -> None:
+    """Negative counts and NaN seconds were read as they were: the report said ``endpoint:
+    -10 requests ... nan s waiting on answers``."""
+    given = f'"{field}": {json.dumps(COUNTS[field])}'
+    text = json.dumps({"sessions": [COUNTS]}).replace(given, f'"{field}": {value}')
+    (tmp_path / cp.ENDPOINT_FILE).write_text(text)
+    with pytest.raises(ValueError, match=f"not an endpoint log: .*{problem}"):
+        cp.read_endpoint(tmp_path)
+    newer = {"version": 9, "sessions": [{**COUNTS, "new_field": {"x": 1}}]}
+    (tmp_path / cp.ENDPOINT_FILE).write_text(json.dumps(newer))
+    (session,) = cp.read_endpoint(tmp_path)  # a newer version's extra fields are left aside
+    assert session.requests == 10
