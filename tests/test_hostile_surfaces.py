@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 
 import controlscope as cs
 from controlscope import panel as cp
+from controlscope._proc import descendants
 from controlscope.core import InputFileError, read_source_program
 from fixtures.adapter_agents import run_openai_agent, run_pydantic_agent, tool_call
 from fixtures.stream_server import Answer, StreamServer
@@ -256,3 +258,66 @@ def test_an_endpoint_record_with_impossible_counts_is_unreadable(
     (tmp_path / cp.ENDPOINT_FILE).write_text(json.dumps(newer))
     (session,) = cp.read_endpoint(tmp_path)  # a newer version's extra fields are left aside
     assert session.requests == 10
+
+
+# --- a panel's branches by fork -----------------------------------------------------------------
+
+
+def _forked_branch(pool_owner: int) -> int | None:
+    """A branch's process: a fork (same command line) of a pool process of ``pool_owner``."""
+    pool = {pid for pid in descendants(pool_owner) if _parent(pid) == pool_owner}
+    for pid in descendants(pool_owner):
+        parent = _parent(pid)
+        if parent in pool and _cmdline(pid) == _cmdline(parent) != b"":
+            return pid
+    return None
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cmdline(pid: int | None) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_a_forked_branch_killed_before_its_end_runs_again_on_resumption(tmp_path: Path) -> None:
+    """A branch whose process was SIGKILLed mid-run (the out-of-memory killer) was recorded
+    ``done`` with no verdict and no end: the panel said complete and never ran it again."""
+    config = cp.load_config(
+        write_config(tmp_path, start="first_boundary", scopes=["keep", "full"], draws=2)
+    )
+    slow = "import time\ntime.sleep(20)\nprint('slept')"
+    replace = json.dumps({"reason": "r", "operation": "replace_workflow", "code": slow})
+    reviewer = config.reviewer.model.removeprefix("scripted:")
+    Path(reviewer).write_text(json.dumps([replace] * 4))
+    killed: list[int] = []
+
+    def kill_the_branch() -> None:
+        deadline = time.monotonic() + 240
+        while not killed and time.monotonic() < deadline:
+            pid = _forked_branch(os.getpid())
+            if pid is not None:
+                time.sleep(2.0)  # into the branch's sleep
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_the_branch, daemon=True)
+    killer.start()
+    first = cp.run_panel(config, tmp_path / "p")
+    killer.join(10)
+    assert killed, "no branch process was found"
+    branch = cp.run_dir(tmp_path / "p", f"{UNIT}/full-d0")
+    record = cp.read_record(branch)
+    assert record.status == "error" and "killed by signal 9 before its run ended" in record.detail
+    assert not first.complete
+    resumed = cp.run_panel(config, tmp_path / "p")
+    record = cp.read_record(branch)
+    assert resumed.complete and record.status == "done" and record.end_reason is not None
