@@ -7,10 +7,12 @@ scripted models."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -321,3 +323,39 @@ def test_a_forked_branch_killed_before_its_end_runs_again_on_resumption(tmp_path
     resumed = cp.run_panel(config, tmp_path / "p")
     record = cp.read_record(branch)
     assert resumed.complete and record.status == "done" and record.end_reason is not None
+
+
+# --- a bad endpoint ----------------------------------------------------------------------------
+
+
+def test_an_endpoint_whose_whole_answer_breaks_off_is_a_provider_error(tmp_path: Path) -> None:
+    """An answer that came whole (not as a stream) and broke off before its ``Content-Length``
+    raised the HTTP library's own ``RemoteProtocolError`` past the provider errors: the run
+    ended ``error`` with a traceback in its detail, exit 4 (an unexpected failure), instead of
+    the endpoint's failure, retried, exit 3."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    body = b'{"choices": [{"message": 5}]}'
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body) + 1}"
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                with conn:
+                    conn.recv(1 << 16)
+                    conn.sendall(head.encode() + b"\r\n\r\n" + body)  # one byte short
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    try:
+        done = controlscope(
+            tmp_path,
+            *("run", "--task", TASK, "--model", "openai:x", "--base-url", url, "--scope"),
+            *("keep", "--request-timeout-s", "60", "--out", "out", "--quiet"),
+        )
+    finally:
+        listener.close()
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "the answer broke off" in done.stderr and "Traceback" not in done.stderr
+    summary = cs.read_summary(tmp_path / "out")
+    assert summary.end_reason == "planner_provider_error"
