@@ -213,9 +213,8 @@ def run_panel(
         Every run's record.
 
     Raises:
-        ConfigError: the configuration cannot run (``execution.keep_from`` or
-            ``diverge_from`` naming ``out`` itself included), or ``workers`` or
-            ``max_connections`` is out of its range (checked before any run starts).
+        ConfigError: the configuration cannot run, or ``workers`` or ``max_connections``
+            is out of its range (checked before any run starts).
         PanelError: ``out`` holds another panel (the difference named) or is unusable.
         PanelBusy: another panel command runs on ``out`` (a :class:`PanelError` naming its
             pid, host and since when); the folder is held for this call's whole life.
