@@ -66,7 +66,8 @@ def read_source_program(path: str | os.PathLike[str]) -> SourceProgram:
 
     Raises:
         InputFileError: one line naming the file: it cannot be read (missing, not a regular
-            file, too long, not UTF-8), it holds no code, or it is not valid Python.
+            file, too long, not UTF-8), it holds no code, or it is not valid Python (nesting
+            too deep for the compiler included).
     """
     text = read_text(path, MAX_PROGRAM_BYTES)
     code = text.strip("\n")
@@ -74,6 +75,10 @@ def read_source_program(path: str | os.PathLike[str]) -> SourceProgram:
         raise InputFileError(f"{path}: the source program is empty")
     try:
         compile(code, str(path), "exec", dont_inherit=True)
+    except (RecursionError, MemoryError):  # nesting the compiler cannot follow
+        raise InputFileError(
+            f"{path}: the source program is not valid Python: nested too deeply to compile"
+        ) from None
     except (SyntaxError, ValueError) as err:
         where = f" (line {err.lineno})" if isinstance(err, SyntaxError) and err.lineno else ""
         raise InputFileError(

@@ -41,6 +41,7 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from pydantic import ValidationError
 
 from controlscope.core import (
     ToolAnnotations,
@@ -350,7 +351,8 @@ class McpToolServer:
             One :class:`ToolSchema` per tool; ``code_params`` is empty (MCP has no notion of it).
 
         Raises:
-            ToolServerError: transport failure or a dead server.
+            ToolServerError: transport failure, a dead server, or tools MCP does not allow
+                (a malformed annotation: a hint that is no boolean), the field named.
         """
         if self._tools is None:
             self._tools = self._submit(self._list_tools, what="tools/list")
@@ -369,6 +371,13 @@ class McpToolServer:
                     return tools
         except MCPError as error:
             raise ToolServerError(f"{self._label}: tools/list failed: {error.message}") from error
+        except ValidationError as error:  # e.g. a hint that is no boolean: the SDK refuses it
+            first = error.errors()[0]
+            where = clip_text(".".join(str(p) for p in first["loc"]), 200)
+            raise ToolServerError(
+                f"{self._label}: tools/list answered tools MCP does not allow "
+                f"({where}: {first['msg']})"
+            ) from None
 
     def call(
         self, name: str, arguments: dict[str, Any], *, timeout_s: float | None = None

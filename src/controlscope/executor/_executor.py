@@ -69,6 +69,11 @@ CLOSE_GRACE_S = 30.0
 """Seconds :meth:`Executor.close` waits for the run to record its end before it kills the
 worker (a block still running), and again after."""
 
+SIGTERM_GRACE_S = 1.0
+"""Seconds a block still running is given to end on SIGTERM before its worker is killed (a
+process manager sends SIGKILL soon after SIGTERM: ``docker stop`` 10 s later; the run's end
+must be recorded before)."""
+
 _POLL_S = 0.25
 
 
@@ -484,13 +489,14 @@ _SIGTERM: list[Any] = []
 """The SIGTERM handler in force before ours (set once ours is installed)."""
 
 
-def _shutdown(session: SessionThread) -> None:
-    """End ``session``: ask its run to end, wait for it (bounded), kill what is left."""
+def _shutdown(session: SessionThread, grace_s: float = CLOSE_GRACE_S) -> None:
+    """End ``session``: ask its run to end, wait for it (``grace_s``: a block still running
+    is given that long to end), kill what is left, and wait (bounded) for the end recorded."""
     _LIVE.discard(session)
     if session.ended:
         return
     session.inbox.put(None)
-    session.finished.wait(CLOSE_GRACE_S)
+    session.finished.wait(grace_s)
     if not session.finished.is_set():  # a block still running: its worker is killed
         session.kill()
         session.finished.wait(CLOSE_GRACE_S)
@@ -510,8 +516,8 @@ def _watch_sigterm() -> None:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    for session in list(_LIVE):
-        _shutdown(session)
+    for session in list(_LIVE):  # a running block is killed, not waited on: a process
+        _shutdown(session, SIGTERM_GRACE_S)  # manager's SIGKILL follows within seconds
     previous = _SIGTERM[0]
     if callable(previous):
         previous(signum, frame)

@@ -44,7 +44,8 @@ def openai_agents_tool(executor: Executor, *, name: str = EXECUTE_PYTHON) -> Fun
 
     Returns:
         The tool; its output is the block's text, also when the block failed, the code was
-        not a string, or the executor was closed meanwhile (the model reads why).
+        not a string or longer than a block may be, or the executor was closed meanwhile (the
+        model reads why).
 
     Raises:
         ExecutorClosed: the executor is closed.
@@ -57,7 +58,7 @@ def openai_agents_tool(executor: Executor, *, name: str = EXECUTE_PYTHON) -> Fun
             return code.text
         try:
             run = await executor.aexecute(code)
-        except ExecutorClosed as err:
+        except (ExecutorClosed, ValueError) as err:  # closed, or a block over the bound
             return f"[error: {err}]"
         return execution_text(run)
 

@@ -44,8 +44,8 @@ def pydantic_ai_tool(executor: Executor, *, name: str = EXECUTE_PYTHON) -> Tool[
         name: the tool's name.
 
     Returns:
-        The tool; its return is the block's text, also when the block failed or the executor
-        was closed meanwhile (the model reads why).
+        The tool; its return is the block's text, also when the block failed, the code was
+        longer than a block may be, or the executor was closed meanwhile (the model reads why).
 
     Raises:
         ExecutorClosed: the executor is closed.
@@ -55,7 +55,7 @@ def pydantic_ai_tool(executor: Executor, *, name: str = EXECUTE_PYTHON) -> Tool[
     async def execute_python(code: str) -> str:
         try:
             run = await executor.aexecute(code)
-        except ExecutorClosed as err:
+        except (ExecutorClosed, ValueError) as err:  # closed, or a block over the bound
             return f"[error: {err}]"
         return execution_text(run)
 

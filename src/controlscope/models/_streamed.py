@@ -18,6 +18,7 @@ bounded either way (:mod:`controlscope.models._bounded_http` wraps every body).
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -232,7 +233,8 @@ async def read_answer(
         The answer as one completion.
 
     Raises:
-        openai.OpenAIError: as for any request (an error answer, a connection that fails).
+        openai.OpenAIError: as for any request (an error answer, a connection that fails,
+            an answer that breaks off).
         MalformedAnswer: a chunk or a body that is not a chat completion.
         EmptyStream: a stream that ended before its first chunk.
         StreamCut: a stream that ended without a finish reason.
@@ -252,7 +254,7 @@ async def read_answer(
     try:
         kind = stream.response.headers.get("content-type", "").lower()
         if "text/event-stream" not in kind:  # the server answered whole after all
-            return completion_from_json(await stream.response.aread())
+            return completion_from_json(await _whole_body(stream.response))
         assembly.streamed = True
         try:
             async for chunk in stream:
@@ -268,3 +270,18 @@ async def read_answer(
         return assembly.completion()
     finally:
         await stream.close()
+
+
+async def _whole_body(response: Any) -> bytes:
+    """The body of an answer that came whole; a connection that breaks off in it (shorter
+    than its ``Content-Length``, reset) is the SDK's ``APIConnectionError``, as it is when the
+    SDK reads a body itself (the HTTP library's own error escaped the endpoint's errors)."""
+    import openai
+
+    library = sys.modules[type(response).__module__.partition(".")[0]]
+    try:
+        return bytes(await response.aread())
+    except library.TransportError as exc:
+        raise openai.APIConnectionError(
+            message=f"the answer broke off: {exc}", request=response.request
+        ) from exc

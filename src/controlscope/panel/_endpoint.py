@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, NonNegativeFloat, NonNegativeInt, ValidationError
 
 from controlscope.models import GateStats
 from controlscope.record import LogError, read_regular
@@ -38,16 +38,16 @@ class EndpointSession(BaseModel):
         rate_limited_s: wall seconds the pool was paused by them (overlaps counted once).
     """
 
-    model_config = ConfigDict(frozen=True)
-    started: float
-    seconds: float
-    max_connections: int
-    requests: int
-    peak: int
-    busy_s: float
-    queued_s: float
-    rate_limits: int
-    rate_limited_s: float
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)  # a count, never NaN or -1
+    started: NonNegativeFloat
+    seconds: NonNegativeFloat
+    max_connections: NonNegativeInt
+    requests: NonNegativeInt
+    peak: NonNegativeInt
+    busy_s: NonNegativeFloat
+    queued_s: NonNegativeFloat
+    rate_limits: NonNegativeInt
+    rate_limited_s: NonNegativeFloat
 
 
 class EndpointLog(BaseModel):
@@ -61,7 +61,8 @@ def read_endpoint(panel: Path) -> list[EndpointSession]:
 
     Raises:
         ValueError: the file is not a regular file of at most :data:`MAX_ENDPOINT_BYTES` or
-            does not read as an endpoint log (the reason in one line).
+            does not read as an endpoint log (the reason in one line): a count or a number
+            of seconds below 0, NaN or infinite included.
         OSError: it cannot be read.
     """
     try:

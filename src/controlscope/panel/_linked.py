@@ -18,7 +18,9 @@ whole runs may take Keep runs from a panel of another reviewer, draws or replace
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from pathlib import Path
 
 from controlscope.core import ChatModel
@@ -94,7 +96,8 @@ def reuse_keep(panel: Path, config: PanelConfig, run: PlannedRun, directory: Pat
     Returns:
         Its record: ``done`` with the other panel's verdict, naming where it came from and its
         terminal state hash; ``error`` (run again on resume) when the other panel's run has
-        not finished, is configured otherwise, or the copy is not its log byte for byte.
+        not finished, is configured otherwise, holds a link or a special file (never
+        followed), or the copy is not its log byte for byte.
     """
     assert config.execution.keep_from is not None
     other = linked_folder(panel, config.execution.keep_from)
@@ -105,8 +108,16 @@ def reuse_keep(panel: Path, config: PanelConfig, run: PlannedRun, directory: Pat
     if problem is not None or record is None:
         return RunRecord(id=run.id, status="error", detail=problem or "")
     source = run_dir(other, run.id)
-    shutil.copytree(
-        source, directory, dirs_exist_ok=True, ignore=shutil.ignore_patterns(RUN_MARKER)
+    odd = _not_plain(source)
+    if odd is not None:
+        detail = f"the Keep run in {source} holds {odd}; a run folder holds files and folders"
+        return RunRecord(id=run.id, status="error", detail=detail)
+    shutil.copytree(  # links copied as links, never followed, should one appear since
+        source,
+        directory,
+        symlinks=True,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns(RUN_MARKER),
     )
     if log_sha256(directory) != record.log_sha256:
         detail = f"the copy of {source}'s log differs from the log its record names"
@@ -115,6 +126,20 @@ def reuse_keep(panel: Path, config: PanelConfig, run: PlannedRun, directory: Pat
     return record.model_copy(
         update={"detail": f"reused: the Keep run of {other} (terminal state hash {terminal})"}
     )
+
+
+def _not_plain(source: Path) -> str | None:
+    """The first entry under ``source`` that is neither a regular file nor a folder (a link,
+    a FIFO, a device, a socket), named with its kind; None when there is none. Copying one
+    would follow it out of the run (a link to ``/``, or to ``/dev/zero``: a copy without end)
+    or wait on it."""
+    for root, folders, files in os.walk(source):  # links to folders are listed, not entered
+        for name in (*folders, *files):
+            mode = os.lstat(os.path.join(root, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                kind = "a link" if stat.S_ISLNK(mode) else "a special file"
+                return f"{kind} ({os.path.relpath(os.path.join(root, name), source)})"
+    return None
 
 
 def second_schedule(schedule: str, recording: Recording) -> str:

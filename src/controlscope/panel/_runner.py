@@ -41,6 +41,7 @@ from controlscope.panel._folder import (
     run_dir,
     write_record,
 )
+from controlscope.panel._linked import linked_folder
 from controlscope.panel._lock import lock_panel
 from controlscope.panel._plan import PanelPlan, PlannedRun, condition_label, plan_panel
 from controlscope.panel._unit import RunJob, cache_path
@@ -252,6 +253,7 @@ def run_panel(
     panel = absolute_path(out)
     check_folder(panel)  # before the lock file is made in it, and before any model is built
     _check_cache(panel, cfg)
+    _check_links(panel, cfg)
     plan = plan_panel(cfg)
     with lock_panel(panel):
         open_panel(panel, cfg, plan)
@@ -262,6 +264,18 @@ def run_panel(
                 return _run(panel, cfg, plan, workers, observer)
         finally:
             _settle_cache(panel, cfg)
+
+
+def _check_links(panel: Path, cfg: PanelConfig) -> None:
+    """Refuse a panel that takes runs from itself (``execution.keep_from`` or
+    ``diverge_from`` naming its own folder): none of its runs could ever finish."""
+    for key in ("keep_from", "diverge_from"):
+        relative = getattr(cfg.execution, key)
+        if relative is not None and linked_folder(panel, relative) == panel:
+            raise ConfigError(
+                f"execution.{key}: {relative!r} is this panel's own folder ({panel}); name "
+                "another panel's folder"
+            )
 
 
 def _check_cache(panel: Path, cfg: PanelConfig) -> None:

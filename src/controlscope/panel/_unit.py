@@ -209,9 +209,14 @@ def _forked(job: RunJob, runs: Sequence[PlannedRun], out: Path) -> list[RunRecor
 
 def _forked_record(run: PlannedRun, found: BranchResult | None, stopped: str) -> RunRecord:
     """A branch's record (``error``, run again on resumption, when the set stopped before
-    it: ``stopped`` says why)."""
+    it, ``stopped`` saying why, or when its process ended abnormally before its log's end:
+    killed, e.g. by the kernel's out-of-memory killer)."""
     if found is None:
         return RunRecord(id=run.id, status="error", detail=f"not started: {stopped}")
+    unended = found.summary is not None and found.summary.end_reason is None
+    if found.problem and unended:
+        detail = f"{found.problem} before its run ended; it runs again on resumption"
+        return RunRecord(id=run.id, status="error", detail=detail, mechanism=found.mechanism)
     detail = found.divergence.message if found.divergence else (found.problem or "")
     return branched_record(run.id, found, detail, mechanism=found.mechanism)
 
