@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlscope.core import BlockId, ChatModel, Keep, Scope
+from controlscope.core import BlockId, ChatModel, Condition, Keep, Scope
 from controlscope.record import first_difference
 from controlscope.replay._branch import (
     BranchResult,
@@ -177,21 +177,8 @@ def branch_at_divergence(
             changed since the recording; with ``mechanism="fork"``, a run that cannot be
             forked (the reason).
     """
-    if mechanism not in ("auto", "fork", "replay"):
-        raise ReplayError(f"mechanism is auto, fork or replay, not {mechanism!r}")
-    rec = load(recording)
-    point = schedule_divergence(rec, schedule)
+    rec, point, condition = _checked(recording, schedule, out, reviewer, mechanism)
     scope = rec.condition.scope
-    if scope is not Scope.KEEP and reviewer is None:
-        raise ReplayError(f"scope {scope.name.lower()} reviews: give a reviewer model")
-    condition = branch_condition(
-        rec,
-        scope,
-        draw=rec.condition.draw,
-        schedule=point.second,
-        source=rec.condition.source,
-    )
-    fresh_out(out)
     rec.check_task(workspace_root)
     note = "replay was asked for" if mechanism == "replay" else "the schedules never part"
     if point.position is not None and mechanism != "replay":
@@ -218,6 +205,29 @@ def branch_at_divergence(
         workspace_root=workspace_root,
     )
     return point, _result(scope.name.lower(), rec.condition.draw, outcome)
+
+
+def _checked(
+    recording: Recording | str | Path,
+    schedule: str,
+    out: Path,
+    reviewer: Reviewer | None,
+    mechanism: Mechanism,
+) -> tuple[Recording, DivergencePoint, Condition]:
+    """The first run, the divergence point and the second run's condition, once the input is
+    checked (see :func:`branch_at_divergence`'s errors)."""
+    if mechanism not in ("auto", "fork", "replay"):
+        raise ReplayError(f"mechanism is auto, fork or replay, not {mechanism!r}")
+    rec = load(recording)
+    point = schedule_divergence(rec, schedule)
+    scope = rec.condition.scope
+    if scope is not Scope.KEEP and reviewer is None:
+        raise ReplayError(f"scope {scope.name.lower()} reviews: give a reviewer model")
+    condition = branch_condition(
+        rec, scope, draw=rec.condition.draw, schedule=point.second, source=rec.condition.source
+    )
+    fresh_out(out)
+    return rec, point, condition
 
 
 def _forked(
