@@ -46,6 +46,7 @@ def export_inspect(path: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     if target.is_dir():
         raise ExportError(f"{target} is a directory; name the log file to write")
     found = find_runs(Path(path))
+    _refuse_own_file(Path(path), target)
     log = build_log(found)
     from inspect_ai.log import write_eval_log
 
@@ -55,6 +56,25 @@ def export_inspect(path: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     except OSError as err:
         raise ExportError(f"cannot write {target}: {err}") from None
     return target
+
+
+def _refuse_own_file(folder: Path, target: Path) -> None:
+    """Refuse to replace a file the exported folder already holds that is not an earlier
+    export (a run's ``summary.json``, a panel's ``panel.json``, a log): writing would lose it.
+
+    Raises:
+        ExportError: ``target`` is such a file.
+    """
+    if not target.is_file() or not target.resolve().is_relative_to(folder.resolve()):
+        return
+    with target.open("rb") as handle:
+        head = handle.read(64)
+    inspect_log = head.startswith(b"PK") or (b'"version"' in head and b'"status"' in head)
+    if not inspect_log:
+        raise ExportError(
+            f"{target} is a file of the folder being exported, not an earlier export; "
+            "write the log elsewhere"
+        )
 
 
 def build_log(found: FoundRuns) -> Any:
