@@ -4,13 +4,16 @@ behaviour twice)."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
 import pytest
 from inspect_ai.log import read_eval_log
 
+import controlscope as cs
 from controlscope.cli import main as cli
+from controlscope.core import RunStartEvent
 from controlscope.export import export_inspect
 
 FIXTURE = Path(__file__).parent / "fixtures" / "main_job"
@@ -49,3 +52,20 @@ def test_a_killed_run_exports_as_a_sample_with_an_error(tmp_path: Path) -> None:
     assert error is not None and "no run_end" in error.message
     whole = read_eval_log(str(export_inspect(FIXTURE, tmp_path / "w.eval")))
     assert whole.samples is not None and whole.samples[0].error is None
+
+
+# --- leftovers ---------------------------------------------------------------------------------
+
+
+def test_a_source_program_with_a_utf8_bom_runs_as_python_runs_it(tmp_path: Path) -> None:
+    from test_api import BROKEN
+    from test_frozen_source import frozen_run
+
+    source = tmp_path / "bom.py"
+    source.write_bytes(b"\xef\xbb\xbf" + BROKEN.strip("\n").encode() + b"\n")
+    result = frozen_run(tmp_path, source, planner_format="fenced")
+    assert result.end_reason == "final_answer"
+    assert result.summary.primitive_calls == 7  # the program ran, as without the mark
+    start = cs.read_events(result.run_dir)[0]
+    assert isinstance(start, RunStartEvent) and start.source_file is not None
+    assert start.source_file.sha256 == hashlib.sha256(source.read_bytes()).hexdigest()
