@@ -5,16 +5,22 @@ behaviour twice)."""
 from __future__ import annotations
 
 import hashlib
+import http.server
 import shutil
+import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from inspect_ai.log import read_eval_log
 
 import controlscope as cs
+from controlscope import view
 from controlscope.cli import main as cli
-from controlscope.core import RunStartEvent
+from controlscope.core import OperationSet, RunStartEvent
 from controlscope.export import export_inspect
+from controlscope.review import DeskAddress, RemoteDesk, ReviewDesk
+from test_human_review import _state
 
 FIXTURE = Path(__file__).parent / "fixtures" / "main_job"
 
@@ -69,3 +75,51 @@ def test_a_source_program_with_a_utf8_bom_runs_as_python_runs_it(tmp_path: Path)
     start = cs.read_events(result.run_dir)[0]
     assert isinstance(start, RunStartEvent) and start.source_file is not None
     assert start.source_file.sha256 == hashlib.sha256(source.read_bytes()).hexdigest()
+
+
+# --- the review desk ---------------------------------------------------------------------------
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """A loopback 'proxy' that records every request and its headers, answering 502."""
+
+    seen: ClassVar[list[dict[str, str]]] = []
+
+    def _any(self) -> None:
+        self.seen.append(dict(self.headers))
+        self.send_response(502)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = do_CONNECT = _any
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_desks_secret_never_goes_through_an_environment_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    _Recorder.seen.clear()
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_address[1]}")
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    desk = ReviewDesk()
+    try:
+        with view.ViewServer(tmp_path, desk=desk) as server:
+            client = RemoteDesk(DeskAddress(server.url, desk.secret), retries=0)
+            pending = client.post(_state("read_text_file", 1), OperationSet.of("arg"))
+            assert [p.ticket for p in desk.pending()] == [pending.ticket]  # the desk has it
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert _Recorder.seen == []  # the proxy saw nothing, the secret least of all
+
+
+def test_a_desk_address_does_not_show_its_secret() -> None:
+    address = DeskAddress("http://127.0.0.1:1/", "s3cr3t-value")
+    assert "s3cr3t-value" not in repr(address) and "s3cr3t-value" not in str(address)
+    assert address.secret == "s3cr3t-value"
