@@ -15,14 +15,18 @@ import pytest
 from inspect_ai.log import read_eval_log
 
 import controlscope as cs
+from controlscope import panel as cp
 from controlscope import view
 from controlscope.cli import main as cli
 from controlscope.core import OperationSet, RunStartEvent
-from controlscope.export import export_inspect
+from controlscope.export import ExportError, export_inspect
 from controlscope.review import DeskAddress, RemoteDesk, ReviewDesk
+from test_export_inspect import panel
 from test_human_review import _state
 
 FIXTURE = Path(__file__).parent / "fixtures" / "main_job"
+
+__all__ = ["panel"]  # the scripted panel fixture, used by name
 
 
 # --- export ------------------------------------------------------------------------------------
@@ -123,3 +127,27 @@ def test_a_desk_address_does_not_show_its_secret() -> None:
     address = DeskAddress("http://127.0.0.1:1/", "s3cr3t-value")
     assert "s3cr3t-value" not in repr(address) and "s3cr3t-value" not in str(address)
     assert address.secret == "s3cr3t-value"
+
+
+def test_a_panel_with_a_corrupt_and_an_empty_log_exports_its_other_runs(
+    panel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "panel"
+    shutil.copytree(panel, copy)
+    runs = cp.read_manifest(copy).plan.runs
+    corrupt, empty = (cp.run_dir(copy, r.id) / "events.jsonl" for r in runs[:2])
+    lines = corrupt.read_text().splitlines(keepends=True)
+    corrupt.write_text("".join(lines[:3]) + "{garbage\n" + "".join(lines[3:]))
+    empty.write_text("")
+    out = tmp_path / "p.eval"
+    capsys.readouterr()
+    assert cli(["export", str(copy), "--format", "inspect", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"{len(runs) - 2} run(s)" in said and "2 not exported" in said
+    log = read_eval_log(str(out))
+    assert [s.id for s in log.samples or []] == [r.id for r in runs[2:]]
+    left = log.eval.metadata["not_exported"]
+    assert "unreadable event" in left[runs[0].id] and "run_start" in left[runs[1].id]
+    # a lone run's unreadable log is still the export's error (nothing else to export)
+    with pytest.raises(ExportError, match="cannot read the log"):
+        export_inspect(corrupt.parent, tmp_path / "lone.eval")
