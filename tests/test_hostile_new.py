@@ -151,3 +151,33 @@ def test_a_panel_with_a_corrupt_and_an_empty_log_exports_its_other_runs(
     # a lone run's unreadable log is still the export's error (nothing else to export)
     with pytest.raises(ExportError, match="cannot read the log"):
         export_inspect(corrupt.parent, tmp_path / "lone.eval")
+
+
+# --- tracing -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stated", ["abc", "inf", "nan", "-1", "0"])
+def test_a_garbage_otlp_timeout_keeps_the_bounded_export_wait(
+    stated: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from controlscope.record import _tracing
+
+    made: list[float | None] = []
+    real_init = OTLPSpanExporter.__init__
+
+    def init(self: OTLPSpanExporter, *args: object, **kwargs: object) -> None:
+        made.append(kwargs.get("timeout"))  # type: ignore[arg-type]
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(OTLPSpanExporter, "__init__", init)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", stated)
+    with pytest.warns(RuntimeWarning, match="not a positive number of seconds"):
+        provider = _tracing._environment_provider()
+    provider.shutdown()
+    assert made == [_tracing.FLUSH_S]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2.5")  # a real number is the user's
+    made.clear()
+    _tracing._environment_provider().shutdown()
+    assert made == [None]
