@@ -45,7 +45,11 @@ def main(args: argparse.Namespace) -> int:
         return fail(console, "export", str(err), 2)
     from inspect_ai.log import read_eval_log
 
-    samples = read_eval_log(str(written), header_only=True).results
-    count = samples.total_samples if samples is not None else 0
-    Console(soft_wrap=True).print(f"{inert(str(written))}: {count} run(s) as Inspect AI samples")
+    header = read_eval_log(str(written), header_only=True)
+    count = header.results.total_samples if header.results is not None else 0
+    left = len(header.eval.metadata.get("not_exported") or {}) if header.eval.metadata else 0
+    note = f"; {left} not exported (the log's metadata, not_exported, says why)" if left else ""
+    Console(soft_wrap=True).print(
+        f"{inert(str(written))}: {count} run(s) as Inspect AI samples{note}"
+    )
     return 0

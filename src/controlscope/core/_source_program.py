@@ -41,7 +41,8 @@ class SourceProgram:
     """A frozen source program, read.
 
     Attributes:
-        code: the program's source, without leading and trailing blank lines.
+        code: the program's source, without a leading UTF-8 byte order mark and without
+            leading and trailing blank lines.
         file: its file and hash, as ``run_start`` records them.
     """
 
@@ -70,7 +71,7 @@ def read_source_program(path: str | os.PathLike[str]) -> SourceProgram:
             too deep for the compiler included).
     """
     text = read_text(path, MAX_PROGRAM_BYTES)
-    code = text.strip("\n")
+    code = text.removeprefix("\ufeff").strip("\n")  # a UTF-8 BOM, as Python itself allows
     if not code.strip():
         raise InputFileError(f"{path}: the source program is empty")
     try:

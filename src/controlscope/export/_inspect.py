@@ -26,8 +26,8 @@ def export_inspect(path: str | os.PathLike[str], out: str | os.PathLike[str]) ->
 
     Args:
         path: a run directory (``events.jsonl``), an executor's session (the same) or a panel
-            folder (``panel.json``); a panel's runs that left no log are named in the log's
-            metadata (``not_exported``).
+            folder (``panel.json``); a panel's runs that left no log, or one that cannot be
+            read, are named in the log's metadata (``not_exported``, with why).
         out: the log file to write: ``.eval`` (Inspect's compressed format) or ``.json``; an
             existing file is replaced.
 
@@ -36,8 +36,9 @@ def export_inspect(path: str | os.PathLike[str], out: str | os.PathLike[str]) ->
 
     Raises:
         MissingExtra: the ``inspect`` extra (``inspect_ai``) is not installed.
-        ExportError: ``path`` is neither kind of folder, a log cannot be read, ``out`` has
-            another suffix or cannot be written (one line each).
+        ExportError: ``path`` is neither kind of folder, a lone run's log cannot be read,
+            ``out`` has another suffix, is a file of the folder exported (not an earlier
+            export) or cannot be written (one line each).
     """
     require_extra("inspect", "inspect_ai", "the Inspect AI export")
     target = Path(out)
@@ -46,6 +47,7 @@ def export_inspect(path: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     if target.is_dir():
         raise ExportError(f"{target} is a directory; name the log file to write")
     found = find_runs(Path(path))
+    _refuse_own_file(Path(path), target)
     log = build_log(found)
     from inspect_ai.log import write_eval_log
 
@@ -57,6 +59,25 @@ def export_inspect(path: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     return target
 
 
+def _refuse_own_file(folder: Path, target: Path) -> None:
+    """Refuse to replace a file the exported folder already holds that is not an earlier
+    export (a run's ``summary.json``, a panel's ``panel.json``, a log): writing would lose it.
+
+    Raises:
+        ExportError: ``target`` is such a file.
+    """
+    if not target.is_file() or not target.resolve().is_relative_to(folder.resolve()):
+        return
+    with target.open("rb") as handle:
+        head = handle.read(64)
+    inspect_log = head.startswith(b"PK") or (b'"version"' in head and b'"status"' in head)
+    if not inspect_log:
+        raise ExportError(
+            f"{target} is a file of the folder being exported, not an earlier export; "
+            "write the log elsewhere"
+        )
+
+
 def build_log(found: FoundRuns) -> Any:
     """The eval log (``inspect_ai.log.EvalLog``) of the runs found."""
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalPlan, EvalSpec, EvalStats
@@ -64,9 +85,17 @@ def build_log(found: FoundRuns) -> Any:
     from controlscope.export._sample import SampleBuilder, read_run
 
     samples = []
+    missing = dict(found.missing)
     for directory, planned in found.runs:
+        try:
+            events = read_run(directory)
+        except ExportError as err:
+            if planned is None:  # a lone run: nothing else to export
+                raise
+            missing[planned.id] = str(err)  # a panel's other runs are still exported
+            continue
         sample_id = planned.id if planned is not None else directory.resolve().name
-        samples.append(SampleBuilder(read_run(directory), planned, sample_id).sample())
+        samples.append(SampleBuilder(events, planned, sample_id).sample())
     started = min((s.started_at for s in samples if s.started_at), default="")
     completed = max((s.completed_at for s in samples if s.completed_at), default="")
     first = samples[0].metadata.get("models", {}) if samples else {}
@@ -83,7 +112,7 @@ def build_log(found: FoundRuns) -> Any:
         model=first.get("planner", "unknown"),
         config=EvalConfig(),
         packages=_packages(),
-        metadata={"panel": found.panel, "not_exported": found.missing},
+        metadata={"panel": found.panel, "not_exported": missing},
     )
     return EvalLog(
         status="success",

@@ -24,7 +24,7 @@ from inspect_ai.event import (
     ToolEvent,
 )
 from inspect_ai.event import Event as InspectEvent
-from inspect_ai.log import EvalSample, EvalSampleLimit
+from inspect_ai.log import EvalError, EvalSample, EvalSampleLimit
 from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage
 from inspect_ai.scorer import CORRECT, INCORRECT, Score
 from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo
@@ -382,7 +382,18 @@ class SampleBuilder:
             completed_at=stamp(end).isoformat(),
             total_time=max(0.0, end - self.t0),
             limit=self.limit,
+            error=_unfinished(self.events),
         )
+
+
+def _unfinished(events: list[Event]) -> EvalError | None:
+    """The sample's error when the log has no ``run_end``: the run was killed (or is still
+    running), so its events stop where the process did."""
+    if any(isinstance(e, RunEndEvent) for e in events):
+        return None
+    last = events[-1].seq
+    message = f"the log has no run_end (the run was killed or is still running); last seq {last}"
+    return EvalError(message=message, traceback="", traceback_ansi="")
 
 
 def _model_usage(models: dict[str, str], roles: dict[str, ModelUsage]) -> dict[str, ModelUsage]:

@@ -17,6 +17,7 @@ it off. The SDK and the exporter are the ``otel`` extra.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import warnings
@@ -135,8 +136,8 @@ def _environment_provider() -> Any:
     """A ``TracerProvider`` exporting in batches over OTLP/HTTP to the environment's endpoint;
     the service is ``controlscope`` unless ``OTEL_SERVICE_NAME`` (or the resource attributes)
     name another; one export waits :data:`FLUSH_S` for an answer unless
-    ``OTEL_EXPORTER_OTLP_TIMEOUT`` says otherwise (so a process's exit does not wait longer
-    for a collector that does not answer)."""
+    ``OTEL_EXPORTER_OTLP_TIMEOUT`` states another positive number (so a process's exit does
+    not wait longer for a collector that does not answer)."""
     what = "tracing to OTEL_EXPORTER_OTLP_ENDPOINT"
     require_extra("otel", "opentelemetry.sdk", what)
     require_extra("otel", "opentelemetry.exporter.otlp.proto.http", what)
@@ -149,11 +150,32 @@ def _environment_provider() -> Any:
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: "controlscope"}))
     provider = TracerProvider(resource=resource)
-    timeouts = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
-    stated = any(os.environ.get(name, "").strip() for name in timeouts)
-    exporter = OTLPSpanExporter() if stated else OTLPSpanExporter(timeout=FLUSH_S)
+    exporter = OTLPSpanExporter() if _timeout_stated() else OTLPSpanExporter(timeout=FLUSH_S)
     provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider
+
+
+def _timeout_stated() -> bool:
+    """Whether the environment states the exporter's timeout as a positive, finite number of
+    seconds (the traces' variable first, as the exporter reads them); anything else (``abc``,
+    ``inf``, ``-1``) is warned about and :data:`FLUSH_S` holds, so no wait is unbounded."""
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
+        raw = os.environ.get(name, "")
+        if not raw:
+            continue
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = math.nan
+        if math.isfinite(seconds) and seconds > 0:
+            return True
+        warnings.warn(
+            f"{name}={raw!r} is not a positive number of seconds; exports wait {FLUSH_S:g} s",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
+    return False
 
 
 def _warn_once(message: str) -> None:

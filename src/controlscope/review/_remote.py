@@ -27,7 +27,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -66,13 +66,17 @@ class DeskAddress:
     """
 
     url: str
-    secret: str
+    secret: str = field(repr=False)
 
     @property
     def where(self) -> str:
         """The review page's address without the secret (recorded with each decision)."""
         return f"{self.url}review"
 
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""Opens the desk's address directly: never through an ``http_proxy`` of the environment,
+which would see the secret (and cannot reach a loopback desk anyway)."""
 
 _claimed: DeskAddress | None = None
 _claim_lock = threading.Lock()
@@ -219,9 +223,7 @@ class RemoteDesk:
             if attempt:
                 time.sleep(0.5 * 2 ** (attempt - 1))
             try:
-                with urllib.request.urlopen(
-                    request, timeout=self.poll_s + self.request_s
-                ) as answer:
+                with _DIRECT.open(request, timeout=self.poll_s + self.request_s) as answer:
                     return _json_object(answer.read())
             except urllib.error.HTTPError as err:
                 if err.code == 403:
