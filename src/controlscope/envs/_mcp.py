@@ -31,16 +31,10 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import mcp_types
 from anyio.from_thread import start_blocking_portal
-from mcp import Client
-from mcp.server import Server
-from mcp.server.mcpserver import MCPServer
-from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
 from controlscope.core import (
@@ -52,7 +46,12 @@ from controlscope.core import (
     clip_text,
     data_problem,
 )
-from controlscope.envs._stdio import process_group_transport
+
+if TYPE_CHECKING:  # the SDK is imported when a server is connected, not with the package
+    import mcp_types
+    from mcp import Client
+    from mcp.server import Server
+    from mcp.server.mcpserver import MCPServer
 
 __all__ = ["McpToolServer"]
 
@@ -238,6 +237,8 @@ class McpToolServer:
         if label is None:
             label = f"{Path(command).name} {' '.join(args)}".strip()
         failures: list[str] = []
+        from controlscope.envs._stdio import process_group_transport
+
         transport = process_group_transport(
             command,
             list(args),
@@ -276,6 +277,8 @@ class McpToolServer:
     async def _hold_session(self, target: Any) -> None:
         """The portal task that owns the session: open it, wait for :meth:`close`, close it."""
         self._stop = anyio.Event()
+        from mcp import Client
+
         try:
             # mode="legacy": the initialize handshake, which the npm server speaks; no probe
             # round trip at start-up. No list_roots_callback: roots are never advertised.
@@ -359,6 +362,8 @@ class McpToolServer:
         return list(self._tools)
 
     async def _list_tools(self) -> list[ToolSchema]:
+        from mcp.shared.exceptions import MCPError
+
         client = self._session_client()
         tools: list[ToolSchema] = []
         cursor: str | None = None
@@ -424,6 +429,9 @@ class McpToolServer:
         )
 
     async def _call(self, name: str, arguments: dict[str, Any], wait_s: float) -> ToolResult:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
         client = self._session_client()
         try:
             raw = await client.call_tool(name, arguments, read_timeout_seconds=wait_s)
@@ -513,6 +521,8 @@ def _describe(error: BaseException | None) -> str:
         error = error.exceptions[0]
     if error is None:
         return "unknown error"
+    from mcp.shared.exceptions import MCPError
+
     if isinstance(error, MCPError):
         return f"MCP error {error.code}: {error.message}"
     return f"{type(error).__name__}: {error}"
@@ -520,6 +530,8 @@ def _describe(error: BaseException | None) -> str:
 
 def _to_result(raw: mcp_types.CallToolResult) -> ToolResult:
     """Map an SDK result to a bounded :class:`ToolResult` (text parts joined with newlines)."""
+    import mcp_types
+
     parts: list[str] = []
     for item in raw.content:
         if isinstance(item, mcp_types.TextContent):

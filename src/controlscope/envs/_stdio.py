@@ -33,18 +33,18 @@ import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
-import mcp_types
 from anyio._core._eventloop import get_async_backend
 from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.client.stdio import get_default_environment
-from mcp.shared.message import SessionMessage
-from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from controlscope._proc import die_with_parent, kill_below, reap_orphans
+
+if TYPE_CHECKING:  # the SDK is imported when a server is started, not with the package
+    import mcp_types
+    from mcp.shared.message import SessionMessage
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The longest line the server may write (one JSON-RPC message); a longer one is a failure."""
@@ -53,7 +53,8 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 #: be reaped after its group is killed.
 EXIT_GRACE_S = 2.0
 
-Streams = tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[SessionMessage]]
+if TYPE_CHECKING:
+    Streams = tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[SessionMessage]]
 
 
 class TransportFailure(Exception):
@@ -86,6 +87,9 @@ async def process_group_transport(
     Raises:
         OSError: the command cannot be started.
     """
+    from mcp.client.stdio import get_default_environment
+    from mcp.shared.message import SessionMessage
+
     # anyio.open_process passes no preexec_fn; its backend's open_process hands any other
     # keyword to the event loop's subprocess_exec, which starts the process on this thread
     process = await get_async_backend().open_process(
@@ -129,6 +133,8 @@ async def _read_server(
     fail: Callable[[str], None],
 ) -> None:
     """Forward the server's messages to the session until stdout ends or breaks the rules."""
+    from mcp.shared.message import SessionMessage
+
     assert process.stdout is not None
     async with to_client:
         try:
@@ -186,6 +192,10 @@ def _parse(line: bytes) -> SessionMessage | _Unreadable:
         TransportFailure: not UTF-8, or not a JSON-RPC message (and no response whose request
             id can be read).
     """
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+    from mcp_types.jsonrpc import INTERNAL_ERROR
+
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as err:

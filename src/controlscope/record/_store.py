@@ -506,6 +506,14 @@ def _parse(line: str) -> Event:
     Raises:
         pydantic.ValidationError: the line is not an event of a known version.
     """
+    written = _written_version(line)
+    if written is not None and written < SCHEMA_VERSION:  # upgraded: parsed once, not twice
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError):
+            data = None  # not JSON: validation below says why
+        if isinstance(data, dict):
+            return EVENT_ADAPTER.validate_python(upgrade_event(data))
     try:
         event = EVENT_ADAPTER.validate_json(line)
     except ValidationError as err:
@@ -519,6 +527,19 @@ def _parse(line: str) -> Event:
     if event.schema_version < SCHEMA_VERSION:  # valid as it stands, but an older version's
         return EVENT_ADAPTER.validate_python(upgrade_event(json.loads(line)))
     return event
+
+
+_VERSION_PREFIX = '{"schema_version":'
+"""How the writer starts every line (the event's first field)."""
+
+
+def _written_version(line: str) -> int | None:
+    """The schema version a line starts with as the writer writes it, else None (then the
+    line's whole validation finds it)."""
+    if not line.startswith(_VERSION_PREFIX):
+        return None
+    digits = line[len(_VERSION_PREFIX) : line.find(",", len(_VERSION_PREFIX))]
+    return int(digits) if digits.isdigit() and len(digits) < 6 else None
 
 
 def _is_cut_json(line: str) -> bool:
