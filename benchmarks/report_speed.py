@@ -16,8 +16,11 @@ intervals; ``figures_s``: matplotlib's import and both figures; ``write_s``: the
 Measured on 2 cores with other work keeping them busy (load 6 to 9), 3 December 2026: 2.6 to
 3.0 CPU seconds (wall 5.4 to 10 s on that machine); before the logs were checked by their
 fingerprint (each was hashed) and small files read without a 4 MB buffer, the same folder took
-6.4 to 9.5 CPU seconds (12 to 23 s wall). About 1.2 CPU seconds of it is the command's imports
-(the panel package brings the environments and the MCP client).
+6.4 to 9.5 CPU seconds (12 to 23 s wall). On 4 December the report listed every paired
+outcome with the decisions behind it, read from each reviewing run's log: 30.8 s on an idle
+machine (27.5 s of it reading 3.2 GB of logs). Each summary now lists its run's first eight
+decisions and counts the rest: 2.38 s wall (2.56 CPU s) on an idle machine (load below 1),
+the command's imports about 0.6 s of it.
 
 Usage: ``python benchmarks/report_speed.py [--log-scale 1.0] [--repeats 3]``; the medians of
 ``--repeats`` runs are reported (the panel is written once; its files are in the page cache,

@@ -594,3 +594,29 @@ def test_a_continuation_of_an_event_that_is_not_its_roles_previous_is_refused(
     log.write_text(lines[0] + "\n" + json.dumps(edited) + "\n")
     with pytest.raises(LogError, match=r"events.jsonl:2: a planner model_call continues event 7"):
         read_events(tmp_path)
+
+
+def test_a_summary_lists_the_first_decisions_and_counts_the_rest() -> None:
+    """A run reviewed at every one of its 20 calls, each a fallback, one a patch: its summary
+    lists the first eight decisions in order and counts the other twelve; the report's line for
+    it names them (the run's page shows each)."""
+    from controlscope.analysis._decisions import _lines
+    from controlscope.core import Keep, PatchArguments, RealizedOperationEvent
+    from controlscope.record import DECISIONS_LISTED, DecisionNotes
+
+    notes = DecisionNotes()
+    for i in range(20):
+        patch = i == 3
+        notes.add(
+            RealizedOperationEvent(
+                call_index=i,
+                operation=PatchArguments(arguments={"path": "b"}) if patch else Keep(),
+                fallback=None if patch else "malformed",
+            )
+        )
+    notes.add(RealizedOperationEvent(call_index=20, operation=Keep()))  # kept by choice
+    assert DECISIONS_LISTED == 8 and notes.omitted == 12 and notes.revised
+    assert [d.call_index for d in notes.decisions] == list(range(8))
+    assert notes.decisions[3].operation == "patch_arguments" and notes.decisions[3].fallback is None
+    lines = _lines(21, notes.decisions, notes.omitted, revised=notes.revised)
+    assert len(lines) == 9 and lines[-1].startswith("… and 12 more decisions")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from controlscope.analysis._records import REVISION_COUNTS, Listed
 from controlscope.analysis._reviews import plural
 from controlscope.panel import KEEP, condition_label
 from controlscope.record import DecisionNotes, LogError, ReviewDecision, iter_events
@@ -61,7 +62,7 @@ def paired_outcomes(
     runs: pd.DataFrame,
     draws: int,
     run_dirs: dict[str, Path],
-    recorded: Mapping[str, list[ReviewDecision] | None] | None = None,
+    recorded: Mapping[str, Listed | None] | None = None,
 ) -> list[PairedOutcome]:
     """Every reviewing run of ``runs`` against its unit's Keep run, with its decisions.
 
@@ -96,7 +97,9 @@ def paired_outcomes(
         a, b = verdict.get(keep), verdict[str(row.id)]
         listed = known.get(str(row.id))
         if listed is not None:
-            reviews, decisions = int(str(row.reviews)), _lines(int(str(row.reviews)), listed)
+            reviews = int(str(row.reviews))
+            revised = any(int(str(getattr(row, n))) for n in REVISION_COUNTS)
+            decisions = _lines(reviews, *listed, revised=revised)
         else:
             reviews, decisions = _from_log(run_dirs.get(str(row.id)))
         out.append(
@@ -127,18 +130,24 @@ def _from_log(directory: Path | None) -> tuple[int, tuple[str, ...]]:
             reviews += event.type == "review_request"
     except (OSError, ValueError, LogError) as err:
         return reviews, (f"its log cannot be read: {err}",)
-    return reviews, _lines(reviews, notes.decisions)
+    return reviews, _lines(reviews, notes.decisions, notes.omitted, revised=notes.revised)
 
 
-def _lines(reviews: int, decisions: list[ReviewDecision]) -> tuple[str, ...]:
-    """What :attr:`PairedOutcome.decisions` shows for ``reviews`` reviews."""
+def _lines(
+    reviews: int, decisions: list[ReviewDecision], omitted: int, *, revised: bool
+) -> tuple[str, ...]:
+    """What :attr:`PairedOutcome.decisions` shows for ``reviews`` reviews, of which
+    ``decisions`` are listed, ``omitted`` more are not, and ``revised`` says whether any
+    realized a revision."""
     if not reviews:
         return ("no review",)
     lines = [_line(d) for d in decisions]
     if not lines:
         return ("kept at every review",)
-    chosen = reviews - len(lines)  # the keeps the reviewer chose
-    if not any(d.fallback is None for d in decisions) and chosen:
+    if omitted:
+        lines.append(f"… and {plural(omitted, 'more decision')} (the run's page shows each)")
+    chosen = reviews - len(decisions) - omitted  # the keeps the reviewer chose
+    if not revised and chosen:
         lines.insert(0, f"kept by choice at {plural(chosen, 'review')}")
     return tuple(lines)
 

@@ -78,6 +78,10 @@ PROVIDER_ENDS = ("planner_provider_error", "context_limit")
 """End reasons that are provider failures at the planning stage (graded as they stand)."""
 
 
+Listed = tuple[list[ReviewDecision], int]
+"""A run's decisions as its summary lists them, and how many more it omitted."""
+
+
 @dataclass(frozen=True)
 class PanelRuns:
     """A panel folder's runs.
@@ -91,8 +95,8 @@ class PanelRuns:
             ineligible, or that failed a check its record names (counted with its verdict:
             ``RunRecord.problem``), with the reason.
         decisions: what each run's reviews did, by run id, as its summary lists them
-            (``RunSummary.decisions``; None: its summary predates the list, read the log);
-            runs without a readable summary are absent.
+            (``RunSummary.decisions`` and how many more it omitted; None: its summary predates
+            the list, read the log); runs without a readable summary are absent.
     """
 
     panel: Path
@@ -100,7 +104,7 @@ class PanelRuns:
     plan: PanelPlan
     runs: pd.DataFrame
     problems: list[str]
-    decisions: dict[str, list[ReviewDecision] | None] = field(default_factory=dict)
+    decisions: dict[str, Listed | None] = field(default_factory=dict)
 
 
 def read_panel(panel: str | Path) -> PanelRuns:
@@ -135,7 +139,7 @@ def read_panel(panel: str | Path) -> PanelRuns:
         raise PanelError(f"{folder / MANIFEST_FILE} plans no run: there is nothing to report")
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
-    decisions: dict[str, list[ReviewDecision] | None] = {}
+    decisions: dict[str, Listed | None] = {}
     root = folder.resolve()
     for run in manifest.plan.runs:
         row, problem = _row(folder, run, root, decisions)
@@ -150,7 +154,7 @@ def _row(
     panel: Path,
     run: PlannedRun,
     root: Path,
-    decisions: dict[str, list[ReviewDecision] | None],
+    decisions: dict[str, Listed | None],
 ) -> tuple[dict[str, Any], str]:
     """One run's row and, when it is not a scored run, why (``root``: the panel resolved;
     the run's summary's decisions go into ``decisions``)."""
@@ -183,7 +187,8 @@ def _row(
         row["status"] = "corrupt"
         return row, f"corrupt run folder, counted as missing: {_first_line(err)}"
     row.update(_from_summary(summary, record))
-    decisions[run.id] = summary.decisions
+    listed = summary.decisions
+    decisions[run.id] = None if listed is None else (listed, summary.decisions_omitted)
     row["source_sha256"] = _source_sha256(directory) if run.source_file is not None else None
     if summary.success is None:
         row["status"] = "no_verdict"

@@ -13,7 +13,7 @@ Public API::
 
 from controlscope.record._accounting import LedgerSummary, RoleTotals, TokenLedger, TokenTotals
 from controlscope.record._actions import ActionMismatch, RecordedActions
-from controlscope.record._decisions import DecisionNotes, ReviewDecision
+from controlscope.record._decisions import DECISIONS_LISTED, DecisionNotes, ReviewDecision
 from controlscope.record._divergence import (
     ABSENT,
     ReplayMismatch,
@@ -42,6 +42,7 @@ from controlscope.record._tracing import trace_log, trace_to, tracing_on
 
 __all__ = [
     "ABSENT",
+    "DECISIONS_LISTED",
     "MAX_EVENT_BYTES",
     "MAX_SUMMARY_BYTES",
     "SUMMARY_FILE",

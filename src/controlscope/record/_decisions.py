@@ -24,6 +24,10 @@ from controlscope.core import (
 DETAIL_CHARS = 160
 """How much of one decision's description a summary keeps (clipped with ``…``)."""
 
+DECISIONS_LISTED = 8
+"""How many decisions a summary lists, the first in order; it counts the rest
+(``RunSummary.decisions_omitted``: a run's page shows every one from its log)."""
+
 
 class ReviewDecision(BaseModel):
     """One review that did not end in a Keep the reviewer chose.
@@ -48,6 +52,8 @@ class DecisionNotes:
 
     def __init__(self) -> None:
         self.decisions: list[ReviewDecision] = []
+        self.omitted = 0  # decisions past the first DECISIONS_LISTED
+        self.revised = False  # whether any review realized a revision (listed or not)
         self._refused: dict[int, str] = {}  # call index -> what was proposed, why refused
 
     def add(self, event: Event) -> None:
@@ -59,7 +65,12 @@ class DecisionNotes:
             self._refused[event.call_index] = f"proposed {kind}{why}"
         elif event.type == "realized_operation" and event.model_called:
             refused = self._refused.pop(event.call_index, "")
-            if event.fallback is not None:
+            if event.fallback is None and event.operation.kind == "keep":
+                return
+            self.revised = self.revised or event.fallback is None
+            if len(self.decisions) >= DECISIONS_LISTED:
+                self.omitted += 1
+            elif event.fallback is not None:
                 self.decisions.append(
                     ReviewDecision(
                         call_index=event.call_index,
@@ -68,7 +79,7 @@ class DecisionNotes:
                         detail=clipped(refused),
                     )
                 )
-            elif event.operation.kind != "keep":
+            else:
                 self.decisions.append(_revision(event))
 
 

@@ -81,7 +81,9 @@ class RunSummary(BaseModel):
             ``protected``: the app environments' whole-database diff), else 0.
         decisions: what the reviews did, in order: each realized revision and each fallback to
             Keep (:class:`~controlscope.record.ReviewDecision`; the Keeps the reviewer chose are
-            not listed); None in a summary written before summaries held them (read the log).
+            not listed), the first :data:`~controlscope.record.DECISIONS_LISTED` of them; None
+            in a summary written before summaries held them (read the log).
+        decisions_omitted: the decisions past those listed (the run's log holds them).
     """
 
     task: str
@@ -129,6 +131,7 @@ class RunSummary(BaseModel):
     allowance_renewals: int = 0
     protected_failures: int = 0
     decisions: list[ReviewDecision] | None = None
+    decisions_omitted: int = 0
 
 
 class SummaryError(ValueError):
@@ -187,6 +190,7 @@ def summarize(events: Iterable[Event]) -> RunSummary:
     summary.model_seconds = sum(r.latency_s for r in summary.tokens.values())
     summary.api_attempts = summary.primitive_calls + summary.quota_rejections
     summary.decisions = notes.decisions
+    summary.decisions_omitted = notes.omitted
     return summary
 
 
