@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from controlscope.panel.testing import SyntheticRun
-from report_speed import write_panel
+from report_speed import time_parts, write_panel
 
 UNITS = 500
 SCOPES = ("keep", "full")
@@ -103,19 +103,6 @@ print(json.dumps({"import_cpu_s": t1 - t0, "build_cpu_s": t2 - t1, "write_cpu_s"
 (Inspect's: condensing each sample, compressing, writing)."""
 
 
-def time_parts(panel: Path, out: Path) -> dict[str, float]:
-    """CPU seconds per part of the export, in a fresh process."""
-    done = subprocess.run(
-        [sys.executable, "-c", PARTS, str(panel), str(out)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    parts: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return parts
-
-
 def time_import() -> float:
     """Seconds a fresh process takes to import what the export uses of ``inspect_ai``."""
     code = (
@@ -156,7 +143,7 @@ def main() -> None:
             walls.append(wall)
             cpus.append(cpu)
             size = out.stat().st_size
-            parts.append(time_parts(tmp / "panel", tmp / f"parts-{repeat}.eval"))
+            parts.append(time_parts(tmp / "panel", tmp / f"parts-{repeat}.eval", PARTS))
             print(f"export: {wall:.2f} s ({cpu:.2f} CPU s), {size / 1e6:.1f} MB", file=sys.stderr)
             print(f"  parts: {parts[-1]}", file=sys.stderr)
         result: dict[str, Any] = {

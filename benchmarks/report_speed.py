@@ -195,10 +195,11 @@ print(json.dumps({"import_s": imported - started, "read_panel_s": read - importe
 """The command's parts, timed in a fresh process (the figures drawn once)."""
 
 
-def time_parts(panel: Path, out: Path) -> dict[str, float]:
-    """Seconds per part of the report, in a fresh process."""
+def time_parts(panel: Path, out: Path, script: str = PARTS) -> dict[str, float]:
+    """Seconds per part of the report (or what ``script`` times: it prints one JSON object
+    last), in a fresh process given the panel and the output as its arguments."""
     done = subprocess.run(
-        [sys.executable, "-c", PARTS, str(panel), str(out)],
+        [sys.executable, "-c", script, str(panel), str(out)],
         check=True,
         capture_output=True,
         text=True,

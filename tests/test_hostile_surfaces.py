@@ -27,24 +27,12 @@ from controlscope._proc import descendants
 from controlscope.core import InputFileError, read_source_program
 from fixtures.adapter_agents import run_openai_agent, run_pydantic_agent, tool_call
 from fixtures.stream_server import Answer, StreamServer
-from test_hostile_edges import refused
+from test_hostile_edges import controlscope, refused
 from test_linked_panels import UNIT, linked
 from test_panel import write_config
 
 TASK = "file_context/file_splitting"
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def controlscope(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controlscope.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
 
 
 # --- frozen source programs ------------------------------------------------------------------
