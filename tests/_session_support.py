@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -56,6 +56,17 @@ def running() -> set[int]:
     """This process's descendants that still run (zombies are the session's check,
     ``conftest.py``: an orphaned sandbox init handed to this subreaper is one)."""
     return {pid for pid in descendants(os.getpid()) if state(pid) not in ("Z", "X", "gone")}
+
+
+def outliving(pids: Iterable[int], seconds: float) -> list[int]:
+    """Those of ``pids`` still running (not zombies) after waiting up to ``seconds`` for
+    them to end."""
+    deadline = time.monotonic() + seconds
+    alive = [pid for pid in pids if state(pid) not in ("Z", "X", "gone")]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in alive if state(pid) not in ("Z", "X", "gone")]
+    return alive
 
 
 def state(pid: int) -> str:

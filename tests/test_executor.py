@@ -318,11 +318,7 @@ def test_interpreter_exit_and_sigterm_end_every_process(
     finally:
         proc.kill()
         proc.wait()
-    deadline = time.monotonic() + 10
-    alive = [pid for pid in below if _session_support.state(pid) not in ("Z", "X", "gone")]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.1)
-        alive = [pid for pid in alive if _session_support.state(pid) not in ("Z", "X", "gone")]
+    alive = _session_support.outliving(below, 10)
     assert not alive, {pid: cmdline(pid) for pid in alive}
     assert read_events(out)[-1].type == "run_end"
 
@@ -365,11 +361,7 @@ def test_a_hung_server_dies_with_its_controller_killed_by_sigkill(tmp_path: Path
     finally:
         proc.kill()
         proc.wait()
-    deadline = time.monotonic() + 20
-    alive = [pid for pid in below if _session_support.state(pid) not in ("Z", "X", "gone")]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.1)
-        alive = [pid for pid in alive if _session_support.state(pid) not in ("Z", "X", "gone")]
+    alive = _session_support.outliving(below, 20)
     left = {pid: cmdline(pid) for pid in alive}
     for pid in alive:  # never left behind, even by a failing test
         os.kill(pid, signal.SIGKILL)

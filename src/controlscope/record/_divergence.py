@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from controlscope.record._decisions import clipped
+
 __all__ = ["ABSENT", "ReplayMismatch", "first_difference", "map_strings"]
 
 ABSENT = "<absent>"
@@ -21,7 +23,7 @@ ABSENT = "<absent>"
 
 def _short(value: Any, limit: int = 120) -> str:
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(text, limit)
 
 
 def first_difference(recorded: Any, received: Any, path: str = "") -> tuple[str, Any, Any] | None:
